@@ -1,0 +1,34 @@
+# The first two commands on a fresh machine: `make demo`, then `make test`.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+ORACLE  := $(VENV)/.oracle-installed
+export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
+
+.PHONY: demo test test-oracle bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+$(ORACLE): $(STAMP)
+	$(BIN)/pip install -q 'torch==2.13.0' 'mmasim==2.1.1'
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/python -m validation.demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not oracle"
+
+test-oracle: $(ORACLE)
+	$(BIN)/python -m pytest -q -m oracle tests/oracle
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_units.py
+
+clean:
+	rm -rf $(VENV) .cache build *.egg-info

@@ -1,0 +1,79 @@
+"""The unit parameter record the kernels take, and ``dot_add``.
+
+A *unit* computes ``d = c + Σ_k a_k·b_k`` for fp16 ``a``, ``b`` and an fp32 (or fp16) accumulator
+``c``. K is consumed from k = 0 upward in consecutive groups of ``group_size`` terms (the last group
+may be shorter); each group updates the running accumulator. How one group updates it is the
+unit's *family*:
+
+``FUSED_EXACT``        c ← round(c + Σ_group p_k), the sum exact, one rounding (MI100, "E-FDPA").
+``PAIRWISE``           a binary tree of fp32 adds over the group's products, then c + tree, each add
+                       RNE in fp32 with optional flush of subnormal results (MI200, "FTZ-AddMul").
+``TRUNCATED_FUSED``    products and c aligned to the largest exponent, each term cut at
+                       ``fraction_bits`` below it, summed exactly, normalised once (NVIDIA, "T-FDPA").
+``TWO_STAGE``          products aligned to their largest exponent and cut at ``fraction_bits``, summed;
+                       then the product sum (cut at ``sum_fraction_bits`` + 1) and c (cut at
+                       ``fraction_bits``) aligned to the larger exponent, summed, normalised, cut at
+                       ``sum_fraction_bits`` and rounded (MI300, "TR-FDPA").
+``FMA``                c ← RNE32(c + a_k·b_k) for each k in turn (fp32 FMA; ``group_size`` is 1).
+``FP64``               the accumulator is held in fp64; each group adds its products one by one in
+                       fp64; with ``round_each_group`` the accumulator is rounded to fp32 after each
+                       group, otherwise once at the end.
+
+Exponents here are *field* exponents, as the hardware aligns them: an fp16 subnormal or zero has
+exponent −14, an fp32 subnormal or zero −126, and a product's exponent is the sum of its factors'.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import NamedTuple
+
+__all__ = ["Family", "Rounding", "Format", "UnitParams"]
+
+
+class Family(IntEnum):
+    FUSED_EXACT = 0
+    PAIRWISE = 1
+    TRUNCATED_FUSED = 2
+    TWO_STAGE = 3
+    FMA = 4
+    FP64 = 5
+
+
+class Rounding(IntEnum):
+    """RNE: to nearest, ties to even. RZ: toward zero (truncation). RD: toward −∞ (floor)."""
+
+    RNE = 0
+    RZ = 1
+    RD = 2
+
+
+class Format(IntEnum):
+    FP32 = 0
+    FP16 = 1
+
+
+class UnitParams(NamedTuple):
+    """Plain integers, so numba kernels can take them; ``models`` builds these with sources.
+
+    Flush flags: ``flush_inputs`` sets fp16 inputs with |x| < 2^-14 to +0; ``flush_c`` sets a
+    subnormal accumulator on entry to +0; ``flush_products`` / ``flush_partials`` /
+    ``flush_output`` set subnormal products / intermediate sums / group results to zero of the
+    same sign.
+    """
+
+    family: int
+    group_size: int
+    fraction_bits: int = 0
+    sum_fraction_bits: int = 0
+    alignment_rounding: int = Rounding.RZ
+    c_alignment_rounding: int = Rounding.RD
+    output_rounding: int = Rounding.RNE
+    zero_exponent: int = -133
+    output_format: int = Format.FP32
+    flush_inputs: bool = False
+    flush_c: bool = False
+    flush_products: bool = False
+    flush_partials: bool = False
+    flush_output: bool = False
+    round_each_group: bool = True

@@ -1,0 +1,5 @@
+"""Named hardware and kernels as parameter sets, each parameter citing its source."""
+
+from .units import ALIASES, UNIT_NAMES, Unit, unit
+
+__all__ = ["Unit", "unit", "UNIT_NAMES", "ALIASES"]

@@ -1,0 +1,1 @@
+"""What users run: configs, metrics, the verifier, the study reproduction, explanations, the CLI."""
