@@ -1,0 +1,127 @@
+"""Scalar building blocks shared by the unit kernels (all exact, all branch-light).
+
+Values are carried in float64: every fp16 value, every fp16·fp16 product and every fp32 value is
+exact there, so the only roundings are the ones a kernel performs on purpose.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._jit import jit
+
+RNE, RZ, RD = 0, 1, 2
+FP32_MIN_NORMAL = 2.0**-126
+FP32_MAX = float(np.finfo(np.float32).max)
+FP16_MAX = 65504.0
+# Exponents of non-finite values are clamped here so that scale factors stay finite and nonzero:
+# inf·scale stays inf and NaN stays NaN, which is how the published models propagate them.
+EXP_CLAMP = 200
+
+
+@jit(inline="always")
+def exponent64(x):
+    """floor(log2|x|) from the float64 bit pattern (−1023 for zero; 1024 for inf/NaN)."""
+    return np.int64(((np.float64(x).view(np.int64) >> 52) & 0x7FF) - 1023)
+
+
+@jit(inline="always")
+def field_exponent(x, emin):
+    """The exponent a unit aligns by: floor(log2|x|), with subnormals and zero given ``emin``;
+    clamped above so that inf/NaN do not overflow scale factors."""
+    e = exponent64(x)
+    if e < emin:
+        e = emin
+    if e > EXP_CLAMP:
+        e = EXP_CLAMP
+    return e
+
+
+@jit(inline="always")
+def pow2(e):
+    """2**e as float64 for −1022 ≤ e ≤ 1023, built from its bit pattern (exact, vectorisable)."""
+    return np.int64((e + 1023) << 52).view(np.float64)
+
+
+@jit(inline="always")
+def two_sum(a, b):
+    """Knuth's TwoSum: s = RN(a+b) and the exact error t, a + b = s + t."""
+    s = a + b
+    av = s - b
+    bv = s - av
+    return s, (a - av) + (b - bv)
+
+
+@jit(inline="always")
+def add_round_to_odd(a, b):
+    """a + b rounded to odd in float64 (the last bit set when inexact); with 53 ≥ 24 + 2 bits a
+    later rounding to fp32 in any mode equals rounding the exact a + b once (Boldo–Melquiond)."""
+    s, t = two_sum(a, b)
+    bits = np.float64(s).view(np.int64)
+    if t != 0.0 and (bits & 1) == 0:
+        if (t > 0.0) == (s > 0.0):
+            bits += 1
+        else:
+            bits -= 1
+        s = np.int64(bits).view(np.float64)
+    return s
+
+
+@jit(inline="always")
+def step_toward_zero32(f):
+    return np.int32(np.float32(f).view(np.int32) - 1).view(np.float32)
+
+
+@jit(inline="always")
+def round_to_fp32(v, mode, overflow_to_inf):
+    """Round an exact float64 ``v`` to fp32 with RNE, RZ or RD.
+
+    ``overflow_to_inf``: under RZ/RD, a value of magnitude ≥ 2^128 gives ±inf instead of the
+    largest finite value, as MMA-Sim's normalise-then-cast does; IEEE directed rounding is 0.
+    """
+    f = np.float32(v)
+    if mode == RNE or f == v or v != v:
+        return f
+    big = abs(v) >= 2.0**128 and v - v == 0.0
+    if mode == RZ:
+        if abs(np.float64(f)) > abs(v):
+            f = step_toward_zero32(f)
+    else:  # RD
+        if np.float64(f) > v:
+            if f > 0.0:
+                f = step_toward_zero32(f)
+            else:
+                f = np.int32(np.float32(f).view(np.int32) + 1).view(np.float32)
+    if big and overflow_to_inf:
+        f = np.float32(np.inf) if v > 0.0 else np.float32(-np.inf)
+    return f
+
+
+@jit(inline="always")
+def round_to_fp16_rne(v):
+    """RNE of an exact float64 to fp16, returned as the (exact) fp16 value in float32."""
+    if v != v or v - v != 0.0:
+        return np.float32(v)
+    e = exponent64(v)
+    if e < -14:
+        e = -14
+    q = pow2(e - 10)
+    r = np.rint(v / q) * q
+    if abs(r) > FP16_MAX:
+        r = np.inf if r > 0.0 else -np.inf
+    return np.float32(r)
+
+
+@jit(inline="always")
+def flush_keep_sign(x, tiny):
+    """A subnormal ``x`` (|x| < tiny) becomes a zero of its own sign."""
+    if abs(x) < tiny:
+        return x * 0.0
+    return x
+
+
+@jit(inline="always")
+def flush_to_plus_zero(x, tiny):
+    if abs(x) < tiny:
+        return x - x if x == x else x
+    return x

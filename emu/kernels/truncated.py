@@ -1,0 +1,128 @@
+"""Truncated fused dot-add units: NVIDIA tensor cores (T-FDPA) and AMD MI300 (TR-FDPA).
+
+Contract (``truncated_fused``), per group of ``L`` products and the accumulator c:
+    terms = products (exact, exponent ea+eb) and c (its field exponent; fp16 c for fp16 output);
+    a zero term takes exponent ``zero_exponent``; e_max = max over all terms;
+    every term is cut to a multiple of 2^(e_max − F) (RZ: toward zero; RD: toward −∞);
+    the sum is exact; it is rounded once to the output format (fp32: ``output_rounding``,
+    fp16: RNE) and a zero result is +0.
+
+Contract (``two_stage``), per group of ``L`` products:
+    stage 1: e_dot = max exponent of the non-zero products; each cut toward zero at 2^(e_dot − F)
+    and summed exactly; stage 2: e_max = max(e_dot, field exponent of c); the product sum is
+    floored at 2^(e_max − F2 − 1) and c at 2^(e_max − F); their exact sum is normalised (fp32
+    subnormal exponent −126), floored to F2 fraction bits, and rounded (RNE) to fp32.
+
+Exactness: every cut term is an integer below 2^(F+3) times the grid, so with F ≤ 48 and
+L ≤ 16 all sums are exact in float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._jit import jit, prange
+from ._scalar import RD, exponent64, field_exponent, pow2, round_to_fp16_rne, round_to_fp32
+from ._tiles import (LANES, P_CALIGN, P_F, P_F2, P_GROUP, P_OUT_FMT, P_OUT_ROUND, P_ZERO_EXP,
+                     load_products, tile_bounds)
+
+NO_PRODUCT_EXPONENT = -999  # stage 1 of TR-FDPA leaves zero products out of the maximum
+
+
+@jit(inline="always")
+def _cut(x, mode):
+    return np.floor(x) if mode == RD else np.trunc(x)
+
+
+@jit(parallel=True)
+def truncated_fused(A, B, C, out, per_lane, prm):
+    M, N = out.shape
+    K = B.shape[0]
+    L = prm[P_GROUP]
+    F = prm[P_F]
+    zero_exp = prm[P_ZERO_EXP]
+    fp16_out = prm[P_OUT_FMT] == 1
+    out_mode = prm[P_OUT_ROUND]
+    c_emin = -14 if fp16_out else -126
+    tiles = (N + LANES - 1) // LANES
+    for t in prange(M * tiles):
+        m, n0, w = tile_bounds(t, tiles, N)
+        acc = np.empty(LANES, np.float64)
+        emax = np.empty(LANES, np.int64)
+        total = np.empty(LANES, np.float64)
+        prod = np.empty((L, LANES), np.float64)
+        pexp = np.empty((L, LANES), np.int64)
+        for j in range(w):
+            acc[j] = np.float64(C[m, n0 + j])
+        for g0 in range(0, K, L):
+            g = min(L, K - g0)
+            for j in range(w):
+                e = field_exponent(acc[j], c_emin)
+                emax[j] = zero_exp if acc[j] == 0.0 else e
+            for i in range(g):
+                load_products(A, B, m, g0 + i, n0, w, per_lane, prod[i], pexp[i])
+                for j in range(w):
+                    e = zero_exp if prod[i, j] == 0.0 else pexp[i, j]
+                    emax[j] = max(emax[j], e)
+            for j in range(w):
+                total[j] = np.trunc(acc[j] * pow2(F - emax[j]))
+            for i in range(g):
+                for j in range(w):
+                    total[j] += np.trunc(prod[i, j] * pow2(F - emax[j]))
+            for j in range(w):
+                v = total[j] * pow2(emax[j] - F)
+                if fp16_out:
+                    acc[j] = np.float64(round_to_fp16_rne(v)) + 0.0
+                else:
+                    acc[j] = np.float64(round_to_fp32(v, out_mode, True)) + 0.0
+        for j in range(w):
+            out[m, n0 + j] = np.float32(acc[j])
+
+
+@jit(parallel=True)
+def two_stage(A, B, C, out, per_lane, prm):
+    M, N = out.shape
+    K = B.shape[0]
+    L = prm[P_GROUP]
+    F = prm[P_F]
+    F2 = prm[P_F2]
+    c_mode = prm[P_CALIGN]
+    out_mode = prm[P_OUT_ROUND]
+    tiles = (N + LANES - 1) // LANES
+    for t in prange(M * tiles):
+        m, n0, w = tile_bounds(t, tiles, N)
+        acc = np.empty(LANES, np.float64)
+        edot = np.empty(LANES, np.int64)
+        sdot = np.empty(LANES, np.float64)
+        prod = np.empty((L, LANES), np.float64)
+        pexp = np.empty((L, LANES), np.int64)
+        for j in range(w):
+            acc[j] = np.float64(C[m, n0 + j])
+        for g0 in range(0, K, L):
+            g = min(L, K - g0)
+            for j in range(w):
+                edot[j] = NO_PRODUCT_EXPONENT
+                sdot[j] = 0.0
+            for i in range(g):
+                load_products(A, B, m, g0 + i, n0, w, per_lane, prod[i], pexp[i])
+                for j in range(w):
+                    if prod[i, j] != 0.0:
+                        edot[j] = max(edot[j], pexp[i, j])
+            for i in range(g):
+                for j in range(w):
+                    # a group of zero products sums to 0 whatever the scale; keep it finite
+                    sdot[j] += np.trunc(prod[i, j] * pow2(F - max(edot[j], -900)))
+            for j in range(w):
+                ed = max(edot[j], -900)
+                s_dot = sdot[j] * pow2(ed - F)
+                c = acc[j]
+                e_max = max(edot[j], field_exponent(c, -126))
+                q_dot = pow2(e_max - F2 - 1)
+                q_c = pow2(e_max - F)
+                v = _cut(s_dot / q_dot, RD) * q_dot + _cut(c / q_c, c_mode) * q_c
+                ev = max(exponent64(v), -126)
+                q = pow2(ev - F2)
+                v = np.floor(v / q) * q
+                acc[j] = np.float64(round_to_fp32(v, out_mode, False))
+        for j in range(w):
+            out[m, n0 + j] = np.float32(acc[j])
