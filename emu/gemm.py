@@ -1,0 +1,141 @@
+"""GEMM through a unit, with an explicit accumulation order.
+
+``GemmOrder`` says everything about the order that changes the arithmetic:
+
+* ``k_order``: the sequence in which gemmK indices are fed to the unit (a permutation of
+  range(K)); the unit then takes consecutive groups of that sequence. A k-reduction instruction
+  that spreads its k over input blocks is a permutation (:func:`strided_k_order`).
+* ``pad_k``: zero padding of gemmK up to a multiple (padding kernels); zero products only change
+  the sign of zero, or, for truncating units, the exponent they align to.
+* ``split_k`` and ``combine``: the K sequence is cut into ``split_k`` contiguous chunks, each
+  accumulated from +0, and the chunk results are added into a zeroed fp32 workspace one by one
+  (atomic adds, RNE): in ascending chunk order (``"ascending"``) or in seeded random orders
+  (``"random"``, see :func:`gemm_split_ensemble`).
+
+M and N never change the arithmetic of an output; their padding is not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .dot import _values, fp16_operand, run_kernel, unit_params
+
+__all__ = ["GemmOrder", "gemm", "gemm_split_ensemble", "strided_k_order", "combine_partials"]
+
+
+@dataclass(frozen=True)
+class GemmOrder:
+    k_order: tuple[int, ...] | None = None
+    pad_k: int = 1
+    split_k: int = 1
+    combine: str = "ascending"
+    combine_seed: int = 0
+    notes: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        if self.pad_k < 1:
+            raise ValueError(f"pad_k: must be ≥ 1, got {self.pad_k}")
+        if self.split_k < 1:
+            raise ValueError(f"split_k: must be ≥ 1, got {self.split_k}")
+        if self.combine not in ("ascending", "random"):
+            raise ValueError(f"combine: {self.combine!r} is not one of 'ascending', 'random'")
+
+    def sequence(self, K: int) -> np.ndarray:
+        """The gemmK indices in accumulation order, −1 marking padding zeros."""
+        if self.k_order is None:
+            seq = np.arange(K)
+        else:
+            seq = np.asarray(self.k_order, dtype=np.int64)
+            if seq.shape != (K,) or not np.array_equal(np.sort(seq), np.arange(K)):
+                raise ValueError(f"k_order: must be a permutation of range({K})")
+        padded = -(-K // self.pad_k) * self.pad_k
+        return np.concatenate([seq, np.full(padded - K, -1, np.int64)])
+
+    def chunks(self, length: int) -> list[slice]:
+        """Contiguous split-K chunks of the accumulation sequence (as even as possible)."""
+        bounds = np.linspace(0, length, self.split_k + 1).round().astype(int)
+        return [slice(int(b0), int(b1)) for b0, b1 in zip(bounds[:-1], bounds[1:])]
+
+
+def strided_k_order(K: int, tile: int, group: int) -> tuple[int, ...]:
+    """k order of a k-reduction instruction: within each ``tile``-wide k block the unit's groups
+    are {b, b + tile/group, b + 2·tile/group, …} (16x16x16f16: tile 16, group 4 → {b, b+4, b+8,
+    b+12}). A trailing partial tile keeps its natural order."""
+    if tile % group:
+        raise ValueError(f"tile: {tile} is not a multiple of group {group}")
+    stride = tile // group
+    order = []
+    full = K - K % tile
+    for t0 in range(0, full, tile):
+        for b in range(stride):
+            order.extend(t0 + b + stride * i for i in range(group))
+    order.extend(range(full, K))
+    return tuple(order)
+
+
+def _gather(values: np.ndarray, seq: np.ndarray, axis: int) -> np.ndarray:
+    """Operand values in accumulation order along ``axis``; −1 entries are +0."""
+    taken = np.take(values, np.where(seq < 0, 0, seq), axis=axis)
+    zero_shape = [1, 1]
+    zero_shape[axis] = len(seq)
+    return np.ascontiguousarray(np.where((seq < 0).reshape(zero_shape), np.float32(0.0), taken))
+
+
+def _prepare(A, B, unit, order):
+    params = unit_params(unit)
+    a_bits, b_bits = fp16_operand(A, "A"), fp16_operand(B, "B")
+    if a_bits.ndim != 2 or b_bits.ndim != 2 or a_bits.shape[1] != b_bits.shape[0]:
+        raise ValueError(f"A, B: need (M, K) and (K, N), got {a_bits.shape} and {b_bits.shape}")
+    order = order or GemmOrder()
+    seq = order.sequence(a_bits.shape[1])
+    flush = bool(params.flush_inputs)
+    A_seq = _gather(_values(a_bits, flush), seq, axis=1)
+    B_seq = _gather(_values(b_bits, flush), seq, axis=0)
+    return params, A_seq, B_seq, order
+
+
+def _partials(params, A_seq, B_seq, order, C):
+    M, N = A_seq.shape[0], B_seq.shape[1]
+    if order.split_k == 1:
+        return run_kernel(params, A_seq, B_seq, C, per_lane=False)[None]
+    zero = np.zeros((M, N), np.float32)
+    return np.stack([run_kernel(params, np.ascontiguousarray(A_seq[:, s]), np.ascontiguousarray(B_seq[s]), zero, False)
+                     for s in order.chunks(A_seq.shape[1])])
+
+
+def combine_partials(partials: np.ndarray, chunk_order, C=None) -> np.ndarray:
+    """Atomic adds: workspace ← RNE32(workspace + partial) in ``chunk_order``, from C (or +0)."""
+    ws = np.zeros(partials.shape[1:], np.float32) if C is None else np.array(C, np.float32)
+    for s in chunk_order:
+        ws = ws + partials[s]
+    return ws
+
+
+def gemm(A, B, unit, order: GemmOrder | None = None, C=None) -> np.ndarray:
+    """C + A·B through ``unit`` in ``order``: A (M, K) and B (K, N) fp16 (or uint16 patterns),
+    C (M, N) float32 or None (+0). Returns (M, N) float32. With split-K, the chunks are combined
+    in ascending order (``order.combine == "random"`` uses the first member of
+    :func:`gemm_split_ensemble`)."""
+    params, A_seq, B_seq, order = _prepare(A, B, unit, order)
+    shape = (A_seq.shape[0], B_seq.shape[1])
+    C0 = np.zeros(shape, np.float32) if C is None else np.ascontiguousarray(np.broadcast_to(np.asarray(C, np.float32), shape))
+    if order.split_k == 1:
+        return _partials(params, A_seq, B_seq, order, C0)[0]
+    partials = _partials(params, A_seq, B_seq, order, None)
+    if order.combine == "random":
+        chunk_order = np.random.default_rng(order.combine_seed).permutation(order.split_k)
+    else:
+        chunk_order = range(order.split_k)
+    return combine_partials(partials, chunk_order, C0)
+
+
+def gemm_split_ensemble(A, B, unit, order: GemmOrder, members: int, seed: int = 0, C=None) -> np.ndarray:
+    """(members, M, N): the split-K GEMM with the chunk results added in ``members`` random orders
+    (seeded), modelling atomic adds whose order varies run to run. The partials are computed once."""
+    params, A_seq, B_seq, order = _prepare(A, B, unit, order)
+    partials = _partials(params, A_seq, B_seq, order, None)
+    rng = np.random.default_rng(seed)
+    return np.stack([combine_partials(partials, rng.permutation(order.split_k), C) for _ in range(members)])
