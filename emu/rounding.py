@@ -1,0 +1,269 @@
+"""Rounding exact values to fp32 / fp16 (and bf16) with RNE, RZ and RD; flushing; truncating fp16.
+
+Two roundings of the same definition:
+
+* :func:`round_fraction`: one exact value (``Fraction`` or ``int``), pure Python integers. It is
+  the slow oracle the other tests compare with, so it is written to be read, not to be fast.
+* :func:`round_float64`: float64 arrays, vectorised numpy, one rounding straight from the 53-bit
+  float64 significand to the target (fp16 does not pass through fp32, so there is no double
+  rounding).
+
+Both round to the target's grid with subnormals kept (gradual underflow), then handle overflow by
+mode: RNE gives ±inf at and beyond ``max + ulp/2``; RZ gives ±max; RD gives +max for large
+positives and −inf for large negatives. A nonzero value that rounds to zero keeps its sign; an
+exact zero gets the sign the caller gives.
+
+Also here: :func:`flush_subnormals` (FTZ with the two sign rules of SPEC §4) and
+:func:`fp32_to_fp16_truncate`, the table conversion of the rocMLIR 2022 test harness (SPEC §6).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .formats import FP16, FloatFormat, _bits_array, _fields, _out, as_bits, get_format
+from .units import Rounding
+
+__all__ = [
+    "Rounding",
+    "round_fraction",
+    "round_float64",
+    "flush_subnormals",
+    "fp32_to_fp16_truncate",
+]
+
+
+def _mode(mode: Any) -> Rounding:
+    """Resolve a :class:`Rounding` member, its int value, or a name ("rne", "rz", "rd")."""
+    if isinstance(mode, str):
+        try:
+            return Rounding[mode.upper()]
+        except KeyError:
+            raise ValueError(f"unknown rounding mode {mode!r}") from None
+    return Rounding(int(mode))
+
+
+def _overflow_bits(negative: bool, fmt: FloatFormat, mode: Rounding) -> int:
+    """Result of a value whose rounded magnitude exceeds the largest finite one."""
+    to_inf = mode == Rounding.RNE or (mode == Rounding.RD and negative)
+    magnitude = fmt.inf_bits if to_inf else fmt.max_bits
+    return (fmt.sign_mask if negative else 0) | magnitude
+
+
+def round_fraction(value: Fraction | int, fmt: Any, mode: Any, zero_sign: int = 0) -> int:
+    """Round one exact value to ``fmt``; return the bit pattern as a Python int.
+
+    Parameters
+    ----------
+    value
+        A finite exact value: ``Fraction``, ``int`` (or anything ``Fraction(value)`` takes
+        exactly, e.g. a finite Python float).
+    fmt
+        Target format (:data:`emu.formats.FP32`, ``FP16``, ``BF16``, or a name / ``Format``).
+    mode
+        :class:`Rounding`: ``RNE`` to nearest, ties to even; ``RZ`` toward zero; ``RD`` toward
+        −∞. Its int value or name ("rne", "rz", "rd") also works.
+    zero_sign
+        Sign bit (0 or 1) given to an exact zero. A nonzero value that rounds to zero keeps its
+        own sign.
+    """
+    fmt = get_format(fmt)
+    mode = _mode(mode)
+    value = Fraction(value)
+    if value == 0:
+        return fmt.sign_mask if zero_sign else 0
+    negative = value < 0
+    a = abs(value)
+
+    # 1. e = floor(log2 a): a first guess from the bit lengths, then corrected by comparison.
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if a < Fraction(2) ** e:
+        e -= 1
+    assert Fraction(2) ** e <= a < Fraction(2) ** (e + 1)
+
+    # 2. Grid of the result: spacing 2**q, the binade's or, below emin, the subnormal one.
+    q = max(e, fmt.emin) - fmt.fraction_bits
+    scaled = a / Fraction(2) ** q
+    n = scaled.numerator // scaled.denominator  # truncated magnitude in units of 2**q
+    rest = scaled - n  # in [0, 1)
+
+    # 3. Round the magnitude.
+    if mode == Rounding.RNE:
+        if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and n % 2 == 1):
+            n += 1
+    elif mode == Rounding.RD:
+        if negative and rest != 0:
+            n += 1  # toward −∞ is away from zero for negatives
+    # RZ: the truncated n is the result.
+
+    # 4. A carry into the next binade keeps the value exact: renormalise.
+    if n == 1 << fmt.precision:
+        n >>= 1
+        q += 1
+    # 5. Encode n * 2**q; n < 2**fraction_bits only on the subnormal grid (or for zero).
+    sign_bits = fmt.sign_mask if negative else 0
+    if n < (1 << fmt.fraction_bits):
+        return sign_bits | n
+    biased = q + fmt.fraction_bits + fmt.bias
+    if biased >= fmt.exponent_mask:
+        return _overflow_bits(negative, fmt, mode)
+    return sign_bits | (biased << fmt.fraction_bits) | (n & fmt.fraction_mask)
+
+
+def round_float64(x: Any, fmt: Any, mode: Any) -> Any:
+    """Round float64 values (taken as exact) to ``fmt`` in one step; return bit patterns.
+
+    Parameters
+    ----------
+    x
+        float64 array of any shape (other float dtypes are converted to float64, which is exact
+        for float16 / bfloat16 / float32).
+    fmt
+        Target format (``FP32``, ``FP16``, ``BF16``, a name or a ``Format``).
+    mode
+        :class:`Rounding`: ``RNE``, ``RZ`` or ``RD``.
+
+    Returns
+    -------
+    ``uint32`` / ``uint16`` patterns, the same as :func:`round_fraction` gives for each finite
+    ``x`` (with ``zero_sign`` the sign of a zero ``x``). ±inf stay ±inf in every mode; NaN becomes
+    the canonical quiet NaN with the sign of ``x`` (the payload is not kept).
+    """
+    fmt = get_format(fmt)
+    mode = _mode(mode)
+    x = np.asarray(x, dtype=np.float64)
+    b = x.view(np.uint64)
+    t = fmt.fraction_bits
+
+    # 1. Decode float64: |x| = m * 2**lsb exactly, m < 2**53.
+    negative = (b >> np.uint64(63)) != 0
+    biased64 = ((b >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
+    m = b & np.uint64((1 << 52) - 1)
+    is_normal64 = biased64 != 0
+    m = np.where(is_normal64, m | np.uint64(1 << 52), m)
+    lsb = np.where(is_normal64, biased64 - 1075, -1074)
+    # floor(log2|x|); float64 subnormals lie far below every target's emin, any small value works.
+    e = np.where(is_normal64, biased64 - 1023, -1075)
+
+    # 2. Target grid 2**q; shift >= 1 since float64 carries more digits than any target.
+    q = np.maximum(e, fmt.emin) - t
+    shift = np.minimum(q - lsb, 60).astype(np.uint64)  # m < 2**53: a shift of 60 leaves n = 0
+    n = m >> shift
+    rest = m & ((np.uint64(1) << shift) - np.uint64(1))
+    half = np.uint64(1) << (shift - np.uint64(1))
+
+    # 3. Round the magnitude.
+    if mode == Rounding.RNE:
+        up = (rest > half) | ((rest == half) & ((n & np.uint64(1)) != 0))
+    elif mode == Rounding.RD:
+        up = negative & (rest != 0)
+    else:
+        up = np.zeros(n.shape, bool)
+    n = n + up.astype(np.uint64)
+
+    # 4. Carry into the next binade.
+    carry = n == np.uint64(1 << fmt.precision)
+    n = np.where(carry, n >> np.uint64(1), n)
+    q = q + carry
+
+    # 5. Encode; overflow and specials last.
+    is_normal = n >= np.uint64(1 << t)
+    biased = np.where(is_normal, q + t + fmt.bias, 0)
+    overflow = biased >= fmt.exponent_mask
+    sign_bits = np.where(negative, np.uint64(fmt.sign_mask), np.uint64(0))
+    bits = sign_bits | (np.where(overflow, 0, biased).astype(np.uint64) << np.uint64(t)) | (
+        n & np.uint64(fmt.fraction_mask)
+    )
+    overflow_magnitude = np.uint64(fmt.inf_bits if mode == Rounding.RNE else fmt.max_bits)
+    if mode == Rounding.RD:
+        overflow_magnitude = np.where(negative, np.uint64(fmt.inf_bits), np.uint64(fmt.max_bits))
+    bits = np.where(overflow, sign_bits | overflow_magnitude, bits)
+    special = biased64 == 0x7FF
+    is_nan = special & ((b & np.uint64((1 << 52) - 1)) != 0)
+    bits = np.where(special, sign_bits | np.uint64(fmt.inf_bits), bits)
+    bits = np.where(is_nan, sign_bits | np.uint64(fmt.qnan_bits), bits)
+    return _out(bits.astype(fmt.uint_dtype))
+
+
+def flush_subnormals(bits: Any, fmt: Any, keep_sign: bool) -> Any:
+    """Flush subnormal patterns to zero (FTZ / DAZ); other patterns are returned unchanged.
+
+    ``keep_sign=True``: a subnormal becomes the zero of its own sign (MI200 products and partial
+    sums, SPEC §4); zeros are left as they are.
+    ``keep_sign=False``: every value with ``|x| < 2**emin``, subnormals and −0 alike, becomes +0
+    (MI200 fp16 inputs and an fp32 subnormal accumulator on entry, SPEC §4).
+
+    Returns patterns of the format's unsigned dtype, same shape.
+    """
+    fmt = get_format(fmt)
+    a = _bits_array(bits, fmt)
+    _, biased, _ = _fields(a, fmt)
+    tiny = biased == 0
+    zero = (a & np.uint64(fmt.sign_mask)) if keep_sign else np.uint64(0)
+    return _out(np.where(tiny, zero, a).astype(fmt.uint_dtype))
+
+
+def _fox_tables() -> tuple[np.ndarray, np.ndarray]:
+    """The 512-entry base and shift tables of van der Zijp's float→half conversion.
+
+    Built as the rocMLIR harness builds them (``generateTables`` in
+    ``mlir/lib/ExecutionEngine/conv-validation-wrappers.cpp``, 2022, ref.
+    http://www.fox-toolkit.org/ftp/fasthalffloatconversion.pdf), indexed by the float32
+    sign and biased exponent, ``(bits >> 23) & 0x1ff``.
+    """
+    base = np.zeros(512, np.uint16)
+    shift = np.zeros(512, np.uint8)
+    for i in range(256):
+        e = i - 127
+        if e < -24:  # very small numbers map to zero
+            b, s = 0x0000, 24
+        elif e < -14:  # small numbers map to subnormals
+            b, s = 0x0400 >> (-e - 14), -e - 1
+        elif e <= 15:  # normal numbers just lose precision
+            b, s = (e + 15) << 10, 13
+        elif e < 128:  # large numbers map to infinity
+            b, s = 0x7C00, 24
+        else:  # infinity and NaNs stay infinity and NaNs
+            b, s = 0x7C00, 13
+        base[i], base[i | 0x100] = b, b | 0x8000
+        shift[i] = shift[i | 0x100] = s
+    return base, shift
+
+
+_F2H_BASE, _F2H_SHIFT = _fox_tables()
+
+
+def fp32_to_fp16_truncate(x: Any) -> Any:
+    """float32 → fp16 the way the rocMLIR 2022 test harness did it (``float_to_fp16``).
+
+    ``h = base[(b >> 23) & 0x1ff] + ((b & 0x7fffff) >> shift[(b >> 23) & 0x1ff])`` on the
+    float32 bits ``b``, with the tables of :func:`_fox_tables`. What that gives:
+
+    * finite |x| < 65536: truncation toward zero onto the fp16 grid, subnormals included
+      (|x| in [65504, 65536) gives ±65504);
+    * |x| < 2**-24, float32 subnormals included: ±0 with the sign of x;
+    * |x| >= 65536 (float32 exponent 16..127): ±inf, *not* ±max as truncation would give;
+    * ±inf: ±inf;
+    * NaN: ``sign | 0x7C00 | (fraction >> 13)``, i.e. the top 10 payload bits are kept, so a
+      quiet NaN stays a NaN (0x7FC00000 → 0x7E00) but a NaN whose payload lies only in the
+      low 13 bits becomes ±inf (0x7F800001 → 0x7C00).
+
+    Parameters
+    ----------
+    x
+        float32 array (or its ``uint32`` bit patterns), any shape.
+
+    Returns
+    -------
+    ``uint16`` fp16 patterns of the same shape.
+    """
+    b = as_bits(x)
+    if b.dtype != np.uint32:
+        raise TypeError("fp32_to_fp16_truncate takes float32 values or uint32 patterns")
+    index = (b >> np.uint32(23)) & np.uint32(0x1FF)
+    fraction = b & np.uint32(0x7FFFFF)
+    h = _F2H_BASE[index] + (fraction >> _F2H_SHIFT[index].astype(np.uint32)).astype(np.uint16)
+    return _out(h.astype(FP16.uint_dtype))
