@@ -57,11 +57,12 @@ def _values(bits: np.ndarray, flush: bool) -> np.ndarray:
     return bits.view(np.float16).astype(np.float32)
 
 
-def run_kernel(params: UnitParams, A, B, C, per_lane: bool) -> np.ndarray:
-    """Run the family kernel on prepared float32 operands (see ``kernels._tiles``)."""
+def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
+    """Run the family kernel on prepared float32 operands: A (M, K) for a GEMM, or (1, K, N)
+    for one a-vector per output (see ``kernels._tiles``); B (K, N); C (M, N)."""
     out = np.empty(C.shape, np.float32)
     if out.size:
-        KERNELS[Family(params.family)](A, B, C, out, per_lane, np.asarray(params, np.int64))
+        KERNELS[Family(params.family)](A, B, C, out, np.asarray(params, np.int64))
     return out
 
 
@@ -96,13 +97,13 @@ def dot_add(a, b, c, unit) -> np.ndarray:
         A = np.ascontiguousarray(np.broadcast_to(a_vals.reshape(a_batch[:-1] + (K,)), batch[:-1] + (K,)).reshape(M, K))
         B = np.ascontiguousarray(b_vals.reshape(N, K).T)
         C = np.ascontiguousarray(np.broadcast_to(c32, batch).reshape(M, N))
-        out = run_kernel(params, A, B, C, per_lane=False)
+        out = run_kernel(params, A, B, C)
     else:
         P = int(np.prod(batch))
-        A = np.ascontiguousarray(np.broadcast_to(a_vals, batch + (K,)).reshape(P, K).T)
+        A = np.ascontiguousarray(np.broadcast_to(a_vals, batch + (K,)).reshape(P, K).T)[None]
         B = np.ascontiguousarray(np.broadcast_to(b_vals, batch + (K,)).reshape(P, K).T)
         C = np.ascontiguousarray(np.broadcast_to(c32, batch).reshape(1, P))
-        out = run_kernel(params, A, B, C, per_lane=True)
+        out = run_kernel(params, A, B, C)
     out = out.reshape(batch)
     if params.output_format == Format.FP16:
         return out.astype(np.float16)

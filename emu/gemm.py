@@ -100,9 +100,9 @@ def _prepare(A, B, unit, order):
 def _partials(params, A_seq, B_seq, order, C):
     M, N = A_seq.shape[0], B_seq.shape[1]
     if order.split_k == 1:
-        return run_kernel(params, A_seq, B_seq, C, per_lane=False)[None]
+        return run_kernel(params, A_seq, B_seq, C)[None]
     zero = np.zeros((M, N), np.float32)
-    return np.stack([run_kernel(params, np.ascontiguousarray(A_seq[:, s]), np.ascontiguousarray(B_seq[s]), zero, False)
+    return np.stack([run_kernel(params, np.ascontiguousarray(A_seq[:, s]), np.ascontiguousarray(B_seq[s]), zero)
                      for s in order.chunks(A_seq.shape[1])])
 
 

@@ -1,5 +1,5 @@
 """One numba kernel per arithmetic family; all share the signature
-``kernel(A, B, C, out, per_lane, params)`` (see ``_tiles`` for the layouts)."""
+``kernel(A, B, C, out, params)`` (see ``_tiles`` for the layouts)."""
 
 from ..units import Family
 from .fma import fma32

@@ -58,13 +58,10 @@ def add_round_to_odd(a, b):
     later rounding to fp32 in any mode equals rounding the exact a + b once (Boldo–Melquiond)."""
     s, t = two_sum(a, b)
     bits = np.float64(s).view(np.int64)
-    if t != 0.0 and (bits & 1) == 0:
-        if (t > 0.0) == (s > 0.0):
-            bits += 1
-        else:
-            bits -= 1
-        s = np.int64(bits).view(np.float64)
-    return s
+    # branch-free (vectorisable): step one ulp toward t when inexact and the last bit is even
+    fix = np.int64((t != 0.0) & ((bits & 1) == 0))
+    away = np.int64((t > 0.0) == (s > 0.0))
+    return np.int64(bits + fix * (2 * away - 1)).view(np.float64)
 
 
 @jit(inline="always")
@@ -116,12 +113,12 @@ def round_to_fp16_rne(v):
 def flush_keep_sign(x, tiny):
     """A subnormal ``x`` (|x| < tiny) becomes a zero of its own sign."""
     if abs(x) < tiny:
-        return x * 0.0
+        return np.copysign(x - x, x)  # x - x keeps x's type, unlike x * 0.0
     return x
 
 
 @jit(inline="always")
 def flush_to_plus_zero(x, tiny):
     if abs(x) < tiny:
-        return x - x if x == x else x
+        return x - x
     return x

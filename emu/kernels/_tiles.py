@@ -4,17 +4,16 @@ A kernel computes ``out[m, n] = unit(A-row, B-column, C[m, n])`` over tiles of `
 of one row m. Inside a tile the loops run over k outside and lanes inside, so each output keeps
 its own strict k order while LLVM vectorises across lanes.
 
-Two operand layouts, chosen by ``per_lane`` (a runtime flag tested outside the lane loops):
-GEMM layout (False): A is (M, K), B is (K, N): a is shared by the lanes of a row.
-Batched layout (True): M == 1, A and B are both (K, N): every lane has its own a and b.
+Two operand layouts, told apart by A's number of dimensions at compile time (:func:`a_at`):
+GEMM layout: A is (M, K), B is (K, N): a is shared by the lanes of a row.
+Batched layout: A is (1, K, N), B is (K, N), M == 1: every lane has its own a and b.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from numba.extending import overload
 
 from .._jit import jit
-from ._scalar import field_exponent
 
 LANES = 128
 FP16_EMIN = -14
@@ -24,29 +23,21 @@ FP16_EMIN = -14
  P_FLUSH_C, P_FLUSH_PROD, P_FLUSH_PART, P_FLUSH_OUT, P_ROUND_EACH) = range(15)
 
 
+def a_at(A, m, k, col):
+    """The a operand of output (m, col) at k, for either layout."""
+    return A[0, k, col] if A.ndim == 3 else A[m, k]
+
+
+@overload(a_at, inline="always")
+def _a_at(A, m, k, col):
+    if A.ndim == 3:
+        return lambda A, m, k, col: A[0, k, col]
+    return lambda A, m, k, col: A[m, k]
+
+
 @jit(inline="always")
 def tile_bounds(t, n_tiles_per_row, n_cols):
     m = t // n_tiles_per_row
     n0 = (t - m * n_tiles_per_row) * LANES
     w = min(LANES, n_cols - n0)
     return m, n0, w
-
-
-@jit(inline="always")
-def load_products(A, B, m, k, n0, w, per_lane, prod, pexp):
-    """prod[j] = a·b exactly (float64) and pexp[j] = field exponent of a + that of b."""
-    Bk = B[k, n0:n0 + w]
-    if per_lane:
-        Ak = A[k, n0:n0 + w]
-        for j in range(w):
-            a = np.float64(Ak[j])
-            b = np.float64(Bk[j])
-            prod[j] = a * b
-            pexp[j] = field_exponent(a, FP16_EMIN) + field_exponent(b, FP16_EMIN)
-    else:
-        a = np.float64(A[m, k])
-        ea = field_exponent(a, FP16_EMIN)
-        for j in range(w):
-            b = np.float64(Bk[j])
-            prod[j] = a * b
-            pexp[j] = ea + field_exponent(b, FP16_EMIN)

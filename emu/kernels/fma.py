@@ -11,13 +11,13 @@ import numpy as np
 
 from .._jit import jit, prange
 from ._scalar import FP32_MIN_NORMAL, flush_keep_sign, flush_to_plus_zero
-from ._tiles import LANES, P_FLUSH_C, P_FLUSH_OUT, tile_bounds
+from ._tiles import LANES, P_FLUSH_C, P_FLUSH_OUT, a_at, tile_bounds
 
 TINY32 = np.float32(FP32_MIN_NORMAL)
 
 
 @jit(parallel=True)
-def fma32(A, B, C, out, per_lane, prm):
+def fma32(A, B, C, out, prm):
     M, N = out.shape
     K = B.shape[0]
     flush_c = prm[P_FLUSH_C] != 0
@@ -30,15 +30,9 @@ def fma32(A, B, C, out, per_lane, prm):
             c = C[m, n0 + j]
             acc[j] = flush_to_plus_zero(c, TINY32) if flush_c else c
         for k in range(K):
-            Bk = B[k, n0:n0 + w]
-            if per_lane:
-                Ak = A[k, n0:n0 + w]
-                for j in range(w):
-                    acc[j] = acc[j] + Ak[j] * Bk[j]
-            else:
-                a = A[m, k]
-                for j in range(w):
-                    acc[j] = acc[j] + a * Bk[j]
+            Bk = B[k]
+            for j in range(w):
+                acc[j] = acc[j] + a_at(A, m, k, n0 + j) * Bk[n0 + j]
             if flush_out:
                 for j in range(w):
                     acc[j] = flush_keep_sign(acc[j], TINY32)

@@ -11,11 +11,11 @@ import numpy as np
 
 from .._jit import jit, prange
 from ._scalar import round_to_fp32
-from ._tiles import LANES, P_GROUP, P_OUT_ROUND, P_ROUND_EACH, tile_bounds
+from ._tiles import LANES, P_GROUP, P_OUT_ROUND, P_ROUND_EACH, a_at, tile_bounds
 
 
 @jit(parallel=True)
-def fp64_acc(A, B, C, out, per_lane, prm):
+def fp64_acc(A, B, C, out, prm):
     M, N = out.shape
     K = B.shape[0]
     L = prm[P_GROUP]
@@ -29,15 +29,9 @@ def fp64_acc(A, B, C, out, per_lane, prm):
             acc[j] = np.float64(C[m, n0 + j])
         for g0 in range(0, K, L):
             for k in range(g0, min(K, g0 + L)):
-                Bk = B[k, n0:n0 + w]
-                if per_lane:
-                    Ak = A[k, n0:n0 + w]
-                    for j in range(w):
-                        acc[j] = acc[j] + np.float64(Ak[j]) * np.float64(Bk[j])
-                else:
-                    a = np.float64(A[m, k])
-                    for j in range(w):
-                        acc[j] = acc[j] + a * np.float64(Bk[j])
+                Bk = B[k]
+                for j in range(w):
+                    acc[j] = acc[j] + np.float64(a_at(A, m, k, n0 + j)) * np.float64(Bk[n0 + j])
             if each:
                 for j in range(w):
                     acc[j] = np.float64(round_to_fp32(acc[j], out_mode, False))

@@ -23,10 +23,11 @@ import numpy as np
 
 from .._jit import jit, prange
 from ._scalar import RD, exponent64, field_exponent, pow2, round_to_fp16_rne, round_to_fp32
-from ._tiles import (LANES, P_CALIGN, P_F, P_F2, P_GROUP, P_OUT_FMT, P_OUT_ROUND, P_ZERO_EXP,
-                     load_products, tile_bounds)
+from ._tiles import (FP16_EMIN, LANES, P_CALIGN, P_F, P_F2, P_GROUP, P_OUT_FMT, P_OUT_ROUND,
+                     P_ZERO_EXP, a_at, tile_bounds)
 
 NO_PRODUCT_EXPONENT = -999  # stage 1 of TR-FDPA leaves zero products out of the maximum
+LOWEST_SCALE_EXPONENT = -900  # keeps 2^(F - e) finite when a group has no non-zero product
 
 
 @jit(inline="always")
@@ -34,8 +35,17 @@ def _cut(x, mode):
     return np.floor(x) if mode == RD else np.trunc(x)
 
 
+@jit(inline="always")
+def _product(A, B, m, k, n):
+    """(a·b exactly in float64, field exponent of a + field exponent of b, a·b == 0)."""
+    a = np.float64(a_at(A, m, k, n))
+    b = np.float64(B[k, n])
+    p = a * b
+    return p, field_exponent(a, FP16_EMIN) + field_exponent(b, FP16_EMIN)
+
+
 @jit(parallel=True)
-def truncated_fused(A, B, C, out, per_lane, prm):
+def truncated_fused(A, B, C, out, prm):
     M, N = out.shape
     K = B.shape[0]
     L = prm[P_GROUP]
@@ -49,9 +59,8 @@ def truncated_fused(A, B, C, out, per_lane, prm):
         m, n0, w = tile_bounds(t, tiles, N)
         acc = np.empty(LANES, np.float64)
         emax = np.empty(LANES, np.int64)
+        scale = np.empty(LANES, np.float64)
         total = np.empty(LANES, np.float64)
-        prod = np.empty((L, LANES), np.float64)
-        pexp = np.empty((L, LANES), np.int64)
         for j in range(w):
             acc[j] = np.float64(C[m, n0 + j])
         for g0 in range(0, K, L):
@@ -59,28 +68,29 @@ def truncated_fused(A, B, C, out, per_lane, prm):
             for j in range(w):
                 e = field_exponent(acc[j], c_emin)
                 emax[j] = zero_exp if acc[j] == 0.0 else e
-            for i in range(g):
-                load_products(A, B, m, g0 + i, n0, w, per_lane, prod[i], pexp[i])
+            for k in range(g0, g0 + g):
                 for j in range(w):
-                    e = zero_exp if prod[i, j] == 0.0 else pexp[i, j]
-                    emax[j] = max(emax[j], e)
+                    p, e = _product(A, B, m, k, n0 + j)
+                    emax[j] = max(emax[j], zero_exp if p == 0.0 else e)
             for j in range(w):
-                total[j] = np.trunc(acc[j] * pow2(F - emax[j]))
-            for i in range(g):
+                scale[j] = pow2(F - emax[j])
+                total[j] = np.trunc(acc[j] * scale[j])
+            for k in range(g0, g0 + g):
                 for j in range(w):
-                    total[j] += np.trunc(prod[i, j] * pow2(F - emax[j]))
-            for j in range(w):
-                v = total[j] * pow2(emax[j] - F)
-                if fp16_out:
-                    acc[j] = np.float64(round_to_fp16_rne(v)) + 0.0
-                else:
-                    acc[j] = np.float64(round_to_fp32(v, out_mode, True)) + 0.0
+                    p, e = _product(A, B, m, k, n0 + j)
+                    total[j] += np.trunc(p * scale[j])
+            if fp16_out:
+                for j in range(w):
+                    acc[j] = np.float64(round_to_fp16_rne(total[j] * pow2(emax[j] - F))) + 0.0
+            else:
+                for j in range(w):
+                    acc[j] = np.float64(round_to_fp32(total[j] * pow2(emax[j] - F), out_mode, True)) + 0.0
         for j in range(w):
             out[m, n0 + j] = np.float32(acc[j])
 
 
 @jit(parallel=True)
-def two_stage(A, B, C, out, per_lane, prm):
+def two_stage(A, B, C, out, prm):
     M, N = out.shape
     K = B.shape[0]
     L = prm[P_GROUP]
@@ -94,8 +104,7 @@ def two_stage(A, B, C, out, per_lane, prm):
         acc = np.empty(LANES, np.float64)
         edot = np.empty(LANES, np.int64)
         sdot = np.empty(LANES, np.float64)
-        prod = np.empty((L, LANES), np.float64)
-        pexp = np.empty((L, LANES), np.int64)
+        scale = np.empty(LANES, np.float64)
         for j in range(w):
             acc[j] = np.float64(C[m, n0 + j])
         for g0 in range(0, K, L):
@@ -103,26 +112,24 @@ def two_stage(A, B, C, out, per_lane, prm):
             for j in range(w):
                 edot[j] = NO_PRODUCT_EXPONENT
                 sdot[j] = 0.0
-            for i in range(g):
-                load_products(A, B, m, g0 + i, n0, w, per_lane, prod[i], pexp[i])
+            for k in range(g0, g0 + g):
                 for j in range(w):
-                    if prod[i, j] != 0.0:
-                        edot[j] = max(edot[j], pexp[i, j])
-            for i in range(g):
-                for j in range(w):
-                    # a group of zero products sums to 0 whatever the scale; keep it finite
-                    sdot[j] += np.trunc(prod[i, j] * pow2(F - max(edot[j], -900)))
+                    p, e = _product(A, B, m, k, n0 + j)
+                    edot[j] = max(edot[j], NO_PRODUCT_EXPONENT if p == 0.0 else e)
             for j in range(w):
-                ed = max(edot[j], -900)
-                s_dot = sdot[j] * pow2(ed - F)
+                scale[j] = pow2(F - max(edot[j], LOWEST_SCALE_EXPONENT))
+            for k in range(g0, g0 + g):
+                for j in range(w):
+                    p, e = _product(A, B, m, k, n0 + j)
+                    sdot[j] += np.trunc(p * scale[j])
+            for j in range(w):
+                s_dot = sdot[j] / scale[j]
                 c = acc[j]
                 e_max = max(edot[j], field_exponent(c, -126))
                 q_dot = pow2(e_max - F2 - 1)
                 q_c = pow2(e_max - F)
                 v = _cut(s_dot / q_dot, RD) * q_dot + _cut(c / q_c, c_mode) * q_c
-                ev = max(exponent64(v), -126)
-                q = pow2(ev - F2)
-                v = np.floor(v / q) * q
-                acc[j] = np.float64(round_to_fp32(v, out_mode, False))
+                q = pow2(max(exponent64(v), -126) - F2)
+                acc[j] = np.float64(round_to_fp32(np.floor(v / q) * q, out_mode, False))
         for j in range(w):
             out[m, n0 + j] = np.float32(acc[j])
