@@ -1,15 +1,111 @@
 """Convolution problems and their mapping to GEMM (implicit GEMM), for every direction and layout.
 
-(Being written: the record below is the agreed interface.)
+The mapping is rocMLIR's ``ConvToGemm`` of mid-2022 (Rock version @3df931f1; SPEC §5,
+``reference/rocmlir_kernels_2022.md`` §2(a)). Each GEMM computes, per group g,
+``C[m, n] = Σ_k A[m, k]·B[k, n]`` with k running in the kernel's *gemmK order*:
+
+* fwd:        A = filter k × (c,y,x);      B = input (c,y,x) × (n,ho,wo);   C → output (k; n,ho,wo)
+* bwd_weight: A = dy k × (n,ho,wo);        B = input (n,ho,wo) × (c,y,x);   C → filter (k; c,y,x)
+* bwd_data:   A = filter c × (k,ydot,xdot); B = dy (k,ydot,xdot) × (n,ht,wt); C → dx (c; n,hi,wi)
+
+where (c,y,x) stands for the filter layout's own order of its c, y, x letters (c,y,x for kcyx,
+y,x,c for kyxc and yxck), on both operands. M = K/G, K/G, C/G: the channel counts of one group.
+(ConvToGemm.cpp merges the input side's c, y, x in the *input* layout's order; for a filter and an
+input layout that disagree, e.g. kyxc with nchw, the real kernel would then pair mismatched
+elements: inferred from the code, not observed. This module computes the true convolution in the
+filter's order; compare :attr:`ConvProblem.input_cyx_order` to spot such problems.)
+Split-K for backward weight (KBlocks) cuts gemmK = (n, ho, wo) into KBlocks contiguous ranges of
+(N/KBlocks)·Ho·Wo; that, like the accumulation order, is the ``gemm`` callable's business.
+
+**Backward data** runs yTilda·xTilda sub-GEMMs, yTilda = strideH / gcd(strideH, dilationH) (same
+for x), indexed by gemmId = iYTilda·xTilda + iXTilda; a sub-GEMM with yDotSlice·xDotSlice = 0 is
+not run. With yDot = ⌈Y/yTilda⌉, hTilda = Ho + ⌈dilationH·(Y−1)/strideH⌉,
+iHTildaLeft = ⌊max(0, padH_left − dilationH·(yTilda−1)) / strideH⌋,
+iHTildaRight = min(hTilda, ⌈(padH_left + Hi − 1)/strideH⌉ + 1) and
+yDotSlice = ⌈(Y − iYTilda)/yTilda⌉, sub-GEMM (iYTilda, iXTilda) has gemmK = (K/G)·yDotSlice·xDotSlice
+in (k, ydot, xdot) order and gemmN = N·hTildaSlice·wTildaSlice in (n, htilda, wtilda) order, and
+multiplies
+
+* the filter at y = ydot·yTilda + iYTilda,
+* dy at ho = htilda − ydot·(dilationH / gcd) (zero outside [0, Ho)),
+
+into dx at hi = iYTilda·dilationH + htilda·strideH − padH_left (dropped outside [0, Hi)).
+Pixels of dx that no sub-GEMM writes are +0 (the zero-init kernel).
+
+**Zero padding**: an input position outside the tensor reads +0.0 (fp16 0x0000); the product
+stays in the gemmK sequence, as the kernel multiplies it.
+
+**Layouts and tensor shapes.** A layout is a string of dimension letters in memory order,
+outermost first: input over {n, g, c, h, w}, filter over {g, k, c, y, x}, output over
+{n, g, k, h, w}. A 5-letter layout gives letter sizes g = G, c = C/G, k = K/G (input and output
+h, w are H, W and Ho, Wo; filter y, x are Y, X). A 4-letter layout gets its g as miopen-gen
+did in 2022 (``correctParameters``): nchw → ngchw, nhwc → nhwgc, nkhw → ngkhw, nhwk → nhwgk, and
+any other layout L → gL (kcyx → gkcyx, kyxc → gkyxc, yxck → gyxck, chwn → gchwn). An array for a
+4-letter layout has the shape of its letters with the g folded into the channel letter it
+precedes (input c = C, output k = K, filter k = K; the filter's c is always C/G), e.g.
+kcyx → (K, C/G, Y, X), nhwc → (N, H, W, C), chwn → (C, H, W, N). Where the rule puts g outermost
+but not next to a channel letter (yxck, hwcn, … with G > 1) no 4-D shape describes the memory, and
+the tensor's shape is the 5-D one of the normalised layout (:meth:`ConvProblem.tensor_shape`).
+Every function also takes the normalised layout's 5-D shape, or flat 1-D arrays of the right size
+in memory order. Results come back in :meth:`ConvProblem.tensor_shape` of the written tensor.
+
+Public API: :class:`ConvProblem`, :func:`normalize_layout`, :func:`sub_gemms`, :func:`gemm_sizes`,
+:class:`ConvGemm` (gathered operands per group, sub-GEMM and gemmN chunk, for reuse),
+:func:`gemm_operands`, :func:`conv`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
-__all__ = ["ConvProblem"]
+import numpy as np
+
+from ._jit import jit, prange
+
+__all__ = [
+    "DIRECTIONS",
+    "ConvProblem",
+    "SubGemm",
+    "ConvGemm",
+    "normalize_layout",
+    "sub_gemms",
+    "gemm_sizes",
+    "gemm_operands",
+    "conv",
+]
 
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
+
+#: The three tensors and the letters of their normalised (5-letter) layouts.
+_LETTERS = {"input": "ngchw", "filter": "gkcyx", "output": "ngkhw"}
+#: The layout fields of ConvProblem, per tensor.
+_FIELD = {"input": "in_layout", "filter": "fil_layout", "output": "out_layout"}
+#: miopen-gen 2022 ``correctParameters``: the 4-letter layouts whose g goes next to the channel.
+_G_INSERTED = {"nchw": "ngchw", "nhwc": "nhwgc", "nkhw": "ngkhw", "nhwk": "nhwgk"}
+#: The tensor each direction writes, and the two it reads (A's source first).
+_RESULT = {"fwd": "output", "bwd_data": "input", "bwd_weight": "filter"}
+_OPERANDS = {"fwd": ("filter", "input"), "bwd_data": ("filter", "output"), "bwd_weight": ("output", "input")}
+
+#: Default bytes of one gemmN chunk's B (fp16) plus C (fp32) in :func:`conv`.
+CHUNK_BYTES = 64 * 2**20
+
+
+def normalize_layout(layout: str, role: str) -> str:
+    """The 5-letter layout (with g) of a tensor's layout string, as miopen-gen (2022) made it.
+
+    ``role`` is "input", "filter" or "output". A layout with g is returned unchanged; see the module
+    docstring for the rule that inserts a missing g.
+    """
+    letters = _LETTERS[role]
+    if len(layout) == 5:
+        if sorted(layout) != sorted(letters):
+            raise ValueError(f"{role} layout {layout!r}: expected a permutation of {letters!r}")
+        return layout
+    if len(layout) != 4 or sorted(layout) != sorted(letters.replace("g", "")):
+        raise ValueError(f"{role} layout {layout!r}: expected a permutation of {letters!r}, with or without g")
+    return _G_INSERTED.get(layout, "g" + layout)
 
 
 @dataclass(frozen=True)
@@ -17,7 +113,12 @@ class ConvProblem:
     """A 2-D convolution. ``c`` and ``k`` are the total channel counts (each group has c/groups and
     k/groups). Layouts are strings of dimension letters in memory order, outermost first:
     input over {n, g, c, h, w}, filter over {g, k, c, y, x}, output over {n, g, k, h, w}; a layout
-    without ``g`` stands for groups == 1 or for g folded outermost into its channel letter."""
+    without ``g`` gets one as miopen-gen (2022) inserted it (:func:`normalize_layout`): next to the
+    channel letter for nchw, nhwc, nkhw, nhwk, outermost otherwise (which for kcyx, kyxc, chwn …
+    is g folded outermost into the channel letter). ``pad_h``/``pad_w`` are (before, after).
+
+    For every direction, "input" is x (or dx), "output" is y (or dy) and ``h``, ``w`` are the
+    input's sizes; the output's are :attr:`out_h`, :attr:`out_w`."""
 
     direction: str
     n: int
@@ -36,6 +137,24 @@ class ConvProblem:
     fil_layout: str = "kcyx"
     out_layout: str = "nkhw"
 
+    def __post_init__(self):
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"direction: expected one of {DIRECTIONS}, got {self.direction!r}")
+        for name in ("n", "c", "h", "w", "k", "y", "x", "groups"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be ≥ 1, got {getattr(self, name)}")
+        if self.c % self.groups or self.k % self.groups:
+            raise ValueError(f"groups {self.groups} must divide c {self.c} and k {self.k}")
+        for name in ("pad_h", "pad_w", "stride", "dilation"):
+            pair = getattr(self, name)
+            low = 1 if name in ("stride", "dilation") else 0
+            if len(pair) != 2 or min(pair) < low:
+                raise ValueError(f"{name}: expected two integers ≥ {low}, got {pair!r}")
+        for role in _LETTERS:
+            normalize_layout(getattr(self, _FIELD[role]), role)
+        if self.out_h < 1 or self.out_w < 1:
+            raise ValueError(f"empty output: {self.out_h}×{self.out_w}")
+
     @property
     def out_h(self) -> int:
         return (self.h + self.pad_h[0] + self.pad_h[1] - self.dilation[0] * (self.y - 1) - 1) // self.stride[0] + 1
@@ -43,3 +162,485 @@ class ConvProblem:
     @property
     def out_w(self) -> int:
         return (self.w + self.pad_w[0] + self.pad_w[1] - self.dilation[1] * (self.x - 1) - 1) // self.stride[1] + 1
+
+    # --- layouts and shapes -------------------------------------------------------------------
+
+    def layout(self, role: str) -> str:
+        """The layout string of "input", "filter" or "output", as given."""
+        return getattr(self, _FIELD[role])
+
+    def layout5(self, role: str) -> str:
+        """The normalised 5-letter layout of "input", "filter" or "output"."""
+        return normalize_layout(self.layout(role), role)
+
+    def letter_sizes(self, role: str) -> dict[str, int]:
+        """Size of each letter of the normalised layout (g = G, channels per group)."""
+        g = self.groups
+        if role == "input":
+            return {"n": self.n, "g": g, "c": self.c // g, "h": self.h, "w": self.w}
+        if role == "filter":
+            return {"g": g, "k": self.k // g, "c": self.c // g, "y": self.y, "x": self.x}
+        return {"n": self.n, "g": g, "k": self.k // g, "h": self.out_h, "w": self.out_w}
+
+    def strides(self, role: str) -> dict[str, int]:
+        """Element stride of each letter of the normalised layout, in memory."""
+        sizes, stride, out = self.letter_sizes(role), 1, {}
+        for letter in reversed(self.layout5(role)):
+            out[letter] = stride
+            stride *= sizes[letter]
+        return out
+
+    def tensor_size(self, role: str) -> int:
+        return math.prod(self.letter_sizes(role).values())
+
+    def tensor_shape(self, role: str) -> tuple[int, ...]:
+        """The array shape of a tensor: its layout's letters as given (module docstring)."""
+        sizes, given, full = self.letter_sizes(role), self.layout(role), self.layout5(role)
+        if len(given) == 5:
+            return tuple(sizes[d] for d in given)
+        channel = "c" if role == "input" else "k"
+        if self.groups == 1 or full.replace("g" + channel, channel) == given:
+            return tuple(sizes[d] * (self.groups if d == channel else 1) for d in given)
+        return tuple(sizes[d] for d in full)
+
+    @property
+    def result_role(self) -> str:
+        """The tensor this direction writes: "output" (fwd), "input" (bwd_data), "filter"."""
+        return _RESULT[self.direction]
+
+    # --- GEMM orders --------------------------------------------------------------------------
+
+    @property
+    def filter_cyx_order(self) -> tuple[str, ...]:
+        """The filter layout's order of its c, y, x letters."""
+        return tuple(d for d in self.fil_layout if d in "cyx")
+
+    @property
+    def gemm_k_order(self) -> tuple[str, ...]:
+        """The digits of gemmK, outermost first: ("c","y","x") / ("y","x","c") for fwd (filter
+        order), ("n","ho","wo") for bwd_weight, ("k","ydot","xdot") for bwd_data."""
+        if self.direction == "fwd":
+            return self.filter_cyx_order
+        if self.direction == "bwd_weight":
+            return ("n", "ho", "wo")
+        return ("k", "ydot", "xdot")
+
+    @property
+    def gemm_n_order(self) -> tuple[str, ...]:
+        """The digits of gemmN, outermost first."""
+        if self.direction == "fwd":
+            return ("n", "ho", "wo")
+        if self.direction == "bwd_weight":
+            return self.filter_cyx_order
+        return ("n", "htilda", "wtilda")
+
+    @property
+    def input_cyx_order(self) -> tuple[str, ...]:
+        """The order rocMLIR merges the input side's c, y, x in (by the input layout's c, h, w).
+        The real kernel is only a convolution when this equals :attr:`filter_cyx_order`; this
+        module always pairs them in the filter's order (the mathematically right convolution)."""
+        return tuple({"c": "c", "h": "y", "w": "x"}[d] for d in self.in_layout if d in "chw")
+
+
+class _TildaAxis(NamedTuple):
+    """Backward data, one spatial axis (h or w): rocMLIR ConvToGemm.cpp ``backwardData``."""
+
+    tilda: int  #: yTilda = stride / gcd(stride, dilation)
+    dot: int  #: yDot = ⌈Y / yTilda⌉
+    size: int  #: hTilda = Ho + ⌈dilation·(Y−1) / stride⌉
+    left: int  #: iHTildaLeft
+    right: int  #: iHTildaRight
+    step: int  #: dilation / gcd: ho = htilda − ydot·step
+
+    @property
+    def slice(self) -> int:
+        return max(0, self.right - self.left)
+
+    def dot_slice(self, i_tilda: int, fil: int) -> int:
+        """yDotSlice = ⌈(Y − iYTilda) / yTilda⌉ (0 when iYTilda ≥ Y)."""
+        return max(0, -(-(fil - i_tilda) // self.tilda))
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _tilda_axis(stride: int, dilation: int, fil: int, out: int, inp: int, pad_left: int) -> _TildaAxis:
+    gcd = math.gcd(stride, dilation)
+    tilda = stride // gcd
+    size = out + _ceil_div(dilation * (fil - 1), stride)
+    left = max(0, pad_left - dilation * (tilda - 1)) // stride
+    right = min(size, _ceil_div(pad_left + inp - 1, stride) + 1)
+    return _TildaAxis(tilda, _ceil_div(fil, tilda), size, left, right, dilation // gcd)
+
+
+def _tilda(problem: ConvProblem) -> tuple[_TildaAxis, _TildaAxis]:
+    p = problem
+    th = _tilda_axis(p.stride[0], p.dilation[0], p.y, p.out_h, p.h, p.pad_h[0])
+    tw = _tilda_axis(p.stride[1], p.dilation[1], p.x, p.out_w, p.w, p.pad_w[0])
+    return th, tw
+
+
+class SubGemm(NamedTuple):
+    """One GEMM of a convolution (per group; G of them run side by side as gemmG)."""
+
+    gemm_id: int  #: rocMLIR's gemm_id (bwd_data: iYTilda·xTilda + iXTilda; else 0)
+    g: int  #: gemmG = groups
+    m: int
+    n: int
+    k: int
+    i_ytilda: int = 0
+    i_xtilda: int = 0
+    y_dot_slice: int = 0  #: bwd_data only
+    x_dot_slice: int = 0  #: bwd_data only
+
+
+def sub_gemms(problem: ConvProblem) -> list[SubGemm]:
+    """The GEMMs a direction runs: one for fwd and bwd_weight; for bwd_data the sub-GEMMs with
+    yDotSlice·xDotSlice > 0, in ascending gemm_id."""
+    p, gr = problem, problem.groups
+    if p.direction == "fwd":
+        return [SubGemm(0, gr, p.k // gr, p.n * p.out_h * p.out_w, (p.c // gr) * p.y * p.x)]
+    if p.direction == "bwd_weight":
+        return [SubGemm(0, gr, p.k // gr, (p.c // gr) * p.y * p.x, p.n * p.out_h * p.out_w)]
+    th, tw = _tilda(p)
+    subs = []
+    for gemm_id in range(th.tilda * tw.tilda):
+        i_y, i_x = divmod(gemm_id, tw.tilda)
+        y_dot, x_dot = th.dot_slice(i_y, p.y), tw.dot_slice(i_x, p.x)
+        if y_dot * x_dot > 0:
+            n = p.n * th.slice * tw.slice
+            subs.append(SubGemm(gemm_id, gr, p.c // gr, n, (p.k // gr) * y_dot * x_dot, i_y, i_x, y_dot, x_dot))
+    return subs
+
+
+def gemm_sizes(problem: ConvProblem) -> list[tuple[int, int, int, int]]:
+    """(gemmG, gemmM, gemmN, gemmK) of each GEMM the direction runs (:func:`sub_gemms`)."""
+    return [(s.g, s.m, s.n, s.k) for s in sub_gemms(problem)]
+
+
+# --- index maps ---------------------------------------------------------------------------------
+
+
+class _Axis(NamedTuple):
+    """A merged GEMM dimension. Its index runs over the digits ``sizes`` (outermost first); digit
+    values d_i place an element at (offset, h, w) = const + Σ d_i·coef_i."""
+
+    sizes: tuple[int, ...]
+    coef: tuple[tuple[int, int, int], ...]
+    const: tuple[int, int, int] = (0, 0, 0)
+
+    @property
+    def length(self) -> int:
+        return math.prod(self.sizes)
+
+    def at(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(offset, h, w) of indices start … stop−1, as int64 arrays."""
+        rest = np.arange(start, stop, dtype=np.int64)
+        out = [np.full(rest.shape, c, dtype=np.int64) for c in self.const]
+        for size, coef in zip(reversed(self.sizes), reversed(self.coef)):
+            digit = rest % size
+            rest //= size
+            for arr, c in zip(out, coef):
+                if c:
+                    arr += digit * c
+        return out[0], out[1], out[2]
+
+
+class _Map(NamedTuple):
+    """Where matrix element (i, j) lives in a flat tensor: at offset r_off[i] + c_off[j] +
+    h·stride_h + w·stride_w with h = r_h[i] + c_h[j], w = r_w[i] + c_w[j]; when h ∉ [0, bound_h)
+    or w ∉ [0, bound_w) it is padding (reads +0, writes are dropped)."""
+
+    rows: _Axis
+    cols: _Axis
+    bound_h: int = 1
+    bound_w: int = 1
+    stride_h: int = 0
+    stride_w: int = 0
+
+
+def _channel_axis(size: int, stride: int, const: int) -> _Axis:
+    return _Axis((size,), ((stride, 0, 0),), (const, 0, 0))
+
+
+def _maps(problem: ConvProblem, sub: SubGemm, group: int) -> tuple[_Map, _Map, _Map]:
+    """The maps of A, B (onto the direction's operand tensors) and C (onto the result)."""
+    p = problem
+    fs, ins, outs = p.strides("filter"), p.strides("input"), p.strides("output")
+    fsz = p.letter_sizes("filter")
+    (dil_h, dil_w), (str_h, str_w) = p.dilation, p.stride
+    pad_t, pad_l = p.pad_h[0], p.pad_w[0]
+    cg, kg = p.c // p.groups, p.k // p.groups
+    nhw_out = (p.n, p.out_h, p.out_w)
+    cyx = p.filter_cyx_order
+    cyx_sizes = tuple(fsz[d] for d in cyx)
+    # (c, y, x) digits: offset in the filter; and offset/h/w in the input (y, x move h, w).
+    cyx_fil = tuple((fs[d], 0, 0) for d in cyx)
+    cyx_in = tuple({"c": (ins["c"], 0, 0), "y": (0, dil_h, 0), "x": (0, 0, dil_w)}[d] for d in cyx)
+    # (n, ho, wo) digits: offset in the output; offset/h/w of the input window's corner.
+    nhw_outoff = ((outs["n"], 0, 0), (outs["h"], 0, 0), (outs["w"], 0, 0))
+    nhw_in = ((ins["n"], 0, 0), (0, str_h, 0), (0, 0, str_w))
+    in_bounds = (p.h, p.w, ins["h"], ins["w"])
+    g_f, g_i, g_o = group * fs["g"], group * ins["g"], group * outs["g"]
+
+    if p.direction == "fwd":
+        a = _Map(_channel_axis(kg, fs["k"], g_f), _Axis(cyx_sizes, cyx_fil))
+        b = _Map(_Axis(cyx_sizes, cyx_in), _Axis(nhw_out, nhw_in, (g_i, -pad_t, -pad_l)), *in_bounds)
+        c = _Map(_channel_axis(kg, outs["k"], g_o), _Axis(nhw_out, nhw_outoff))
+        return a, b, c
+    if p.direction == "bwd_weight":
+        a = _Map(_channel_axis(kg, outs["k"], g_o), _Axis(nhw_out, nhw_outoff))
+        b = _Map(_Axis(nhw_out, nhw_in, (g_i, -pad_t, -pad_l)), _Axis(cyx_sizes, cyx_in), *in_bounds)
+        c = _Map(_channel_axis(kg, fs["k"], g_f), _Axis(cyx_sizes, cyx_fil))
+        return a, b, c
+    # bwd_data, sub-GEMM (iYTilda, iXTilda): see the module docstring for the index formulas.
+    th, tw = _tilda(p)
+    i_y, i_x = sub.i_ytilda, sub.i_xtilda
+    kyx_sizes = (kg, sub.y_dot_slice, sub.x_dot_slice)
+    nhw_tilda = (p.n, th.slice, tw.slice)
+    a = _Map(
+        _channel_axis(cg, fs["c"], g_f + i_y * fs["y"] + i_x * fs["x"]),
+        _Axis(kyx_sizes, ((fs["k"], 0, 0), (th.tilda * fs["y"], 0, 0), (tw.tilda * fs["x"], 0, 0))),
+    )
+    b = _Map(
+        _Axis(kyx_sizes, ((outs["k"], 0, 0), (0, -th.step, 0), (0, 0, -tw.step)), (g_o, 0, 0)),
+        _Axis(nhw_tilda, ((outs["n"], 0, 0), (0, 1, 0), (0, 0, 1)), (0, th.left, tw.left)),
+        p.out_h, p.out_w, outs["h"], outs["w"],
+    )
+    c = _Map(
+        _channel_axis(cg, ins["c"], g_i),
+        _Axis(
+            nhw_tilda,
+            ((ins["n"], 0, 0), (0, str_h, 0), (0, 0, str_w)),
+            (0, i_y * dil_h + th.left * str_h - pad_t, i_x * dil_w + tw.left * str_w - pad_l),
+        ),
+        *in_bounds,
+    )
+    return a, b, c
+
+
+# --- kernels -------------------------------------------------------------------------------------
+
+_BLOCK = 2048  # columns per tile
+_PARALLEL_MIN = 1 << 16  # elements below which a serial loop beats starting the thread pool
+
+
+@jit
+def _gather_tile(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out, t):
+    """Tile t (column block t // n_rows, row t % n_rows; block-major so a block's column indices
+    stay in cache across the rows): out[i, j] =
+    src[r_off[i] + c_off[j] + h·stride_h + w·stride_w], or 0 where (h, w) is outside the bounds
+    (padding). ``src`` and ``out`` hold fp16 bit patterns (uint16)."""
+    i = t % r_off.shape[0]
+    j0 = (t // r_off.shape[0]) * _BLOCK
+    j1 = min(j0 + _BLOCK, c_off.shape[0])
+    ro, rh, rw = r_off[i], r_h[i], r_w[i]
+    for j in range(j0, j1):
+        h = rh + c_h[j]
+        w = rw + c_w[j]
+        if 0 <= h < bound_h and 0 <= w < bound_w:
+            out[i, j] = src[ro + c_off[j] + h * stride_h + w * stride_w]
+        else:
+            out[i, j] = 0
+
+
+@jit
+def _scatter_tile(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, t):
+    """Tile t (as in _gather_tile): dst[r_off[i] + c_off[j] + h·stride_h + w·stride_w] = values[i, j]
+    where (h, w) is inside the bounds; elements outside are dropped. Distinct (i, j) address
+    distinct elements, so tiles never write the same place."""
+    i = t % r_off.shape[0]
+    j0 = (t // r_off.shape[0]) * _BLOCK
+    j1 = min(j0 + _BLOCK, c_off.shape[0])
+    ro, rh, rw = r_off[i], r_h[i], r_w[i]
+    for j in range(j0, j1):
+        h = rh + c_h[j]
+        w = rw + c_w[j]
+        if 0 <= h < bound_h and 0 <= w < bound_w:
+            dst[ro + c_off[j] + h * stride_h + w * stride_w] = values[i, j]
+
+
+@jit(parallel=True)
+def _gather_parallel(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out):
+    n_blocks = (c_off.shape[0] + _BLOCK - 1) // _BLOCK
+    for t in prange(r_off.shape[0] * n_blocks):
+        _gather_tile(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out, t)
+
+
+@jit
+def _gather_serial(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out):
+    n_blocks = (c_off.shape[0] + _BLOCK - 1) // _BLOCK
+    for t in range(r_off.shape[0] * n_blocks):
+        _gather_tile(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out, t)
+
+
+@jit(parallel=True)
+def _scatter_parallel(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w):
+    n_blocks = (c_off.shape[0] + _BLOCK - 1) // _BLOCK
+    for t in prange(r_off.shape[0] * n_blocks):
+        _scatter_tile(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, t)
+
+
+@jit
+def _scatter_serial(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w):
+    n_blocks = (c_off.shape[0] + _BLOCK - 1) // _BLOCK
+    for t in range(r_off.shape[0] * n_blocks):
+        _scatter_tile(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, t)
+
+
+def _gather(src: np.ndarray, m: _Map, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
+    r, c = m.rows.at(*rows), m.cols.at(*cols)
+    out = np.empty((r[0].size, c[0].size), dtype=np.uint16)
+    if out.size:
+        kernel = _gather_parallel if out.size >= _PARALLEL_MIN else _gather_serial
+        kernel(src, *r, *c, m.bound_h, m.bound_w, m.stride_h, m.stride_w, out)
+    return out.view(np.float16)
+
+
+def _scatter(dst: np.ndarray, values: np.ndarray, m: _Map, cols: tuple[int, int]) -> None:
+    r, c = m.rows.at(0, m.rows.length), m.cols.at(*cols)
+    if values.size:
+        kernel = _scatter_parallel if values.size >= _PARALLEL_MIN else _scatter_serial
+        kernel(dst, values, *r, *c, m.bound_h, m.bound_w, m.stride_h, m.stride_w)
+
+
+# --- public API ------------------------------------------------------------------------------------
+
+
+def _tensor_bits(problem: ConvProblem, role: str, arr, name: str) -> np.ndarray:
+    """Flat uint16 bits of a tensor given as float16 values or uint16 patterns (module docstring
+    for the accepted shapes)."""
+    if arr is None:
+        raise ValueError(f"{name}: the {problem.direction} convolution needs the {role} tensor")
+    arr = np.asarray(arr)
+    if arr.dtype == np.float16:
+        arr = arr.view(np.uint16)
+    elif arr.dtype != np.uint16:
+        raise TypeError(f"{name}: expected float16 values or uint16 bit patterns, got dtype {arr.dtype}")
+    shapes = {(problem.tensor_size(role),), problem.tensor_shape(role)}
+    shapes.add(tuple(problem.letter_sizes(role)[d] for d in problem.layout5(role)))
+    if arr.shape not in shapes:
+        raise ValueError(
+            f"{name}: shape {arr.shape} does not fit the {role} layout {problem.layout(role)!r}; "
+            f"expected {problem.tensor_shape(role)} or flat ({problem.tensor_size(role)},)"
+        )
+    return np.ascontiguousarray(arr).reshape(-1)
+
+
+class ConvGemm:
+    """A convolution's GEMMs over given tensors: gathers A and chunks of B, scatters C.
+
+    ``x`` (input), ``w`` (filter), ``dy`` (output) as float16 or uint16 arrays; only the two the
+    direction reads are needed (fwd: x, w; bwd_data: w, dy; bwd_weight: x, dy). Gathered
+    operands are float16, C-contiguous, with k along A's rows and down B's columns in the gemmK
+    order of :attr:`ConvProblem.gemm_k_order`; gemmN columns run in
+    :attr:`ConvProblem.gemm_n_order`.
+    """
+
+    def __init__(self, problem: ConvProblem, x=None, w=None, dy=None):
+        self.problem = problem
+        self.subs = sub_gemms(problem)
+        given = {"input": (x, "x"), "filter": (w, "w"), "output": (dy, "dy")}
+        a_role, b_role = _OPERANDS[problem.direction]
+        self._a_src = _tensor_bits(problem, a_role, *given[a_role])
+        self._b_src = _tensor_bits(problem, b_role, *given[b_role])
+        self._maps_cache: dict[tuple[int, int], tuple[_Map, _Map, _Map]] = {}
+
+    def _maps(self, sub: int, group: int) -> tuple[_Map, _Map, _Map]:
+        key = (sub, group)
+        if key not in self._maps_cache:
+            if not 0 <= group < self.problem.groups:
+                raise IndexError(f"group {group} out of range 0..{self.problem.groups - 1}")
+            self._maps_cache[key] = _maps(self.problem, self.subs[sub], group)
+        return self._maps_cache[key]
+
+    def a(self, sub: int = 0, group: int = 0) -> np.ndarray:
+        """A (gemmM × gemmK) of one group and sub-GEMM."""
+        m = self._maps(sub, group)[0]
+        return _gather(self._a_src, m, (0, m.rows.length), (0, m.cols.length))
+
+    def b(self, sub: int = 0, group: int = 0, n_start: int = 0, n_stop: int | None = None) -> np.ndarray:
+        """Columns n_start … n_stop−1 of B (gemmK × gemmN) of one group and sub-GEMM."""
+        m = self._maps(sub, group)[1]
+        n_stop = m.cols.length if n_stop is None else n_stop
+        if not 0 <= n_start <= n_stop <= m.cols.length:
+            raise IndexError(f"gemmN range {n_start}:{n_stop} outside 0:{m.cols.length}")
+        return _gather(self._b_src, m, (0, m.rows.length), (n_start, n_stop))
+
+    def new_result(self) -> np.ndarray:
+        """A flat float32 result tensor of +0.0 (what the zero-init kernel leaves)."""
+        return np.zeros(self.problem.tensor_size(self.problem.result_role), dtype=np.float32)
+
+    def scatter(self, out: np.ndarray, c: np.ndarray, sub: int = 0, group: int = 0, n_start: int = 0) -> None:
+        """Write C's columns n_start … n_start + c.shape[1] − 1 into the flat result ``out``."""
+        m = self._maps(sub, group)[2]
+        c = np.ascontiguousarray(c, dtype=np.float32)
+        if c.shape[0] != m.rows.length or not 0 <= n_start <= n_start + c.shape[1] <= m.cols.length:
+            raise ValueError(f"C chunk of shape {c.shape} at column {n_start} does not fit the GEMM")
+        _scatter(out, c, m, (n_start, n_start + c.shape[1]))
+
+    def default_n_chunk(self) -> int:
+        """gemmN columns per chunk so a chunk's B and C take about :data:`CHUNK_BYTES`."""
+        per_column = max(2 * s.k + 4 * s.m for s in self.subs) if self.subs else 1
+        return max(1, CHUNK_BYTES // per_column)
+
+    def run(self, gemm: Callable[[np.ndarray, np.ndarray], np.ndarray], n_chunk: int | None = None) -> np.ndarray:
+        """The convolution with ``gemm``; float32, flat, in the result tensor's memory order."""
+        n_chunk = self.default_n_chunk() if n_chunk is None else n_chunk
+        if n_chunk < 1:
+            raise ValueError(f"n_chunk: must be ≥ 1, got {n_chunk}")
+        out = self.new_result()
+        for sub, s in enumerate(self.subs):
+            for group in range(self.problem.groups):
+                a = self.a(sub, group)
+                for start in range(0, s.n, n_chunk):
+                    stop = min(start + n_chunk, s.n)
+                    c = gemm(a, self.b(sub, group, start, stop))
+                    if not isinstance(c, np.ndarray) or c.dtype != np.float32 or c.shape != (s.m, stop - start):
+                        raise TypeError(
+                            f"gemm must return a float32 array of shape {(s.m, stop - start)}, got "
+                            f"{getattr(c, 'dtype', type(c))} {getattr(c, 'shape', '')}"
+                        )
+                    self.scatter(out, c, sub, group, start)
+        return out
+
+
+def gemm_operands(
+    problem: ConvProblem,
+    x=None,
+    w=None,
+    dy=None,
+    *,
+    sub: int = 0,
+    group: int = 0,
+    n_start: int = 0,
+    n_stop: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(A, B) of one group and sub-GEMM: A (gemmM × gemmK) and B's gemmN columns
+    n_start … n_stop−1, float16, in the kernel's gemmK order. For many chunks, build one
+    :class:`ConvGemm` instead."""
+    op = ConvGemm(problem, x, w, dy)
+    return op.a(sub, group), op.b(sub, group, n_start, n_stop)
+
+
+def conv(
+    problem: ConvProblem,
+    x=None,
+    w=None,
+    dy=None,
+    *,
+    gemm: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    n_chunk: int | None = None,
+) -> np.ndarray:
+    """A convolution as the kernel's GEMMs: fwd x, w → y; bwd_data w, dy → dx; bwd_weight
+    x, dy → dw.
+
+    ``gemm(A, B)`` takes A (M × K) and B (K × N) float16, C-contiguous, k in the kernel's gemmK
+    order, and returns C (M × N) float32; it supplies the arithmetic and the accumulation order.
+    It is called once per group, sub-GEMM and chunk of ``n_chunk`` gemmN columns (default: about
+    64 MiB of B and C per chunk). Returns float32 of shape ``problem.tensor_shape(result)`` in the
+    result layout; pixels no GEMM writes (bwd_data) are +0.0.
+    """
+    out = ConvGemm(problem, x, w, dy).run(gemm, n_chunk)
+    return out.reshape(problem.tensor_shape(problem.result_role))
