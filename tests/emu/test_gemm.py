@@ -1,0 +1,85 @@
+"""emu.gemm: the accumulation order is what it says it is, checked through dot_add."""
+
+import numpy as np
+import pytest
+
+import emu
+import models
+
+
+def _bits(x):
+    return np.asarray(x).view(np.uint32)
+
+
+@pytest.fixture(scope="module")
+def operands():
+    rng = np.random.default_rng(3)
+    A = rng.uniform(-2, 2, (6, 45)).astype(np.float16)
+    B = rng.uniform(-2, 2, (45, 150)).astype(np.float16)
+    A[0, :5] = np.float16(2.0**-20)  # subnormals: flushed by MI200
+    return A, B
+
+
+@pytest.mark.parametrize("name", ["mi100", "mi200", "mi300", "h100", "fma32", "fp64"])
+def test_k_order_is_a_permutation_fed_to_the_unit(operands, name):
+    A, B = operands
+    unit = models.unit(name)
+    perm = tuple(np.random.default_rng(1).permutation(45))
+    got = emu.gemm(A, B, unit, emu.GemmOrder(k_order=perm))
+    want = emu.dot_add(A[:, None, list(perm)], B.T[None, :, list(perm)], np.float32(0), unit)
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+def test_order_matters_for_a_rounding_unit(operands):
+    A, B = operands
+    unit = models.unit("fma32")
+    perm = tuple(range(44, -1, -1))
+    assert not np.array_equal(_bits(emu.gemm(A, B, unit)), _bits(emu.gemm(A, B, unit, emu.GemmOrder(k_order=perm))))
+
+
+def test_split_k_is_chunks_from_zero_then_atomic_adds(operands):
+    A, B = operands
+    unit = models.unit("mi100")
+    order = emu.GemmOrder(split_k=3)
+    chunks = order.chunks(45)
+    partial = [emu.gemm(A[:, s], B[s], unit) for s in chunks]
+    want = (np.float32(0) + partial[0]) + partial[1] + partial[2]
+    np.testing.assert_array_equal(_bits(emu.gemm(A, B, unit, order)), _bits(want))
+
+
+def test_ensemble_members_are_orders_of_the_same_partials(operands):
+    A, B = operands
+    unit = models.unit("mi200")
+    order = emu.GemmOrder(split_k=5)
+    ens = emu.gemm_split_ensemble(A, B, unit, order, members=8, seed=2)
+    assert ens.shape == (8, 6, 150)
+    exact = A.astype(np.float64) @ B.astype(np.float64)
+    assert np.all(np.abs(ens - exact) < 1e-2)
+    assert len({e.tobytes() for e in ens}) > 1, "random combination orders never differed"
+    np.testing.assert_array_equal(ens, emu.gemm_split_ensemble(A, B, unit, order, members=8, seed=2))
+
+
+def test_k_padding_appends_zero_products(operands):
+    A, B = operands
+    unit = models.unit("h100")
+    padded = emu.gemm(A, B, unit, emu.GemmOrder(pad_k=16))
+    Az = np.concatenate([A, np.zeros((6, 3), np.float16)], axis=1)
+    Bz = np.concatenate([B, np.zeros((3, 150), np.float16)], axis=0)
+    np.testing.assert_array_equal(_bits(padded), _bits(emu.gemm(Az, Bz, unit)))
+
+
+def test_strided_k_order_of_16x16x16():
+    order = emu.strided_k_order(32, tile=16, group=4)
+    assert order[:8] == (0, 4, 8, 12, 1, 5, 9, 13)
+    assert order[16:20] == (16, 20, 24, 28)
+    assert sorted(order) == list(range(32))
+    assert emu.strided_k_order(20, 16, 4)[16:] == (16, 17, 18, 19)
+
+
+def test_bad_orders_are_value_errors():
+    with pytest.raises(ValueError, match="k_order"):
+        emu.GemmOrder(k_order=(0, 0, 1)).sequence(3)
+    with pytest.raises(ValueError, match="split_k"):
+        emu.GemmOrder(split_k=0)
+    with pytest.raises(ValueError, match="combine"):
+        emu.GemmOrder(combine="sometimes")
