@@ -1,0 +1,475 @@
+"""A slow, independent, exact oracle of every unit family: ``reference_dot_add``.
+
+It shares no code with ``emu`` beyond the parameter record (``emu.units``): fp16/fp32 bits are
+decoded here, every value is held exactly, and every rounding is written out by hand. It exists
+to check the fast kernels behind ``emu.dot_add`` bit for bit (tests/emu/test_units_exact.py).
+
+Exactness. Every value that can occur is an integer multiple of 2^-149 (fp16 inputs are multiples
+of 2^-24, their products of 2^-48, fp32 values of 2^-149; sums, truncations at coarser quanta and
+roundings keep that). So a finite value is held as a Python ``int`` in units of 2^-SCALE, SCALE =
+160: additions are exact, a truncation / floor / rounding at 2^k is an integer shift, and a
+truncation at a quantum finer than the unit (k < -SCALE) is the identity (the value is already a
+multiple of it). ``fractions.Fraction`` is used only to document/convert (``to_fraction``).
+
+Semantics (MMA-Sim, PyPI mmasim 2.1.1, ``mmasim/arithmetic/{fdpa,ftz_mul_add,fma}.py``):
+
+* K is consumed from k = 0 upward in consecutive groups of ``group_size`` (the last may be
+  shorter); each group updates the running accumulator ``c``.
+* Field exponent: fp16 normal → unbiased exponent, fp16 subnormal/zero → −14; fp32 likewise with
+  −126. A product's exponent is the sum of its factors' field exponents.
+* Flush flags (any family): ``flush_inputs``: fp16 |x| < 2^-14 (−0 included) → +0 before the
+  products; ``flush_c``: |c| below the smallest normal of c's format (−0 included) → +0, once, on
+  entry; ``flush_products``: fp32-subnormal product → zero of its sign (never fires for fp16
+  factors: |p| ≥ 2^-48); ``flush_partials`` (PAIRWISE tree adds) and ``flush_output`` (the value
+  the group leaves in c) → subnormal becomes zero of its sign.
+* Per family, beyond SPEC §4: PAIRWISE pads a short group with +0 products to ``group_size`` and
+  reduces adjacent pairs level by level (4: (p0+p1)+(p2+p3); 8: ((01)(23))((45)(67)); 2: p0+p1;
+  1: p0 itself), then c + s. TRUNCATED_FUSED gives zero terms (c included) ``zero_exponent``;
+  a short group is not padded (mmasim slices; padding could not change the result). TWO_STAGE
+  leaves zero products out of the maximum (exponent −999; all zero → s_dot = +0), floors toward
+  −∞ in stage 2 and normalises with the fp32 floor −126. FP64 holds c exactly in binary64, adds
+  each exact product with one binary64 RNE rounding, and rounds to fp32 (``output_rounding``)
+  after each group if ``round_each_group`` else once at the end (``flush_output`` applies to
+  those fp32 values).
+* Signed zero of a result (mmasim, checked by running it on every ±0 combination):
+  FUSED_EXACT, TRUNCATED_FUSED and TWO_STAGE never return −0 (E-FDPA's two-sum expansion,
+  T-FDPA's ``+ 0.0``, and TR-FDPA's ``torch.sum`` of the products, which starts from +0, so
+  ``s_dot + s_c`` is +0); PAIRWISE, FMA, FP64 follow IEEE 754 addition (x + (−x) = +0,
+  (−0) + (−0) = −0, RD gives −0 for an exact zero sum of opposite signs).
+* NaN / infinity: a NaN factor or c, inf·0, or +inf and −inf in one sum give NaN; otherwise an
+  infinite product or c gives that infinity (for the fused families this is the group's result;
+  for PAIRWISE / FMA / FP64 it is IEEE arithmetic step by step). The NaN returned is canonical
+  (0x7FFFFFFF / 0x7FFF, as mmasim writes them); callers should compare NaNs as equal whatever
+  their payload.
+* Overflow: IEEE rule for the output rounding (RNE → ±inf; RZ → ±max finite; RD → +max / −inf).
+  With fp16 factors and an fp32 c a finite fp32 result cannot overflow in any family (a product
+  is < 2^32 and c ≤ max finite: the sum stays below the RNE threshold 2^128 − 2^103); fp16 outputs
+  can. (mmasim's "RZ-FP32" would give inf past 2^128, a case no fp16 input reaches.)
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import lru_cache
+
+from emu.units import Family, Format, Rounding, UnitParams
+
+__all__ = [
+    "reference_dot_add",
+    "reference_batch",
+    "SCALE",
+    "decode_fp16",
+    "decode_fp32",
+    "to_fraction",
+    "NAN32",
+    "NAN16",
+]
+
+SCALE = 160  # a finite value v is the integer v · 2^SCALE
+NAN32 = 0x7FFFFFFF
+NAN16 = 0x7FFF
+
+FIN, INF, NAN = 0, 1, 2  # kinds
+
+# Binary formats: (precision in bits incl. the leading one, emin, emax)
+_FP16 = (11, -14, 15)
+_FP32 = (24, -126, 127)
+_FP64 = (53, -1022, 1023)
+
+
+# --------------------------------------------------------------------------------------------
+# values: (kind, v, neg) with v the signed integer in units of 2^-SCALE (0 for zeros and
+# specials) and neg the sign bit (meaningful for zeros and infinities too)
+# --------------------------------------------------------------------------------------------
+
+
+_NANV = (NAN, 0, False)
+
+
+def _inf(neg: bool):
+    return (INF, 0, neg)
+
+
+def to_fraction(x) -> Fraction:
+    kind, v = x[0], x[1]
+    if kind != FIN:
+        raise ValueError("not finite")
+    return Fraction(v, 1 << SCALE)
+
+
+def _log2_floor(m: int) -> int:
+    """floor(log2(m · 2^-SCALE)) for m > 0."""
+    return m.bit_length() - 1 - SCALE
+
+
+def _field_exponent(v: int, emin: int) -> int:
+    """Field exponent of a finite value: its binade, and emin for subnormals and zero."""
+    if v == 0:
+        return emin
+    return max(_log2_floor(abs(v)), emin)
+
+
+@lru_cache(maxsize=None)
+def decode_fp16(bits: int):
+    bits = int(bits) & 0xFFFF
+    neg = bool(bits >> 15)
+    e = (bits >> 10) & 0x1F
+    f = bits & 0x3FF
+    if e == 0x1F:
+        return (NAN, 0, False, 0) if f else (INF, 0, neg, 0)
+    if e == 0:
+        m = f << (SCALE - 24)  # f · 2^-24
+    else:
+        m = (0x400 | f) << (SCALE + e - 25)  # (1.f) · 2^(e-15)
+    return (FIN, -m if neg else m, neg, max(e, 1) - 15)  # 4th: the field exponent
+
+
+@lru_cache(maxsize=1 << 16)
+def decode_fp32(bits: int):
+    bits = int(bits) & 0xFFFFFFFF
+    neg = bool(bits >> 31)
+    e = (bits >> 23) & 0xFF
+    f = bits & 0x7FFFFF
+    if e == 0xFF:
+        return _NANV if f else _inf(neg)
+    if e == 0:
+        m = f << (SCALE - 149)  # f · 2^-149
+    else:
+        m = (0x800000 | f) << (SCALE + e - 150)  # (1.f) · 2^(e-127)
+    return (FIN, -m if neg else m, neg)
+
+
+def _encode(x, fmt) -> int:
+    """Bits of a value that is exactly representable in fmt (FP32 or FP16)."""
+    kind, v, neg = x[:3]
+    if fmt == Format.FP16:
+        ebits, fbits, (prec, emin, emax) = 5, 10, _FP16
+        nan = NAN16
+    else:
+        ebits, fbits, (prec, emin, emax) = 8, 23, _FP32
+        nan = NAN32
+    sign = (1 << (ebits + fbits)) if neg else 0
+    if kind == NAN:
+        return nan
+    emask = (1 << ebits) - 1
+    if kind == INF:
+        return sign | (emask << fbits)
+    m = abs(v)
+    if m == 0:
+        return sign
+    e = _log2_floor(m)
+    if e < emin:  # subnormal: m = f · 2^(emin - fbits)
+        shift = SCALE + emin - fbits
+        f = m >> shift
+        assert f << shift == m and f < (1 << fbits), "not representable (subnormal)"
+        return sign | f
+    shift = SCALE + e - fbits
+    sig = m >> shift
+    assert sig << shift == m and (1 << fbits) <= sig < (2 << fbits), "not representable"
+    assert e <= emax, "overflow not handled before encoding"
+    return sign | ((e - emin + 1) << fbits) | (sig - (1 << fbits))
+
+
+# --------------------------------------------------------------------------------------------
+# rounding, truncation, floor
+# --------------------------------------------------------------------------------------------
+
+
+def _round(v: int, fmt3, mode: int, neg_if_zero: bool):
+    """Round the exact finite value v to the binary format (prec, emin, emax) with subnormals.
+
+    Returns a value tuple. Overflow follows IEEE for the mode. A zero input returns a zero with
+    sign neg_if_zero; a nonzero value that rounds to zero keeps its own sign.
+    """
+    prec, emin, emax = fmt3
+    if v == 0:
+        return (FIN, 0, neg_if_zero)
+    neg = v < 0
+    m = -v if neg else v
+    e = max(_log2_floor(m), emin)
+    shift = SCALE + e - (prec - 1)  # the ulp at v, 2^(e - prec + 1), is 1 << shift units
+    if shift > 0:
+        q = m >> shift
+        r = m - (q << shift)
+        if mode == Rounding.RNE:
+            half = 1 << (shift - 1)
+            if r > half or (r == half and (q & 1)):
+                q += 1
+        elif mode == Rounding.RZ:
+            pass
+        elif mode == Rounding.RD:
+            if neg and r:
+                q += 1
+        else:
+            raise ValueError(f"unknown rounding {mode}")
+        m = q << shift
+    if m >= 1 << (SCALE + emax + 1):
+        if mode == Rounding.RNE or (mode == Rounding.RD and neg):
+            return _inf(neg)
+        maxfin = ((1 << prec) - 1) << (SCALE + emax - prec + 1)
+        return (FIN, -maxfin if neg else maxfin, neg)
+    return (FIN, -m if neg else m, neg)
+
+
+def _trunc_at(v: int, k: int) -> int:
+    """v truncated toward zero to a multiple of 2^k."""
+    s = SCALE + k
+    if s <= 0:
+        return v
+    m = (-v if v < 0 else v) >> s << s
+    return -m if v < 0 else m
+
+
+def _floor_at(v: int, k: int) -> int:
+    """v rounded toward −∞ to a multiple of 2^k (Python's >> is a floor)."""
+    s = SCALE + k
+    if s <= 0:
+        return v
+    return (v >> s) << s
+
+
+def _flush_to_pos_zero(x, emin: int):
+    if x[0] == FIN and abs(x[1]) < (1 << (SCALE + emin)):
+        return (FIN, 0, False, emin)
+    return x
+
+
+def _flush_keep_sign(x, emin: int):
+    if x[0] == FIN and x[1] != 0 and abs(x[1]) < (1 << (SCALE + emin)):
+        return (FIN, 0, x[2])
+    return x
+
+
+# --------------------------------------------------------------------------------------------
+# exact arithmetic with IEEE specials
+# --------------------------------------------------------------------------------------------
+
+
+def _mul(x, y):
+    """Exact product of two fp16 values (kind, v, neg, ...)."""
+    kx, vx, nx = x[:3]
+    ky, vy, ny = y[:3]
+    neg = nx != ny
+    if kx == NAN or ky == NAN:
+        return _NANV
+    if kx == INF or ky == INF:
+        if (kx == FIN and vx == 0) or (ky == FIN and vy == 0):
+            return _NANV
+        return _inf(neg)
+    return (FIN, (vx * vy) >> SCALE, neg)  # exact: both are multiples of 2^(SCALE-24)
+
+
+def _special_sum(terms):
+    """IEEE result of summing terms if any is special (NaN / inf), else None."""
+    if not any(t[0] for t in terms):
+        return None
+    infs = set()
+    for kind, _, neg, *_ in terms:
+        if kind == NAN:
+            return _NANV
+        if kind == INF:
+            infs.add(neg)
+    if len(infs) == 2:
+        return _NANV
+    if infs:
+        return _inf(infs.pop())
+    return None
+
+
+def _ieee_add(x, y, fmt3, mode):
+    """IEEE 754 addition x + y rounded once to fmt3 in mode, signed zeros as IEEE says."""
+    sp = _special_sum((x, y))
+    if sp is not None:
+        return sp
+    s = x[1] + y[1]
+    if s == 0:
+        if x[1] == 0 and y[1] == 0 and x[2] == y[2]:
+            neg = x[2]  # (+0)+(+0) = +0, (−0)+(−0) = −0
+        else:
+            neg = mode == Rounding.RD  # exact zero sum of opposite signs
+        return (FIN, 0, neg)
+    return _round(s, fmt3, mode, False)
+
+
+# --------------------------------------------------------------------------------------------
+# one group of each family: (products' factors, c) → new c
+# --------------------------------------------------------------------------------------------
+
+
+def _products(ga, gb, params):
+    """[(value tuple, exponent)] of the group's products; inputs already flushed if asked.
+
+    The exponent is the sum of the factors' field exponents (decode_fp16's 4th element).
+    """
+    out = []
+    for x, y in zip(ga, gb):
+        p = _mul(x, y)
+        if params.flush_products:
+            p = _flush_keep_sign(p, _FP32[1])
+        out.append((p, _fexp16(x) + _fexp16(y)))
+    return out
+
+
+def _fexp16(x) -> int:
+    return x[3] if len(x) == 4 else _field_exponent(x[1], -14)
+
+
+def _group_fused_exact(ga, gb, c, params, out_fmt3):
+    prods = _products(ga, gb, params)
+    sp = _special_sum([p for p, _ in prods] + [c])
+    if sp is not None:
+        return sp
+    s = c[1] + sum(p[1] for p, _ in prods)
+    # mmasim e_fdpa never returns −0 (checked on all ±0 combinations): an exact zero is +0.
+    return _round(s, out_fmt3, params.output_rounding, False)
+
+
+def _group_truncated_fused(ga, gb, c, params, out_fmt3, c_emin):
+    prods = _products(ga, gb, params)
+    sp = _special_sum([p for p, _ in prods] + [c])
+    if sp is not None:
+        return sp
+    terms = [(p[1], e if p[1] != 0 else params.zero_exponent) for p, e in prods]
+    terms.append((c[1], _field_exponent(c[1], c_emin) if c[1] != 0 else params.zero_exponent))
+    e_max = max(e for _, e in terms)
+    k = e_max - params.fraction_bits
+    s = sum(_trunc_at(v, k) for v, _ in terms)
+    r = _round(s, out_fmt3, params.output_rounding, False)
+    if r[0] == FIN and r[1] == 0:
+        return (FIN, 0, False)  # mmasim t_fdpa: "+ 0.0": a zero result is +0
+    return r
+
+
+_E_ZERO_PRODUCT = -999  # mmasim tr_fdpa: zero products are left out of the maximum
+
+
+def _group_two_stage(ga, gb, c, params, out_fmt3):
+    prods = _products(ga, gb, params)
+    sp = _special_sum([p for p, _ in prods] + [c])
+    if sp is not None:
+        return sp
+    F, F2 = params.fraction_bits, params.sum_fraction_bits
+    # stage 1: products aligned to their largest exponent, truncated toward zero at F bits
+    nonzero = [(p[1], e) for p, e in prods if p[1] != 0]
+    e_dot = max((e for _, e in nonzero), default=_E_ZERO_PRODUCT)
+    s_dot = sum(_trunc_at(v, e_dot - F) for v, _ in nonzero)
+    # stage 2: product sum floored at F2+1 bits, c floored at F bits, relative to e_max
+    e_c = _field_exponent(c[1], _FP32[1])
+    e_max = max(e_dot, e_c)
+    x = _floor_at(s_dot, e_max - (F2 + 1)) + _floor_at(c[1], e_max - F)
+    if x == 0:
+        # torch.sum starts from +0, so s_dot is never −0 and s_dot + s_c is +0
+        return (FIN, 0, False)
+    # normalise (fp32 subnormal floor −126) and floor to F2 fraction bits
+    e_n = max(_log2_floor(abs(x)), _FP32[1])
+    x = _floor_at(x, e_n - F2)
+    return _round(x, out_fmt3, params.output_rounding, False)
+
+
+def _group_pairwise(ga, gb, c, params, out_fmt3):
+    G = params.group_size
+    prods = [p for p, _ in _products(ga, gb, params)]
+    prods += [(FIN, 0, False)] * (G - len(prods))  # a short last group: missing products are +0
+    level = prods
+    while len(level) > 1:
+        if len(level) % 2:
+            level = level + [(FIN, 0, False)]
+        nxt = []
+        for i in range(0, len(level), 2):
+            s = _ieee_add(level[i], level[i + 1], _FP32, Rounding.RNE)
+            if params.flush_partials:
+                s = _flush_keep_sign(s, _FP32[1])
+            nxt.append(s)
+        level = nxt
+    s = level[0]
+    return _ieee_add(c, s, out_fmt3, params.output_rounding)
+
+
+def _group_fma(ga, gb, c, params, out_fmt3):
+    for p, _ in _products(ga, gb, params):
+        c = _ieee_add(c, p, out_fmt3, params.output_rounding)  # exact p, one rounding: an FMA
+    return c
+
+
+def _fp64_add_group(ga, gb, acc, params):
+    for p, _ in _products(ga, gb, params):
+        acc = _ieee_add(acc, p, _FP64, Rounding.RNE)
+    return acc
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def reference_dot_add(a_bits, b_bits, c_bits: int, params: UnitParams) -> int:
+    """d = c + Σ a_k·b_k as the unit computes it; returns the result's bits.
+
+    a_bits, b_bits: sequences of fp16 bit patterns (ints), same length K. c_bits: fp32 bits, or
+    fp16 bits when ``params.output_format`` is FP16. Returns fp32 (or fp16) bits.
+    """
+    p = params
+    fam = Family(p.family)
+    out_fmt = Format(p.output_format)
+    if len(a_bits) != len(b_bits):
+        raise ValueError("a and b differ in length")
+    if out_fmt == Format.FP16:
+        if fam not in (Family.TRUNCATED_FUSED, Family.FUSED_EXACT):
+            raise ValueError(f"fp16 output is modelled for TRUNCATED_FUSED / FUSED_EXACT only, not {fam.name}")
+        out3, c = _FP16, decode_fp16(c_bits)
+    else:
+        out3, c = _FP32, decode_fp32(c_bits)
+    c_emin = out3[1]
+    a = [decode_fp16(x) for x in a_bits]
+    b = [decode_fp16(x) for x in b_bits]
+    if p.flush_inputs:
+        a = [_flush_to_pos_zero(x, -14) for x in a]
+        b = [_flush_to_pos_zero(x, -14) for x in b]
+    if p.flush_c:
+        c = _flush_to_pos_zero(c, c_emin)
+    G = int(p.group_size)
+    if G < 1:
+        raise ValueError("group_size must be ≥ 1")
+    K = len(a)
+
+    if fam == Family.FP64:
+        acc = c  # an fp32 value is exact in fp64
+        for g in range(0, K, G):
+            acc = _fp64_add_group(a[g : g + G], b[g : g + G], acc, p)
+            if p.round_each_group:
+                acc = _round_keep_specials(acc, out3, p.output_rounding)
+                if p.flush_output:
+                    acc = _flush_keep_sign(acc, c_emin)
+        if not p.round_each_group:
+            acc = _round_keep_specials(acc, out3, p.output_rounding)
+            if p.flush_output:
+                acc = _flush_keep_sign(acc, c_emin)
+        return _encode(acc, out_fmt)
+
+    for g in range(0, K, G):
+        ga, gb = a[g : g + G], b[g : g + G]
+        if fam == Family.FUSED_EXACT:
+            c = _group_fused_exact(ga, gb, c, p, out3)
+        elif fam == Family.TRUNCATED_FUSED:
+            c = _group_truncated_fused(ga, gb, c, p, out3, c_emin)
+        elif fam == Family.TWO_STAGE:
+            c = _group_two_stage(ga, gb, c, p, out3)
+        elif fam == Family.PAIRWISE:
+            c = _group_pairwise(ga, gb, c, p, out3)
+        elif fam == Family.FMA:
+            c = _group_fma(ga, gb, c, p, out3)
+        else:
+            raise ValueError(f"unknown family {fam}")
+        if p.flush_output:
+            c = _flush_keep_sign(c, c_emin)
+    return _encode(c, out_fmt)
+
+
+def _round_keep_specials(x, fmt3, mode):
+    if x[0] != FIN:
+        return x
+    return _round(x[1], fmt3, mode, x[2])
+
+
+def reference_batch(args) -> list[int]:
+    """``reference_dot_add`` over rows: args = (a rows, b rows, c list, params); picklable for pools."""
+    a, b, c, params = args
+    return [reference_dot_add(a[i], b[i], c[i], params) for i in range(len(c))]
