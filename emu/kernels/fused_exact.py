@@ -23,10 +23,10 @@ from ._tiles import LANES, P_FLUSH_C, P_FLUSH_OUT, P_GROUP, P_OUT_ROUND, a_at, t
 @jit(inline="always")
 def _round_exact_sum(c, s, err):
     """RO53(c + s + err) for |err| ≤ ulp(s)/2; inf/NaN pass through as the plain sum."""
+    plain = c + s  # before the error terms, which are NaN once an inf is involved
     s, err = two_sum(s, err)
     hi, lo = two_sum(c, s)
     z = add_round_to_odd(hi, add_round_to_odd(lo, err))
-    plain = c + s
     return z if plain - plain == 0.0 else plain
 
 
