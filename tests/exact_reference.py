@@ -211,6 +211,11 @@ def _round(v: int, fmt3, mode: int, neg_if_zero: bool):
     return (FIN, -m if neg else m, neg)
 
 
+def _cut_at(v: int, k: int, mode) -> int:
+    """v cut to a multiple of 2^k: toward −∞ for RD, toward zero otherwise."""
+    return _floor_at(v, k) if mode == Rounding.RD else _trunc_at(v, k)
+
+
 def _trunc_at(v: int, k: int) -> int:
     """v truncated toward zero to a multiple of 2^k."""
     s = SCALE + k
@@ -333,7 +338,7 @@ def _group_truncated_fused(ga, gb, c, params, out_fmt3, c_emin):
     terms.append((c[1], _field_exponent(c[1], c_emin) if c[1] != 0 else params.zero_exponent))
     e_max = max(e for _, e in terms)
     k = e_max - params.fraction_bits
-    s = sum(_trunc_at(v, k) for v, _ in terms)
+    s = sum(_cut_at(v, k, params.alignment_rounding) for v, _ in terms)
     r = _round(s, out_fmt3, params.output_rounding, False)
     if r[0] == FIN and r[1] == 0:
         return (FIN, 0, False)  # mmasim t_fdpa: "+ 0.0": a zero result is +0
@@ -352,11 +357,11 @@ def _group_two_stage(ga, gb, c, params, out_fmt3):
     # stage 1: products aligned to their largest exponent, truncated toward zero at F bits
     nonzero = [(p[1], e) for p, e in prods if p[1] != 0]
     e_dot = max((e for _, e in nonzero), default=_E_ZERO_PRODUCT)
-    s_dot = sum(_trunc_at(v, e_dot - F) for v, _ in nonzero)
-    # stage 2: product sum floored at F2+1 bits, c floored at F bits, relative to e_max
+    s_dot = sum(_cut_at(v, e_dot - F, params.alignment_rounding) for v, _ in nonzero)
+    # stage 2: product sum floored at F2+1 bits, c cut at F bits (RD for MI300), relative to e_max
     e_c = _field_exponent(c[1], _FP32[1])
     e_max = max(e_dot, e_c)
-    x = _floor_at(s_dot, e_max - (F2 + 1)) + _floor_at(c[1], e_max - F)
+    x = _floor_at(s_dot, e_max - (F2 + 1)) + _cut_at(c[1], e_max - F, params.c_alignment_rounding)
     if x == 0:
         # torch.sum starts from +0, so s_dot is never −0 and s_dot + s_c is +0
         return (FIN, 0, False)

@@ -70,27 +70,21 @@ def step_toward_zero32(f):
 
 
 @jit(inline="always")
-def round_to_fp32(v, mode, overflow_to_inf):
-    """Round an exact float64 ``v`` to fp32 with RNE, RZ or RD.
-
-    ``overflow_to_inf``: under RZ/RD, a value of magnitude ≥ 2^128 gives ±inf instead of the
-    largest finite value, as MMA-Sim's normalise-then-cast does; IEEE directed rounding is 0.
-    """
+def round_to_fp32(v, mode):
+    """Round an exact float64 ``v`` to fp32 with RNE, RZ or RD (IEEE overflow rules: RZ gives
+    ±max finite, RD gives +max finite or −inf; MMA-Sim's RZ would give inf from 2^128 up, which
+    no named unit can reach with fp16 inputs)."""
     f = np.float32(v)
     if mode == RNE or f == v or v != v:
         return f
-    big = abs(v) >= 2.0**128 and v - v == 0.0
     if mode == RZ:
         if abs(np.float64(f)) > abs(v):
             f = step_toward_zero32(f)
-    else:  # RD
-        if np.float64(f) > v:
-            if f > 0.0:
-                f = step_toward_zero32(f)
-            else:
-                f = np.int32(np.float32(f).view(np.int32) + 1).view(np.float32)
-    if big and overflow_to_inf:
-        f = np.float32(np.inf) if v > 0.0 else np.float32(-np.inf)
+    elif np.float64(f) > v:  # RD
+        if f > 0.0:
+            f = step_toward_zero32(f)
+        else:
+            f = np.int32(np.float32(f).view(np.int32) + 1).view(np.float32)
     return f
 
 

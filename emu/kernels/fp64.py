@@ -34,6 +34,6 @@ def fp64_acc(A, B, C, out, prm):
                     acc[j] = acc[j] + np.float64(a_at(A, m, k, n0 + j)) * np.float64(Bk[n0 + j])
             if each:
                 for j in range(w):
-                    acc[j] = np.float64(round_to_fp32(acc[j], out_mode, False))
+                    acc[j] = np.float64(round_to_fp32(acc[j], out_mode))
         for j in range(w):
-            out[m, n0 + j] = round_to_fp32(acc[j], out_mode, False)
+            out[m, n0 + j] = round_to_fp32(acc[j], out_mode)

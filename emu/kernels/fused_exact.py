@@ -81,7 +81,7 @@ def fused_exact(A, B, C, out, prm):
                     acc[j] = np.float64(np.float32(s[j]))
             else:
                 for j in range(w):
-                    acc[j] = np.float64(round_to_fp32(s[j], out_mode, False))
+                    acc[j] = np.float64(round_to_fp32(s[j], out_mode))
             if flush_out:
                 for j in range(w):
                     acc[j] = flush_keep_sign(acc[j], FP32_MIN_NORMAL)

@@ -149,6 +149,8 @@ def _variants():
         "mi300 group 4": r(u("mi300"), group_size=4),
         "mi300 F 23": r(u("mi300"), fraction_bits=23),
         "mi300 F 25, F2 30": r(u("mi300"), fraction_bits=25, sum_fraction_bits=30),
+        "mi300 RD alignment": r(u("mi300"), alignment_rounding=Rounding.RD),
+        "mi300 RZ c alignment": r(u("mi300"), c_alignment_rounding=Rounding.RZ),
         "fp64 round each group of 4": r(u("fp64"), group_size=4, round_each_group=True),
         "fp64 group 2, once": r(u("fp64"), group_size=2),
     }
@@ -159,6 +161,7 @@ def _variants():
         v[f"{n} F+1"] = r(base, fraction_bits=base.fraction_bits + 1)
         v[f"{n} F-1"] = r(base, fraction_bits=base.fraction_bits - 1)
         v[f"{n} RNE"] = r(base, output_rounding=Rounding.RNE)
+        v[f"{n} RD alignment"] = r(base, alignment_rounding=Rounding.RD)
         h = u(n, output="fp16")
         v[f"{n} fp16 out F-1"] = r(h, fraction_bits=h.fraction_bits - 1)
         v[f"{n} fp16 out group 2"] = r(h, group_size=2)
