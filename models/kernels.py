@@ -1,0 +1,371 @@
+"""Named kernels and validation functions of the 2022 rocMLIR fp16 study, with their sources.
+
+``kernel(name, hw, tuning)`` returns a frozen :class:`KernelModel`: the unit that does the
+arithmetic, how the gemmK accumulation order is derived, input flushing, whether it is a
+validator and how it accumulates. ``model.plan(problem)`` gives, per sub-GEMM of
+:func:`emu.conv.sub_gemms`, the unit and the :class:`emu.gemm.GemmOrder` to pass to
+:func:`emu.gemm`; ``gemm_orders`` / ``gemm_units`` give the two lists alone.
+
+Orders are permutations of the *kernel's* gemmK index order as :mod:`emu.conv` gathers it (fwd:
+the filter layout's c, y, x letters; bwd_weight: n, ho, wo; bwd_data: k, ydot, xdot). A CPU
+validator that loops (c, y, x) over a kyxc filter therefore gets the permutation that visits the
+kernel's (y, x, c) indices in (c, y, x) order.
+
+Names: ``rocmlir-2022-xdlops``, ``rocmlir-2022-nonxdlops``, ``gpu-validation``,
+``cpu-validation-2022``, ``cpu-validation-mlir``, ``cpu-acc4``, ``cpu-ftz``.
+``DOC`` below is ``../shared/reference/rocmlir_kernels_2022.md``; ``SPEC`` ``../shared/SPEC.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping, NamedTuple
+
+import numpy as np
+
+from emu.conv import ConvProblem, sub_gemms
+from emu.gemm import GemmOrder
+from emu.units import Family
+
+from . import tuning as _tuning
+from .tuning import DEFAULT_RULES, GemmPlan, Instruction, Tuning
+from .units import Unit, unit as _unit
+
+__all__ = ["KernelModel", "KernelGemm", "kernel", "KERNEL_NAMES", "VALIDATOR_NAMES", "NAMES", "HW_NAMES",
+           "cpu_loop_k_order"]
+
+DOC = "../shared/reference/rocmlir_kernels_2022.md"
+SPEC = "../shared/SPEC.md"
+STUDY = "../shared/reference/study_results_2022.md"
+FINDINGS = "../shared/reference/reproduction_findings.md"
+MU = "../shared/reference/matrix_units.md"
+
+KERNEL_NAMES = ("rocmlir-2022-xdlops", "rocmlir-2022-nonxdlops")
+VALIDATOR_NAMES = ("gpu-validation", "cpu-validation-2022", "cpu-validation-mlir", "cpu-acc4", "cpu-ftz")
+NAMES = KERNEL_NAMES + VALIDATOR_NAMES
+HW_NAMES = ("mi100", "mi200", "mi300")
+_VALIDATING = {"rocmlir-2022-xdlops": "rocmlir-2022-xdlops", "xdlops": "rocmlir-2022-xdlops",
+               "rocmlir-2022-nonxdlops": "rocmlir-2022-nonxdlops", "nonxdlops": "rocmlir-2022-nonxdlops",
+               "non-xdlops": "rocmlir-2022-nonxdlops"}
+_CPU_LOOP = {"fwd": ("c", "y", "x"), "bwd_weight": ("n", "ho", "wo"), "bwd_data": ("k", "ydot", "xdot")}
+
+
+class KernelGemm(NamedTuple):
+    """What to run for one sub-GEMM: ``emu.gemm(A, B, unit, order)``. ``tuning_plan`` is the
+    rocMLIR partition for the GPU kernels (None for CPU validators)."""
+
+    gemm_id: int
+    unit: Unit
+    order: GemmOrder
+    tuning_plan: GemmPlan | None = None
+
+
+@dataclass(frozen=True)
+class KernelModel:
+    """A kernel or a validation function; ``sources`` cites every other field.
+
+    ``order``: how gemmK orders are derived: "rocmlir-xdlops" (the xdlops partition:
+    :func:`models.tuning.plan`), "rocmlir-nonxdlops" (ascending gemmK, zero padding of the padding
+    kernels) or "cpu-loop" (the validator's loop order, :func:`cpu_loop_k_order`).
+    ``fp32_round_every``: the fp64 accumulator is rounded to fp32 after every this many products
+    (0: only at the end; FMA units round every product anyway)."""
+
+    name: str
+    description: str
+    unit: Unit
+    order: str
+    xdlops: bool  # the xdlops tuning list / perf-config kind applies
+    validator: bool
+    flush_inputs: bool
+    accumulator: str
+    fp64_accumulate: bool
+    fp32_round_every: int
+    output: str
+    hw: str | None = None
+    validating: str | None = None
+    tuning: Tuning | None = None
+    kblocks: int | None = None
+    rules: str = DEFAULT_RULES
+    combine: str = "ascending"
+    combine_seed: int = 0
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def source(self, field_name: str) -> str:
+        return self.sources[field_name]
+
+    # --- per problem ----------------------------------------------------------------------------
+
+    def tuning_plans(self, problem: ConvProblem) -> list[GemmPlan] | None:
+        """The rocMLIR partition of each sub-GEMM (GPU kernels), None for CPU validators."""
+        if self.order == "cpu-loop":
+            return None
+        kind = "xdlops" if self.order == "rocmlir-xdlops" else "nonxdlops"
+        return _tuning.plan(problem, kind, self.tuning, self.hw, kblocks_override=self.kblocks, rules=self.rules,
+                            combine=self.combine, combine_seed=self.combine_seed)
+
+    def plan(self, problem: ConvProblem) -> list[KernelGemm]:
+        """Unit and order of every sub-GEMM of ``problem``, in :func:`emu.conv.sub_gemms` order."""
+        plans = self.tuning_plans(problem)
+        if plans is None:
+            return [KernelGemm(s.gemm_id, self.unit, GemmOrder(k_order=cpu_loop_k_order(problem, s.gemm_id),
+                                                              notes=f"{self.name}: CPU loop order"))
+                    for s in sub_gemms(problem)]
+        return [KernelGemm(p.gemm_id, self._instruction_unit(p.instruction), p.order, p) for p in plans]
+
+    def gemm_orders(self, problem: ConvProblem) -> list[GemmOrder]:
+        """One :class:`emu.gemm.GemmOrder` per sub-GEMM."""
+        return [g.order for g in self.plan(problem)]
+
+    def gemm_units(self, problem: ConvProblem) -> list[Unit]:
+        """The unit of each sub-GEMM: :attr:`unit`, except that a matrix unit's group never spans
+        more k values than the selected instruction reduces (MI300: group min(8, k), so 4 for the
+        k=4 instructions 32x32x4 / 16x16x4 / 4x4x4; MI100/MI200 groups are 4 already)."""
+        return [g.unit for g in self.plan(problem)]
+
+    def _instruction_unit(self, instr: Instruction) -> Unit:
+        u = self.unit
+        matrix = u.family in (Family.FUSED_EXACT, Family.PAIRWISE, Family.TWO_STAGE, Family.TRUNCATED_FUSED)
+        if not matrix or u.group_size <= instr.k:
+            return u
+        sources = dict(u.sources)
+        sources["group_size"] = (f"min({u.group_size}, k of {instr.name} = {instr.k}): {MU} (MMA-Sim CDNA3: "
+                                 f"group = min(8, K); Khattak: instruction K split into consecutive groups)")
+        return dataclasses.replace(u, name=f"{u.name}/{instr.name}", group_size=instr.k,
+                                   sources=MappingProxyType(sources))
+
+
+def cpu_loop_k_order(problem: ConvProblem, gemm_id: int = 0) -> tuple[int, ...] | None:
+    """The 2022 CPU validators' reduction loop order as a permutation of the kernel's gemmK
+    indices (None when they agree). fwd: c (outermost), y, x whatever the filter layout, against
+    the kernel's filter-layout order; bwd_weight: n, ho, wo = the kernel's order; bwd_data: k, y, x
+    (y ascending is ydot ascending within a sub-GEMM) = the kernel's (k, ydot, xdot). Positions the
+    CPU skips (out of bounds, stride-divisibility) are the kernel's zero products: adding them
+    cannot change an accumulator that starts at +0 (DOC §2(e))."""
+    if problem.direction != "fwd":
+        return None
+    kernel_digits = problem.gemm_k_order
+    cpu = _CPU_LOOP["fwd"]
+    if tuple(kernel_digits) == cpu:
+        return None
+    sizes = problem.letter_sizes("filter")
+    idx = np.arange(int(np.prod([sizes[d] for d in kernel_digits]))).reshape([sizes[d] for d in kernel_digits])
+    return tuple(int(i) for i in idx.transpose([kernel_digits.index(d) for d in cpu]).ravel())
+
+
+# --- the registry ----------------------------------------------------------------------------------
+
+
+def _hw_unit(hw: str) -> tuple[str, Unit]:
+    u = _unit(hw)
+    if u.name not in HW_NAMES:
+        raise ValueError(f"hw: {hw!r} is not an AMD GPU with the 2022 xdlops kernels; valid: {', '.join(HW_NAMES)} "
+                         f"(and their aliases, e.g. mi250x, mi300x)")
+    return u.name, u
+
+
+def _fp64_variant(name: str, group_size: int, round_each: bool, flush: bool, why: str) -> Unit:
+    base = _unit("fp64")
+    sources = dict(base.sources)
+    sources.update(group_size=why, round_each_group=why, name="fp16emu naming", description=why)
+    if flush:
+        sources["flush_inputs"] = f"{SPEC} §5 (study variant 'flush subnormals': fp16 inputs below 2^-14 set to 0); {STUDY}"
+    desc = ("fp64 accumulator" + (f", rounded to fp32 (RNE) after every {group_size} product(s)" if round_each
+                                  else ", rounded to fp32 once at the end")
+            + (", fp16 inputs below 2^-14 flushed to +0" if flush else ""))
+    return dataclasses.replace(base, name=name, description=desc, group_size=group_size, round_each_group=round_each,
+                               flush_inputs=flush, sources=MappingProxyType(sources))
+
+
+def _cite(**specific: str) -> Mapping[str, str]:
+    fields = [f.name for f in dataclasses.fields(KernelModel) if f.name != "sources"]
+    missing = [f for f in fields if f not in specific]
+    if missing:  # every field must be cited explicitly
+        raise AssertionError(f"uncited KernelModel fields: {missing}")
+    return MappingProxyType(dict(specific))
+
+
+_OUTPUT_KERNEL = "fp32 accumulator → fp16 by RNE, overflow to ±inf"
+_OUTPUT_VALIDATOR = "fp32 result; the verifier rounds it to fp16 by RNE before comparing"
+_SRC_OUTPUT_KERNEL = f"{DOC} §2(d) (arith.truncf → v_cvt_f16_f32, RNE); {SPEC} §5 'Output'"
+_SRC_OUTPUT_VALIDATOR = f"{DOC} §2(e) 'Comparison path' (validation value truncf'd to f16, RNE); {FINDINGS} §1 verifier row"
+
+
+def kernel(name: str, hw: str = "mi200", tuning=None, *, validating=None, kblocks: int | None = None,
+           rules: str = DEFAULT_RULES, combine: str = "ascending", combine_seed: int = 0) -> KernelModel:
+    """The named kernel or validator.
+
+    ``hw``: mi100 / mi200 / mi300 (the xdlops kernel's matrix unit; ignored by the others).
+    ``tuning``: None (the 2022 default per sub-GEMM), a perf-config string or a tuning record, for
+    the two GPU kernels and gpu-validation (non-xdlops kind); CPU validators take none.
+    ``validating``: the kernel a CPU validation validates ("rocmlir-2022-xdlops" or
+    "rocmlir-2022-nonxdlops", or "xdlops"/"nonxdlops"): required by cpu-validation-2022 and cpu-ftz,
+    whose fp32 rounding depends on it; ignored by the others. ``kblocks``: override the split-K
+    count of the xdlops backward-weight atomic path (SPEC §5: to identify, not known);
+    ``rules``: tuning rule set (:data:`models.tuning.RULES`); ``combine``/``combine_seed``: the
+    atomic-add order of split-K chunks (:class:`emu.gemm.GemmOrder`)."""
+    key = str(name).strip().lower()
+    if key not in NAMES:
+        raise ValueError(f"kernel: {name!r} is not a known kernel or validator; valid names: {', '.join(NAMES)}")
+    if isinstance(validating, KernelModel):
+        validating = validating.name
+    if validating is not None:
+        v = _VALIDATING.get(str(validating).strip().lower())
+        if v is None and key in ("cpu-validation-2022", "cpu-ftz"):
+            raise ValueError(f"validating: {validating!r} is not one of {', '.join(KERNEL_NAMES)} (or xdlops, nonxdlops)")
+        validating = v
+    common = dict(rules=rules, combine=combine, combine_seed=combine_seed)
+    if key in ("rocmlir-2022-xdlops", "rocmlir-2022-nonxdlops", "gpu-validation"):
+        xdlops = key == "rocmlir-2022-xdlops"
+        t = _tuning.as_tuning(tuning, xdlops)
+        if kblocks is not None and not xdlops:
+            raise ValueError(f"kblocks: only rocmlir-2022-xdlops runs the split-K atomic path, not {key}")
+        if xdlops:
+            hw_name, u = _hw_unit(hw)
+            return _xdlops(hw_name, u, t, kblocks, common)
+        hw_name = _hw_unit(hw)[0] if hw is not None else None
+        return _nonxdlops(key, hw_name, t, common)
+    if tuning is not None:
+        raise ValueError(f"tuning: {key} is a CPU validation function and takes no tuning")
+    if kblocks is not None:
+        raise ValueError(f"kblocks: {key} is a CPU validation function and has no split-K")
+    return _cpu(key, validating, common)
+
+
+def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
+    tuning_src = (f"{_tuning.SOURCES['xdlops_list']}; default = first valid entry ({DOC} §2(c)); "
+                  f"perf-config format {_tuning.SOURCES['perf_config']}")
+    return KernelModel(
+        name="rocmlir-2022-xdlops",
+        description=(f"rocMLIR (Aug 2022) xdlops implicit-GEMM kernel on {hw_name.upper()} matrix cores: "
+                     f"mfma groups along gemmK per the tuning, fp32 accumulator, RNE to fp16"),
+        unit=u, order="rocmlir-xdlops", xdlops=True, validator=False, flush_inputs=u.flush_inputs,
+        accumulator="fp32 (mfma accumulator registers), one unit step per k group; split-K partials added with fp32 atomics",
+        fp64_accumulate=False, fp32_round_every=0, output=_OUTPUT_KERNEL, hw=hw_name, validating=None, tuning=t,
+        kblocks=kblocks, **common,
+        sources=_cite(
+            name="fp16emu naming",
+            description=f"{DOC} §2(c); {SPEC} §5 'Xdlops kernel'",
+            unit=f"models.units.unit({hw_name!r}): {u.source('family')}; {SPEC} §4",
+            order=f"{_tuning.SOURCES['k_order']}; {_tuning.SOURCES['instruction']}",
+            xdlops=f"{DOC} §1.1 (-x2 selects the xdlops kernel)",
+            validator="a GPU kernel, not a validation function",
+            flush_inputs=f"the unit's flush_inputs: {u.source('flush_inputs')}; {DOC} §4",
+            accumulator=f"{DOC} §2(c) (f32 accumulator vectors; bwd_weight split-K with StoreMethod::AtomicAdd)",
+            fp64_accumulate=f"{DOC} §2(c) (f32 accumulators only)",
+            fp32_round_every="unused: the unit rounds to fp32 every group",
+            output=_SRC_OUTPUT_KERNEL,
+            hw=f"{SPEC} §1 (MI100, MI200, MI300); {DOC} §4 (the kernel is the same on every GPU under -x2)",
+            validating="unused by GPU kernels",
+            tuning=tuning_src,
+            kblocks=f"{_tuning.SOURCES['kblocks']}; override: {_tuning.SOURCES['kblocks_data']}",
+            rules=f"{_tuning.SOURCES['validity_2022-08']} (default); {_tuning.SOURCES['validity_2022-09']}",
+            combine=f"{DOC} §2(c) (atomic add order varies run to run); {SPEC} §5 (model as an ensemble of orders)",
+            combine_seed=f"{SPEC} §5 (ensemble of orders)",
+        ),
+    )
+
+
+def _nonxdlops(key: str, hw_name, t, common) -> KernelModel:
+    gpu = key == "gpu-validation"
+    fma = _unit("fma32")
+    tuning_src = (f"{_tuning.SOURCES['nonxdlops_list']}; default = first valid entry ({DOC} §2(b)); only the "
+                  f"padding kernels' zero padding of gemmK reaches the arithmetic")
+    if gpu:
+        desc = ("GPU validation (-pv_with_gpu): the non-xdlops kernel run in fp32 on fp32 copies of the fp16 inputs; "
+                "the copies are exact, so the arithmetic is the fp16 non-xdlops kernel's (fp32 FMA, ascending gemmK)")
+        desc_src = f"{DOC} §2(e) 'GPU validation' (PR #286; miopen-gen populateHostHarnessLogic); {SPEC} §5"
+    else:
+        desc = "rocMLIR (Aug 2022) non-xdlops kernel: one fp32 FMA per gemmK value in ascending order, RNE to fp16"
+        desc_src = f"{DOC} §2(b); {SPEC} §5 'Non-xdlops kernel'"
+    return KernelModel(
+        name=key, description=desc, unit=fma, order="rocmlir-nonxdlops", xdlops=False, validator=gpu,
+        flush_inputs=False, accumulator="fp32, one FMA (one RNE) per product", fp64_accumulate=False,
+        fp32_round_every=1, output=_OUTPUT_VALIDATOR if gpu else _OUTPUT_KERNEL, hw=hw_name, validating=None,
+        tuning=t, kblocks=None, **common,
+        sources=_cite(
+            name="fp16emu naming",
+            description=desc_src,
+            unit=f"models.units.unit('fma32'): {fma.source('family')}; {DOC} §2(b) (vector::FMAOp, f16→f32 fpext exact)",
+            order=f"{DOC} §2(b) 'Net effect per output': strictly ascending gemmK; padding: {_tuning.SOURCES['padding']}",
+            xdlops=f"{DOC} §2(b) (no -x2); {DOC} §2(e) (-pv_with_gpu flips xdlops off)",
+            validator=desc_src,
+            flush_inputs=f"{DOC} §2(b): f16 products and sums cannot be f32-subnormal, FTZ settings do not matter",
+            accumulator=f"{DOC} §2(b) (f32 accumulator, 'f16: f32 … to prevent overflow')",
+            fp64_accumulate=f"{DOC} §2(b)",
+            fp32_round_every=f"{DOC} §2(b) (one rounding per step)",
+            output=_SRC_OUTPUT_VALIDATOR if gpu else _SRC_OUTPUT_KERNEL,
+            hw=f"{DOC} §4: non-xdlops results identical on MI100 and MI200",
+            validating="unused: the GPU validation is always the non-xdlops kernel",
+            tuning=tuning_src + (f"; {DOC} §2(e) (same tuning choice as the f16 non-xdlops kernel)" if gpu else ""),
+            kblocks=f"{DOC} §2(b): no split-K for non-xdlops",
+            rules=_tuning.SOURCES["validity_2022-08"],
+            combine="unused: no split-K",
+            combine_seed="unused: no split-K",
+        ),
+    )
+
+
+def _cpu(key: str, validating, common) -> KernelModel:
+    loop_src = (f"{DOC} §2(e): the C++ conv loops c (outermost), y, x for fwd, n, ho, wo for bwd_weight, "
+                f"k, y, x for bwd_data; the MLIR CPU conv the same (createCPUConvWithMLIR)")
+    if key in ("cpu-validation-2022", "cpu-ftz"):
+        if validating is None:
+            raise ValueError(f"validating: {key} rounds differently for the kernel it validates; pass "
+                             f"validating='rocmlir-2022-xdlops' or 'rocmlir-2022-nonxdlops'")
+        nonx = validating == "rocmlir-2022-nonxdlops"
+        ftz = key == "cpu-ftz"
+        why = (f"{DOC} §2(e) mcpuConv2dFloat: double acc; `if (!xdlops) acc = (float)acc;` after every step; "
+               f"{FINDINGS} §1, §4 (both modes needed)")
+        u = _fp64_variant(f"fp64{'-ftz' if ftz else ''}-{'fp32-each-step' if nonx else 'end'}", 1, nonx, ftz, why)
+        desc = (f"CPU validation (-pv, Aug 2022) of a {'non-xdlops' if nonx else 'xdlops'} run: "
+                f"{u.description}; loops c, y, x (fwd)")
+        if ftz:
+            desc = "study variant 'flush subnormals' of the " + desc
+        return _cpu_model(key, desc, u, validating, ftz, 1 if nonx else 0,
+                          "fp64" + (", rounded to fp32 after every product" if nonx else ", rounded to fp32 at the end"),
+                          why, loop_src, common)
+    if key == "cpu-acc4":
+        why = f"{SPEC} §5 study variant 'accumulate 4': sum 4 products in fp64, round to fp32, go on; {STUDY}"
+        u = _fp64_variant("fp64-acc4", 4, True, False, why)
+        return _cpu_model(key, "study variant of the CPU validation: " + u.description + "; loops c, y, x (fwd)",
+                          u, validating, False, 4, "fp64 over each group of 4 products, rounded to fp32 per group",
+                          why, loop_src, common)
+    # cpu-validation-mlir
+    fma = _unit("fma32")
+    why = (f"{DOC} §2(e): by 3df931f1 -pv is the MLIR CPU conv, arith.mulf then arith.addf into an f32 buffer: "
+           f"one f32 rounding per term; the fp16 product is exact in fp32, so this is fp32 FMA ({fma.source('family')})")
+    return _cpu_model(key, "CPU validation (-pv, from Sep 2022): fp32 multiply then add per term, loops c, y, x (fwd)",
+                      fma, validating, False, 1, "fp32, one rounding per product", why, loop_src, common)
+
+
+def _cpu_model(key, desc, u, validating, ftz, every, acc, why, loop_src, common) -> KernelModel:
+    fp64 = u.family == Family.FP64
+    return KernelModel(
+        name=key, description=desc, unit=u, order="cpu-loop", xdlops=False, validator=True, flush_inputs=ftz,
+        accumulator=acc, fp64_accumulate=fp64, fp32_round_every=every, output=_OUTPUT_VALIDATOR, hw=None,
+        validating=validating, tuning=None, kblocks=None, **common,
+        sources=_cite(
+            name="fp16emu naming",
+            description=why,
+            unit=why,
+            order=loop_src,
+            xdlops="unused: a CPU validation function has no GPU partition",
+            validator=f"{DOC} §2(e)",
+            flush_inputs=(f"{SPEC} §5 study variant 'flush subnormals'" if ftz
+                          else f"{DOC} §2(e): f16 inputs copied to f32 exactly (extf), nothing flushed"),
+            accumulator=why,
+            fp64_accumulate=why,
+            fp32_round_every=why,
+            output=_SRC_OUTPUT_VALIDATOR,
+            hw="unused: runs on the CPU",
+            validating=(f"{DOC} §2(e): miopen-gen passes xdlopsConstantOp ('reduce precision if !xdlops')"
+                        if key in ("cpu-validation-2022", "cpu-ftz") else "unused by this validator"),
+            tuning="unused: a CPU validation function has no tuning",
+            kblocks="unused: no split-K",
+            rules="unused: no tuning",
+            combine="unused: no split-K",
+            combine_seed="unused: no split-K",
+        ),
+    )
