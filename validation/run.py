@@ -102,7 +102,7 @@ def run(config, *, hw: str = "mi200", kernel: str | None = None, validator: str 
     op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
 
     models_ = (kmodel, vmodel)
-    orders = [m.gemm_orders(problem) for m in models_]
+    plans = [m.plan(problem) for m in models_]
     outs = [op.new_result() for _ in models_]
     chunk = op.default_n_chunk() if n_chunk is None else n_chunk
     total_cols = sum(s.n for s in op.subs) * problem.groups
@@ -116,8 +116,9 @@ def run(config, *, hw: str = "mi200", kernel: str | None = None, validator: str 
                 for start in range(0, s.n, chunk):
                     stop = min(start + chunk, s.n)
                     b = op.b(sub, group, start, stop)
-                    for model, order, out in zip(models_, orders, outs):
-                        op.scatter(out, emu.gemm(a, b, model.unit, order[sub]), sub, group, start)
+                    for plan, out in zip(plans, outs):
+                        g = plan[sub]
+                        op.scatter(out, emu.gemm(a, b, g.unit, g.order), sub, group, start)
                     if bar is not None:
                         bar.update(stop - start)
     finally:
