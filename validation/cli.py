@@ -25,7 +25,8 @@ def _add_run(sub):
     p = sub.add_parser("run", help="emulate one convolution test: kernel vs validation",
                        description="CONFIG: a miopen-gen/rocmlir-gen argument string, a lit RUN line, an "
                                    "MIOpenDriver conv command, or a suite test name (quote it).")
-    p.add_argument("config")
+    p.add_argument("config", nargs="?")
+    p.add_argument("--config", dest="config_option", default=None, help=argparse.SUPPRESS)
     p.add_argument("--hw", default="mi200", help="mi100, mi200, mi300 (default mi200)")
     p.add_argument("--kernel", default=None, help="xdlops or nonxdlops (default: the config's own)")
     p.add_argument("--validator", default="cpu", help="cpu, gpu, cpu-acc4, cpu-ftz, mlir (default cpu)")
@@ -35,6 +36,8 @@ def _add_run(sub):
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--check", action="store_true",
+                   help="only read the config and print the GEMMs, units and orders that would run")
     _add_verdict_options(p)
     return p
 
@@ -59,59 +62,87 @@ def _parse_thresholds(items):
     return out
 
 
-def _emit(comparison, args, header: dict) -> int:
+def _measure(validation, kernel, args):
+    """Compare as the chosen verifier measures; returns (comparison, verdict or None)."""
+    from . import metrics
     from . import verifier as verifier_mod
 
     thresholds = _parse_thresholds(args.threshold)
-    verdict = None
-    if args.verifier or thresholds:
-        verdict = verifier_mod.verdict(comparison, preset=args.verifier, thresholds=thresholds)
+    dtype = "fp16" if kernel.dtype == "float16" else None
+    options = {}
+    if args.verifier:
+        options = verifier_mod.preset(args.verifier, dtype or metrics.resolve_dtype(kernel.dtype)).compare_options()
+    comparison = metrics.compare(validation, kernel, **options)
+    if not (args.verifier or thresholds):
+        return comparison, None
+    return comparison, verifier_mod.verdict(comparison, preset=args.verifier, thresholds=thresholds)
+
+
+def _emit(comparison, verdict, args, header: dict) -> int:
     if args.format == "json":
         doc = dict(header)
-        doc.update(comparison.to_dict())
-        if verdict is not None:
-            doc["flags"] = verdict.flags
-            doc["verdict"] = "pass" if verdict.passed else "fail"
-        else:
-            doc.setdefault("flags", None)
-            doc.setdefault("verdict", None)
-        print(json.dumps(doc, indent=1, default=float))
+        doc.update(verdict.to_dict() if verdict is not None else comparison.to_dict())
+        print(json.dumps(doc, indent=1))
     else:
         for key, value in header.items():
             print(f"{key:>10s}: {value}")
         print(comparison.format_text(report=args.report))
         if verdict is not None:
             print(verdict.format_text())
-    if verdict is None:
-        return 0
-    return 0 if verdict.passed else 1
+    return 0 if verdict is None else verdict.exit_code
+
+
+def _cmd_check(args) -> int:
+    from .run import plan
+
+    config, kmodel, vmodel = plan(args.config, hw=args.hw, kernel=args.kernel, validator=args.validator,
+                                  perf_config=args.perf_config)
+    p = config.problem
+    doc = {"config": config.name or " ".join(config.source.split())[:100], "direction": p.direction,
+           "result_shape": list(p.tensor_shape(p.result_role)), "models": []}
+    for model in (kmodel, vmodel):
+        gemms = []
+        for sub, g in zip(config.gemms, model.plan(p)):
+            gemms.append({"G": sub.g, "M": sub.m, "N": sub.n, "K": sub.k, "unit": g.unit.name,
+                          "group_size": g.unit.group_size, "k_order": "custom" if g.order.k_order else "ascending",
+                          "pad_k": g.order.pad_k, "split_k": g.order.split_k, "notes": g.order.notes})
+        doc["models"].append({"name": model.name, "gemms": gemms})
+    if args.format == "json":
+        print(json.dumps(doc, indent=1))
+    else:
+        print(f"{doc['config']}: {p.direction}, result {'x'.join(map(str, doc['result_shape']))}")
+        for m in doc["models"]:
+            for g in m["gemms"]:
+                print(f"  {m['name']}: G{g['G']} M{g['M']} N{g['N']} K{g['K']} unit {g['unit']} (group {g['group_size']}), "
+                      f"k order {g['k_order']}, pad_k {g['pad_k']}, split_k {g['split_k']}")
+    return 0
 
 
 def _cmd_run(args) -> int:
-    from . import metrics
     from .run import run
+
+    if args.check:
+        return _cmd_check(args)
 
     result = run(args.config, hw=args.hw, kernel=args.kernel, validator=args.validator,
                  perf_config=args.perf_config, rand_min=args.rand_min, rand_max=args.rand_max,
                  seed=args.seed, progress=False if args.no_progress else None)
-    comparison = metrics.compare(result.validation_output.reshape(result.shape),
-                                 result.kernel_output.reshape(result.shape))
+    comparison, verdict = _measure(result.validation_output.reshape(result.shape),
+                                   result.kernel_output.reshape(result.shape), args)
     p = result.problem
     header = {"config": result.config.name or " ".join(result.config.source.split())[:100],
               "direction": p.direction, "kernel": result.kernel.name, "validator": result.validator.name,
               "hw": args.hw, "shape": "x".join(map(str, result.shape))}
-    return _emit(comparison, args, header)
+    return _emit(comparison, verdict, args, header)
 
 
 def _cmd_compare(args) -> int:
-    from . import metrics
-
     validation = _load_array(args.validation, "VALIDATION")
     kernel = _load_array(args.kernel, "KERNEL")
     if validation.shape != kernel.shape:
         raise UsageError(f"arrays: shapes differ, {validation.shape} vs {kernel.shape}")
-    comparison = metrics.compare(validation, kernel)
-    return _emit(comparison, args, {"validation": args.validation, "kernel": args.kernel})
+    comparison, verdict = _measure(validation, kernel, args)
+    return _emit(comparison, verdict, args, {"validation": args.validation, "kernel": args.kernel})
 
 
 def _load_array(path: str, what: str):
@@ -145,9 +176,22 @@ def _build_parser():
     return parser
 
 
+def _config_first(argv: list[str]) -> list[str]:
+    """``fp16emu run "-batchsize=64 …"``: a config text that starts with '-' is not an option."""
+    if len(argv) >= 2 and argv[0] == "run" and argv[1].startswith("-") and (" " in argv[1] or argv[1].count("=") == 1
+                                                                              and not argv[1].startswith("--")):
+        return [argv[0], f"--config={argv[1]}"] + argv[2:]
+    return argv
+
+
 def main(argv=None) -> int:
     try:
+        argv = _config_first(list(sys.argv[1:] if argv is None else argv))
         args = _build_parser().parse_args(argv)
+        if args.command == "run":
+            args.config = args.config if args.config is not None else args.config_option
+            if not args.config:
+                raise UsageError("run: give a CONFIG (an argument string, a RUN line, an MIOpenDriver command or a suite test name)")
         return args.func(args)
     except UsageError as err:
         print(f"fp16emu: error: {err}", file=sys.stderr)
@@ -156,6 +200,9 @@ def main(argv=None) -> int:
         msg = " ".join(str(err).split()) or type(err).__name__
         print(f"fp16emu: error: {msg}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into head and the like
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("fp16emu: interrupted", file=sys.stderr)
         return 130

@@ -20,7 +20,7 @@ from models import kernels as kernel_models
 
 from .configs import Config, parse_config
 
-__all__ = ["RunResult", "run", "KERNEL_CHOICES", "VALIDATOR_CHOICES", "HW_CHOICES"]
+__all__ = ["RunResult", "run", "plan", "KERNEL_CHOICES", "VALIDATOR_CHOICES", "HW_CHOICES"]
 
 KERNEL_CHOICES = {"xdlops": "rocmlir-2022-xdlops", "nonxdlops": "rocmlir-2022-nonxdlops"}
 VALIDATOR_CHOICES = {"cpu": "cpu-validation-2022", "gpu": "gpu-validation", "cpu-acc4": "cpu-acc4",
@@ -69,15 +69,9 @@ def _progress(total: int, enabled: bool, desc: str):
     return tqdm(total=total, desc=desc, unit="col", unit_scale=True, leave=False, dynamic_ncols=True)
 
 
-def run(config, *, hw: str = "mi200", kernel: str | None = None, validator: str = "cpu",
-        perf_config: str | None = None, rand_min: int | None = None, rand_max: int | None = None,
-        seed: int | None = None, progress: bool | None = None, n_chunk: int | None = None) -> RunResult:
-    """Emulate ``config`` (a Config or any text ``parse_config`` accepts) on ``hw``.
-
-    ``kernel``: "xdlops" / "nonxdlops" (default: the config's own flag, else xdlops);
-    ``validator``: cpu, gpu, cpu-acc4, cpu-ftz, mlir; ``rand_min``/``rand_max``/``seed`` override
-    the config's random-data options; ``progress`` None = automatic for big tests.
-    """
+def plan(config, *, hw: str = "mi200", kernel: str | None = None, validator: str = "cpu",
+         perf_config: str | None = None):
+    """(Config, kernel model, validator model) for ``config``: everything but the arithmetic."""
     if not isinstance(config, Config):
         config = parse_config(config)
     hw = _choice(str(hw).lower(), HW_CHOICES, "hw")
@@ -87,6 +81,19 @@ def run(config, *, hw: str = "mi200", kernel: str | None = None, validator: str 
     validator_name = _choice(validator, VALIDATOR_CHOICES, "validator")
     kmodel = kernel_models.kernel(kernel_name, hw=hw, tuning=perf_config or config.perf_config)
     vmodel = kernel_models.kernel(validator_name, hw=hw, validating=kernel_name)
+    return config, kmodel, vmodel
+
+
+def run(config, *, hw: str = "mi200", kernel: str | None = None, validator: str = "cpu",
+        perf_config: str | None = None, rand_min: int | None = None, rand_max: int | None = None,
+        seed: int | None = None, progress: bool | None = None, n_chunk: int | None = None) -> RunResult:
+    """Emulate ``config`` (a Config or any text ``parse_config`` accepts) on ``hw``.
+
+    ``kernel``: "xdlops" / "nonxdlops" (default: the config's own flag, else xdlops);
+    ``validator``: cpu, gpu, cpu-acc4, cpu-ftz, mlir; ``rand_min``/``rand_max``/``seed`` override
+    the config's random-data options; ``progress`` None = automatic for big tests.
+    """
+    config, kmodel, vmodel = plan(config, hw=hw, kernel=kernel, validator=validator, perf_config=perf_config)
     problem = config.problem
 
     kw = config.harness_kwargs()
@@ -116,8 +123,8 @@ def run(config, *, hw: str = "mi200", kernel: str | None = None, validator: str 
                 for start in range(0, s.n, chunk):
                     stop = min(start + chunk, s.n)
                     b = op.b(sub, group, start, stop)
-                    for plan, out in zip(plans, outs):
-                        g = plan[sub]
+                    for gemms, out in zip(plans, outs):
+                        g = gemms[sub]
                         op.scatter(out, emu.gemm(a, b, g.unit, g.order), sub, group, start)
                     if bar is not None:
                         bar.update(stop - start)

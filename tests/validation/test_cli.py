@@ -1,0 +1,125 @@
+"""The fp16emu command: exit codes 0 / 1 / 2, one-line errors, stable JSON keys."""
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from validation.cli import main
+from validation.configs import ConfigError, parse_config
+
+SMALL = ("--operation conv2d -t f16 -fil_layout=kcyx -in_layout=nchw -out_layout=nkhw -batchsize=2 "
+         "-in_channels=4 -out_channels=8 -in_h=6 -in_w=6 -fil_h=3 -fil_w=3 --rand_type float")
+STABLE = ["n", "n_exact", "n_eps1", "n_eps_ge2", "n_eps_other", "max_epsilon_diff", "max_abs_diff", "ave_abs_diff",
+          "max_rel_diff", "max_rel_diff_old", "ave_rel_diff", "rms", "diff1", "diff2", "diff3", "diff4", "flags", "verdict"]
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_run_json_has_the_stable_keys(capsys):
+    code, out, err = _run(capsys, "run", SMALL, "--format", "json", "--no-progress")
+    assert code == 0, err
+    doc = json.loads(out)
+    for key in STABLE:
+        assert key in doc
+    assert doc["n"] == 2 * 8 * 4 * 4
+
+
+def test_verifier_pass_and_fail_exit_codes(capsys):
+    assert _run(capsys, "run", SMALL, "--verifier", "rocmlir", "--no-progress")[0] == 0
+    code, out, _ = _run(capsys, "run", SMALL, "--threshold", "max_abs_diff=0", "--seed", "1", "--rand-min", "-10", "--rand-max", "10",
+                        "--no-progress")
+    assert code == 1 and "[0]" in out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "no_such_test"], "suite"),
+    (["run", SMALL, "--hw", "mi900"], "hw"),
+    (["run", SMALL, "--validator", "gpu2"], "validator"),
+    (["run", SMALL, "--verifier", "strict"], "rocmlir"),
+    (["run", SMALL, "--threshold", "rms"], "METRIC=VALUE"),
+    (["run", "-batchsize=0 -in_channels=4"], "batchsize"),
+    (["frobnicate"], "invalid choice"),
+    (["compare", "missing_a.npy", "missing_b.npy"], "no such file"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, needle):
+    code, out, err = _run(capsys, *argv)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("fp16emu: error:"), err
+    assert needle in err
+    assert "Traceback" not in err
+
+
+def test_compare_npy(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    v = rng.uniform(-1, 1, (3, 50)).astype(np.float32)
+    k = v.astype(np.float16)
+    np.save(tmp_path / "v.npy", v)
+    np.savez(tmp_path / "k.npz", k=k)
+    code, out, err = _run(capsys, "compare", str(tmp_path / "v.npy"), str(tmp_path / "k.npz"), "--format", "json",
+                          "--verifier", "rocmlir")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["n"] == 150 and doc["flags"] == [1, 1, 1] and doc["verdict"] == "pass"
+    broken = k.copy()
+    broken[1, 7] = np.float16(3.0)
+    np.save(tmp_path / "b.npy", broken)
+    code, out, _ = _run(capsys, "compare", str(tmp_path / "v.npy"), str(tmp_path / "b.npy"), "--verifier", "rocmlir")
+    assert code == 1
+
+
+def test_check_prints_the_plan(capsys):
+    code, out, _ = _run(capsys, "run", "padding_kernel_gemmN_CHECK_RESNET50_CONFIG2", "--check")
+    assert code == 0 and "K802816" in out and "mi200" in out
+
+
+# Property: random and mutated configs either run (or, when big, plan) or fail with exit 2 and one line.
+TEMPLATES = [
+    SMALL,
+    "// RUN: miopen-gen %pv %random_data %xdlops -fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk -batchsize=2 "
+    "-in_channels=4 -out_channels=4 -in_h=5 -in_w=5 -fil_h=3 -fil_w=3 --padding_h=1 --padding_w=1 -t f16 | mlir-miopen-driver -c",
+    "MIOpenDriver convfp16 -n 2 -c 4 -H 6 -W 6 -k 4 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 -l 1 -j 1 -F 1",
+    "--operation conv2d_bwd_weight -t f16 -batchsize=2 -in_channels=4 -out_channels=4 -in_h=6 -in_w=6 -fil_h=3 -fil_w=3",
+]
+_TOKENS = ["-", "=", " ", "0", "-1", "99999", "x", "%pv", "--padding_h=", "-groupsize=3", "kcyx", "nchw", "-t f32",
+           "|", "\\", "'", "--conv_stride_h=0", "-fil_layout=qqqq", "-F 3", "%xdlops", "-p", "-x2"]
+
+
+@st.composite
+def mutated(draw):
+    text = draw(st.sampled_from(TEMPLATES))
+    for _ in range(draw(st.integers(0, 3))):
+        pos = draw(st.integers(0, len(text)))
+        action = draw(st.sampled_from(["insert", "delete", "token"]))
+        if action == "delete":
+            text = text[:pos] + text[pos + draw(st.integers(1, 6)):]
+        elif action == "insert":
+            text = text[:pos] + draw(st.text(alphabet="-=0123456789abcxyz %|", max_size=4)) + text[pos:]
+        else:
+            text = text[:pos] + " " + draw(st.sampled_from(_TOKENS)) + " " + text[pos:]
+    return text
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.one_of(mutated(), st.text(max_size=40)))
+def test_any_config_runs_or_fails_cleanly(capsys, text):
+    try:
+        config = parse_config(text)
+        big = sum(s.g * s.m * s.n * s.k for s in config.gemms) > 2e6
+    except ConfigError:
+        big = False
+    except ValueError:
+        big = False
+    argv = ["run", text, "--no-progress"] + (["--check"] if big else [])
+    code, out, err = _run(capsys, *argv)
+    if code == 0:
+        assert out
+    else:
+        assert code == 2, (text, err)
+        assert err.startswith("fp16emu: error:") and err.count("\n") == 1, (text, err)
