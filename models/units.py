@@ -56,9 +56,27 @@ class Unit:
         return self.sources[field_name]
 
 
-def _cite(default: str, **specific: str) -> Mapping[str, str]:
+# Fields a family's arithmetic never reads: their source is that fact.
+_UNUSED = {
+    Family.FUSED_EXACT: ("fraction_bits", "sum_fraction_bits", "alignment_rounding", "c_alignment_rounding",
+                         "zero_exponent", "round_each_group"),
+    Family.PAIRWISE: ("fraction_bits", "sum_fraction_bits", "alignment_rounding", "c_alignment_rounding",
+                      "zero_exponent", "round_each_group"),
+    Family.TRUNCATED_FUSED: ("sum_fraction_bits", "c_alignment_rounding", "round_each_group"),
+    Family.TWO_STAGE: ("zero_exponent", "round_each_group"),
+    Family.FMA: ("fraction_bits", "sum_fraction_bits", "alignment_rounding", "c_alignment_rounding",
+                 "zero_exponent", "round_each_group"),
+    Family.FP64: ("fraction_bits", "sum_fraction_bits", "alignment_rounding", "c_alignment_rounding",
+                  "zero_exponent"),
+}
+
+
+def _cite(family: Family, default: str, **specific: str) -> Mapping[str, str]:
+    """Every field's source: ``specific`` where given, "unused by this family" for fields the
+    family never reads, else ``default``; the name is fp16emu's own."""
     fields = [f.name for f in dataclasses.fields(Unit) if f.name != "sources"]
-    return MappingProxyType({f: specific.get(f, default) for f in fields})
+    unused = dict.fromkeys(_UNUSED[family], "unused by this family")
+    return MappingProxyType({f: specific.get(f, unused.get(f, default)) for f in fields} | {"name": "fp16emu naming"})
 
 
 def _nvidia(name, arch, group_size, fraction_bits, zero_exponent_fp32, zero_exponent_fp16, output):
@@ -74,8 +92,8 @@ def _nvidia(name, arch, group_size, fraction_bits, zero_exponent_fp32, zero_expo
         zero_exponent=zero_exponent_fp16 if fp16_out else zero_exponent_fp32,
         output_format=Format.FP16 if fp16_out else Format.FP32,
         sources=_cite(
+            Family.TRUNCATED_FUSED,
             f"{MMASIM_NV} ({arch}); {KHATTAK} {arch}TC.m",
-            name="fp16emu naming",
             description=f"{MMASIM_NV}: MMA_T_FDPA for {arch}",
             group_size=f"{MMASIM_NV} _mma_L_max_bytes['{arch}'] / 2; {KHATTAK} fma={group_size}",
             fraction_bits=f"{MMASIM_NV} _mma_F_bits['{arch}']; {KHATTAK} neab={fraction_bits - 23}; {FASI} (V100/A100 guard bits)",
@@ -84,9 +102,6 @@ def _nvidia(name, arch, group_size, fraction_bits, zero_exponent_fp32, zero_expo
             zero_exponent=f"{MMASIM_NV} _mma_e_zero_for_{'fp16' if fp16_out else 'fp32'}['{arch}']",
             output_format="the instruction's D type (mma .f32 / .f16)",
             flush_inputs=f"{FASI}: subnormal inputs, c and outputs are kept",
-            c_alignment_rounding="unused by this family",
-            sum_fraction_bits="unused by this family",
-            round_each_group="unused by this family",
         ),
     )
 
@@ -99,14 +114,8 @@ def _amd_mi100() -> Unit:
         group_size=4,
         output_rounding=Rounding.RNE,
         sources=_cite(
+            Family.FUSED_EXACT,
             f"{MMASIM_AMD} (CDNA1: MMA_E_FDPA, L_max=4 for f16); {KHATTAK} MI100MC.m (fma=4, correct_rounding=1, rne, subnormals kept)",
-            name="fp16emu naming",
-            alignment_rounding="unused by this family (the sum is exact)",
-            c_alignment_rounding="unused by this family",
-            zero_exponent="unused by this family",
-            fraction_bits="unused by this family (exact)",
-            sum_fraction_bits="unused by this family",
-            round_each_group="unused by this family",
         ),
     )
 
@@ -125,19 +134,13 @@ def _amd_mi200() -> Unit:
         flush_partials=True,
         flush_output=True,
         sources=_cite(
+            Family.PAIRWISE,
             f"{MMASIM_AMD} (CDNA2: MMA_FTZ_MUL_ADD(P=4)); {KHATTAK} MI210MC.m / MI250MC.m (pair_wise_sum=1)",
-            name="fp16emu naming",
             flush_inputs=flush + " (ftz_mul: inputs → +0)",
             flush_c=flush + " (c → +0, keep_sign=False)",
             flush_products=flush + " (ftz_mul: product flushed, sign kept)",
             flush_partials=flush + " (ftz_add, sign kept)",
             flush_output=flush + " (ftz_add into c, sign kept)",
-            alignment_rounding="unused by this family (IEEE fp32 adds)",
-            c_alignment_rounding="unused by this family",
-            zero_exponent="unused by this family",
-            fraction_bits="unused by this family",
-            sum_fraction_bits="unused by this family",
-            round_each_group="unused by this family",
         ),
     )
 
@@ -154,12 +157,10 @@ def _amd_mi300() -> Unit:
         c_alignment_rounding=Rounding.RD,
         output_rounding=Rounding.RNE,
         sources=_cite(
+            Family.TWO_STAGE,
             f"{MMASIM_AMD} (CDNA3: MMA_TR_FDPA(F=24, F2=31, rho='RNE-FP32', L_max=8)); {KHATTAK} MI300MC.m @d12a5b3^",
-            name="fp16emu naming",
             alignment_rounding=f"{MMASIM} fdpa.truncated_fused_sum (torch.trunc); {KHATTAK} MI300MC.m",
             c_alignment_rounding=f"{MMASIM} fdpa.tr_fdpa (torch.floor); {KHATTAK} MI300MC.m armode='rd'",
-            zero_exponent="unused by this family (zero products are left out of the alignment)",
-            round_each_group="unused by this family",
         ),
     )
 
@@ -172,14 +173,8 @@ def _fma32() -> Unit:
         group_size=1,
         output_rounding=Rounding.RNE,
         sources=_cite(
+            Family.FMA,
             f"{IEEE}; {MMASIM} arithmetic/fma.py (MMA_FMA); ../shared/SPEC.md §4",
-            name="fp16emu naming",
-            alignment_rounding="unused by this family",
-            c_alignment_rounding="unused by this family",
-            zero_exponent="unused by this family",
-            fraction_bits="unused by this family",
-            sum_fraction_bits="unused by this family",
-            round_each_group="unused by this family",
         ),
     )
 
@@ -193,13 +188,8 @@ def _fp64() -> Unit:
         output_rounding=Rounding.RNE,
         round_each_group=False,
         sources=_cite(
+            Family.FP64,
             "../shared/reference/rocmlir_kernels_2022.md (CPU validation: double accumulator, result cast to float); SPEC.md §5",
-            name="fp16emu naming",
-            alignment_rounding="unused by this family",
-            c_alignment_rounding="unused by this family",
-            zero_exponent="unused by this family",
-            fraction_bits="unused by this family",
-            sum_fraction_bits="unused by this family",
         ),
     )
 
