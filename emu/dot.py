@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._jit import jit, prange
 from .kernels import KERNELS
 from .units import Family, Format, UnitParams
 
@@ -50,17 +51,80 @@ def _accumulator(c, fmt: int) -> np.ndarray:
     return converted
 
 
+# fp16 bit pattern → float32 value, all 65,536 patterns (numpy's conversion, so the same bits,
+# NaN payloads included); the second table flushes fp16 subnormals (|x| < 2^-14) to +0.
+_F16_LUT = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+_F16_LUT_FTZ = np.where((np.arange(1 << 16) & int(_FP16_EXPONENT_MASK)) == 0, np.float32(0.0), _F16_LUT)
+_DECODE_ROWS, _DECODE_COLS = 64, 512
+
+
+@jit(parallel=True)
+def _decode_2d(bits, lut, out):
+    """out[r, c] = lut[bits[r, c]] for a 2-D uint16 array of any strides (a transposed view is
+    read in blocks, so a transpose costs no more than a copy)."""
+    R, Ncol = bits.shape
+    n_rb = (R + _DECODE_ROWS - 1) // _DECODE_ROWS
+    n_cb = (Ncol + _DECODE_COLS - 1) // _DECODE_COLS
+    for t in prange(n_rb * n_cb):
+        rb, cb = t // n_cb, t % n_cb
+        c0 = cb * _DECODE_COLS
+        c1 = min(Ncol, c0 + _DECODE_COLS)
+        for r in range(rb * _DECODE_ROWS, min(R, (rb + 1) * _DECODE_ROWS)):
+            src = bits[r, c0:c1]
+            dst = out[r, c0:c1]
+            for j in range(c1 - c0):
+                dst[j] = lut[src[j]]
+
+
+def _decode(bits: np.ndarray, flush: bool) -> np.ndarray:
+    """C-contiguous float32 values of a 2-D array of fp16 patterns (any strides)."""
+    out = np.empty(bits.shape, np.float32)
+    if out.size:
+        _decode_2d(bits, _F16_LUT_FTZ if flush else _F16_LUT, out)
+    return out
+
+
 def _values(bits: np.ndarray, flush: bool) -> np.ndarray:
-    """Exact float32 values of fp16 patterns; with ``flush``, |x| < 2^-14 becomes +0."""
-    if flush:
-        bits = np.where((bits & _FP16_EXPONENT_MASK) == 0, np.uint16(0), bits)
-    return bits.view(np.float16).astype(np.float32)
+    """Exact float32 values of fp16 patterns (any shape); with ``flush``, |x| < 2^-14 becomes +0."""
+    if bits.ndim == 2:
+        return _decode(bits, flush)
+    flat = bits.reshape(-1, bits.shape[-1]) if bits.ndim else bits.reshape(1, 1)
+    return _decode(flat, flush).reshape(bits.shape)
+
+
+def _compact_c(c: np.ndarray, batch: tuple, M: int, N: int) -> np.ndarray:
+    """c broadcast to ``batch`` and seen as (M, N) rows × columns, as the smallest C the kernels
+    accept: (1, 1) when it is one value, (1, N) when the rows repeat, (M, 1) when the columns
+    repeat, else (M, N). Copies only what is not repeated."""
+    cb = np.broadcast_to(c, batch)
+    if cb.ndim == 0:
+        return cb.reshape(1, 1).copy()
+    rows_vary = any(st != 0 and d > 1 for st, d in zip(cb.strides[:-1], cb.shape[:-1]))
+    cols_vary = cb.strides[-1] != 0 and cb.shape[-1] > 1
+    if not rows_vary:
+        row = cb[(0,) * (cb.ndim - 1)]
+        return np.ascontiguousarray(row if cols_vary else row[:1]).reshape(1, N if cols_vary else 1)
+    if not cols_vary:
+        return np.ascontiguousarray(cb[..., 0]).reshape(M, 1)
+    return np.ascontiguousarray(cb).reshape(M, N)
 
 
 def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
-    """Run the family kernel on prepared float32 operands: A (M, K) for a GEMM, or (1, K, N)
-    for one a-vector per output (see ``kernels._tiles``); B (K, N); C (M, N)."""
-    out = np.empty(C.shape, np.float32)
+    """Run the family kernel on prepared float32 operands (fp16 values): A (M, K) for a GEMM, or
+    (1, K, N) for one a-vector per output (see ``kernels._tiles``); B (K, N); C (M, N), or
+    broadcastable to it as (1 or M, 1 or N). Returns (M, N) float32."""
+    A, B = np.ascontiguousarray(A, np.float32), np.ascontiguousarray(B, np.float32)
+    C = np.ascontiguousarray(C, np.float32)
+    K, N = B.shape
+    if A.ndim == 2 and A.shape[1] == K:
+        M = A.shape[0]
+    elif A.shape == (1, K, N):
+        M = 1
+    else:
+        raise ValueError(f"A: shape {A.shape} does not fit B {B.shape}")
+    if C.ndim != 2 or C.shape[0] not in (1, M) or C.shape[1] not in (1, N):
+        raise ValueError(f"C: shape {C.shape} does not broadcast to ({M}, {N})")
+    out = np.empty((M, N), np.float32)
     if out.size:
         KERNELS[Family(params.family)](A, B, C, out, np.asarray(params, np.int64))
     return out
@@ -84,9 +148,8 @@ def dot_add(a, b, c, unit) -> np.ndarray:
         raise ValueError(f"a, b: K differs ({K} vs {b_bits.shape[-1]})")
     c_vals = _accumulator(c, params.output_format)
     batch = np.broadcast_shapes(a_bits.shape[:-1], b_bits.shape[:-1], c_vals.shape)
-    a_vals = _values(a_bits, bool(params.flush_inputs))
-    b_vals = _values(b_bits, bool(params.flush_inputs))
-    c32 = c_vals.astype(np.float32)
+    flush = bool(params.flush_inputs)
+    c32 = c_vals.astype(np.float32, copy=False)
 
     nd = len(batch)
     a_batch = (1,) * (nd - a_bits.ndim + 1) + a_bits.shape[:-1]
@@ -94,16 +157,16 @@ def dot_add(a, b, c, unit) -> np.ndarray:
     gemm_like = nd >= 2 and a_batch[-1] == 1 and batch[-1] > 1 and all(s == 1 for s in b_batch[:-1])
     if gemm_like:  # a varies over rows, b over columns: no broadcast copies, shared a per row
         M, N = int(np.prod(batch[:-1])), batch[-1]
-        A = np.ascontiguousarray(np.broadcast_to(a_vals.reshape(a_batch[:-1] + (K,)), batch[:-1] + (K,)).reshape(M, K))
-        B = np.ascontiguousarray(b_vals.reshape(N, K).T)
-        C = np.ascontiguousarray(np.broadcast_to(c32, batch).reshape(M, N))
-        out = run_kernel(params, A, B, C)
+        a_rows = np.broadcast_to(a_bits.reshape(a_batch[:-1] + (K,)), batch[:-1] + (K,)).reshape(M, K)
+        A = _decode(a_rows, flush)
+        b_cols = np.broadcast_to(b_bits.reshape(b_batch[-1], K), (N, K))
+        B = _decode(b_cols.T, flush)  # (K, N), transposed while decoding
+        out = run_kernel(params, A, B, _compact_c(c32, batch, M, N))
     else:
         P = int(np.prod(batch))
-        A = np.ascontiguousarray(np.broadcast_to(a_vals, batch + (K,)).reshape(P, K).T)[None]
-        B = np.ascontiguousarray(np.broadcast_to(b_vals, batch + (K,)).reshape(P, K).T)
-        C = np.ascontiguousarray(np.broadcast_to(c32, batch).reshape(1, P))
-        out = run_kernel(params, A, B, C)
+        A = _decode(np.broadcast_to(a_bits, batch + (K,)).reshape(P, K).T, flush)[None]
+        B = _decode(np.broadcast_to(b_bits, batch + (K,)).reshape(P, K).T, flush)
+        out = run_kernel(params, A, B, _compact_c(np.broadcast_to(c32, batch).reshape(P), (P,), 1, P))
     out = out.reshape(batch)
     if params.output_format == Format.FP16:
         return out.astype(np.float16)

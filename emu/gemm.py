@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .dot import _values, fp16_operand, run_kernel, unit_params
+from .dot import _compact_c, _decode, fp16_operand, run_kernel, unit_params
 
 __all__ = ["GemmOrder", "gemm", "gemm_split_ensemble", "strided_k_order", "combine_partials"]
 
@@ -76,12 +76,15 @@ def strided_k_order(K: int, tile: int, group: int) -> tuple[int, ...]:
     return tuple(order)
 
 
-def _gather(values: np.ndarray, seq: np.ndarray, axis: int) -> np.ndarray:
-    """Operand values in accumulation order along ``axis``; −1 entries are +0."""
-    taken = np.take(values, np.where(seq < 0, 0, seq), axis=axis)
+def _gather(bits: np.ndarray, seq: np.ndarray, axis: int) -> np.ndarray:
+    """Operand bit patterns in accumulation order along ``axis``; −1 entries are +0. The
+    identity order is the operand itself (a view)."""
+    if len(seq) == bits.shape[axis] and np.array_equal(seq, np.arange(len(seq))):
+        return bits
+    taken = np.take(bits, np.where(seq < 0, 0, seq), axis=axis)
     zero_shape = [1, 1]
     zero_shape[axis] = len(seq)
-    return np.ascontiguousarray(np.where((seq < 0).reshape(zero_shape), np.float32(0.0), taken))
+    return np.where((seq < 0).reshape(zero_shape), np.uint16(0), taken)
 
 
 def _prepare(A, B, unit, order):
@@ -92,16 +95,15 @@ def _prepare(A, B, unit, order):
     order = order or GemmOrder()
     seq = order.sequence(a_bits.shape[1])
     flush = bool(params.flush_inputs)
-    A_seq = _gather(_values(a_bits, flush), seq, axis=1)
-    B_seq = _gather(_values(b_bits, flush), seq, axis=0)
+    A_seq = _decode(_gather(a_bits, seq, axis=1), flush)
+    B_seq = _decode(_gather(b_bits, seq, axis=0), flush)
     return params, A_seq, B_seq, order
 
 
 def _partials(params, A_seq, B_seq, order, C):
-    M, N = A_seq.shape[0], B_seq.shape[1]
     if order.split_k == 1:
         return run_kernel(params, A_seq, B_seq, C)[None]
-    zero = np.zeros((M, N), np.float32)
+    zero = np.zeros((1, 1), np.float32)
     return np.stack([run_kernel(params, np.ascontiguousarray(A_seq[:, s]), np.ascontiguousarray(B_seq[s]), zero)
                      for s in order.chunks(A_seq.shape[1])])
 
@@ -111,7 +113,7 @@ def combine_partials(partials: np.ndarray, chunk_order, C=None) -> np.ndarray:
     ws = np.zeros(partials.shape[1:], np.float32) if C is None else np.array(C, np.float32)
     for s in chunk_order:
         ws = ws + partials[s]
-    return ws
+    return np.broadcast_to(ws, partials.shape[1:]).copy() if ws.shape != partials.shape[1:] else ws
 
 
 def gemm(A, B, unit, order: GemmOrder | None = None, C=None) -> np.ndarray:
@@ -121,7 +123,7 @@ def gemm(A, B, unit, order: GemmOrder | None = None, C=None) -> np.ndarray:
     :func:`gemm_split_ensemble`)."""
     params, A_seq, B_seq, order = _prepare(A, B, unit, order)
     shape = (A_seq.shape[0], B_seq.shape[1])
-    C0 = np.zeros(shape, np.float32) if C is None else np.ascontiguousarray(np.broadcast_to(np.asarray(C, np.float32), shape))
+    C0 = np.zeros((1, 1), np.float32) if C is None else _compact_c(np.asarray(C, np.float32), shape, *shape)
     if order.split_k == 1:
         return _partials(params, A_seq, B_seq, order, C0)[0]
     partials = _partials(params, A_seq, B_seq, order, None)

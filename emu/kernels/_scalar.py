@@ -17,6 +17,10 @@ FP16_MAX = 65504.0
 # Exponents of non-finite values are clamped here so that scale factors stay finite and nonzero:
 # inf·scale stays inf and NaN stays NaN, which is how the published models propagate them.
 EXP_CLAMP = 200
+POW16_MIN = np.float32(2.0**-14)
+POW16_CLAMP = np.float32(2.0**16)
+EXP64_MASK = np.int64(0x7FF0000000000000)
+INV_POW2_BITS = np.int64(2046 << 52)
 
 
 @jit(inline="always")
@@ -86,6 +90,46 @@ def round_to_fp32(v, mode):
         else:
             f = np.int32(np.float32(f).view(np.int32) + 1).view(np.float32)
     return f
+
+
+@jit(inline="always")
+def round_to_fp32_bf(v, mode):
+    """:func:`round_to_fp32` without branches (vectorisable): the RNE result stepped one ulp
+    toward zero (RZ: when it is above |v|; RD: when it is above v and positive) or away from zero
+    (RD: when it is above v and not positive). Same results for every v, inf and NaN included."""
+    f = np.float32(v)
+    fd = np.float64(f)
+    bits = np.float32(f).view(np.int32)
+    rz = np.int32(abs(fd) > abs(v))
+    rd = np.int32(fd > v) * np.int32(1 - 2 * np.int32(f > 0.0))
+    step = -rz if mode == RZ else (rd if mode == RD else np.int32(0))
+    return np.int32(bits + step).view(np.float32)
+
+
+@jit(inline="always")
+def exp_pow16(x):
+    """2**(field exponent of an fp16 value x held in float32) as float32, 0.0 for x == 0: the
+    power of two of |x|'s leading bit, 2^-14 for subnormals; inf/NaN get 2^16 (above every
+    finite fp16; any finite clamp gives the same results, since the sum is then inf/NaN)."""
+    p = np.int32(np.float32(x).view(np.int32) & 0x7F800000).view(np.float32)
+    p = p if p > POW16_MIN else POW16_MIN
+    p = p if p < POW16_CLAMP else POW16_CLAMP
+    return p if x != 0.0 else np.float32(0.0)
+
+
+@jit(inline="always")
+def exp_pow64(x, pmin, pmax):
+    """2**floor(log2|x|) of a float64 x (normal or zero), clamped to [pmin, pmax] (powers of two);
+    inf/NaN give pmax, zero gives pmin."""
+    p = np.int64(np.float64(x).view(np.int64) & EXP64_MASK).view(np.float64)
+    p = p if p > pmin else pmin
+    return p if p < pmax else pmax
+
+
+@jit(inline="always")
+def inv_pow2(p):
+    """1/p for a power of two p = 2^e, −1022 ≤ e ≤ 1022, from the bit pattern (exact)."""
+    return np.int64(INV_POW2_BITS - np.float64(p).view(np.int64)).view(np.float64)
 
 
 @jit(inline="always")

@@ -1,21 +1,33 @@
 """The tiling shared by every unit kernel: parallel over output tiles, never over K.
 
-A kernel computes ``out[m, n] = unit(A-row, B-column, C[m, n])`` over tiles of ``LANES`` outputs
-of one row m. Inside a tile the loops run over k outside and lanes inside, so each output keeps
-its own strict k order while LLVM vectorises across lanes.
+A kernel computes ``out[m, n] = unit(A-row, B-column, C[m, n])``. The outputs are cut into
+tasks of up to ``ROWS`` rows × ``LANES`` columns (:func:`task_grid`, :func:`task_bounds`); the
+tasks run in parallel (``prange``) and each output is computed by exactly one task, whatever
+the thread count. Inside a task the rows are done one after another, and for one row the loops
+run over k outside and lanes inside, so each output keeps its own strict k order while LLVM
+vectorises across lanes. The rows of a task share the task's block of B (K × LANES values),
+which stays in cache, and any per-task table computed from it.
 
-Two operand layouts, told apart by A's number of dimensions at compile time (:func:`a_at`):
+Two operand layouts, told apart by A's number of dimensions at compile time (:func:`a_of`):
 GEMM layout: A is (M, K), B is (K, N): a is shared by the lanes of a row.
 Batched layout: A is (1, K, N), B is (K, N), M == 1: every lane has its own a and b.
+A and B hold fp16 values (as float32); every kernel relies on it (products exact, multiples of
+2^-48 below 2^32).
+
+C broadcasts against the (M, N) output: its shape is (M or 1, N or 1) (:func:`c_at`), so a zero
+or per-row/per-column accumulator need not be materialised.
 """
 
 from __future__ import annotations
 
+import numpy as np
+from numba import types
 from numba.extending import overload
 
 from .._jit import jit
 
 LANES = 128
+ROWS = 16
 FP16_EMIN = -14
 
 # Layout of the int64 parameter vector every kernel takes (emu.units.UnitParams order).
@@ -23,21 +35,74 @@ FP16_EMIN = -14
  P_FLUSH_C, P_FLUSH_PROD, P_FLUSH_PART, P_FLUSH_OUT, P_ROUND_EACH) = range(15)
 
 
-def a_at(A, m, k, col):
-    """The a operand of output (m, col) at k, for either layout."""
-    return A[0, k, col] if A.ndim == 3 else A[m, k]
-
-
-@overload(a_at, inline="always")
-def _a_at(A, m, k, col):
-    if A.ndim == 3:
-        return lambda A, m, k, col: A[0, k, col]
-    return lambda A, m, k, col: A[m, k]
+@jit(inline="always")
+def task_grid(M, N):
+    """(number of tasks, number of row blocks)."""
+    n_rb = (M + ROWS - 1) // ROWS
+    return ((N + LANES - 1) // LANES) * n_rb, n_rb
 
 
 @jit(inline="always")
-def tile_bounds(t, n_tiles_per_row, n_cols):
-    m = t // n_tiles_per_row
-    n0 = (t - m * n_tiles_per_row) * LANES
-    w = min(LANES, n_cols - n0)
-    return m, n0, w
+def task_bounds(t, n_rb, M, N):
+    """(n0, w, m0, m1): the task's columns n0 … n0+w−1 and rows m0 … m1−1."""
+    cb = t // n_rb
+    rb = t - cb * n_rb
+    n0 = cb * LANES
+    m0 = rb * ROWS
+    return n0, min(LANES, N - n0), m0, min(M, m0 + ROWS)
+
+
+@jit(inline="always")
+def c_at(C, m, n):
+    """C[m, n] with C broadcast to the output shape (a dimension of size 1 repeats)."""
+    return C[m if C.shape[0] > 1 else 0, n if C.shape[1] > 1 else 0]
+
+
+def a_of(A, m, k, n0, w):
+    """The a operand(s) of row m at k for the lanes n0 … n0+w−1: a scalar (GEMM layout) or a
+    1-D view of w values (batched layout); index it with :func:`lane`."""
+    return A[0, k, n0:n0 + w] if A.ndim == 3 else A[m, k]
+
+
+@overload(a_of, inline="always")
+def _a_of(A, m, k, n0, w):
+    if A.ndim == 3:
+        return lambda A, m, k, n0, w: A[0, k, n0:n0 + w]
+    return lambda A, m, k, n0, w: A[m, k]
+
+
+def lane(x, j):
+    """x[j] for a per-lane view, x itself for a scalar shared by the lanes."""
+    return x[j] if isinstance(x, np.ndarray) else x
+
+
+@overload(lane, inline="always")
+def _lane(x, j):
+    if isinstance(x, types.Array):
+        return lambda x, j: x[j]
+    return lambda x, j: x
+
+
+def a_at(A, m, k, n):
+    """The a operand of output (m, n) at k, for either layout (a scalar)."""
+    return A[0, k, n] if A.ndim == 3 else A[m, k]
+
+
+@overload(a_at, inline="always")
+def _a_at(A, m, k, n):
+    if A.ndim == 3:
+        return lambda A, m, k, n: A[0, k, n]
+    return lambda A, m, k, n: A[m, k]
+
+
+def a_table(A, K):
+    """A per-task table with one entry per a operand of a row: (K,) for the GEMM layout, (K,
+    LANES) for the batched layout; index it by k, then with :func:`lane`."""
+    return np.empty((K, LANES) if A.ndim == 3 else K, np.float32)
+
+
+@overload(a_table, inline="always")
+def _a_table(A, K):
+    if A.ndim == 3:
+        return lambda A, K: np.empty((K, LANES), np.float32)
+    return lambda A, K: np.empty(K, np.float32)

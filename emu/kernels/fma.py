@@ -3,6 +3,13 @@
 Contract: for k = 0, 1, …: c ← RNE32(c + a_k·b_k). An fp16·fp16 product is exact in fp32, so
 the float32 multiply-then-add below rounds once, exactly like a fused multiply-add. Flags:
 ``flush_c`` (subnormal c on entry → +0) and ``flush_output`` (subnormal after each step → ±0).
+
+Where ``flush_output`` can act: a product of fp16 values is 0 or a multiple of 2^-48 with
+|a·b| ≥ 2^-48. If c is 0 or normal (|c| ≥ 2^-126) the exact c + a·b is c (product 0), a·b (c = 0),
+or a multiple of 2^min(e_c − 23, −48), so either 0 or ≥ 2^-126 in magnitude when e_c ≥ −103,
+and > 2^-49 when e_c < −103 (then |c| < 2^-102 ≤ |a·b|/2^54); rounding keeps it 0 or normal. So
+after the first step the accumulator is never subnormal and the flush is the identity; the
+kernel applies it after the first step only (the same bits as after every step).
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ import numpy as np
 
 from .._jit import jit, prange
 from ._scalar import FP32_MIN_NORMAL, flush_keep_sign, flush_to_plus_zero
-from ._tiles import LANES, P_FLUSH_C, P_FLUSH_OUT, a_at, tile_bounds
+from ._tiles import LANES, P_FLUSH_C, P_FLUSH_OUT, a_of, c_at, lane, task_bounds, task_grid
 
 TINY32 = np.float32(FP32_MIN_NORMAL)
 
@@ -22,19 +29,22 @@ def fma32(A, B, C, out, prm):
     K = B.shape[0]
     flush_c = prm[P_FLUSH_C] != 0
     flush_out = prm[P_FLUSH_OUT] != 0
-    tiles = (N + LANES - 1) // LANES
-    for t in prange(M * tiles):
-        m, n0, w = tile_bounds(t, tiles, N)
+    n_tasks, n_rb = task_grid(M, N)
+    for t in prange(n_tasks):
+        n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
         acc = np.empty(LANES, np.float32)
-        for j in range(w):
-            c = C[m, n0 + j]
-            acc[j] = flush_to_plus_zero(c, TINY32) if flush_c else c
-        for k in range(K):
-            Bk = B[k]
+        for m in range(m0, m1):
             for j in range(w):
-                acc[j] = acc[j] + a_at(A, m, k, n0 + j) * Bk[n0 + j]
-            if flush_out:
+                c = c_at(C, m, n0 + j)
+                acc[j] = flush_to_plus_zero(c, TINY32) if flush_c else c
+            for k in range(K):
+                ak = a_of(A, m, k, n0, w)
+                Bk = B[k, n0:n0 + w]
                 for j in range(w):
-                    acc[j] = flush_keep_sign(acc[j], TINY32)
-        for j in range(w):
-            out[m, n0 + j] = acc[j]
+                    acc[j] = acc[j] + lane(ak, j) * Bk[j]
+                if flush_out and k == 0:
+                    for j in range(w):
+                        acc[j] = flush_keep_sign(acc[j], TINY32)
+            outm = out[m, n0:n0 + w]
+            for j in range(w):
+                outm[j] = acc[j]

@@ -3,6 +3,9 @@
 Contract: the accumulator starts as c (exact in fp64); for k = 0, 1, …: acc ← RN64(acc + a_k·b_k)
 (the product exact); with ``round_each_group`` the accumulator is rounded to fp32 with
 ``output_rounding`` after every group of ``L`` products, otherwise once at the end.
+
+The product of two fp16 values is exact in float32, so it is formed there and widened (the
+same value as the float64 product).
 """
 
 from __future__ import annotations
@@ -10,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import jit, prange
-from ._scalar import round_to_fp32
-from ._tiles import LANES, P_GROUP, P_OUT_ROUND, P_ROUND_EACH, a_at, tile_bounds
+from ._scalar import round_to_fp32_bf
+from ._tiles import LANES, P_GROUP, P_OUT_ROUND, P_ROUND_EACH, a_of, c_at, lane, task_bounds, task_grid
 
 
 @jit(parallel=True)
@@ -21,19 +24,21 @@ def fp64_acc(A, B, C, out, prm):
     L = prm[P_GROUP]
     out_mode = prm[P_OUT_ROUND]
     each = prm[P_ROUND_EACH] != 0
-    tiles = (N + LANES - 1) // LANES
-    for t in prange(M * tiles):
-        m, n0, w = tile_bounds(t, tiles, N)
+    n_tasks, n_rb = task_grid(M, N)
+    for t in prange(n_tasks):
+        n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
         acc = np.empty(LANES, np.float64)
-        for j in range(w):
-            acc[j] = np.float64(C[m, n0 + j])
-        for g0 in range(0, K, L):
-            for k in range(g0, min(K, g0 + L)):
-                Bk = B[k]
+        for m in range(m0, m1):
+            for j in range(w):
+                acc[j] = np.float64(c_at(C, m, n0 + j))
+            for k in range(K):
+                ak = a_of(A, m, k, n0, w)
+                Bk = B[k, n0:n0 + w]
                 for j in range(w):
-                    acc[j] = acc[j] + np.float64(a_at(A, m, k, n0 + j)) * np.float64(Bk[n0 + j])
-            if each:
-                for j in range(w):
-                    acc[j] = np.float64(round_to_fp32(acc[j], out_mode))
-        for j in range(w):
-            out[m, n0 + j] = round_to_fp32(acc[j], out_mode)
+                    acc[j] = acc[j] + np.float64(lane(ak, j) * Bk[j])
+                if each and (k + 1) % L == 0 and k + 1 < K:
+                    for j in range(w):
+                        acc[j] = np.float64(round_to_fp32_bf(acc[j], out_mode))
+            outm = out[m, n0:n0 + w]
+            for j in range(w):
+                outm[j] = round_to_fp32_bf(acc[j], out_mode)
