@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 ORACLE  := $(VENV)/.oracle-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 
-.PHONY: demo test test-oracle bench clean
+.PHONY: demo test test-oracle bench reproduce clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,13 @@ test-oracle: $(ORACLE)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_units.py
+	$(BIN)/python benchmarks/bench_conv.py
+
+# The full reproduction of the 2022 study's measured lines (needs ../shared/reference).
+MEASURED ?= ../shared/reference/fp16_study_raw_results
+RUN_SETS ?= fair_1,fair_2,fair_3
+reproduce: $(STAMP)
+	$(BIN)/fp16emu study reproduce --measured $(MEASURED) --run-set $(RUN_SETS) --jobs 2 --out out/reproduce
 
 clean:
 	rm -rf $(VENV) .cache build *.egg-info

@@ -173,12 +173,16 @@ def _build_parser():
     p.add_argument("--format", choices=("text", "json"), default="text")
     _add_verdict_options(p)
     p.set_defaults(func=_cmd_compare)
+    from . import explain, study
+
+    study.register_cli(sub)
+    explain.register_cli(sub)
     return parser
 
 
 def _config_first(argv: list[str]) -> list[str]:
     """``fp16emu run "-batchsize=64 …"``: a config text that starts with '-' is not an option."""
-    if len(argv) >= 2 and argv[0] == "run" and argv[1].startswith("-") and (" " in argv[1] or argv[1].count("=") == 1
+    if len(argv) >= 2 and argv[0] in ("run", "explain") and argv[1].startswith("-") and (" " in argv[1] or argv[1].count("=") == 1
                                                                               and not argv[1].startswith("--")):
         return [argv[0], f"--config={argv[1]}"] + argv[2:]
     return argv
@@ -188,7 +192,7 @@ def main(argv=None) -> int:
     try:
         argv = _config_first(list(sys.argv[1:] if argv is None else argv))
         args = _build_parser().parse_args(argv)
-        if args.command == "run":
+        if args.command in ("run", "explain"):
             args.config = args.config if args.config is not None else args.config_option
             if not args.config:
                 raise UsageError("run: give a CONFIG (an argument string, a RUN line, an MIOpenDriver command or a suite test name)")
