@@ -214,8 +214,30 @@ def test_study_inputs_in_1_5_stay_within_one_ulp(hw):
     assert "within one fp16 ulp" in e.verdict
 
 
+def test_study_nonxdlops_orders_differ_from_the_cpu_loop_only_in_nhwc_filters_above_1x1():
+    """Over the whole suite: the non-xdlops kernel's gemmK sequence differs from the 2022 CPU
+    loop's (beyond trailing zero padding, which adds +0 products) in exactly the 34 NHWC fwd tests
+    with Y·X > 1 (reference/study_results_2022.md §2)."""
+    from validation.suites import suite_entries
+
+    differing = []
+    for entry in suite_entries():
+        config = parse_config(entry.name)
+        problem = config.problem
+        k = kernel_models.kernel("rocmlir-2022-nonxdlops").plan(problem)
+        v = kernel_models.kernel("cpu-validation-2022", validating="nonxdlops").plan(problem)
+        for g_k, g_v, sub in zip(k, v, config.gemms):
+            seq_k, seq_v = g_k.order.sequence(sub.k), g_v.order.sequence(sub.k)
+            if not np.array_equal(seq_k[seq_k >= 0], seq_v[seq_v >= 0]) or g_k.order.split_k != g_v.order.split_k:
+                differing.append(entry.name)
+                assert problem.direction == "fwd" and problem.gemm_k_order == ("y", "x", "c") and problem.y * problem.x > 1
+                break
+    assert len(differing) == 34
+
+
 @pytest.mark.parametrize("name,differs", [(SMALL_NHWC, True), (SMALL_NCHW, False),
                                           ("padding_kernel_all_fwd_CHECK_RESNET50_CONFIG4_f16", True),
+                                          ("padding_kernel_all_fwd_CHECK_RESNET50_CONFIG2_f16", False),
                                           ("conv2d_host_validation_f16_fwd_CHECK_ISSUE_114_1_f16", False)])
 def test_study_nonxdlops_vs_cpu_differs_by_order_alone(name, differs):
     """Non-xdlops kernel against the 2022 CPU validation: they differ only in NHWC tests with a
