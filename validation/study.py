@@ -1008,7 +1008,7 @@ class Report:
             fields = ", ".join(f"{k} ({v})" for k, v in sorted(t["fields"].items(), key=lambda kv: -kv[1])) or "–"
             p(f"| {t['run_set']} | {t['gpu']} | {t['kernel']} | {t['validator']} | {t['range']} | {t['tests']} | "
               f"{t['reproduced']} | {t['in_ensemble']} | {t['differs']} | {t['outside']} | {fields} |")
-        bad = [r for r in self.lines if not r.ok]
+        bad = [r for r in self.lines if r.counts_as_failure]
         p("\n## Lines that differ\n")
         if not bad:
             p("None.\n")
@@ -1049,6 +1049,11 @@ class Report:
             fields = Counter(f for r in seeds for f in r.differing)
             if fields:
                 p("* fields outside the spread (lines): " + ", ".join(f"{k} ({v})" for k, v in fields.most_common()) + "\n")
+            inv_bad = [r for r in seeds if any(not r.equal[f] and ".." not in r.emulated[f] for f in r.fields)]
+            p(f"* lines where a seed-invariant field differs: {len(inv_bad)}"
+              + ("" if not inv_bad else " — " + "; ".join(
+                  f"{r.measured.gpu} {r.measured.kernel}/{r.measured.validator} {r.measured.range} {r.measured.test_name}"
+                  for r in inv_bad[:20]) + (" …" if len(inv_bad) > 20 else "")) + "\n")
         agg = self.aggregate()
         if agg:
             p("## The study's aggregated tables, emulated next to measured\n")
@@ -1195,8 +1200,10 @@ def _worker(args):
     return job, _run_job(job, cache_dir), time.time() - t0
 
 
-def _execute(jobs: list[_Job], jobs_n: int, cache_dir: str | None, progress: bool, on_done=None) -> dict[str, dict]:
-    """Run the jobs (a process pool when ``jobs_n`` > 1, numba single-threaded in each worker)."""
+def _execute(jobs: list[_Job], jobs_n: int, cache_dir: str | None, progress: bool, on_done=None,
+             log_path=None) -> dict[str, dict]:
+    """Run the jobs (a process pool when ``jobs_n`` > 1, numba single-threaded in each worker);
+    ``log_path``: append one line per finished job (test, range, seed, lines, seconds)."""
     results: dict[str, dict] = {}
     if not jobs:
         return results
@@ -1208,8 +1215,11 @@ def _execute(jobs: list[_Job], jobs_n: int, cache_dir: str | None, progress: boo
                    dynamic_ncols=True, file=sys.stderr, smoothing=0.05,
                    mininterval=0.5 if sys.stderr.isatty() else 30.0)
 
-    def done(job, res):
+    def done(job, res, seconds):
         results.update(res)
+        if log_path is not None:
+            with open(log_path, "a", encoding="utf-8") as fh:
+                fh.write(f"{job.test}\t{job.range}\t{job.seed}\t{job.rand_type}\t{len(job.requests)}\t{seconds:.1f}\n")
         if bar is not None:
             bar.update(round(job.weight / 1e9, 1))
             bar.set_postfix_str(f"{job.test[-28:]} {job.range}", refresh=False)
@@ -1219,7 +1229,9 @@ def _execute(jobs: list[_Job], jobs_n: int, cache_dir: str | None, progress: boo
     try:
         if jobs_n <= 1:
             for job in jobs:
-                done(job, _run_job(job, cache_dir))
+                t0 = time.time()
+                res = _run_job(job, cache_dir)
+                done(job, res, time.time() - t0)
         else:
             import multiprocessing as mp
 
@@ -1228,10 +1240,11 @@ def _execute(jobs: list[_Job], jobs_n: int, cache_dir: str | None, progress: boo
                 os.environ[k] = "1"
             try:
                 ctx = mp.get_context("spawn")
-                with ctx.Pool(jobs_n, initializer=_worker_init, maxtasksperchild=32) as pool:
+                # workers live for the whole run: each compiles (or loads) the numba kernels once
+                with ctx.Pool(jobs_n, initializer=_worker_init) as pool:
                     # smallest first: an interrupted run has finished (and cached) as many tests as it could
-                    for job, res, _ in pool.imap_unordered(_worker, [(j, cache_dir) for j in jobs], chunksize=1):
-                        done(job, res)
+                    for job, res, seconds in pool.imap_unordered(_worker, [(j, cache_dir) for j in jobs], chunksize=1):
+                        done(job, res, seconds)
             finally:
                 for k, v in saved.items():
                     if v is None:
@@ -1405,7 +1418,11 @@ def reproduce(selection: Selection, measured, *, jobs: int = 1, out=None, cache_
         if not remaining[job.test]:
             emit(job.test)
 
-    _execute(jobs_list, jobs, cache_dir, progress, on_done)
+    log_path = None
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        log_path = Path(out) / "jobs.tsv"
+    _execute(jobs_list, jobs, cache_dir, progress, on_done, log_path)
     lines = [judge(i) for i in range(len(selected))]
     if selection.diagnose:
         _diagnose(lines, selection, jobs, cache_dir, progress)
