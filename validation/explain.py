@@ -121,16 +121,7 @@ def _subset_label(mask: int) -> str:
     return "+".join(s for i, s in enumerate(SOURCES) if mask >> i & 1) or "none"
 
 
-def _jf(x: Any) -> Any:
-    """JSON-safe float: non-finite as "inf" / "-inf" / "nan"."""
-    if x is None:
-        return None
-    x = float(x)
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return x
+_jf = metrics_mod._json_float  # JSON-safe float: non-finite as "inf" / "-inf" / "nan"
 
 
 # ------------------------------------------------------------------------------------------------
