@@ -21,6 +21,7 @@ POW16_MIN = np.float32(2.0**-14)
 POW16_CLAMP = np.float32(2.0**16)
 EXP64_MASK = np.int64(0x7FF0000000000000)
 INV_POW2_BITS = np.int64(2046 << 52)
+RZ32_MASK = np.int64(~((1 << 29) - 1))
 
 
 @jit(inline="always")
@@ -59,13 +60,17 @@ def two_sum(a, b):
 @jit(inline="always")
 def add_round_to_odd(a, b):
     """a + b rounded to odd in float64 (the last bit set when inexact); with 53 ≥ 24 + 2 bits a
-    later rounding to fp32 in any mode equals rounding the exact a + b once (Boldo–Melquiond)."""
+    later rounding to fp32 in any mode equals rounding the exact a + b once (Boldo–Melquiond).
+
+    Branch-free (vectorisable) and without integer multiplies: with (s, t) = TwoSum(a, b), the
+    rounding to odd is RZ(a + b) with its last bit set when t ≠ 0, and RZ(a + b) is s, or its
+    neighbour toward zero (bits − 1; sign-magnitude) when t ≠ 0 has the other sign. (t is never
+    −0, and t ≠ 0 implies s ≠ 0; below a power of two s, a + b lies above the predecessor.)"""
     s, t = two_sum(a, b)
-    bits = np.float64(s).view(np.int64)
-    # branch-free (vectorisable): step one ulp toward t when inexact and the last bit is even
-    fix = np.int64((t != 0.0) & ((bits & 1) == 0))
-    away = np.int64((t > 0.0) == (s > 0.0))
-    return np.int64(bits + fix * (2 * away - 1)).view(np.float64)
+    sb = np.float64(s).view(np.int64)
+    inexact = np.int64(t != 0.0)
+    other_sign = ((np.float64(t).view(np.int64) ^ sb) >> 63) & 1
+    return np.int64((sb - (other_sign & inexact)) | inexact).view(np.float64)
 
 
 @jit(inline="always")
@@ -104,6 +109,15 @@ def round_to_fp32_bf(v, mode):
     rd = np.int32(fd > v) * np.int32(1 - 2 * np.int32(f > 0.0))
     step = -rz if mode == RZ else (rd if mode == RD else np.int32(0))
     return np.int32(bits + step).view(np.float32)
+
+
+@jit(inline="always")
+def rz_mask(v):
+    """RZ of a float64 v to fp32 by clearing the 29 significand bits below fp32 precision.
+    Correct only when v is 0, inf, NaN (a NaN that has a payload bit among the top 23, as every
+    NaN from fp16/fp32 data or arithmetic has), an fp32 value, or in fp32's normal range below
+    2^128; callers prove it."""
+    return np.float32(np.int64(np.float64(v).view(np.int64) & RZ32_MASK).view(np.float64))
 
 
 @jit(inline="always")
