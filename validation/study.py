@@ -25,10 +25,14 @@ The recipe (``../shared/reference/reproduction_findings.md`` §1; run sets and t
 
 Backward-weight xdlops tests whose split-K atomics add three or more partial sums
 (:func:`atomic_reorders`) cannot be pinned to one order: they are emulated as an ensemble of
-add orders (random per output tile by default), and a measured line passes when every field
-lies inside the ensemble's range; the report also counts the members that reproduce it
-exactly. ``fair_rand0`` was seeded by the clock: its lines are compared with the spread of
-the lines of a few seeds (never a pass/fail).
+add orders (random per output element by default; per output tile as an option), and a measured
+line passes when every field lies inside the ensemble's range. The range spans the sampled
+members plus two envelope members built from them, each element at its closest (and at its
+farthest) outcome among the sampled orders: any such combination is itself an order the
+hardware can produce, and it reaches the tails of the maximum-type fields that a few hundred
+samples miss. The report also counts the sampled members that reproduce the line exactly.
+``fair_rand0`` was seeded by the clock: its lines are compared with the spread of the lines of a
+few seeds (never a pass/fail).
 
 Results are cached per line as JSON under ``<out>/.cache`` by a hash of the test's arguments,
 the seed and range, GPU, kernel, validator, run-set quirks, the fp16emu version and the
@@ -95,6 +99,10 @@ CACHE_VERSION = 2
 #: Elements × models of one emulation pass above which kernels and validators are computed in
 #: separate passes (each validator alone) to bound memory on the 205M-output tests.
 _PASS_ELEMENTS = 300_000_000
+#: Ensemble members × elements kept in memory (fp16) to share the members between validators.
+_MEMBER_ELEMENTS = 40_000_000
+#: Bump when the ensemble's members or their meaning change (part of the atomic lines' cache key).
+ENSEMBLE_VERSION = 2
 
 _FILE_RE = re.compile(r"^verify_f16_(xdlops|nonxdlops)_(pv|pv-with-gpu)_rand(\d+)\.txt$")
 _DIR_RE = re.compile(r"^verify_results_(.+)_(MI\d+)$")
@@ -216,7 +224,7 @@ class Selection:
     ranges: tuple[str, ...] = tuple(RANGES)
     tests: tuple[str, ...] | None = None
     members: int = ENSEMBLE_MEMBERS
-    granularity: str = "tile"
+    granularity: str = "element"
     rand0_seeds: tuple[int, ...] = RAND0_SEEDS
     diagnose: bool = True
 
@@ -448,20 +456,28 @@ class _Partials:
         self.tiles = np.zeros(size, np.float32)
 
     def member(self, rng: np.random.Generator, granularity: str) -> np.ndarray:
-        """One ensemble member: the partials added onto a zeroed fp32 workspace in a random order
-        per output tile (or per element)."""
+        """One ensemble member, fp16: the partials added onto a zeroed fp32 workspace (RNE each
+        add) in a random order per element (or per output tile), then RNE to fp16."""
         s, size = self.parts.shape
         if granularity == "element":
-            idx = np.argsort(rng.random((s, size)), axis=0)
+            idx = rng.permuted(np.broadcast_to(np.arange(s, dtype=np.int64)[:, None], (s, size)), axis=0)
         else:
             tiles = self.tiles.astype(np.int64)
-            perm = np.argsort(rng.random((s, int(tiles.max()) + 1)), axis=0)
+            perm = rng.permuted(np.broadcast_to(np.arange(s, dtype=np.int64)[:, None], (s, int(tiles.max()) + 1)), axis=0)
             idx = perm[:, tiles]
+        flat = self.parts.ravel()
+        cols = np.arange(size, dtype=np.int64)
         ws = np.zeros(size, np.float32)
-        cols = np.arange(size)
         for step in range(s):
-            ws = ws + self.parts[idx[step], cols]
-        return ws
+            ws += np.take(flat, idx[step] * size + cols)
+        with np.errstate(over="ignore"):
+            return ws.astype(np.float16)
+
+    def members(self, count: int, granularity: str):
+        """The ``count`` members of this ensemble (the same for every validator: seeded)."""
+        rng = np.random.default_rng([ENSEMBLE_SEED, count])
+        for _ in range(count):
+            yield self.member(rng, granularity)
 
 
 def _emulate(op, problem, specs: Sequence[tuple], atomic: set) -> dict:
@@ -605,6 +621,7 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
     kernels32: dict = {}
 
     memo: dict[tuple, dict] = {}
+    member_arrays: dict[tuple, list] = {}
 
     def finish(req: _Request, validation: np.ndarray):
         kspec = req.recipe.kernel
@@ -613,14 +630,30 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
         if same in memo:  # e.g. nonxdlops lines: the same arithmetic on MI100 and MI200
             res = dict(memo[same])
         elif kspec in atomic:
-            rng = np.random.default_rng([ENSEMBLE_SEED, req.members])
+            ens = kernels32[kspec]
+            mkey = (kspec, req.members, req.granularity)
+            if mkey not in member_arrays and req.members * size <= _MEMBER_ELEMENTS:
+                member_arrays[mkey] = list(ens.members(req.members, req.granularity))
+            stream = member_arrays.get(mkey) or ens.members(req.members, req.granularity)
+            with np.errstate(over="ignore"):
+                v16 = validation.astype(np.float16).astype(np.float64)
+            near = far = None
             members = []
-            for _ in range(req.members):
-                with np.errstate(over="ignore"):
-                    k16 = kernels32[kspec].member(rng, req.granularity).astype(np.float16)
+            for k16 in stream:
                 members.append(_line_fields(validation, k16, q))
-            res = {"mode": "ensemble", "members": members, "granularity": req.granularity,
-                   "n_split": int(kernels32[kspec].parts.shape[0])}
+                # the per-element envelope: each element's closest and farthest outcome
+                d = np.abs(k16.astype(np.float64) - v16)
+                d = np.where(np.isnan(d), np.inf, d)
+                if near is None:
+                    near, dn, far, df = k16.copy(), d, k16.copy(), d
+                else:
+                    closer, farther = d < dn, d > df
+                    near[closer], dn = k16[closer], np.where(closer, d, dn)
+                    far[farther], df = k16[farther], np.where(farther, d, df)
+            envelope = [dict(_line_fields(validation, near, q), envelope="closest"),
+                        dict(_line_fields(validation, far, q), envelope="farthest")]
+            res = {"mode": "ensemble", "members": members + envelope, "granularity": req.granularity,
+                   "n_split": int(ens.parts.shape[0])}
         else:
             res = {"mode": "exact", **_line_fields(validation, kernels16[kspec], q)}
         memo[same] = res
@@ -701,7 +734,7 @@ def _request_key(test: str, range_key: str, seed: int, recipe: Recipe, members: 
         "problem": repr(problem), "seed": seed, "range": RANGES[range_key], "combo": combo,
         "quirks": repr(resolve_study_quirks(recipe.quirks)), "rand_type": recipe.rand_type,
         "kernel": [recipe.kernel, k_ident], "validator": [recipe.validator, _spec_identity(recipe.validator, problem)],
-        "ensemble": [members, granularity, ENSEMBLE_SEED] if atomic else None,
+        "ensemble": [members, granularity, ENSEMBLE_SEED, ENSEMBLE_VERSION] if atomic else None,
     })
 
 
@@ -799,12 +832,14 @@ def _judge(m: MeasuredLine, results: list[dict], mode: str) -> LineResult:
             equal[f], emulated[f] = True, "(varies)"
             continue
         equal[f], emulated[f] = _range_check(v, values)
-    exact = sum(all(mem["fields"].get(f) == v for f, v in fields.items()) for mem in members)
+    exact = sum(all(mem["fields"].get(f) == v for f, v in fields.items()) for mem in members
+                if "envelope" not in mem)
+    n_sampled = sum("envelope" not in mem for mem in members)
     bounds = {}
     for f in fields:
         nums = [x for x in (_num(mem["fields"].get(f, "nan")) for mem in members) if not math.isnan(x)]
         bounds[f] = (min(nums), max(nums)) if nums else (math.nan, math.nan)
-    return LineResult(m, mode, fields, emulated, equal, exact_members=exact, n_members=len(members),
+    return LineResult(m, mode, fields, emulated, equal, exact_members=exact, n_members=n_sampled,
                       emulated_line=members[0]["line"], recipe=results[0].get("recipe", ""), bounds=bounds)
 
 
@@ -847,7 +882,7 @@ def _alternatives(recipe: Recipe, m: MeasuredLine, problem, atomic: bool) -> lis
                 except ValueError:
                     continue
                 alts.append(("gemmK order", f"KBlocks {n}", dataclasses.replace(recipe, kernel=_xdl(hw, rules, n, order)), gran))
-            alts.append(("gemmK order", "atomic add order random per element instead of per tile", recipe, "element"))
+            alts.append(("gemmK order", "atomic add order random per output tile instead of per element", recipe, "tile"))
     else:
         if problem.direction == "fwd" and tuple(problem.gemm_k_order) != ("c", "y", "x"):
             alts.append(("gemmK order", "gemmK in the CPU loop order (c, y, x)",
@@ -874,6 +909,7 @@ class Report:
     emulated: int = 0
     measured_dir: str = ""
     command: str = ""
+    not_cached: int = 0  # selected lines left out by cached_only
 
     @property
     def ok(self) -> bool:
@@ -988,10 +1024,13 @@ class Report:
         p(f"* selection: run sets {','.join(s.run_sets)}; GPUs {','.join(s.gpus)}; kernels {','.join(s.kernels)}; "
           f"validators {','.join(s.validators)}; ranges {','.join(s.ranges)}; "
           f"tests {'all' if s.tests is None else len(s.tests)}")
-        p(f"* atomic ensembles: {s.members} add orders per line, random per output {s.granularity}; "
+        p(f"* atomic ensembles: {s.members} add orders per line, random per output {s.granularity}, plus the "
+          f"per-element envelope (closest and farthest outcome of each element); "
           f"fair_rand0 stand-in seeds {','.join(map(str, s.rand0_seeds))}")
         p(f"* {len(self.lines)} lines, {len({r.measured.test_name for r in self.lines})} tests; "
           f"{self.emulated} lines emulated, {self.cache_hits} from the cache; wall time {self.wall_s:.1f} s")
+        if self.not_cached:
+            p(f"* **partial**: {self.not_cached} selected lines are not in the cache yet and are left out")
         p(f"* **verdict: {'every selected line reproduced or inside its ensemble' if self.ok else f'{n_fail} lines differ'}**\n")
         p("## Per run set\n")
         p("| run set | lines | reproduced exactly | inside ensemble / seed spread | differ | outside ensemble / seed spread |")
@@ -1026,6 +1065,8 @@ class Report:
         ens = [r for r in self.lines if r.mode == "ensemble"]
         if ens:
             p("## Atomic-order (split-K) ensembles\n")
+            p("`inside range`: every field lies within the range of the sampled members and the two envelope "
+              "members; `members exact`: sampled members whose line equals the measured one in every field.\n")
             p("| run set | gpu | kernel/validator | range | test | inside range | members exact | fields outside |")
             p("|---|---|---|---|---|---|---|---|")
             for r in ens:
@@ -1338,14 +1379,15 @@ def _diagnose(report_lines: list[LineResult], selection: Selection, jobs_n: int,
 
 
 def reproduce(selection: Selection, measured, *, jobs: int = 1, out=None, cache_dir=None, progress: bool = False,
-              show: str = "none", stream=None, command: str = "") -> Report:
+              show: str = "none", stream=None, command: str = "", cached_only: bool = False) -> Report:
     """Emulate every measured line ``selection`` picks and compare it field for field.
 
     ``measured``: the raw results folder or lines from :func:`read_measured`; ``jobs``: worker
     processes; ``out``: write ``report.md`` and ``reproduce.csv`` there (and cache under
     ``out/.cache`` unless ``cache_dir`` says otherwise; ``cache_dir=False`` disables the cache);
     ``show``: "all" prints every line side by side, "mismatches" only the lines that differ,
-    "none" nothing (to ``stream``, default stdout)."""
+    "none" nothing (to ``stream``, default stdout); ``cached_only``: emulate nothing, report the
+    lines whose emulation is in the cache (e.g. while another run is still filling it)."""
     t0 = time.time()
     if jobs < 1:
         raise ValueError(f"--jobs: must be a positive integer, got {jobs}")
@@ -1363,6 +1405,16 @@ def reproduce(selection: Selection, measured, *, jobs: int = 1, out=None, cache_
         cache_dir = str(Path(out) / ".cache")
     cache_dir = str(cache_dir) if cache_dir else None
     jobs_list, line_keys, cached = _plan_jobs(selected, selection, cache_dir)
+    not_cached = 0
+    if cached_only:
+        keep = [i for i in range(len(selected)) if all(k in cached for k, _ in line_keys[i])]
+        not_cached = len(selected) - len(keep)
+        selected = [selected[i] for i in keep]
+        line_keys = {j: line_keys[i] for j, i in enumerate(keep)}
+        jobs_list = []
+        selection = dataclasses.replace(selection, diagnose=False)
+        if not selected:
+            raise ValueError("--cached-only: no selected line is in the cache yet")
     stream = stream or sys.stdout
     n_emulated = sum(len(j.requests) for j in jobs_list)
 
@@ -1428,7 +1480,7 @@ def reproduce(selection: Selection, measured, *, jobs: int = 1, out=None, cache_
         _diagnose(lines, selection, jobs, cache_dir, progress)
     report = Report(selection=selection, lines=lines, wall_s=time.time() - t0,
                     cache_hits=sum(len(v) for v in line_keys.values()) - n_emulated, emulated=n_emulated,
-                    measured_dir=measured_dir, command=command)
+                    measured_dir=measured_dir, command=command, not_cached=not_cached)
     if out is not None:
         report.write(out)
     return report
@@ -1468,7 +1520,9 @@ def _print_summary(report: Report, file) -> None:
     print(f"\n{len(report.lines)} lines: {s['reproduced']} reproduced exactly, {s['in_ensemble']} inside their "
           f"atomic-order ensemble, {s['in_distribution']} fair_rand0 lines inside the seed spread; "
           f"{s['differs']} differ, {s['outside_ensemble']} outside the ensemble, {s['outside_distribution']} "
-          f"fair_rand0 lines outside the seed spread. Wall time {report.wall_s:.1f} s.", file=file)
+          f"fair_rand0 lines outside the seed spread. Wall time {report.wall_s:.1f} s."
+          + (f" Partial: {report.not_cached} selected lines not in the cache yet." if report.not_cached else ""),
+          file=file)
 
 
 def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
@@ -1484,12 +1538,15 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
     p.add_argument("--out", default="out/study", metavar="DIR", help="report.md, reproduce.csv and .cache/ (default out/study)")
     p.add_argument("--members", type=int, default=ENSEMBLE_MEMBERS, help=f"atomic add orders per ensemble (default {ENSEMBLE_MEMBERS})")
-    p.add_argument("--granularity", default="tile", help="atomic order random per output 'tile' (default) or 'element'")
+    p.add_argument("--granularity", default="element",
+                   help="atomic add order random per 'element' (default) or per output 'tile'")
     p.add_argument("--rand0-seeds", default=",".join(map(str, RAND0_SEEDS)), metavar="S,...",
                    help="seeds standing in for fair_rand0's clock seeds")
     p.add_argument("--show", default="all", help="print lines side by side: all (default), mismatches, none")
     p.add_argument("--no-diagnose", action="store_true", help="skip the diagnosis of lines that differ")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    p.add_argument("--cached-only", action="store_true",
+                   help="emulate nothing: report the lines already in the cache (a partial report of a running reproduction)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -1513,7 +1570,8 @@ def run_reproduce(args) -> int:
                                                     ("jobs", args.jobs), ("out", args.out)) if v is not None)
     report = reproduce(selection, args.measured, jobs=args.jobs, out=args.out,
                        cache_dir=False if args.no_cache else None,
-                       progress=not args.no_progress, show=args.show, command=command)
+                       progress=not args.no_progress, show=args.show, command=command,
+                       cached_only=args.cached_only)
     _print_summary(report, sys.stdout)
     print(f"report: {Path(args.out) / 'report.md'}, {Path(args.out) / 'reproduce.csv'}")
     return report.exit_code
