@@ -487,6 +487,7 @@ def _emulate(op, problem, specs: Sequence[tuple], atomic: set) -> dict:
     from emu.gemm import GemmOrder
 
     plans = {s: _plan(s, problem) for s in specs}
+    atomic = set(atomic) & set(specs)
     size = problem.tensor_size(problem.result_role)
     outs: dict = {}
     for s in specs:
@@ -675,11 +676,17 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
         for req in job.requests:
             finish(req, outs[req.recipe.validator])
         return results
-    # big tests: kernels first, then one validator at a time
-    outs = _emulate(op, problem, kspecs, atomic)
-    for s in kspecs:
-        set_kernel(s, outs[s])
-    del outs
+    # big tests: kernels first (as many per pass as the budget allows; fp32 kept only where a
+    # validator needs it), then one validator at a time
+    per_pass = max(1, _PASS_ELEMENTS // max(size, 1))
+    for i in range(0, len(kspecs), per_pass):
+        group = kspecs[i:i + per_pass]
+        outs = _emulate(op, problem, group, atomic)
+        for s in group:
+            set_kernel(s, outs[s])
+            if s not in vspecs and s not in atomic:
+                kernels32.pop(s)
+        del outs
     for v in vspecs:
         if v in kernels32 and v not in atomic:
             validation = kernels32[v]
