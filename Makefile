@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 ORACLE  := $(VENV)/.oracle-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 
-.PHONY: demo test test-oracle bench reproduce clean
+.PHONY: demo test test-oracle bench reproduce reproduce-quick clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,12 @@ MEASURED ?= ../shared/reference/fp16_study_raw_results
 RUN_SETS ?= fair_1,fair_2,fair_3
 reproduce: $(STAMP)
 	$(BIN)/fp16emu study reproduce --measured $(MEASURED) --run-set $(RUN_SETS) --jobs 2 --out out/reproduce
+
+# The quick subset that CI runs inside `make test` (20 smallest tests, every combination), timed
+# from an empty cache.
+reproduce-quick: $(STAMP)
+	rm -rf out/reproduce-quick
+	time $(BIN)/fp16emu study reproduce --measured $(MEASURED) --run-set $(RUN_SETS) --smallest 20 --show mismatches --out out/reproduce-quick
 
 clean:
 	rm -rf $(VENV) .cache build *.egg-info

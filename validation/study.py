@@ -1259,7 +1259,9 @@ def _execute(jobs: list[_Job], jobs_n: int, cache_dir: str | None, progress: boo
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=round(sum(j.weight for j in jobs) / 1e9, 1), unit="Gw", desc="emulating",
+        # the bar counts work (multiply-adds and compared elements, in G), so its rate and ETA hold
+        # from the smallest tests to the largest
+        bar = tqdm(total=round(sum(j.weight for j in jobs) / 1e9, 1), unit="Gw", unit_scale=True, desc="emulating",
                    dynamic_ncols=True, file=sys.stderr, smoothing=0.05,
                    mininterval=0.5 if sys.stderr.isatty() else 30.0)
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (not a package)
 
 import models  # noqa: E402
 from emu.units import Family, Format, Rounding, UnitParams  # noqa: E402

@@ -18,12 +18,10 @@ import os
 import sys
 import zlib
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (not a package)
 
 import emu  # noqa: E402
 import models  # noqa: E402

@@ -9,9 +9,6 @@ H100/H200/B200), taken with CUDA wmma. For the fp16-output runs the authors roun
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,19 +17,9 @@ import emu
 import models
 
 
-def _reference_data():
-    """tests/reference_data.py, loaded by file path: tests/ is not a package, and putting it on
-    sys.path would let its folders emu/ and models/ shadow the real packages."""
-    name = "fp16emu_tests_reference_data"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "reference_data.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
-ref = _reference_data()
+import reference_data as ref  # noqa: E402  (registered by conftest.py)
 
 SHOW = 5  # mismatching rows printed on failure
 

@@ -21,7 +21,6 @@ Run with ``make test-oracle``. ``FP16EMU_ORACLE_SCALE`` (default 1) scales the v
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import zlib
@@ -35,19 +34,9 @@ import emu
 import models
 
 
-def _reference_data():
-    """tests/reference_data.py, loaded by file path: tests/ is not a package, and putting it on
-    sys.path would let its folders emu/ and models/ shadow the real packages."""
-    name = "fp16emu_tests_reference_data"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "reference_data.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
-ref = _reference_data()
+import reference_data as ref  # noqa: E402  (registered by conftest.py)
 
 pytestmark = pytest.mark.oracle
 

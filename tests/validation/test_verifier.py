@@ -1,11 +1,8 @@
 """validation.verifier: flags and presets, and the 2022 study's verifier line (format, parse, and
 the round trip on every measured line of ``../shared/reference/fp16_study_raw_results``)."""
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,20 +28,9 @@ from validation.verifier import (
 F16 = np.float16
 
 
-def _reference_data():
-    """tests/reference_data.py, loaded by file path as tests/models/test_nvidia_hw.py does
-    (tests/ is not a package)."""
-    name = "fp16emu_tests_reference_data"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "reference_data.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
-require = _reference_data().require
+from reference_data import require  # noqa: E402  (registered by conftest.py)
 
 
 def f16(*xs):
