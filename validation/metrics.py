@@ -1232,6 +1232,70 @@ class _Accumulator:
 # Entry point
 
 
+
+def _preparer(quirks: StudyQuirks | None, rv: _Fmt | None):
+    """The chunk preparation of :func:`compare`: (validation, kernel) chunks as float64, in the
+    study's float arithmetic and rounded as the verifier rounds the validation."""
+
+    def prepare(vc: np.ndarray, kc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        v64 = vc.astype(np.float64)
+        k64 = kc.astype(np.float64)
+        if quirks is not None:
+            # C: the validation is a float ((float)acc), then truncf to f16 and back
+            with np.errstate(over="ignore", invalid="ignore"):
+                v64 = v64.astype(np.float32).astype(np.float64)
+                k64 = k64.astype(np.float32).astype(np.float64)
+        if rv is not None:
+            v64 = _round_to(v64, rv)
+        return v64, k64
+
+    return prepare
+
+
+def _element_reader(va: np.ndarray, ka: np.ndarray, fmt: _Fmt, quirks: StudyQuirks | None, rv: _Fmt | None,
+                    prepare, v_name: str, k_name: str, v_cmp_name: str, k_cmp_name: str):
+    """element(i): the :class:`Element` at flat index ``i`` of :func:`compare`'s inputs."""
+    shape = tuple(int(s) for s in va.shape)
+    v_fmt, k_fmt = _FMTS[v_cmp_name], _FMTS[k_cmp_name]
+    eps_rule = "ulp" if quirks is None else quirks.epsilon_rule
+
+    def element(i: int) -> Element:
+        coords = tuple(int(c) for c in np.unravel_index(i, shape)) if shape else ()
+        v_in = np.asarray(va.flat[i]).reshape(1)
+        v64, k64 = prepare(v_in, np.asarray(ka.flat[i]).reshape(1))
+        v, k = float(v64[0]), float(k64[0])
+        with np.errstate(all="ignore"):
+            if quirks is not None:
+                c32, g32 = np.float32(v), np.float32(k)
+                d = float(np.abs(c32 - g32))
+                interval = float(_study_interval(np.array([min(abs(c32), abs(g32))],
+                                                          np.float32), eps_rule)[0])  # fmt: skip
+            else:
+                d = abs(v - k)
+                interval = float(spacing(min(abs(v), abs(k)), fmt.name, "ulp"))
+            eps = 0.0 if v == k else (d / interval if interval else math.inf)
+            rel = d / abs(v) if v != 0 and v == v else math.nan
+        if v == k:
+            d, rel = 0.0, (0.0 if v != 0 else math.nan)
+        return Element(
+            index=i,
+            coords=coords,
+            validation=v,
+            kernel=k,
+            validation_bits=_orig_bits(va, i, v_fmt) if v_fmt.name == v_name and rv is None
+            else _bits_hex(v, v_fmt),
+            kernel_bits=_orig_bits(ka, i, k_fmt) if k_fmt.name == k_name else _bits_hex(k, k_fmt),
+            validation_format=v_fmt.name,
+            kernel_format=k_fmt.name,
+            validation_input=float(np.asarray(v_in, dtype=np.float64)[0]),
+            abs_diff=d,
+            rel_diff=rel,
+            epsilon_diff=eps,
+        )
+
+    return element
+
+
 def compare(
     validation: Any,
     kernel: Any,
@@ -1300,17 +1364,7 @@ def compare(
     k_cmp_name = "fp32" if quirks is not None and _FMTS[k_name].bits > 32 else k_name
     pack32 = _FMTS[v_cmp_name].bits <= 32 and _FMTS[k_cmp_name].bits <= 32
 
-    def prepare(vc: np.ndarray, kc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        v64 = vc.astype(np.float64)
-        k64 = kc.astype(np.float64)
-        if quirks is not None:
-            # C: the validation is a float ((float)acc), then truncf to f16 and back
-            with np.errstate(over="ignore", invalid="ignore"):
-                v64 = v64.astype(np.float32).astype(np.float64)
-                k64 = k64.astype(np.float32).astype(np.float64)
-        if rv is not None:
-            v64 = _round_to(v64, rv)
-        return v64, k64
+    prepare = _preparer(quirks, rv)
 
     acc = _Accumulator(fmt=fmt, quirks=quirks, top=top, allclose=tol, equal_nan=equal_nan,
                        pack32=pack32, on_grid=(v_cmp_name == fmt.name, k_cmp_name == fmt.name))
@@ -1319,43 +1373,75 @@ def compare(
         acc.add(start, v64, k64)
 
     shape = tuple(int(s) for s in va.shape)
-    v_fmt, k_fmt = _FMTS[v_cmp_name], _FMTS[k_cmp_name]
-    eps_rule = "ulp" if quirks is None else quirks.epsilon_rule
-
-    def element(i: int) -> Element:
-        coords = tuple(int(c) for c in np.unravel_index(i, shape)) if shape else ()
-        v_in = np.asarray(va.flat[i]).reshape(1)
-        v64, k64 = prepare(v_in, np.asarray(ka.flat[i]).reshape(1))
-        v, k = float(v64[0]), float(k64[0])
-        with np.errstate(all="ignore"):
-            if quirks is not None:
-                c32, g32 = np.float32(v), np.float32(k)
-                d = float(np.abs(c32 - g32))
-                interval = float(_study_interval(np.array([min(abs(c32), abs(g32))],
-                                                          np.float32), eps_rule)[0])  # fmt: skip
-            else:
-                d = abs(v - k)
-                interval = float(spacing(min(abs(v), abs(k)), fmt.name, "ulp"))
-            eps = 0.0 if v == k else (d / interval if interval else math.inf)
-            rel = d / abs(v) if v != 0 and v == v else math.nan
-        if v == k:
-            d, rel = 0.0, (0.0 if v != 0 else math.nan)
-        return Element(
-            index=i,
-            coords=coords,
-            validation=v,
-            kernel=k,
-            validation_bits=_orig_bits(va, i, v_fmt) if v_fmt.name == v_name and rv is None
-            else _bits_hex(v, v_fmt),
-            kernel_bits=_orig_bits(ka, i, k_fmt) if k_fmt.name == k_name else _bits_hex(k, k_fmt),
-            validation_format=v_fmt.name,
-            kernel_format=k_fmt.name,
-            validation_input=float(np.asarray(v_in, dtype=np.float64)[0]),
-            abs_diff=d,
-            rel_diff=rel,
-            epsilon_diff=eps,
-        )
+    element = _element_reader(va, ka, fmt, quirks, rv, prepare, v_name, k_name, v_cmp_name, k_cmp_name)
 
     return acc.result(shape=shape, element=element,
                       round_validation=None if rv is None else rv.name,
                       input_dtypes=(v_name, k_name))
+
+
+def _study_differing(validation: Any, kernel: Any, chunk: int = DEFAULT_CHUNK) -> tuple[np.ndarray, float]:
+    """(flat indices where the study verifier sees ``v != k``, max over all elements of
+    max(|v|, |k|) as C's std::max takes it): what :func:`_study_compare` needs of the equal
+    elements. The same for every run set, so a caller comparing one pair under several run sets
+    computes it once."""
+    flat_v = np.asarray(validation).reshape(-1)
+    flat_k = np.asarray(kernel).reshape(-1)
+    n = int(flat_v.size)
+    differing = []
+    max_mag = 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, n, chunk):
+            stop = min(start + chunk, n)
+            # the values compare() sees, as float32: (float)v rounded to fp16, and (float)k
+            vc = flat_v[start:stop]
+            v16 = vc if vc.dtype == np.float16 else vc.astype(np.float32).astype(np.float16)
+            v32 = v16.astype(np.float32)
+            k32 = flat_k[start:stop].astype(np.float32)
+            differing.append(np.flatnonzero(v32 != k32) + start)
+            av, ak = np.abs(v32), np.abs(k32)
+            mag = np.where(av < ak, ak, av)  # C's std::max: a NaN |c| is kept, then never wins
+            if mag.size:
+                max_mag = max(max_mag, float(np.fmax.reduce(mag)))
+    return (np.concatenate(differing) if differing else np.zeros(0, np.int64)), max_mag
+
+
+def _study_compare(validation: Any, kernel: Any, *, study_quirks: Any, chunk: int = DEFAULT_CHUNK,
+                   differing: tuple[np.ndarray, float] | None = None) -> ComparisonResult:  # fmt: skip
+    """:func:`compare` in study mode (fp16), visiting only the elements that differ.
+
+    The study verifier's fields (SPEC §3) depend on the equal elements only through their count
+    and the RMS denominator's max(|v|, |k|); both are taken in one cheap pass over float32 copies,
+    and the per-element loop then runs over the differing elements alone, in their order. Every
+    study field, and the elements at the maxima, equal :func:`compare`'s bit for bit (tested).
+    The other metrics of the result (MLU-OPS, allclose, MIOpen's RMS, histograms) cover only the
+    differing elements: this is the fast path of :func:`validation.verifier.study_line_of`, not a
+    general comparison.
+    """
+    va = np.asarray(validation)
+    ka = np.asarray(kernel)
+    if va.shape != ka.shape:
+        raise ValueError(f"shapes differ: validation {va.shape}, kernel {ka.shape}")
+    quirks = resolve_study_quirks(study_quirks)
+    if quirks is None:
+        raise ValueError("study_quirks: a run set of the 2022 study is required")
+    fmt = rv = _FMTS["fp16"]
+    v_name, k_name = _dtype_name_of(va), _dtype_name_of(ka)
+    k_cmp_name = "fp32" if _FMTS[k_name].bits > 32 else k_name
+    prepare = _preparer(quirks, rv)
+    flat_v = va.reshape(-1)
+    flat_k = ka.reshape(-1)
+    n = int(va.size)
+    where, max_mag = _study_differing(flat_v, flat_k, chunk) if differing is None else differing
+    acc = _Accumulator(fmt=fmt, quirks=quirks, top=10, allclose=TORCH_TOLERANCES["fp16"], equal_nan=False,
+                       pack32=True, on_grid=(True, k_cmp_name == "fp16"))
+    for start in range(0, where.size, chunk):
+        sel = where[start:start + chunk]
+        v64, k64 = prepare(flat_v[sel], flat_k[sel])
+        acc.add(start, v64, k64)
+    acc.n = n
+    acc.n_exact += n - int(where.size)
+    acc.max_mag = max_mag
+    element_at = _element_reader(va, ka, fmt, quirks, rv, prepare, v_name, k_name, "fp16", k_cmp_name)
+    return acc.result(shape=tuple(int(s) for s in va.shape), element=lambda i: element_at(int(where[i])),
+                      round_validation="fp16", input_dtypes=(v_name, k_name))

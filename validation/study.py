@@ -577,20 +577,21 @@ def _zero_line(n: int, fmt: str):
                      ave_rel_diff=0.0, rms=0.0, line_format=fmt)
 
 
-def _line_fields(validation: np.ndarray, kernel16: np.ndarray, quirks: str) -> dict:
+def _line_fields(validation: np.ndarray, kernel16: np.ndarray, quirks: str, differing=None) -> dict:
     """The study verifier's printed fields for one (validation fp32, kernel fp16) pair. All-equal
     outputs with a nonzero element take a shortcut whose line is all zeros (the C verifier skips
-    exact elements and starts every maximum and sum at 0)."""
-    from .metrics import compare, resolve_study_quirks
-    from .verifier import format_study_line, study_line
+    exact elements and starts every maximum and sum at 0). ``differing``: the pair's
+    ``metrics._study_differing``, when the caller compares the pair under several run sets."""
+    from .metrics import _study_differing, resolve_study_quirks
+    from .verifier import format_study_line, study_line_of
 
     q = resolve_study_quirks(quirks)
-    with np.errstate(over="ignore"):
-        v16 = validation.astype(np.float16)
-    if np.array_equal(v16, kernel16) and np.any(kernel16 != 0):
+    if differing is None:
+        differing = _study_differing(validation, kernel16)
+    if differing[0].size == 0 and np.any(kernel16 != 0):
         line = _zero_line(int(validation.size), q.line_format)
     else:
-        line = study_line(compare(validation, kernel16, dtype_hint="fp16", study_quirks=q))
+        line = study_line_of(validation, kernel16, q, differing=differing)
     return {"fields": line.fields(), "line": format_study_line(line)}
 
 
@@ -623,6 +624,15 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
 
     memo: dict[tuple, dict] = {}
     member_arrays: dict[tuple, list] = {}
+    # (validator, kernel, member) → the pair's differing elements: shared by fair_1/2/3's lines
+    differing: dict[tuple, tuple] = {}
+
+    def fields(validation, k16, q, pair):
+        from .metrics import _study_differing
+
+        if pair not in differing:
+            differing[pair] = _study_differing(validation, k16)
+        return _line_fields(validation, k16, q, differing[pair])
 
     def finish(req: _Request, validation: np.ndarray):
         kspec = req.recipe.kernel
@@ -640,8 +650,9 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
                 v16 = validation.astype(np.float16).astype(np.float64)
             near = far = None
             members = []
-            for k16 in stream:
-                members.append(_line_fields(validation, k16, q))
+            for i, k16 in enumerate(stream):
+                members.append(fields(validation, k16, q, (req.recipe.validator, kspec, req.members,
+                                                           req.granularity, i)))
                 # the per-element envelope: each element's closest and farthest outcome
                 d = np.abs(k16.astype(np.float64) - v16)
                 d = np.where(np.isnan(d), np.inf, d)
@@ -656,7 +667,7 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
             res = {"mode": "ensemble", "members": members + envelope, "granularity": req.granularity,
                    "n_split": int(ens.parts.shape[0])}
         else:
-            res = {"mode": "exact", **_line_fields(validation, kernels16[kspec], q)}
+            res = {"mode": "exact", **fields(validation, kernels16[kspec], q, (req.recipe.validator, kspec))}
         memo[same] = res
         res["recipe"] = req.recipe.label()
         results[req.key] = res
@@ -696,6 +707,7 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
             if req.recipe.validator == v:
                 finish(req, validation)
         del validation
+        differing.clear()
         for s in list(kernels32):  # keep fp32 kernels only while a later validator needs them
             if s not in vspecs[vspecs.index(v) + 1:] and s not in atomic:
                 kernels32.pop(s)

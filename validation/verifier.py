@@ -60,6 +60,7 @@ from .metrics import (
     StudyQuirks,
     _FMTS,
     _json_float,
+    _study_compare,
     _to_native,
     compare,
     resolve_dtype,
@@ -81,6 +82,7 @@ __all__ = [
     "StudyTail",
     "StudyLine",
     "study_line",
+    "study_line_of",
     "format_study_line",
     "parse_study_line",
 ]
@@ -607,6 +609,17 @@ def study_line(result: ComparisonResult, *, tail: StudyTail | None = None,
         line_format=fmt,
         tail=tail,
     )
+
+
+def study_line_of(validation: Any, kernel: Any, run_set: str | StudyQuirks, *,
+                  tail: StudyTail | None = None, line_format: str | None = None,
+                  differing: tuple[np.ndarray, float] | None = None) -> StudyLine:
+    """The study verifier's line for a (validation, kernel) pair, computed on the differing
+    elements only: the same line as ``study_line(compare(validation, kernel, dtype_hint="fp16",
+    study_quirks=run_set))``, several times faster when most elements are equal. ``differing``:
+    ``metrics._study_differing(validation, kernel)``, shared by the run sets of one pair."""
+    return study_line(_study_compare(validation, kernel, study_quirks=run_set, differing=differing), tail=tail,
+                      line_format=line_format)
 
 
 def format_study_line(line: StudyLine | ComparisonResult, *, tail: StudyTail | None = None,

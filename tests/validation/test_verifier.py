@@ -21,6 +21,7 @@ from validation.verifier import (
     parse_study_line,
     preset,
     study_line,
+    study_line_of,
     verdict,
     verify,
 )
@@ -337,3 +338,62 @@ def test_study_pass_rates_reproduce():
             for line in (root / f"verify_f16_{combo}_{rng}.txt").read_text().splitlines():
                 passed += parse_study_line(line).max_epsilon_diff <= limit
         assert passed == expected, rng
+
+
+# --- the study line's fast path ------------------------------------------------------------------
+
+
+def _adversarial_pair(rng, n, k_dtype):
+    """A validation (fp32) and kernel pair mixing equal elements, one-ulp and far differences,
+    NaN, ±inf, signed zeros, subnormals, fp16 overflow, rounding ties and values near the
+    study's 1.0004e-3 relOld threshold."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _adversarial_values(rng, n, k_dtype)
+
+
+def _adversarial_values(rng, n, k_dtype):
+    v = rng.standard_normal(n).astype(np.float32) * np.float32(4.0) ** rng.integers(-6, 6, n).astype(np.float32)
+    v16 = v.astype(np.float16)
+    k = v16.copy()
+    pick = rng.random(n)
+    ulp = np.spacing(np.abs(v16)).astype(np.float16)
+    k = np.where(pick < 0.15, k + ulp, k)
+    k = np.where((pick >= 0.15) & (pick < 0.2), -k, k)
+    k = np.where((pick >= 0.2) & (pick < 0.23), (k.astype(np.float32) * 3).astype(np.float16), k)
+    specials32 = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 6e-8, -3e-8, 1e-5, 65504.0, 65520.0, 70000.0,
+                           1.0004e-3, -1.0004e-3, 1.0e-3, 1 + 2.0 ** -11, 2048 + 1.0], np.float32)
+    for arr in (v, k):
+        at = rng.random(n) < 0.05
+        arr[at] = specials32[rng.integers(0, specials32.size, int(at.sum()))].astype(arr.dtype)
+    return v, k.astype(k_dtype)
+
+
+@pytest.mark.parametrize("run_set", ["fair_1", "fair_2", "fair_3", "fair_rand0"])
+@pytest.mark.parametrize("k_dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("seed", range(6))
+def test_study_line_of_equals_the_full_comparison(run_set, k_dtype, seed):
+    from validation.metrics import _study_compare
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 5000))
+    v, k = _adversarial_pair(rng, n, k_dtype)
+    if seed == 0:  # all equal but one
+        with np.errstate(over="ignore"):
+            k = v.astype(np.float16).astype(k_dtype)
+        k[n // 2] = np.float16(1.5) if v[n // 2] != 1.5 else np.float16(2.0)
+    if seed == 1:
+        v = v.astype(np.float64)  # a float64 validation goes through (float) first
+    if seed == 2:  # finite, and the largest magnitude (the RMS denominator) on an equal element
+        v = rng.uniform(-2, 2, n).astype(np.float32)
+        k = v.astype(np.float16)
+        k[::7] += np.float16(2.0 ** -9)
+        v[n // 3], k[n // 3] = 1000.0, 1000.0
+        k = k.astype(k_dtype)
+    want = study_line(compare(v, k, dtype_hint="fp16", study_quirks=run_set, chunk=257))
+    got = study_line_of(v, k, run_set)
+    assert format_study_line(got) == format_study_line(want)
+    assert got.fields() == want.fields()
+    # chunk boundaries of the fast path
+    got_small = study_line(_study_compare(v.reshape(-1, 1) if n % 2 else v, k.reshape(-1, 1) if n % 2 else k,
+                                          study_quirks=run_set, chunk=97))
+    assert got_small.fields() == want.fields()
