@@ -92,7 +92,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from emu._jit import jit as _jit
+from emu._jit import prange as _prange
 from emu.formats import BF16, FP16, FP32
+from emu.kernels._scalar import round_to_fp16_rne
 from emu.rounding import round_float64
 
 __all__ = [
@@ -1380,30 +1383,47 @@ def compare(
                       input_dtypes=(v_name, k_name))
 
 
-def _study_differing(validation: Any, kernel: Any, chunk: int = DEFAULT_CHUNK) -> tuple[np.ndarray, float]:
+def _study_differing(validation: Any, kernel: Any) -> tuple[np.ndarray, float]:
     """(flat indices where the study verifier sees ``v != k``, max over all elements of
     max(|v|, |k|) as C's std::max takes it): what :func:`_study_compare` needs of the equal
     elements. The same for every run set, so a caller comparing one pair under several run sets
     computes it once."""
     flat_v = np.asarray(validation).reshape(-1)
     flat_k = np.asarray(kernel).reshape(-1)
-    n = int(flat_v.size)
-    differing = []
-    max_mag = 0.0
     with np.errstate(over="ignore", invalid="ignore"):
-        for start in range(0, n, chunk):
-            stop = min(start + chunk, n)
-            # the values compare() sees, as float32: (float)v rounded to fp16, and (float)k
-            vc = flat_v[start:stop]
-            v16 = vc if vc.dtype == np.float16 else vc.astype(np.float32).astype(np.float16)
-            v32 = v16.astype(np.float32)
-            k32 = flat_k[start:stop].astype(np.float32)
-            differing.append(np.flatnonzero(v32 != k32) + start)
-            av, ak = np.abs(v32), np.abs(k32)
-            mag = np.where(av < ak, ak, av)  # C's std::max: a NaN |c| is kept, then never wins
-            if mag.size:
-                max_mag = max(max_mag, float(np.fmax.reduce(mag)))
-    return (np.concatenate(differing) if differing else np.zeros(0, np.int64)), max_mag
+        v32 = flat_v if flat_v.dtype == np.float32 else flat_v.astype(np.float32)  # (float)v
+        if flat_k.dtype == np.float16:
+            k32 = _F16_VALUES[flat_k.view(np.uint16)]
+        else:
+            k32 = flat_k if flat_k.dtype == np.float32 else flat_k.astype(np.float32)
+    mask = np.empty(v32.size, np.bool_)
+    block_max = np.zeros(-(-v32.size // _DIFF_BLOCK) or 1, np.float32)
+    _study_differing_pass(v32, k32, mask, block_max, _DIFF_BLOCK)
+    return np.flatnonzero(mask), float(block_max.max())
+
+
+#: fp16 bit pattern → its value as float32
+_F16_VALUES = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+_DIFF_BLOCK = 1 << 16
+
+
+@_jit(parallel=True)
+def _study_differing_pass(v32, k32, mask, block_max, block):
+    """mask[i] = (fp16 RNE of v32[i]) != k32[i], compared as values (−0 == +0, NaN != NaN);
+    block_max[b] = max over block b of C's std::max(|c|, |g|), NaN never winning (from 0).
+    Parallel over blocks; each block's maximum is exact, so any thread count gives the same."""
+    n = v32.size
+    for b in _prange(block_max.size):
+        best = np.float32(0.0)
+        for i in range(b * block, min(n, (b + 1) * block)):
+            c = round_to_fp16_rne(np.float64(v32[i]))
+            g = k32[i]
+            mask[i] = not (c == g)
+            ac, ag = abs(c), abs(g)
+            m = ag if ac < ag else ac
+            if m > best:
+                best = m
+        block_max[b] = best
 
 
 def _study_compare(validation: Any, kernel: Any, *, study_quirks: Any, chunk: int = DEFAULT_CHUNK,
@@ -1432,7 +1452,7 @@ def _study_compare(validation: Any, kernel: Any, *, study_quirks: Any, chunk: in
     flat_v = va.reshape(-1)
     flat_k = ka.reshape(-1)
     n = int(va.size)
-    where, max_mag = _study_differing(flat_v, flat_k, chunk) if differing is None else differing
+    where, max_mag = _study_differing(flat_v, flat_k) if differing is None else differing
     acc = _Accumulator(fmt=fmt, quirks=quirks, top=10, allclose=TORCH_TOLERANCES["fp16"], equal_nan=False,
                        pack32=True, on_grid=(True, k_cmp_name == "fp16"))
     for start in range(0, where.size, chunk):
