@@ -654,7 +654,8 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
                 members.append(fields(validation, k16, q, (req.recipe.validator, kspec, req.members,
                                                            req.granularity, i)))
                 # the per-element envelope: each element's closest and farthest outcome
-                d = np.abs(k16.astype(np.float64) - v16)
+                with np.errstate(invalid="ignore"):  # inf − inf: NaN, then the farthest
+                    d = np.abs(k16.astype(np.float64) - v16)
                 d = np.where(np.isnan(d), np.inf, d)
                 if near is None:
                     near, dn, far, df = k16.copy(), d, k16.copy(), d
