@@ -28,6 +28,8 @@ from .._jit import jit
 
 LANES = 128
 ROWS = 16
+#: k values per block in kernels that run every row of a task over one block of B at a time
+K_BLOCK = 256
 FP16_EMIN = -14
 
 # Layout of the int64 parameter vector every kernel takes (emu.units.UnitParams order).

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._jit import jit, prange
 from ._scalar import FP32_MIN_NORMAL, flush_keep_sign, flush_to_plus_zero
-from ._tiles import LANES, P_FLUSH_C, P_FLUSH_OUT, a_of, c_at, lane, task_bounds, task_grid
+from ._tiles import K_BLOCK, LANES, P_FLUSH_C, P_FLUSH_OUT, ROWS, a_of, c_at, lane, task_bounds, task_grid
 
 TINY32 = np.float32(FP32_MIN_NORMAL)
 
@@ -32,19 +32,25 @@ def fma32(A, B, C, out, prm):
     n_tasks, n_rb = task_grid(M, N)
     for t in prange(n_tasks):
         n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
-        acc = np.empty(LANES, np.float32)
+        acc = np.empty((ROWS, LANES), np.float32)
         for m in range(m0, m1):
             for j in range(w):
                 c = c_at(C, m, n0 + j)
-                acc[j] = flush_to_plus_zero(c, TINY32) if flush_c else c
-            for k in range(K):
-                ak = a_of(A, m, k, n0, w)
-                Bk = B[k, n0:n0 + w]
-                for j in range(w):
-                    acc[j] = acc[j] + lane(ak, j) * Bk[j]
-                if flush_out and k == 0:
+                acc[m - m0, j] = flush_to_plus_zero(c, TINY32) if flush_c else c
+        # K in blocks, every row per block: B's block stays in cache (see fp64_acc)
+        for k0 in range(0, K, K_BLOCK):
+            k1 = min(K, k0 + K_BLOCK)
+            for m in range(m0, m1):
+                am = acc[m - m0]
+                for k in range(k0, k1):
+                    ak = a_of(A, m, k, n0, w)
+                    Bk = B[k, n0:n0 + w]
                     for j in range(w):
-                        acc[j] = flush_keep_sign(acc[j], TINY32)
+                        am[j] = am[j] + lane(ak, j) * Bk[j]
+                    if flush_out and k == 0:
+                        for j in range(w):
+                            am[j] = flush_keep_sign(am[j], TINY32)
+        for m in range(m0, m1):
             outm = out[m, n0:n0 + w]
             for j in range(w):
-                outm[j] = acc[j]
+                outm[j] = acc[m - m0, j]

@@ -1,0 +1,67 @@
+"""Kernels over a long K (backward-weight GEMMs: K up to millions) against a plain numpy loop.
+
+The simple kernels (fp32 FMA chains, fp64 accumulation) walk K in blocks with every row of a
+task per block, so that B's block stays in cache. Each output must still add its products
+strictly in k order, with the fp64 rounding to fp32 at every group end counted from k = 0, across
+block, row-block and lane-block boundaries. The reference: numpy, one k at a time over all
+outputs, bit for bit.
+"""
+
+import numpy as np
+import pytest
+
+import emu
+from models import kernels as kernel_models
+from models import unit
+
+
+def _operands(seed, M, N, K):
+    rng = np.random.default_rng(seed)
+    # magnitudes spread over 2^-12 … 2^12 so that fp32 rounding acts at every step
+    scale = np.float32(2.0) ** rng.integers(-6, 7, size=(M, K)).astype(np.float32)
+    a = (rng.uniform(-1, 1, (M, K)).astype(np.float32) * scale).astype(np.float16)
+    b = (rng.uniform(-1, 1, (K, N)).astype(np.float32) * np.float32(2.0) ** rng.integers(-6, 7, size=(K, N))
+         .astype(np.float32)).astype(np.float16)
+    c = rng.uniform(-4, 4, (M, N)).astype(np.float32)
+    return a, b, c
+
+
+def _reference_fma32(a, b, c):
+    acc = c.copy()
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    for k in range(a.shape[1]):
+        acc = acc + a32[:, k:k + 1] * b32[k:k + 1, :]  # fp16·fp16 is exact in fp32: one rounding
+    return acc
+
+
+def _reference_fp64(a, b, c, group, each):
+    acc = c.astype(np.float64)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    K = a.shape[1]
+    for k in range(K):
+        acc = acc + a64[:, k:k + 1] * b64[k:k + 1, :]
+        if each and (k + 1) % group == 0 and k + 1 < K:
+            acc = acc.astype(np.float32).astype(np.float64)
+    return acc.astype(np.float32)
+
+
+SHAPES = [(37, 300, 1000), (17, 129, 2049), (1, 5, 777)]
+
+
+@pytest.mark.parametrize("M,N,K", SHAPES)
+def test_fma32_long_k(M, N, K):
+    a, b, c = _operands(M + K, M, N, K)
+    got = emu.dot_add(a[:, None, :], b.T[None], c, unit("fma32"))
+    assert np.array_equal(got.view(np.uint32), _reference_fma32(a, b, c).view(np.uint32))
+
+
+@pytest.mark.parametrize("M,N,K", SHAPES)
+@pytest.mark.parametrize("name,validating", [("cpu-validation-2022", "nonxdlops"), ("cpu-validation-2022", "xdlops"),
+                                             ("cpu-acc4", None)])
+def test_fp64_validators_long_k(M, N, K, name, validating):
+    u = kernel_models.kernel(name, validating=validating).unit if validating else kernel_models.kernel(name).unit
+    p = u.params
+    a, b, c = _operands(M * 7 + K, M, N, K)
+    got = emu.dot_add(a[:, None, :], b.T[None], c, u)
+    want = _reference_fp64(a, b, c, p.group_size, bool(p.round_each_group))
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
