@@ -61,6 +61,9 @@ from typing import Any
 
 import numpy as np
 
+from emu._jit import jit as _jit
+from emu._jit import prange as _prange
+
 __all__ = [
     "RANGES",
     "RUN_SETS",
@@ -102,7 +105,7 @@ _PASS_ELEMENTS = 300_000_000
 #: Ensemble members × elements kept in memory (fp16) to share the members between validators.
 _MEMBER_ELEMENTS = 40_000_000
 #: Bump when the ensemble's members or their meaning change (part of the atomic lines' cache key).
-ENSEMBLE_VERSION = 2
+ENSEMBLE_VERSION = 3
 
 _FILE_RE = re.compile(r"^verify_f16_(xdlops|nonxdlops)_(pv|pv-with-gpu)_rand(\d+)\.txt$")
 _DIR_RE = re.compile(r"^verify_results_(.+)_(MI\d+)$")
@@ -455,29 +458,57 @@ class _Partials:
         self.parts = np.zeros((n_split, size), np.float32)
         self.tiles = np.zeros(size, np.float32)
 
-    def member(self, rng: np.random.Generator, granularity: str) -> np.ndarray:
-        """One ensemble member, fp16: the partials added onto a zeroed fp32 workspace (RNE each
-        add) in a random order per element (or per output tile), then RNE to fp16."""
-        s, size = self.parts.shape
-        if granularity == "element":
-            idx = rng.permuted(np.broadcast_to(np.arange(s, dtype=np.int64)[:, None], (s, size)), axis=0)
-        else:
-            tiles = self.tiles.astype(np.int64)
-            perm = rng.permuted(np.broadcast_to(np.arange(s, dtype=np.int64)[:, None], (s, int(tiles.max()) + 1)), axis=0)
-            idx = perm[:, tiles]
-        flat = self.parts.ravel()
-        cols = np.arange(size, dtype=np.int64)
-        ws = np.zeros(size, np.float32)
-        for step in range(s):
-            ws += np.take(flat, idx[step] * size + cols)
+    def member(self, index: int, granularity: str) -> np.ndarray:
+        """Ensemble member ``index``, fp16: for every element the partials added onto a zeroed
+        fp32 workspace (RNE each add) in a random order of its own (or its output tile's), then
+        RNE to fp16. The orders come from a counter-based generator keyed by (seed, index,
+        element or tile): any member can be drawn alone, in parallel, the same on every run."""
+        out = np.empty(self.parts.shape[1], np.float32)
+        keys = self.tiles.astype(np.int64) if granularity == "tile" else np.arange(out.size, dtype=np.int64)
+        _atomic_member(self.parts, keys, np.uint64(ENSEMBLE_SEED), np.uint64(index), out)
         with np.errstate(over="ignore"):
-            return ws.astype(np.float16)
+            return out.astype(np.float16)
 
     def members(self, count: int, granularity: str):
         """The ``count`` members of this ensemble (the same for every validator: seeded)."""
-        rng = np.random.default_rng([ENSEMBLE_SEED, count])
-        for _ in range(count):
-            yield self.member(rng, granularity)
+        for index in range(count):
+            yield self.member(index, granularity)
+
+
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@_jit
+def _splitmix(x):
+    """splitmix64's finaliser: a well-mixed uint64 of a uint64."""
+    x = (x ^ (x >> np.uint64(30))) * _MIX1
+    x = (x ^ (x >> np.uint64(27))) * _MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+@_jit(parallel=True)
+def _atomic_member(parts, keys, seed, index, out):
+    """out[i] = the fp32 sum of parts[:, i] added one by one onto +0 in a random order drawn
+    (Fisher–Yates) from the stream keyed by (seed, index, keys[i]). Parallel over elements only."""
+    s, size = parts.shape
+    block = 4096
+    for b in _prange((size + block - 1) // block):
+        perm = np.empty(s, np.int64)
+        for i in range(b * block, min(size, (b + 1) * block)):
+            state = _splitmix(seed * _GOLDEN + _splitmix(index * _GOLDEN + _splitmix(np.uint64(keys[i]))))
+            for j in range(s):
+                perm[j] = j
+            for j in range(s - 1, 0, -1):
+                state = state + _GOLDEN
+                r = _splitmix(state)
+                pick = np.int64(((r >> np.uint64(11)) * np.uint64(j + 1)) >> np.uint64(53))  # < j + 1
+                perm[j], perm[pick] = perm[pick], perm[j]
+            ws = np.float32(0.0)
+            for j in range(s):
+                ws = ws + parts[perm[j], i]
+            out[i] = ws
 
 
 def _emulate(op, problem, specs: Sequence[tuple], atomic: set) -> dict:

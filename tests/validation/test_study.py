@@ -301,3 +301,51 @@ def test_fair_rand0_is_compared_with_the_spread_of_stand_in_seeds(measured, tmp_
     assert gpu_validated and all(x.ok and x.fields["n_exact"] == x.fields["n"] for x in gpu_validated)
     md = (tmp_path / "report.md").read_text()
     assert "fair_rand0: distributions only" in md and "time seed" in md
+
+
+# --- atomic-order ensemble members ---------------------------------------------------------------
+
+
+def _order_outcomes(col):
+    """Every fp32 sum of one element's partials added onto +0 in some order."""
+    import itertools
+
+    outs = set()
+    for perm in itertools.permutations(range(col.size)):
+        ws = np.float32(0.0)
+        for i in perm:
+            ws = np.float32(ws + col[i])
+        outs.add(float(ws))
+    return outs
+
+
+def test_ensemble_members_are_sums_in_some_order_and_draw_every_order():
+    import numba
+
+    rng = np.random.default_rng(7)
+    s, size = 3, 4000
+    parts = study._Partials(s, size)
+    # 1, 2^-24 and −1 in shuffled roles: the six orders give 0, 2^-24 or 2^-23-ish sums
+    base = np.array([1.0, 2.0 ** -24, -1.0], np.float32)
+    parts.parts[:] = np.stack([rng.permutation(base) for _ in range(size)], axis=1)
+    parts.tiles[:] = np.arange(size) // 8
+    seen = set()
+    for index in range(4):
+        m = study._Partials.member(parts, index, "element").astype(np.float32)
+        for i in range(0, size, 97):
+            assert float(m[i]) in _order_outcomes(parts.parts[:, i].copy())
+        seen |= set(m.tolist())
+    # every outcome an order can give appears somewhere (the orders are drawn, not fixed)
+    assert {float(np.float16(x)) for x in _order_outcomes(base)} <= seen
+    # tile granularity: the same order for every element of a tile (same partials → same value)
+    parts.parts[:] = np.repeat(parts.parts[:, ::8], 8, axis=1)
+    t = study._Partials.member(parts, 1, "tile")
+    assert np.array_equal(t.reshape(-1, 8).view(np.uint16), np.repeat(t[::8, None], 8, axis=1).view(np.uint16))
+    # reproducible, and the same for any thread count
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = study._Partials.member(parts, 2, "element")
+    finally:
+        numba.set_num_threads(threads)
+    assert np.array_equal(one.view(np.uint16), study._Partials.member(parts, 2, "element").view(np.uint16))
