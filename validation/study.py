@@ -63,6 +63,7 @@ import numpy as np
 
 from emu._jit import jit as _jit
 from emu._jit import prange as _prange
+from emu.kernels._scalar import round_to_fp16_rne
 
 __all__ = [
     "RANGES",
@@ -105,7 +106,10 @@ _PASS_ELEMENTS = 300_000_000
 #: Ensemble members × elements kept in memory (fp16) to share the members between validators.
 _MEMBER_ELEMENTS = 40_000_000
 #: Bump when the ensemble's members or their meaning change (part of the atomic lines' cache key).
-ENSEMBLE_VERSION = 3
+ENSEMBLE_VERSION = 5
+#: The envelope's random orders: at most this many, and at most ENVELOPE_ADDS fp32 adds in all.
+ENVELOPE_ORDERS = 8192
+ENVELOPE_ADDS = 2_000_000_000
 
 _FILE_RE = re.compile(r"^verify_f16_(xdlops|nonxdlops)_(pv|pv-with-gpu)_rand(\d+)\.txt$")
 _DIR_RE = re.compile(r"^verify_results_(.+)_(MI\d+)$")
@@ -469,10 +473,47 @@ class _Partials:
         with np.errstate(over="ignore"):
             return out.astype(np.float16)
 
+    def envelope(self, validation16: np.ndarray, count: int, granularity: str) -> tuple[np.ndarray, np.ndarray]:
+        """(closest, farthest) fp16 outcome per element over ``count`` random orders (members
+        0 … count−1) and the four sorted orders."""
+        size = self.parts.shape[1]
+        keys = self.tiles.astype(np.int64) if granularity == "tile" else np.arange(size, dtype=np.int64)
+        near = np.empty(size, np.float32)
+        far = np.empty(size, np.float32)
+        _atomic_envelope(self.parts, keys, np.uint64(ENSEMBLE_SEED), count, validation16, near, far)
+        near, far = near.astype(np.float16), far.astype(np.float16)
+        dn = _distance(near, validation16)
+        df = _distance(far, validation16)
+        for k16 in self.sorted_members():
+            d = _distance(k16, validation16)
+            closer, farther = d < dn, d > df
+            near[closer], dn = k16[closer], np.where(closer, d, dn)
+            far[farther], df = k16[farther], np.where(farther, d, df)
+        return near, far
+
+    def sorted_members(self):
+        """Four more orders per element: partials by value ascending and descending, and by
+        magnitude ascending and descending (fp16, as :meth:`member`). Cancellation and
+        absorption are largest at these orders, where random orders rarely go."""
+        parts = self.parts
+        for key in (parts, -parts, np.abs(parts), -np.abs(parts)):
+            order = np.argsort(key, axis=0, kind="stable")
+            ws = np.zeros(parts.shape[1], np.float32)
+            for row in np.take_along_axis(parts, order, axis=0):
+                ws += row
+            with np.errstate(over="ignore"):
+                yield ws.astype(np.float16)
+
     def members(self, count: int, granularity: str):
         """The ``count`` members of this ensemble (the same for every validator: seeded)."""
         for index in range(count):
             yield self.member(index, granularity)
+
+
+def _distance(k16: np.ndarray, v16: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):  # inf − inf: NaN, counted as the farthest
+        d = np.abs(k16.astype(np.float64) - v16)
+    return np.where(np.isnan(d), np.inf, d)
 
 
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -509,6 +550,42 @@ def _atomic_member(parts, keys, seed, index, out):
             for j in range(s):
                 ws = ws + parts[perm[j], i]
             out[i] = ws
+
+
+@_jit(parallel=True)
+def _atomic_envelope(parts, keys, seed, count, v16, near, far):
+    """Per element, over the orders of members 0 … count−1 (the same orders as
+    :func:`_atomic_member`): the fp16 outcome closest to ``v16`` (the validation in fp16, as
+    float64) and the farthest (NaN distances count as infinite; ties keep the first)."""
+    s, size = parts.shape
+    block = 1024
+    for b in _prange((size + block - 1) // block):
+        perm = np.empty(s, np.int64)
+        for i in range(b * block, min(size, (b + 1) * block)):
+            dn = np.inf
+            df = -1.0
+            for index in range(count):
+                state = _splitmix(seed * _GOLDEN + _splitmix(np.uint64(index) * _GOLDEN + _splitmix(np.uint64(keys[i]))))
+                for j in range(s):
+                    perm[j] = j
+                for j in range(s - 1, 0, -1):
+                    state = state + _GOLDEN
+                    r = _splitmix(state)
+                    pick = np.int64(((r >> np.uint64(11)) * np.uint64(j + 1)) >> np.uint64(53))
+                    perm[j], perm[pick] = perm[pick], perm[j]
+                ws = np.float32(0.0)
+                for j in range(s):
+                    ws = ws + parts[perm[j], i]
+                x = round_to_fp16_rne(np.float64(ws))
+                d = abs(np.float64(x) - v16[i])
+                if d != d:
+                    d = np.inf
+                if index == 0 or d < dn:
+                    near[i] = x
+                    dn = d
+                if index == 0 or d > df:
+                    far[i] = x
+                    df = d
 
 
 def _emulate(op, problem, specs: Sequence[tuple], atomic: set) -> dict:
@@ -657,6 +734,7 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
     member_arrays: dict[tuple, list] = {}
     # (validator, kernel, member) → the pair's differing elements: shared by fair_1/2/3's lines
     differing: dict[tuple, tuple] = {}
+    envelopes: dict[tuple, tuple] = {}
 
     def fields(validation, k16, q, pair):
         from .metrics import _study_differing
@@ -679,21 +757,15 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
             stream = member_arrays.get(mkey) or ens.members(req.members, req.granularity)
             with np.errstate(over="ignore"):
                 v16 = validation.astype(np.float16).astype(np.float64)
-            near = far = None
-            members = []
-            for i, k16 in enumerate(stream):
-                members.append(fields(validation, k16, q, (req.recipe.validator, kspec, req.members,
-                                                           req.granularity, i)))
-                # the per-element envelope: each element's closest and farthest outcome
-                with np.errstate(invalid="ignore"):  # inf − inf: NaN, then the farthest
-                    d = np.abs(k16.astype(np.float64) - v16)
-                d = np.where(np.isnan(d), np.inf, d)
-                if near is None:
-                    near, dn, far, df = k16.copy(), d, k16.copy(), d
-                else:
-                    closer, farther = d < dn, d > df
-                    near[closer], dn = k16[closer], np.where(closer, d, dn)
-                    far[farther], df = k16[farther], np.where(farther, d, df)
+            members = [fields(validation, k16, q, (req.recipe.validator, kspec, req.members, req.granularity, i))
+                       for i, k16 in enumerate(stream)]
+            # the per-element envelope: each element's closest and farthest outcome over many more
+            # random orders than the members (as many as ENVELOPE_ADDS allows) and the sorted orders
+            n_orders = max(req.members, min(ENVELOPE_ORDERS, ENVELOPE_ADDS // max(1, ens.parts.size)))
+            ekey = (kspec, req.recipe.validator, req.members, req.granularity)
+            if ekey not in envelopes:  # one per validator: the run sets' lines share it
+                envelopes[ekey] = ens.envelope(v16, n_orders, req.granularity)
+            near, far = envelopes[ekey]
             envelope = [dict(_line_fields(validation, near, q), envelope="closest"),
                         dict(_line_fields(validation, far, q), envelope="farthest")]
             res = {"mode": "ensemble", "members": members + envelope, "granularity": req.granularity,

@@ -349,3 +349,19 @@ def test_ensemble_members_are_sums_in_some_order_and_draw_every_order():
     finally:
         numba.set_num_threads(threads)
     assert np.array_equal(one.view(np.uint16), study._Partials.member(parts, 2, "element").view(np.uint16))
+
+
+def test_envelope_reaches_the_extreme_orders():
+    """The per-element envelope (many random orders plus the sorted ones) finds, for every
+    element, the closest and the farthest outcome any order gives (s = 3: all 6 orders)."""
+    rng = np.random.default_rng(11)
+    s, size = 3, 500
+    parts = study._Partials(s, size)
+    parts.parts[:] = (rng.standard_normal((s, size)) * 2.0 ** rng.integers(-12, 12, (s, size))).astype(np.float32)
+    v16 = parts.parts.astype(np.float64).sum(axis=0).astype(np.float16).astype(np.float64)
+    near, far = parts.envelope(v16, 256, "element")
+    for i in range(size):
+        outs = np.array(sorted(_order_outcomes(parts.parts[:, i].copy())), np.float32).astype(np.float16)
+        d = np.abs(outs.astype(np.float64) - v16[i])
+        assert abs(float(near[i]) - v16[i]) == d.min()
+        assert abs(float(far[i]) - v16[i]) == d.max()
