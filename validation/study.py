@@ -108,8 +108,8 @@ _MEMBER_ELEMENTS = 40_000_000
 #: Bump when the ensemble's members or their meaning change (part of the atomic lines' cache key).
 ENSEMBLE_VERSION = 5
 #: The envelope's random orders: at most this many, and at most ENVELOPE_ADDS fp32 adds in all.
-ENVELOPE_ORDERS = 8192
-ENVELOPE_ADDS = 2_000_000_000
+ENVELOPE_ORDERS = 4096
+ENVELOPE_ADDS = 400_000_000
 
 _FILE_RE = re.compile(r"^verify_f16_(xdlops|nonxdlops)_(pv|pv-with-gpu)_rand(\d+)\.txt$")
 _DIR_RE = re.compile(r"^verify_results_(.+)_(MI\d+)$")
@@ -857,7 +857,7 @@ def _request_key(test: str, range_key: str, seed: int, recipe: Recipe, members: 
         "problem": repr(problem), "seed": seed, "range": RANGES[range_key], "combo": combo,
         "quirks": repr(resolve_study_quirks(recipe.quirks)), "rand_type": recipe.rand_type,
         "kernel": [recipe.kernel, k_ident], "validator": [recipe.validator, _spec_identity(recipe.validator, problem)],
-        "ensemble": [members, granularity, ENSEMBLE_SEED, ENSEMBLE_VERSION] if atomic else None,
+        "ensemble": [members, granularity, ENSEMBLE_SEED, ENSEMBLE_VERSION, ENVELOPE_ORDERS, ENVELOPE_ADDS] if atomic else None,
     })
 
 
