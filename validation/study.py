@@ -27,10 +27,10 @@ Backward-weight xdlops tests whose split-K atomics add three or more partial sum
 (:func:`atomic_reorders`) cannot be pinned to one order: they are emulated as an ensemble of
 add orders (random per output element by default; per output tile as an option), and a measured
 line passes when every field lies inside the ensemble's range. The range spans the sampled
-members plus two envelope members built from them, each element at its closest (and at its
-farthest) outcome among the sampled orders: any such combination is itself an order the
-hardware can produce, and it reaches the tails of the maximum-type fields that a few hundred
-samples miss. The report also counts the sampled members that reproduce the line exactly.
+members plus two envelope members, each element at its closest (and at its farthest) outcome
+over many more random orders (up to ENVELOPE_ORDERS) and four sorted ones: any such combination
+is itself an order the hardware can produce, and it reaches the tails of the maximum-type fields
+that a few hundred samples miss. The report also counts the sampled members that reproduce the line exactly.
 ``fair_rand0`` was seeded by the clock: its lines are compared with the spread of the lines of a
 few seeds (never a pass/fail).
 
@@ -529,6 +529,25 @@ def _splitmix(x):
     return x ^ (x >> np.uint64(31))
 
 
+@_jit(inline="always")
+def _order_sum(parts, i, key, seed, index, perm):
+    """The fp32 sum of parts[:, i] added one by one onto +0 in the random order of member
+    ``index`` (Fisher–Yates over the stream keyed by (seed, index, key)); ``perm`` is scratch."""
+    s = parts.shape[0]
+    state = _splitmix(seed * _GOLDEN + _splitmix(np.uint64(index) * _GOLDEN + _splitmix(np.uint64(key))))
+    for j in range(s):
+        perm[j] = j
+    for j in range(s - 1, 0, -1):
+        state = state + _GOLDEN
+        r = _splitmix(state)
+        pick = np.int64(((r >> np.uint64(11)) * np.uint64(j + 1)) >> np.uint64(53))  # < j + 1
+        perm[j], perm[pick] = perm[pick], perm[j]
+    ws = np.float32(0.0)
+    for j in range(s):
+        ws = ws + parts[perm[j], i]
+    return ws
+
+
 @_jit(parallel=True)
 def _atomic_member(parts, keys, seed, index, out):
     """out[i] = the fp32 sum of parts[:, i] added one by one onto +0 in a random order drawn
@@ -538,17 +557,7 @@ def _atomic_member(parts, keys, seed, index, out):
     for b in _prange((size + block - 1) // block):
         perm = np.empty(s, np.int64)
         for i in range(b * block, min(size, (b + 1) * block)):
-            state = _splitmix(seed * _GOLDEN + _splitmix(index * _GOLDEN + _splitmix(np.uint64(keys[i]))))
-            for j in range(s):
-                perm[j] = j
-            for j in range(s - 1, 0, -1):
-                state = state + _GOLDEN
-                r = _splitmix(state)
-                pick = np.int64(((r >> np.uint64(11)) * np.uint64(j + 1)) >> np.uint64(53))  # < j + 1
-                perm[j], perm[pick] = perm[pick], perm[j]
-            ws = np.float32(0.0)
-            for j in range(s):
-                ws = ws + parts[perm[j], i]
+            ws = _order_sum(parts, i, keys[i], seed, index, perm)
             out[i] = ws
 
 
@@ -565,17 +574,7 @@ def _atomic_envelope(parts, keys, seed, count, v16, near, far):
             dn = np.inf
             df = -1.0
             for index in range(count):
-                state = _splitmix(seed * _GOLDEN + _splitmix(np.uint64(index) * _GOLDEN + _splitmix(np.uint64(keys[i]))))
-                for j in range(s):
-                    perm[j] = j
-                for j in range(s - 1, 0, -1):
-                    state = state + _GOLDEN
-                    r = _splitmix(state)
-                    pick = np.int64(((r >> np.uint64(11)) * np.uint64(j + 1)) >> np.uint64(53))
-                    perm[j], perm[pick] = perm[pick], perm[j]
-                ws = np.float32(0.0)
-                for j in range(s):
-                    ws = ws + parts[perm[j], i]
+                ws = _order_sum(parts, i, keys[i], seed, index, perm)
                 x = round_to_fp16_rne(np.float64(ws))
                 d = abs(np.float64(x) - v16[i])
                 if d != d:
@@ -755,8 +754,6 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
             if mkey not in member_arrays and req.members * size <= _MEMBER_ELEMENTS:
                 member_arrays[mkey] = list(ens.members(req.members, req.granularity))
             stream = member_arrays.get(mkey) or ens.members(req.members, req.granularity)
-            with np.errstate(over="ignore"):
-                v16 = validation.astype(np.float16).astype(np.float64)
             members = [fields(validation, k16, q, (req.recipe.validator, kspec, req.members, req.granularity, i))
                        for i, k16 in enumerate(stream)]
             # the per-element envelope: each element's closest and farthest outcome over many more
@@ -764,6 +761,8 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
             n_orders = max(req.members, min(ENVELOPE_ORDERS, ENVELOPE_ADDS // max(1, ens.parts.size)))
             ekey = (kspec, req.recipe.validator, req.members, req.granularity)
             if ekey not in envelopes:  # one per validator: the run sets' lines share it
+                with np.errstate(over="ignore"):
+                    v16 = validation.astype(np.float16).astype(np.float64)
                 envelopes[ekey] = ens.envelope(v16, n_orders, req.granularity)
             near, far = envelopes[ekey]
             envelope = [dict(_line_fields(validation, near, q), envelope="closest"),
