@@ -103,7 +103,8 @@ CACHE_VERSION = 2
 #: Elements × models of one emulation pass above which kernels and validators are computed in
 #: separate passes (each validator alone) to bound memory on the 205M-output tests.
 _PASS_ELEMENTS = 300_000_000
-#: Ensemble members × elements kept in memory (fp16) to share the members between validators.
+#: Ensemble members × elements whose fp32 sums the envelope pass keeps (4 bytes each), so that the
+#: members are not drawn a second time; above it they are drawn one at a time.
 _MEMBER_ELEMENTS = 40_000_000
 #: Bump when the ensemble's members or their meaning change (part of the atomic lines' cache key).
 ENSEMBLE_VERSION = 5
@@ -461,6 +462,12 @@ class _Partials:
     def __init__(self, n_split: int, size: int):
         self.parts = np.zeros((n_split, size), np.float32)
         self.tiles = np.zeros(size, np.float32)
+        self._sorted: list[np.ndarray] | None = None
+
+    def _keys(self, granularity: str) -> np.ndarray:
+        if granularity == "tile":
+            return self.tiles.astype(np.int64)
+        return np.arange(self.parts.shape[1], dtype=np.int64)
 
     def member(self, index: int, granularity: str) -> np.ndarray:
         """Ensemble member ``index``, fp16: for every element the partials added onto a zeroed
@@ -468,41 +475,55 @@ class _Partials:
         RNE to fp16. The orders come from a counter-based generator keyed by (seed, index,
         element or tile): any member can be drawn alone, in parallel, the same on every run."""
         out = np.empty(self.parts.shape[1], np.float32)
-        keys = self.tiles.astype(np.int64) if granularity == "tile" else np.arange(out.size, dtype=np.int64)
-        _atomic_member(self.parts, keys, np.uint64(ENSEMBLE_SEED), np.uint64(index), out)
+        _atomic_member(self.parts, self._keys(granularity), np.uint64(ENSEMBLE_SEED), np.uint64(index), out)
         with np.errstate(over="ignore"):
             return out.astype(np.float16)
 
     def envelope(self, validation16: np.ndarray, count: int, granularity: str) -> tuple[np.ndarray, np.ndarray]:
         """(closest, farthest) fp16 outcome per element over ``count`` random orders (members
         0 … count−1) and the four sorted orders."""
-        size = self.parts.shape[1]
-        keys = self.tiles.astype(np.int64) if granularity == "tile" else np.arange(size, dtype=np.int64)
-        near = np.empty(size, np.float32)
-        far = np.empty(size, np.float32)
-        _atomic_envelope(self.parts, keys, np.uint64(ENSEMBLE_SEED), count, validation16, near, far)
-        near, far = near.astype(np.float16), far.astype(np.float16)
-        dn = _distance(near, validation16)
-        df = _distance(far, validation16)
-        for k16 in self.sorted_members():
-            d = _distance(k16, validation16)
-            closer, farther = d < dn, d > df
-            near[closer], dn = k16[closer], np.where(closer, d, dn)
-            far[farther], df = k16[farther], np.where(farther, d, df)
-        return near, far
+        (pair,), _ = self.envelopes([validation16], count, granularity)
+        return pair
 
-    def sorted_members(self):
+    def envelopes(self, validations16: Sequence[np.ndarray], count: int, granularity: str,
+                  keep: int = 0) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+        """:meth:`envelope` for several validations (fp16 values as float64) in one pass over the
+        orders, which do not depend on the validation; also returns the fp32 sums of the first
+        ``keep`` orders (row i: member i before its fp16 rounding, shape (keep, size))."""
+        size = self.parts.shape[1]
+        v16 = np.ascontiguousarray(np.stack([np.asarray(v, np.float64).reshape(-1) for v in validations16]))
+        near = np.empty((len(v16), size), np.float32)
+        far = np.empty((len(v16), size), np.float32)
+        kept = np.empty((min(keep, count), size), np.float32)
+        _atomic_envelope(self.parts, self._keys(granularity), np.uint64(ENSEMBLE_SEED), count, v16, near, far, kept)
+        sorted16 = self.sorted_members()
+        pairs = []
+        for v, n32, f32 in zip(v16, near, far):
+            n16, f16 = n32.astype(np.float16), f32.astype(np.float16)
+            dn, df = _distance(n16, v), _distance(f16, v)
+            for k16 in sorted16:
+                d = _distance(k16, v)
+                closer, farther = d < dn, d > df
+                n16[closer], dn = k16[closer], np.where(closer, d, dn)
+                f16[farther], df = k16[farther], np.where(farther, d, df)
+            pairs.append((n16, f16))
+        return pairs, kept
+
+    def sorted_members(self) -> list[np.ndarray]:
         """Four more orders per element: partials by value ascending and descending, and by
-        magnitude ascending and descending (fp16, as :meth:`member`). Cancellation and
-        absorption are largest at these orders, where random orders rarely go."""
-        parts = self.parts
-        for key in (parts, -parts, np.abs(parts), -np.abs(parts)):
-            order = np.argsort(key, axis=0, kind="stable")
-            ws = np.zeros(parts.shape[1], np.float32)
-            for row in np.take_along_axis(parts, order, axis=0):
-                ws += row
-            with np.errstate(over="ignore"):
-                yield ws.astype(np.float16)
+        magnitude ascending and descending (stable; fp16, as :meth:`member`). Cancellation and
+        absorption are largest at these orders, where random orders rarely go. Computed once."""
+        if self._sorted is None:
+            by_element = np.ascontiguousarray(self.parts.T)  # each element's partials contiguous
+            out = []
+            for key in (by_element, -by_element, np.abs(by_element), -np.abs(by_element)):
+                order = np.argsort(key, axis=1, kind="stable")
+                ws = np.empty(self.parts.shape[1], np.float32)
+                _sum_in_order(self.parts, order, ws)
+                with np.errstate(over="ignore"):
+                    out.append(ws.astype(np.float16))
+            self._sorted = out
+        return self._sorted
 
     def members(self, count: int, granularity: str):
         """The ``count`` members of this ensemble (the same for every validator: seeded)."""
@@ -562,29 +583,47 @@ def _atomic_member(parts, keys, seed, index, out):
 
 
 @_jit(parallel=True)
-def _atomic_envelope(parts, keys, seed, count, v16, near, far):
-    """Per element, over the orders of members 0 … count−1 (the same orders as
-    :func:`_atomic_member`): the fp16 outcome closest to ``v16`` (the validation in fp16, as
-    float64) and the farthest (NaN distances count as infinite; ties keep the first)."""
+def _atomic_envelope(parts, keys, seed, count, v16, near, far, kept):
+    """Per element i and validation row v, over the orders of members 0 … count−1 (the same
+    orders as :func:`_atomic_member`): near[v, i] the fp16 outcome closest to ``v16[v, i]`` (the
+    validation in fp16, as float64), far[v, i] the farthest (NaN distances count as infinite; ties
+    keep the first). kept[j, i] = the fp32 sum of order j for j < kept.shape[0]. Parallel over
+    elements only."""
     s, size = parts.shape
+    nv = v16.shape[0]
+    n_keep = kept.shape[0]
     block = 1024
     for b in _prange((size + block - 1) // block):
         perm = np.empty(s, np.int64)
+        dn = np.empty(nv, np.float64)
+        df = np.empty(nv, np.float64)
         for i in range(b * block, min(size, (b + 1) * block)):
-            dn = np.inf
-            df = -1.0
             for index in range(count):
                 ws = _order_sum(parts, i, keys[i], seed, index, perm)
+                if index < n_keep:
+                    kept[index, i] = ws
                 x = round_to_fp16_rne(np.float64(ws))
-                d = abs(np.float64(x) - v16[i])
-                if d != d:
-                    d = np.inf
-                if index == 0 or d < dn:
-                    near[i] = x
-                    dn = d
-                if index == 0 or d > df:
-                    far[i] = x
-                    df = d
+                for v in range(nv):
+                    d = abs(np.float64(x) - v16[v, i])
+                    if d != d:
+                        d = np.inf
+                    if index == 0 or d < dn[v]:
+                        near[v, i] = x
+                        dn[v] = d
+                    if index == 0 or d > df[v]:
+                        far[v, i] = x
+                        df[v] = d
+
+
+@_jit(parallel=True)
+def _sum_in_order(parts, order, out):
+    """out[i] = the fp32 sum of parts[:, i] added one by one onto +0 in the order order[i, :]."""
+    s, size = parts.shape
+    for i in _prange(size):
+        ws = np.float32(0.0)
+        for j in range(s):
+            ws = ws + parts[order[i, j], i]
+        out[i] = ws
 
 
 def _emulate(op, problem, specs: Sequence[tuple], atomic: set) -> dict:
@@ -730,52 +769,75 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
     kernels32: dict = {}
 
     memo: dict[tuple, dict] = {}
-    member_arrays: dict[tuple, list] = {}
-    # (validator, kernel, member) → the pair's differing elements: shared by fair_1/2/3's lines
+    # (validator, kernel) → the pair's differing elements: shared by fair_1/2/3's lines
     differing: dict[tuple, tuple] = {}
-    envelopes: dict[tuple, tuple] = {}
 
-    def fields(validation, k16, q, pair):
-        from .metrics import _study_differing
-
-        if pair not in differing:
-            differing[pair] = _study_differing(validation, k16)
-        return _line_fields(validation, k16, q, differing[pair])
-
-    def finish(req: _Request, validation: np.ndarray):
-        kspec = req.recipe.kernel
-        q = req.recipe.quirks
-        same = (kspec, req.recipe.validator, q, req.members, req.granularity)
-        if same in memo:  # e.g. nonxdlops lines: the same arithmetic on MI100 and MI200
-            res = dict(memo[same])
-        elif kspec in atomic:
-            ens = kernels32[kspec]
-            mkey = (kspec, req.members, req.granularity)
-            if mkey not in member_arrays and req.members * size <= _MEMBER_ELEMENTS:
-                member_arrays[mkey] = list(ens.members(req.members, req.granularity))
-            stream = member_arrays.get(mkey) or ens.members(req.members, req.granularity)
-            members = [fields(validation, k16, q, (req.recipe.validator, kspec, req.members, req.granularity, i))
-                       for i, k16 in enumerate(stream)]
-            # the per-element envelope: each element's closest and farthest outcome over many more
-            # random orders than the members (as many as ENVELOPE_ADDS allows) and the sorted orders
-            n_orders = max(req.members, min(ENVELOPE_ORDERS, ENVELOPE_ADDS // max(1, ens.parts.size)))
-            ekey = (kspec, req.recipe.validator, req.members, req.granularity)
-            if ekey not in envelopes:  # one per validator: the run sets' lines share it
-                with np.errstate(over="ignore"):
-                    v16 = validation.astype(np.float16).astype(np.float64)
-                envelopes[ekey] = ens.envelope(v16, n_orders, req.granularity)
-            near, far = envelopes[ekey]
-            envelope = [dict(_line_fields(validation, near, q), envelope="closest"),
-                        dict(_line_fields(validation, far, q), envelope="farthest")]
-            res = {"mode": "ensemble", "members": members + envelope, "granularity": req.granularity,
-                   "n_split": int(ens.parts.shape[0])}
-        else:
-            res = {"mode": "exact", **fields(validation, kernels16[kspec], q, (req.recipe.validator, kspec))}
-        memo[same] = res
+    def store(req: _Request, res: dict) -> None:
         res["recipe"] = req.recipe.label()
         results[req.key] = res
         if cache_dir:
             _cache_put(cache_dir, req.key, res)
+
+    def finish(req: _Request, validation: np.ndarray):
+        from .metrics import _study_differing
+
+        kspec = req.recipe.kernel
+        same = (kspec, req.recipe.validator, req.recipe.quirks, req.members, req.granularity)
+        if same not in memo:  # e.g. nonxdlops lines: the same arithmetic on MI100 and MI200
+            pair = (req.recipe.validator, kspec)
+            if pair not in differing:
+                differing[pair] = _study_differing(validation, kernels16[kspec])
+            memo[same] = {"mode": "exact",
+                          **_line_fields(validation, kernels16[kspec], req.recipe.quirks, differing[pair])}
+        store(req, dict(memo[same]))
+
+    def finish_ensemble(kspec, reqs: Sequence[_Request], validation_of) -> None:
+        """Every request on the order-dependent kernel ``kspec``: each member is drawn once and
+        compared with every request's validation and run set (the differing set once per
+        validator); the per-element envelope of all the validations comes from one pass over the
+        orders, which also keeps the members' sums when they fit in memory."""
+        from .metrics import _study_differing
+
+        ens = kernels32[kspec]
+        groups: dict[tuple, list[_Request]] = defaultdict(list)
+        for r in reqs:
+            groups[(r.members, r.granularity)].append(r)
+        for (n_members, granularity), group in groups.items():
+            lines = {}  # (validator, quirks) → the requests computing that line
+            for r in group:
+                lines.setdefault((r.recipe.validator, r.recipe.quirks), []).append(r)
+            vs = list(dict.fromkeys(v for v, _ in lines))
+            validations = {v: validation_of(v) for v in vs}
+            # each element's closest and farthest outcome over many more random orders than the
+            # members (as many as ENVELOPE_ADDS allows) and the sorted orders
+            n_orders = max(n_members, min(ENVELOPE_ORDERS, ENVELOPE_ADDS // max(1, ens.parts.size)))
+            keep = n_members if n_members * size <= _MEMBER_ELEMENTS else 0
+            with np.errstate(over="ignore"):
+                v16s = [validations[v].astype(np.float16).astype(np.float64) for v in vs]
+            pairs, kept = ens.envelopes(v16s, n_orders, granularity, keep=keep)
+            envelope = dict(zip(vs, pairs))
+            member_fields: dict[tuple, list] = {line: [] for line in lines}
+            for i in range(n_members):
+                if keep:
+                    with np.errstate(over="ignore"):
+                        k16 = kept[i].astype(np.float16)
+                else:
+                    k16 = ens.member(i, granularity)
+                for v in vs:
+                    d = _study_differing(validations[v], k16)
+                    for (lv, q) in lines:
+                        if lv == v:
+                            member_fields[(lv, q)].append(_line_fields(validations[v], k16, q, d))
+            del kept
+            for (v, q), rs in lines.items():
+                near, far = envelope[v]
+                res = {"mode": "ensemble",
+                       "members": member_fields[(v, q)] + [
+                           dict(_line_fields(validations[v], near, q), envelope="closest"),
+                           dict(_line_fields(validations[v], far, q), envelope="farthest")],
+                       "granularity": granularity, "n_split": int(ens.parts.shape[0])}
+                for r in rs:
+                    store(r, dict(res))
 
     def set_kernel(spec, out):
         kernels32[spec] = out
@@ -783,12 +845,21 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
             with np.errstate(over="ignore"):
                 kernels16[spec] = out.astype(np.float16)
 
+    def finish_all(validation_of, validators) -> None:
+        for req in job.requests:
+            if req.recipe.validator in validators and req.recipe.kernel not in atomic:
+                finish(req, validation_of(req.recipe.validator))
+        for kspec in kspecs:
+            if kspec in atomic:
+                reqs = [r for r in job.requests if r.recipe.kernel == kspec and r.recipe.validator in validators]
+                if reqs:
+                    finish_ensemble(kspec, reqs, validation_of)
+
     if size * len(every) <= _PASS_ELEMENTS:
         outs = _emulate(op, problem, every, atomic)
         for s in kspecs:
             set_kernel(s, outs[s])
-        for req in job.requests:
-            finish(req, outs[req.recipe.validator])
+        finish_all(outs.__getitem__, set(vspecs))
         return results
     # big tests: kernels first (as many per pass as the budget allows; fp32 kept only where a
     # validator needs it), then one validator at a time
@@ -806,9 +877,7 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
             validation = kernels32[v]
         else:
             validation = _emulate(op, problem, [v], set())[v]
-        for req in job.requests:
-            if req.recipe.validator == v:
-                finish(req, validation)
+        finish_all(lambda _v, validation=validation: validation, {v})
         del validation
         differing.clear()
         for s in list(kernels32):  # keep fp32 kernels only while a later validator needs them

@@ -365,3 +365,38 @@ def test_envelope_reaches_the_extreme_orders():
         d = np.abs(outs.astype(np.float64) - v16[i])
         assert abs(float(near[i]) - v16[i]) == d.min()
         assert abs(float(far[i]) - v16[i]) == d.max()
+
+
+def test_one_envelope_pass_serves_every_validation_and_keeps_the_members():
+    """envelopes() over several validations at once equals one envelope() per validation, its
+    kept sums are the members' (before fp16 rounding), and the sorted orders equal a plain numpy
+    stable sort of each element's partials summed in fp32."""
+    rng = np.random.default_rng(5)
+    s, size = 6, 3000
+    parts = study._Partials(s, size)
+    parts.parts[:] = (rng.standard_normal((s, size)) * 2.0 ** rng.integers(-20, 20, (s, size))).astype(np.float32)
+    parts.parts[:, :50] = np.float32(1.0)  # ties: the stable order decides
+    parts.parts[1, 50:100] = -parts.parts[0, 50:100]  # x and −x tie in magnitude
+    parts.parts[2, 100:110] = np.inf
+    truth = parts.parts.astype(np.float64).sum(axis=0)
+    vals = [truth.astype(np.float16).astype(np.float64), (truth * 1.001).astype(np.float16).astype(np.float64)]
+    pairs, kept = parts.envelopes(vals, 40, "element", keep=7)
+    for v, (near, far) in zip(vals, pairs):
+        n1, f1 = parts.envelope(v, 40, "element")
+        assert np.array_equal(near.view(np.uint16), n1.view(np.uint16))
+        assert np.array_equal(far.view(np.uint16), f1.view(np.uint16))
+    assert kept.shape == (7, size)
+    for i in range(7):
+        with np.errstate(over="ignore"):
+            k16 = kept[i].astype(np.float16)
+        assert np.array_equal(k16.view(np.uint16), parts.member(i, "element").view(np.uint16))
+    fresh = study._Partials(s, size)
+    fresh.parts[:] = parts.parts
+    for key, got in zip((parts.parts, -parts.parts, np.abs(parts.parts), -np.abs(parts.parts)), fresh.sorted_members()):
+        order = np.argsort(key, axis=0, kind="stable")
+        ws = np.zeros(size, np.float32)
+        for row in np.take_along_axis(parts.parts, order, axis=0):
+            ws += row
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = ws.astype(np.float16)
+        assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
