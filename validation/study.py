@@ -641,6 +641,12 @@ def _emulate(op, problem, specs: Sequence[tuple], atomic: set) -> dict:
             outs[s] = _Partials(max(g.order.split_k for g in plans[s]), size)
         else:
             outs[s] = op.new_result()
+    inbounds = [s for s in specs if s[0] == "cpu" and s[-1] == "inbounds"]
+    if inbounds:
+        _emulate_inbounds(op, problem, {s: plans[s] for s in inbounds}, outs)
+    specs = [s for s in specs if s not in inbounds]
+    if not specs:
+        return outs
     chunk = op.default_n_chunk()
     tile_base = {s: 0 for s in atomic}
     for sub, sg in enumerate(op.subs):
@@ -651,15 +657,6 @@ def _emulate(op, problem, specs: Sequence[tuple], atomic: set) -> dict:
                 b = op.b(sub, group, start, stop)
                 for s in specs:
                     g = plans[s][sub]
-                    if s[0] == "cpu" and s[-1] == "inbounds":
-                        res = np.zeros((sg.m, stop - start), np.float32)
-                        for cols, kin in _tap_groups(problem, sg, start, stop):
-                            seq = g.order.sequence(a.shape[1])
-                            seq = seq[np.isin(seq, kin)]
-                            res[:, cols] = emu.gemm(np.ascontiguousarray(a[:, seq]), np.ascontiguousarray(b[seq][:, cols]),
-                                                    g.unit, GemmOrder())
-                        op.scatter(outs[s], res, sub, group, start)
-                        continue
                     if s not in atomic or g.order.split_k < 2:
                         res = emu.gemm(a, b, g.unit, g.order)
                         op.scatter(outs[s].parts[0] if s in atomic else outs[s], res, sub, group, start)
@@ -683,6 +680,47 @@ def _emulate(op, problem, specs: Sequence[tuple], atomic: set) -> dict:
                 if t is not None:
                     tile_base[s] += (-(-sg.m // t.tuning.m_per_block)) * (-(-sg.n // t.tuning.n_per_block))
     return outs
+
+
+#: Bytes of B (fp16 gemmK × gemmN) gathered at once by the in-bounds pass: wider than the usual
+#: chunks, so each filter tap's A columns are gathered once and not once per chunk it spans.
+_INBOUNDS_B_BYTES = 1 << 30
+
+
+def _emulate_inbounds(op, problem, plans: Mapping[tuple, list], outs: dict) -> None:
+    """The backward-weight CPU loops that skip out-of-bounds taps (``count="inbounds"``): per
+    filter tap, the products whose input pixel lies inside the image, in the loop's gemmK order.
+    A tap's gathered operands are shared by the specs with the same loop order (e.g. the fair_3
+    validators with and without input flush)."""
+    import emu
+    from emu.gemm import GemmOrder
+
+    for sub, sg in enumerate(op.subs):
+        chunk = max(op.default_n_chunk(), _INBOUNDS_B_BYTES // max(1, 2 * sg.k))
+        for group in range(problem.groups):
+            a = op.a(sub, group)
+            loop_orders = {}
+            for s, plan in plans.items():
+                seq = plan[sub].order.sequence(a.shape[1])
+                loop_orders[s] = seq[seq >= 0]  # gemmK padding zeros are no products of the loop
+            for start in range(0, sg.n, chunk):
+                stop = min(start + chunk, sg.n)
+                b = op.b(sub, group, start, stop)
+                res = {s: np.zeros((sg.m, stop - start), np.float32) for s in plans}
+                for cols, kin in _tap_groups(problem, sg, start, stop):
+                    inside = np.zeros(a.shape[1], np.bool_)
+                    inside[kin] = True
+                    gathered: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+                    for s, plan in plans.items():
+                        full = loop_orders[s]
+                        hit = next((g for g in gathered if np.array_equal(g[0], full)), None)
+                        if hit is None:
+                            seq = full[inside[full]]  # the loop's order, in-bounds products only
+                            hit = (full, np.ascontiguousarray(a[:, seq]), b[seq[:, None], cols[None, :]])
+                            gathered.append(hit)
+                        res[s][:, cols] = emu.gemm(hit[1], hit[2], plan[sub].unit, GemmOrder())
+                for s in plans:
+                    op.scatter(outs[s], res[s], sub, group, start)
 
 
 def _tap_groups(problem, sg, start: int, stop: int) -> list[tuple[np.ndarray, np.ndarray]]:
