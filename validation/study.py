@@ -28,9 +28,10 @@ Backward-weight xdlops tests whose split-K atomics add three or more partial sum
 add orders (random per output element by default; per output tile as an option), and a measured
 line passes when every field lies inside the ensemble's range. The range spans the sampled
 members plus two envelope members, each element at its closest (and at its farthest) outcome
-over many more random orders (up to ENVELOPE_ORDERS) and four sorted ones: any such combination
-is itself an order the hardware can produce, and it reaches the tails of the maximum-type fields
-that a few hundred samples miss. The report also counts the sampled members that reproduce the line exactly.
+over many more random orders (up to ENVELOPE_ORDERS) and four sorted ones, and the elements
+farthest from the validation over DEEP_ORDERS more: any such combination is itself an order the
+hardware can produce, and it reaches the tails of the maximum-type fields that a few hundred
+samples miss. The report also counts the sampled members that reproduce the line exactly.
 ``fair_rand0`` was seeded by the clock: its lines are compared with the spread of the lines of a
 few seeds (never a pass/fail).
 
@@ -107,10 +108,16 @@ _PASS_ELEMENTS = 300_000_000
 #: members are not drawn a second time; above it they are drawn one at a time.
 _MEMBER_ELEMENTS = 40_000_000
 #: Bump when the ensemble's members or their meaning change (part of the atomic lines' cache key).
-ENSEMBLE_VERSION = 5
+ENSEMBLE_VERSION = 6
 #: The envelope's random orders: at most this many, and at most ENVELOPE_ADDS fp32 adds in all.
 ENVELOPE_ORDERS = 4096
 ENVELOPE_ADDS = 400_000_000
+#: The deep search: the elements farthest from the validation (by absolute, relative and
+#: ulp-scaled distance, this many by each) get DEEP_ORDERS more random orders each. The study's
+#: maximum-type fields (maxEps, maxAbs, maxRel and the values at them) come from such elements,
+#: and with 16 to 64 partial sums the orders that reach their extremes are rare.
+DEEP_ELEMENTS = 64
+DEEP_ORDERS = 1 << 16
 
 _FILE_RE = re.compile(r"^verify_f16_(xdlops|nonxdlops)_(pv|pv-with-gpu)_rand(\d+)\.txt$")
 _DIR_RE = re.compile(r"^verify_results_(.+)_(MI\d+)$")
@@ -483,13 +490,18 @@ class _Partials:
         """(closest, farthest) fp16 outcome per element over ``count`` random orders (members
         0 … count−1) and the four sorted orders."""
         (pair,), _ = self.envelopes([validation16], count, granularity)
-        return pair
+        return pair[0], pair[1]
 
     def envelopes(self, validations16: Sequence[np.ndarray], count: int, granularity: str,
-                  keep: int = 0) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+                  keep: int = 0, deep_elements: int = 0,
+                  deep_orders: int = 0) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
         """:meth:`envelope` for several validations (fp16 values as float64) in one pass over the
         orders, which do not depend on the validation; also returns the fp32 sums of the first
-        ``keep`` orders (row i: member i before its fp16 rounding, shape (keep, size))."""
+        ``keep`` orders (row i: member i before its fp16 rounding, shape (keep, size)). With
+        ``deep_orders``, each validation's pair becomes (closest, farthest, deep closest, deep
+        farthest): the last two also give the ``deep_elements`` farthest elements (by each of
+        three distances) orders ``count`` … ``count + deep_orders − 1``. The first two are kept
+        as they are, so an ensemble's range only widens."""
         size = self.parts.shape[1]
         v16 = np.ascontiguousarray(np.stack([np.asarray(v, np.float64).reshape(-1) for v in validations16]))
         near = np.empty((len(v16), size), np.float32)
@@ -507,6 +519,14 @@ class _Partials:
                 n16[closer], dn = k16[closer], np.where(closer, d, dn)
                 f16[farther], df = k16[farther], np.where(farther, d, df)
             pairs.append((n16, f16))
+            if deep_orders > 0 and deep_elements > 0:
+                at = _extreme_elements(v, f16, deep_elements)
+                n_at, f_at = n16[at].astype(np.float32), f16[at].astype(np.float32)
+                _atomic_envelope_at(self.parts, self._keys(granularity)[at], at, np.uint64(ENSEMBLE_SEED), count,
+                                    count + deep_orders, v[at], n_at, f_at)
+                deep_n16, deep_f16 = n16.copy(), f16.copy()
+                deep_n16[at], deep_f16[at] = n_at.astype(np.float16), f_at.astype(np.float16)
+                pairs[-1] = (n16, f16, deep_n16, deep_f16)
         return pairs, kept
 
     def sorted_members(self) -> list[np.ndarray]:
@@ -613,6 +633,48 @@ def _atomic_envelope(parts, keys, seed, count, v16, near, far, kept):
                     if index == 0 or d > df[v]:
                         far[v, i] = x
                         df[v] = d
+
+
+@_jit(parallel=True)
+def _atomic_envelope_at(parts, keys, at, seed, first, stop, v16, near, far):
+    """:func:`_atomic_envelope` continued on the elements ``at`` (keys[j] is element at[j]'s
+    key) over orders ``first`` … ``stop − 1``: near[j] and far[j] (the outcomes found so far)
+    are replaced by any outcome strictly closer to / farther from v16[j]."""
+    s = parts.shape[0]
+    for j in _prange(at.size):
+        perm = np.empty(s, np.int64)
+        i = at[j]
+        dn = abs(np.float64(near[j]) - v16[j])
+        if dn != dn:
+            dn = np.inf
+        df = abs(np.float64(far[j]) - v16[j])
+        if df != df:
+            df = np.inf
+        for index in range(first, stop):
+            ws = _order_sum(parts, i, keys[j], seed, index, perm)
+            x = round_to_fp16_rne(np.float64(ws))
+            d = abs(np.float64(x) - v16[j])
+            if d != d:
+                d = np.inf
+            if d < dn:
+                near[j] = x
+                dn = d
+            if d > df:
+                far[j] = x
+                df = d
+
+
+def _extreme_elements(v16: np.ndarray, far16: np.ndarray, count: int) -> np.ndarray:
+    """The elements whose farthest outcome is farthest from the validation ``v16``: the top
+    ``count`` by absolute distance, by relative distance and by distance in fp16 ulps of the
+    smaller magnitude (the study's maxAbs, maxRel and maxEps), sorted, without repeats."""
+    d = _distance(far16, v16)
+    mag = np.minimum(np.abs(v16), np.abs(far16.astype(np.float64)))
+    ulp = np.exp2(np.floor(np.log2(np.maximum(mag, 2.0 ** -14))) - 10)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scores = (d, d / np.maximum(np.abs(v16), 2.0 ** -24), d / ulp)
+    picks = [np.argsort(-np.nan_to_num(x, nan=np.inf), kind="stable")[:count] for x in scores]
+    return np.unique(np.concatenate(picks)).astype(np.int64)
 
 
 @_jit(parallel=True)
@@ -852,7 +914,8 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
             keep = n_members if n_members * size <= _MEMBER_ELEMENTS else 0
             with np.errstate(over="ignore"):
                 v16s = [validations[v].astype(np.float16).astype(np.float64) for v in vs]
-            pairs, kept = ens.envelopes(v16s, n_orders, granularity, keep=keep)
+            pairs, kept = ens.envelopes(v16s, n_orders, granularity, keep=keep, deep_elements=DEEP_ELEMENTS,
+                                        deep_orders=DEEP_ORDERS)
             envelope = dict(zip(vs, pairs))
             member_fields: dict[tuple, list] = {line: [] for line in lines}
             for i in range(n_members):
@@ -867,12 +930,12 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
                         if lv == v:
                             member_fields[(lv, q)].append(_line_fields(validations[v], k16, q, d))
             del kept
+            names = ("closest", "farthest", "closest, deep", "farthest, deep")
             for (v, q), rs in lines.items():
-                near, far = envelope[v]
                 res = {"mode": "ensemble",
                        "members": member_fields[(v, q)] + [
-                           dict(_line_fields(validations[v], near, q), envelope="closest"),
-                           dict(_line_fields(validations[v], far, q), envelope="farthest")],
+                           dict(_line_fields(validations[v], k16, q), envelope=name)
+                           for name, k16 in zip(names, envelope[v])],
                        "granularity": granularity, "n_split": int(ens.parts.shape[0])}
                 for r in rs:
                     store(r, dict(res))
@@ -963,7 +1026,8 @@ def _request_key(test: str, range_key: str, seed: int, recipe: Recipe, members: 
         "problem": repr(problem), "seed": seed, "range": RANGES[range_key], "combo": combo,
         "quirks": repr(resolve_study_quirks(recipe.quirks)), "rand_type": recipe.rand_type,
         "kernel": [recipe.kernel, k_ident], "validator": [recipe.validator, _spec_identity(recipe.validator, problem)],
-        "ensemble": [members, granularity, ENSEMBLE_SEED, ENSEMBLE_VERSION, ENVELOPE_ORDERS, ENVELOPE_ADDS] if atomic else None,
+        "ensemble": [members, granularity, ENSEMBLE_SEED, ENSEMBLE_VERSION, ENVELOPE_ORDERS, ENVELOPE_ADDS,
+                     DEEP_ELEMENTS, DEEP_ORDERS] if atomic else None,
     })
 
 
@@ -1254,7 +1318,9 @@ class Report:
           f"validators {','.join(s.validators)}; ranges {','.join(s.ranges)}; "
           f"tests {'all' if s.tests is None else len(s.tests)}")
         p(f"* atomic ensembles: {s.members} add orders per line, random per output {s.granularity}, plus the "
-          f"per-element envelope (closest and farthest outcome of each element); "
+          f"per-element envelope (closest and farthest outcome of each element over up to {ENVELOPE_ORDERS} orders and "
+          f"the 4 sorted ones), and its deep search ({DEEP_ORDERS} more orders for the {DEEP_ELEMENTS} farthest elements "
+          f"by absolute, relative and ulp distance); "
           f"fair_rand0 stand-in seeds {','.join(map(str, s.rand0_seeds))}")
         p(f"* {len(self.lines)} lines, {len({r.measured.test_name for r in self.lines})} tests; "
           f"{self.emulated} lines emulated, {self.cache_hits} from the cache; wall time {self.wall_s:.1f} s")

@@ -455,3 +455,30 @@ def test_in_bounds_cpu_loop_equals_each_weight_summed_alone(monkeypatch, fil_lay
                 op.scatter(want, res, sub, group, 0)
         assert np.array_equal(whole[spec].view(np.uint32), want.view(np.uint32))
         assert np.array_equal(chunked[spec].view(np.uint32), want.view(np.uint32))
+
+
+def test_deep_search_reaches_every_elements_extremes_and_only_widens():
+    """With few orders the envelope misses extremes; the deep search continues the same order
+    streams on the farthest elements (here: all of them) and finds, for every element, the closest
+    and farthest outcome of all 120 orders of 5 partials; it never narrows the envelope."""
+    rng = np.random.default_rng(13)
+    s, size = 5, 40
+    parts = study._Partials(s, size)
+    parts.parts[:] = (rng.standard_normal((s, size)) * 2.0 ** rng.integers(-12, 12, (s, size))).astype(np.float32)
+    v16 = parts.parts.astype(np.float64).sum(axis=0).astype(np.float16).astype(np.float64)
+    (shallow,), _ = parts.envelopes([v16], 2, "element")
+    (both,), _ = parts.envelopes([v16], 2, "element", deep_elements=size, deep_orders=3000)
+    assert len(shallow) == 2 and len(both) == 4
+    for a, b in zip(shallow, both[:2]):  # the plain envelope stays as it was: the range only widens
+        assert np.array_equal(a.view(np.uint16), b.view(np.uint16))
+    deep = both[2:]
+    for i in range(size):
+        outs = np.array(sorted(_order_outcomes(parts.parts[:, i].copy())), np.float32).astype(np.float16)
+        d = np.abs(outs.astype(np.float64) - v16[i])
+        dn, df = abs(float(deep[0][i]) - v16[i]), abs(float(deep[1][i]) - v16[i])
+        assert dn == d.min() and df == d.max()
+        assert dn <= abs(float(shallow[0][i]) - v16[i]) and df >= abs(float(shallow[1][i]) - v16[i])
+    # the picked elements: the farthest by absolute, relative and ulp distance
+    far = np.array([0.0, 3.0, 0.001, 1.0, 0.0], np.float16)
+    v = np.array([0.0, 1.0, 0.0, 1.0, 1e-5])
+    assert study._extreme_elements(v, far, 1).tolist() == [1, 2]  # abs: 1; relative and ulps: 2
