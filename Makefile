@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 ORACLE  := $(VENV)/.oracle-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 
-.PHONY: demo test test-oracle bench reproduce reproduce-quick clean
+.PHONY: demo test test-oracle bench reproduce reproduce-fair1 reproduce-quick clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,12 @@ MEASURED ?= ../shared/reference/fp16_study_raw_results
 RUN_SETS ?= fair_1,fair_2,fair_3
 reproduce: $(STAMP)
 	$(BIN)/fp16emu study reproduce --measured $(MEASURED) --run-set $(RUN_SETS) --jobs 2 --out out/reproduce
+
+# The issue-5 timing target: the whole of fair_1 (both GPUs, every combination, 3,424 lines) from an
+# empty cache on 2 workers.
+reproduce-fair1: $(STAMP)
+	rm -rf out/reproduce-fair1
+	time $(BIN)/fp16emu study reproduce --measured $(MEASURED) --run-set fair_1 --jobs 2 --show mismatches --out out/reproduce-fair1
 
 # The quick subset that CI runs inside `make test` (20 smallest tests, every combination), timed
 # from an empty cache.
