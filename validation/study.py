@@ -494,7 +494,7 @@ class _Partials:
 
     def envelopes(self, validations16: Sequence[np.ndarray], count: int, granularity: str,
                   keep: int = 0, deep_elements: int = 0,
-                  deep_orders: int = 0) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+                  deep_orders: int = 0) -> tuple[list[tuple[np.ndarray, ...]], np.ndarray]:
         """:meth:`envelope` for several validations (fp16 values as float64) in one pass over the
         orders, which do not depend on the validation; also returns the fp32 sums of the first
         ``keep`` orders (row i: member i before its fp16 rounding, shape (keep, size)). With
@@ -503,11 +503,12 @@ class _Partials:
         three distances) orders ``count`` … ``count + deep_orders − 1``. The first two are kept
         as they are, so an ensemble's range only widens."""
         size = self.parts.shape[1]
+        keys = self._keys(granularity)
         v16 = np.ascontiguousarray(np.stack([np.asarray(v, np.float64).reshape(-1) for v in validations16]))
         near = np.empty((len(v16), size), np.float32)
         far = np.empty((len(v16), size), np.float32)
         kept = np.empty((min(keep, count), size), np.float32)
-        _atomic_envelope(self.parts, self._keys(granularity), np.uint64(ENSEMBLE_SEED), count, v16, near, far, kept)
+        _atomic_envelope(self.parts, keys, np.uint64(ENSEMBLE_SEED), count, v16, near, far, kept)
         sorted16 = self.sorted_members()
         pairs = []
         for v, n32, f32 in zip(v16, near, far):
@@ -518,15 +519,16 @@ class _Partials:
                 closer, farther = d < dn, d > df
                 n16[closer], dn = k16[closer], np.where(closer, d, dn)
                 f16[farther], df = k16[farther], np.where(farther, d, df)
-            pairs.append((n16, f16))
+            outcomes = (n16, f16)
             if deep_orders > 0 and deep_elements > 0:
                 at = _extreme_elements(v, f16, deep_elements)
                 n_at, f_at = n16[at].astype(np.float32), f16[at].astype(np.float32)
-                _atomic_envelope_at(self.parts, self._keys(granularity)[at], at, np.uint64(ENSEMBLE_SEED), count,
+                _atomic_envelope_at(self.parts, keys[at], at, np.uint64(ENSEMBLE_SEED), count,
                                     count + deep_orders, v[at], n_at, f_at)
                 deep_n16, deep_f16 = n16.copy(), f16.copy()
                 deep_n16[at], deep_f16[at] = n_at.astype(np.float16), f_at.astype(np.float16)
-                pairs[-1] = (n16, f16, deep_n16, deep_f16)
+                outcomes += (deep_n16, deep_f16)
+            pairs.append(outcomes)
         return pairs, kept
 
     def sorted_members(self) -> list[np.ndarray]:
@@ -544,11 +546,6 @@ class _Partials:
                     out.append(ws.astype(np.float16))
             self._sorted = out
         return self._sorted
-
-    def members(self, count: int, granularity: str):
-        """The ``count`` members of this ensemble (the same for every validator: seeded)."""
-        for index in range(count):
-            yield self.member(index, granularity)
 
 
 def _distance(k16: np.ndarray, v16: np.ndarray) -> np.ndarray:
@@ -589,6 +586,16 @@ def _order_sum(parts, i, key, seed, index, perm):
     return ws
 
 
+@_jit(inline="always")
+def _outcome_distance(x, v):
+    """|x − v| in float64 for an fp16 outcome ``x``; NaN (inf − inf, a NaN outcome) counts as
+    infinitely far."""
+    d = abs(np.float64(x) - v)
+    if d != d:
+        return np.inf
+    return d
+
+
 @_jit(parallel=True)
 def _atomic_member(parts, keys, seed, index, out):
     """out[i] = the fp32 sum of parts[:, i] added one by one onto +0 in a random order drawn
@@ -624,9 +631,7 @@ def _atomic_envelope(parts, keys, seed, count, v16, near, far, kept):
                     kept[index, i] = ws
                 x = round_to_fp16_rne(np.float64(ws))
                 for v in range(nv):
-                    d = abs(np.float64(x) - v16[v, i])
-                    if d != d:
-                        d = np.inf
+                    d = _outcome_distance(x, v16[v, i])
                     if index == 0 or d < dn[v]:
                         near[v, i] = x
                         dn[v] = d
@@ -644,18 +649,12 @@ def _atomic_envelope_at(parts, keys, at, seed, first, stop, v16, near, far):
     for j in _prange(at.size):
         perm = np.empty(s, np.int64)
         i = at[j]
-        dn = abs(np.float64(near[j]) - v16[j])
-        if dn != dn:
-            dn = np.inf
-        df = abs(np.float64(far[j]) - v16[j])
-        if df != df:
-            df = np.inf
+        dn = _outcome_distance(near[j], v16[j])
+        df = _outcome_distance(far[j], v16[j])
         for index in range(first, stop):
             ws = _order_sum(parts, i, keys[j], seed, index, perm)
             x = round_to_fp16_rne(np.float64(ws))
-            d = abs(np.float64(x) - v16[j])
-            if d != d:
-                d = np.inf
+            d = _outcome_distance(x, v16[j])
             if d < dn:
                 near[j] = x
                 dn = d
@@ -761,10 +760,15 @@ def _emulate_inbounds(op, problem, plans: Mapping[tuple, list], outs: dict) -> N
         chunk = max(op.default_n_chunk(), _INBOUNDS_B_BYTES // max(1, 2 * sg.k))
         for group in range(problem.groups):
             a = op.a(sub, group)
-            loop_orders = {}
+            by_order: list[tuple[np.ndarray, list[tuple]]] = []  # (loop order, the specs with it)
             for s, plan in plans.items():
-                seq = plan[sub].order.sequence(a.shape[1])
-                loop_orders[s] = seq[seq >= 0]  # gemmK padding zeros are no products of the loop
+                full = plan[sub].order.sequence(a.shape[1])
+                full = full[full >= 0]  # gemmK padding zeros are no products of the loop
+                same = next((specs for order, specs in by_order if np.array_equal(order, full)), None)
+                if same is None:
+                    by_order.append((full, [s]))
+                else:
+                    same.append(s)
             for start in range(0, sg.n, chunk):
                 stop = min(start + chunk, sg.n)
                 b = op.b(sub, group, start, stop)
@@ -772,15 +776,11 @@ def _emulate_inbounds(op, problem, plans: Mapping[tuple, list], outs: dict) -> N
                 for cols, kin in _tap_groups(problem, sg, start, stop):
                     inside = np.zeros(a.shape[1], np.bool_)
                     inside[kin] = True
-                    gathered: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-                    for s, plan in plans.items():
-                        full = loop_orders[s]
-                        hit = next((g for g in gathered if np.array_equal(g[0], full)), None)
-                        if hit is None:
-                            seq = full[inside[full]]  # the loop's order, in-bounds products only
-                            hit = (full, np.ascontiguousarray(a[:, seq]), b[seq[:, None], cols[None, :]])
-                            gathered.append(hit)
-                        res[s][:, cols] = emu.gemm(hit[1], hit[2], plan[sub].unit, GemmOrder())
+                    for full, specs in by_order:
+                        seq = full[inside[full]]  # the loop's order, in-bounds products only
+                        a_tap, b_tap = np.ascontiguousarray(a[:, seq]), b[seq[:, None], cols[None, :]]
+                        for s in specs:
+                            res[s][:, cols] = emu.gemm(a_tap, b_tap, plans[s][sub].unit, GemmOrder())
                 for s in plans:
                     op.scatter(outs[s], res[s], sub, group, start)
 
