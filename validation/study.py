@@ -108,7 +108,7 @@ _PASS_ELEMENTS = 300_000_000
 #: members are not drawn a second time; above it they are drawn one at a time.
 _MEMBER_ELEMENTS = 40_000_000
 #: Bump when the ensemble's members or their meaning change (part of the atomic lines' cache key).
-ENSEMBLE_VERSION = 6
+ENSEMBLE_VERSION = 7
 #: The envelope's random orders: at most this many, and at most ENVELOPE_ADDS fp32 adds in all.
 ENVELOPE_ORDERS = 4096
 ENVELOPE_ADDS = 400_000_000
@@ -666,13 +666,20 @@ def _atomic_envelope_at(parts, keys, at, seed, first, stop, v16, near, far):
 def _extreme_elements(v16: np.ndarray, far16: np.ndarray, count: int) -> np.ndarray:
     """The elements whose farthest outcome is farthest from the validation ``v16``: the top
     ``count`` by absolute distance, by relative distance and by distance in fp16 ulps of the
-    smaller magnitude (the study's maxAbs, maxRel and maxEps), sorted, without repeats."""
+    smaller magnitude (the study's maxAbs, maxRel and maxEps), sorted, without repeats. Elements
+    already at an infinite distance (an overflow or NaN on either side) are left out: no order
+    takes them farther, and on r1/r5 they would fill every pick."""
     d = _distance(far16, v16)
     mag = np.minimum(np.abs(v16), np.abs(far16.astype(np.float64)))
-    ulp = np.exp2(np.floor(np.log2(np.maximum(mag, 2.0 ** -14))) - 10)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        ulp = np.exp2(np.floor(np.log2(np.maximum(mag, 2.0 ** -14))) - 10)
         scores = (d, d / np.maximum(np.abs(v16), 2.0 ** -24), d / ulp)
-    picks = [np.argsort(-np.nan_to_num(x, nan=np.inf), kind="stable")[:count] for x in scores]
+    finite = np.isfinite(d)
+    picks = []
+    for x in scores:
+        x = np.where(finite & np.isfinite(x), x, -np.inf)
+        order = np.argsort(-x, kind="stable")[:count]
+        picks.append(order[finite[order]])
     return np.unique(np.concatenate(picks)).astype(np.int64)
 
 

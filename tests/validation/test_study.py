@@ -482,3 +482,9 @@ def test_deep_search_reaches_every_elements_extremes_and_only_widens():
     far = np.array([0.0, 3.0, 0.001, 1.0, 0.0], np.float16)
     v = np.array([0.0, 1.0, 0.0, 1.0, 1e-5])
     assert study._extreme_elements(v, far, 1).tolist() == [1, 2]  # abs: 1; relative and ulps: 2
+    # elements already infinitely far (overflow to inf, inf − inf) cannot go farther: they must
+    # not crowd out the finite ones (NHWC_3 r1, where thousands of outputs overflow fp16)
+    far_inf = np.concatenate([far, np.array([np.inf, np.inf, 1.0], np.float16)])
+    v_inf = np.concatenate([v, [1.0, np.inf, np.inf]])
+    assert study._extreme_elements(v_inf, far_inf, 1).tolist() == [1, 2]
+    assert study._extreme_elements(v_inf, far_inf, 8).tolist() == [0, 1, 2, 3, 4]
