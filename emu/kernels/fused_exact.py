@@ -19,7 +19,16 @@ significant bits above 2^-48, and is a float64. So z = c + Σp exactly, and roun
 fp32 (any mode) is the contract's result; a zero z is made +0 by adding +0. Inf/NaN anywhere
 fail the test (comparisons with NaN are false).
 
-Exact path (on all lanes of a group where some lane failed the test; its results replace the
+The plain path also accepts a lane whose float64 rounding errors cannot move the fp32 rounding:
+with T = |p0+p1| + |p2+p3| + |s| + |z| (for L = 4; left-to-right partials otherwise), each float64
+addition errs by at most 2^-53 of its result, so the exact c + Σp lies within 2^-53·T of z, and
+z ± 2^-51·(T + |z|), computed in float64, brackets it (the factor absorbs the rounding of the
+bracket itself). Rounding is monotone, so when both ends round to the same fp32 value, so does
+the exact sum. This is what keeps large accumulators (|c| ≥ 2^5: long K, inputs of magnitude 5
+to 10) on the plain path; an exact fp32 tie or a near-total cancellation still fails it. A zero
+result is made +0 after rounding.
+
+Exact path (on all lanes of a group where some lane failed both tests; its results replace the
 plain path's, which are equal where both apply). Notation: RO53(x) is x when x is a float64,
 otherwise the one of its two float64 neighbours whose last significand bit is 1. The products are
 summed with a TwoSum cascade into (s, err): err, the sum of the cascade's errors (multiples of
@@ -47,6 +56,7 @@ from ._tiles import (LANES, P_FLUSH_C, P_FLUSH_OUT, P_GROUP, P_OUT_ROUND, a_of, 
 
 EXACT_BELOW = 32.0  # sums of multiples of 2^-48 below 2^5 are exact in float64
 C_ON_GRID = 2.0**-25  # an fp32 value at least this large is a multiple of 2^-48
+GRID_SPAN = 2.0**29  # terms on a common grid: float64 sums up to 2^29 × the smallest are exact
 
 
 @jit(inline="always")
@@ -74,9 +84,18 @@ def _plain_accept(c, z, worst, worst_below):
 
 
 @jit(inline="always")
+def _settled(z, total, mode):
+    """1 if every value within 2^-53·``total`` of the float64 ``z`` rounds to the same fp32 value
+    (``mode``) as z, else 0 (NaN and inf fail); see the module docstring."""
+    margin = 2.0**-51 * (total + abs(z))
+    return np.int64(_round(z - margin, mode) == _round(z + margin, mode))
+
+
+@jit(inline="always")
 def _plain4(A, B, m, g0, n0, w, acc, nxt, mode):
-    """Plain path of a full group of 4 (tree order); returns the number of lanes accepted.
-    Called with a literal ``mode`` (RNE) where it can be, so that it is not tested in the loop."""
+    """Plain path of a full group of 4 (tree order) on all lanes; returns the number of lanes the
+    first (exactness) test accepts. Called with a literal ``mode`` (RNE) where it can be, so that
+    it is not tested in the loop."""
     a0, a1 = a_of(A, m, g0, n0, w), a_of(A, m, g0 + 1, n0, w)
     a2, a3 = a_of(A, m, g0 + 2, n0, w), a_of(A, m, g0 + 3, n0, w)
     B0, B1 = B[g0, n0:n0 + w], B[g0 + 1, n0:n0 + w]
@@ -90,26 +109,62 @@ def _plain4(A, B, m, g0, n0, w, acc, nxt, mode):
         x, y = abs(s01), abs(s23)
         # both below 2^4: then |s01 + s23| < 2^5 as well
         accepted += _plain_accept(c, z, x if x > y else y, 0.5 * EXACT_BELOW)
-        nxt[j] = _round(z + 0.0, mode)
+        nxt[j] = _round(z, mode) + 0.0
     return accepted
 
 
 @jit(inline="always")
-def _exact4(A, B, m, g0, n0, w, acc, nxt, mode):
-    """Exact path of a full group of 4 (TwoSum tree) for all lanes."""
+def _nonzero_abs(x):
+    """|x|, with 0 counted as +inf (a zero term puts no bound on the grid)."""
+    return abs(x) if x != 0.0 else np.inf
+
+
+@jit(inline="always")
+def _settle4(A, B, m, g0, n0, w, acc, nxt, ok, mode, write):
+    """Second test, for a group where some lane failed the first: ok[j] = 1 where the lane's
+    plain result is proven right, by the grid test (T ≤ 2^29 · the smallest nonzero term) or by
+    the settled test (module docstring); returns the number of such lanes. With ``write`` (a
+    literal) it is also the plain path: nxt[j] = the lane's plain result."""
     a0, a1 = a_of(A, m, g0, n0, w), a_of(A, m, g0 + 1, n0, w)
     a2, a3 = a_of(A, m, g0 + 2, n0, w), a_of(A, m, g0 + 3, n0, w)
     B0, B1 = B[g0, n0:n0 + w], B[g0 + 1, n0:n0 + w]
     B2, B3 = B[g0 + 2, n0:n0 + w], B[g0 + 3, n0:n0 + w]
+    proven = np.int64(0)
     for j in range(w):
         p0 = np.float64(lane(a0, j)) * np.float64(B0[j])
         p1 = np.float64(lane(a1, j)) * np.float64(B1[j])
         p2 = np.float64(lane(a2, j)) * np.float64(B2[j])
         p3 = np.float64(lane(a3, j)) * np.float64(B3[j])
-        s01, e01 = two_sum(p0, p1)
-        s23, e23 = two_sum(p2, p3)
-        s, e = two_sum(s01, s23)
-        nxt[j] = _round(_round_exact_sum(acc[j], s, e + (e01 + e23)), mode)
+        c = acc[j]
+        s01, s23 = p0 + p1, p2 + p3
+        s = s01 + s23
+        z = c + s  # the plain path's z, computed the same way
+        total = abs(s01) + abs(s23) + abs(s) + abs(z)
+        t0, t1, t2, t3, tc = _nonzero_abs(p0), _nonzero_abs(p1), _nonzero_abs(p2), _nonzero_abs(p3), _nonzero_abs(c)
+        t01 = t0 if t0 < t1 else t1
+        t23 = t2 if t2 < t3 else t3
+        tmin = t01 if t01 < t23 else t23
+        tmin = tmin if tmin < tc else tc
+        on_grid = np.int64(total <= GRID_SPAN * tmin)
+        flag = on_grid | _settled(z, total, mode)
+        if write:
+            nxt[j] = _round(z, mode) + 0.0
+        ok[j] = flag
+        proven += flag
+    return proven
+
+
+@jit(inline="always")
+def _exact4_lane(A, B, m, g0, n0, w, j, acc, nxt, mode):
+    """Exact path of a full group of 4 (TwoSum tree) for lane j alone."""
+    p0 = np.float64(lane(a_of(A, m, g0, n0, w), j)) * np.float64(B[g0, n0 + j])
+    p1 = np.float64(lane(a_of(A, m, g0 + 1, n0, w), j)) * np.float64(B[g0 + 1, n0 + j])
+    p2 = np.float64(lane(a_of(A, m, g0 + 2, n0, w), j)) * np.float64(B[g0 + 2, n0 + j])
+    p3 = np.float64(lane(a_of(A, m, g0 + 3, n0, w), j)) * np.float64(B[g0 + 3, n0 + j])
+    s01, e01 = two_sum(p0, p1)
+    s23, e23 = two_sum(p2, p3)
+    s, e = two_sum(s01, s23)
+    nxt[j] = _round(_round_exact_sum(acc[j], s, e + (e01 + e23)), mode)
 
 
 @jit(parallel=True)
@@ -127,40 +182,60 @@ def fused_exact(A, B, C, out, prm):
         nxt = np.empty(LANES, np.float64)
         s = np.empty(LANES, np.float64)
         err = np.empty(LANES, np.float64)
+        tot = np.empty(LANES, np.float64)
+        ok = np.empty(LANES, np.int64)
         for m in range(m0, m1):
             for j in range(w):
                 c = np.float64(c_at(C, m, n0 + j))
                 acc[j] = flush_to_plus_zero(c, FP32_MIN_NORMAL) if flush_c else c
+            large = False
             for g0 in range(0, K, L):
                 g = min(L, K - g0)
                 if L == 4 and g == 4:  # the MI100 case, fused into one pass
-                    if out_mode == RNE:
-                        accepted = _plain4(A, B, m, g0, n0, w, acc, nxt, RNE)
+                    # Large accumulators (|c| ≥ 2^5) fail the first test; once a row's group
+                    # has, the row takes one pass with the second test. Lanes that fail it
+                    # (cancellation, terms far apart) take the exact path one by one.
+                    if large:
+                        if out_mode == RNE:
+                            proven = _settle4(A, B, m, g0, n0, w, acc, nxt, ok, RNE, True)
+                        else:
+                            proven = _settle4(A, B, m, g0, n0, w, acc, nxt, ok, out_mode, True)
                     else:
-                        accepted = _plain4(A, B, m, g0, n0, w, acc, nxt, out_mode)
-                    if accepted != w:
-                        _exact4(A, B, m, g0, n0, w, acc, nxt, out_mode)
+                        if out_mode == RNE:
+                            proven = _plain4(A, B, m, g0, n0, w, acc, nxt, RNE)
+                        else:
+                            proven = _plain4(A, B, m, g0, n0, w, acc, nxt, out_mode)
+                        if proven != w:
+                            large = True
+                            proven = _settle4(A, B, m, g0, n0, w, acc, nxt, ok, out_mode, False)
+                    if proven != w:
+                        for j in range(w):
+                            if ok[j] == 0:
+                                _exact4_lane(A, B, m, g0, n0, w, j, acc, nxt, out_mode)
                 else:
-                    for i in range(g):  # plain path, left to right; err holds the worst partial
-                        ai = a_of(A, m, g0 + i, n0, w)
+                    for i in range(g):  # plain path, left to right; err holds the worst partial,
+                        ai = a_of(A, m, g0 + i, n0, w)  # tot the sum of the partials' magnitudes
                         Bi = B[g0 + i, n0:n0 + w]
                         if i == 0:
                             for j in range(w):
                                 p = np.float64(lane(ai, j)) * np.float64(Bi[j])
                                 s[j] = p
                                 err[j] = abs(p)
+                                tot[j] = 0.0  # the first product is exact
                         else:
                             for j in range(w):
                                 sj = s[j] + np.float64(lane(ai, j)) * np.float64(Bi[j])
                                 s[j] = sj
                                 x, y = err[j], abs(sj)
                                 err[j] = (x if x > y else y) + 0.0  # + 0.0: no masked store (see truncated)
+                                tot[j] += y
                     accepted = np.int64(0)
                     for j in range(w):
                         c = acc[j]
                         z = c + s[j]
-                        accepted += _plain_accept(c, z, err[j], EXACT_BELOW)
-                        nxt[j] = _round(z + 0.0, out_mode)
+                        exact = _plain_accept(c, z, err[j], EXACT_BELOW)
+                        accepted += exact | _settled(z, tot[j] + abs(z), out_mode)
+                        nxt[j] = _round(z, out_mode) + 0.0
                     if accepted != w:  # exact path: TwoSum cascade, left to right
                         for i in range(g):
                             ai = a_of(A, m, g0 + i, n0, w)
