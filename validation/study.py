@@ -483,8 +483,7 @@ class _Partials:
         element or tile): any member can be drawn alone, in parallel, the same on every run."""
         out = np.empty(self.parts.shape[1], np.float32)
         _atomic_member(self.parts, self._keys(granularity), np.uint64(ENSEMBLE_SEED), np.uint64(index), out)
-        with np.errstate(over="ignore"):
-            return out.astype(np.float16)
+        return _to_fp16(out)
 
     def envelope(self, validation16: np.ndarray, count: int, granularity: str) -> tuple[np.ndarray, np.ndarray]:
         """(closest, farthest) fp16 outcome per element over ``count`` random orders (members
@@ -546,6 +545,17 @@ class _Partials:
                     out.append(ws.astype(np.float16))
             self._sorted = out
         return self._sorted
+
+
+def _to_fp16(x: np.ndarray) -> np.ndarray:
+    """RNE to fp16 (the kernels' v_cvt_f16_f32); float32 through emu's converter, which keeps its
+    speed where most results overflow or are subnormal (r5, backward weight)."""
+    from emu.rounding import fp32_to_fp16
+
+    if x.dtype == np.float32:
+        return fp32_to_fp16(x)
+    with np.errstate(over="ignore"):
+        return x.astype(np.float16)
 
 
 def _distance(k16: np.ndarray, v16: np.ndarray) -> np.ndarray:
@@ -919,16 +929,14 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
             # members (as many as ENVELOPE_ADDS allows) and the sorted orders
             n_orders = max(n_members, min(ENVELOPE_ORDERS, ENVELOPE_ADDS // max(1, ens.parts.size)))
             keep = n_members if n_members * size <= _MEMBER_ELEMENTS else 0
-            with np.errstate(over="ignore"):
-                v16s = [validations[v].astype(np.float16).astype(np.float64) for v in vs]
+            v16s = [_to_fp16(validations[v]).astype(np.float64) for v in vs]
             pairs, kept = ens.envelopes(v16s, n_orders, granularity, keep=keep, deep_elements=DEEP_ELEMENTS,
                                         deep_orders=DEEP_ORDERS)
             envelope = dict(zip(vs, pairs))
             member_fields: dict[tuple, list] = {line: [] for line in lines}
             for i in range(n_members):
                 if keep:
-                    with np.errstate(over="ignore"):
-                        k16 = kept[i].astype(np.float16)
+                    k16 = _to_fp16(kept[i])
                 else:
                     k16 = ens.member(i, granularity)
                 for v in vs:
@@ -950,8 +958,7 @@ def _run_job(job: _Job, cache_dir: str | None) -> dict[str, dict]:
     def set_kernel(spec, out):
         kernels32[spec] = out
         if spec not in atomic:
-            with np.errstate(over="ignore"):
-                kernels16[spec] = out.astype(np.float16)
+            kernels16[spec] = _to_fp16(out)
 
     def finish_all(validation_of, validators) -> None:
         for req in job.requests:

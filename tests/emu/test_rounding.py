@@ -492,3 +492,49 @@ def test_truncate_rejects_other_dtypes():
         fp32_to_fp16_truncate(np.array([1.0]))
     with pytest.raises(TypeError):
         fp32_to_fp16_truncate(np.array([1.0], np.float16))
+
+
+# ------------------------------------------------------------------ fp32 → fp16, RNE (numpy's cast)
+
+
+def _numpy_f16_bits(x32: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x32.astype(np.float16).view(np.uint16)
+
+
+def test_fp32_to_fp16_around_every_fp16_value():
+    """Each finite fp16 value, the midpoints to its neighbours, and the float32 values one and
+    two ulps either side of both (ties and near-ties, subnormal, overflow and zero boundaries)."""
+    from emu.rounding import fp32_to_fp16
+
+    v = ALL16.view(np.float16).astype(np.float64)
+    v = v[np.isfinite(v)]
+    v = np.unique(np.concatenate([v, -v, [65504.0 + 16.0, 65520.0, 2.0**-25, 2.0**-24, 2.0**-26]]))
+    mids = (v[:-1] + v[1:]) / 2  # exact in float64, and in float32 (fp16 + 1 bit)
+    centre = np.concatenate([v, mids]).astype(np.float32)
+    bits = centre.view(np.uint32).astype(np.int64)
+    patterns = []
+    for step in (-2, -1, 0, 1, 2):  # float32 neighbours, in sign-magnitude order
+        patterns.append(np.where(centre < 0, bits - step, bits + step))
+    x = np.concatenate(patterns).astype(np.uint32).view(np.float32)
+    got = fp32_to_fp16(x)
+    assert got.dtype == np.float16 and got.shape == x.shape
+    assert_bits_equal(got.view(np.uint16), _numpy_f16_bits(x))
+
+
+def test_fp32_to_fp16_random_patterns_and_specials():
+    from emu.rounding import fp32_to_fp16
+
+    rng = np.random.default_rng(16)
+    bits = rng.integers(0, 1 << 32, 2_000_000, dtype=np.uint64).astype(np.uint32)
+    specials = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFF800001,
+                         0x7F802000, 0x7FFFFFFF, 0x00000001, 0x807FFFFF, 0x477FEFFF, 0x477FF000,
+                         0x33000000, 0x33000001, 0xB3000000, 0x38800000, 0x387FFFFF], np.uint32)
+    x = np.concatenate([bits, specials]).view(np.float32)
+    assert_bits_equal(fp32_to_fp16(x).view(np.uint16), _numpy_f16_bits(x))
+    # uint32 patterns in, any shape, non-contiguous input
+    grid = x[:60].reshape(6, 10)[:, ::2]
+    assert_bits_equal(fp32_to_fp16(grid).view(np.uint16), _numpy_f16_bits(grid))
+    assert_bits_equal(fp32_to_fp16(x[:9].view(np.uint32)).view(np.uint16), _numpy_f16_bits(x[:9]))
+    with pytest.raises(TypeError, match="float32"):
+        fp32_to_fp16(np.zeros(3, np.float64))
