@@ -509,7 +509,7 @@ class _Partials:
         kept = np.empty((min(keep, count), size), np.float32)
         _atomic_envelope(self.parts, keys, np.uint64(ENSEMBLE_SEED), count, v16, near, far, kept)
         sorted16 = self.sorted_members()
-        pairs = []
+        plain = []
         for v, n32, f32 in zip(v16, near, far):
             n16, f16 = n32.astype(np.float16), f32.astype(np.float16)
             dn, df = _distance(n16, v), _distance(f16, v)
@@ -518,16 +518,23 @@ class _Partials:
                 closer, farther = d < dn, d > df
                 n16[closer], dn = k16[closer], np.where(closer, d, dn)
                 f16[farther], df = k16[farther], np.where(farther, d, df)
-            outcomes = (n16, f16)
-            if deep_orders > 0 and deep_elements > 0:
-                at = _extreme_elements(v, f16, deep_elements)
-                n_at, f_at = n16[at].astype(np.float32), f16[at].astype(np.float32)
-                _atomic_envelope_at(self.parts, keys[at], at, np.uint64(ENSEMBLE_SEED), count,
-                                    count + deep_orders, v[at], n_at, f_at)
-                deep_n16, deep_f16 = n16.copy(), f16.copy()
-                deep_n16[at], deep_f16[at] = n_at.astype(np.float16), f_at.astype(np.float16)
-                outcomes += (deep_n16, deep_f16)
-            pairs.append(outcomes)
+            plain.append((n16, f16))
+        if deep_orders <= 0 or deep_elements <= 0:
+            return plain, kept
+        # the deep search: each validation's own extreme elements, but one pass over the orders
+        # for all of them (an element's sums do not depend on the validation)
+        picks = [_extreme_elements(v, f16, deep_elements) for v, (_, f16) in zip(v16, plain)]
+        union = np.unique(np.concatenate(picks)).astype(np.int64)
+        searched = np.stack([np.isin(union, at) for at in picks])
+        n_at = np.stack([n16[union] for n16, _ in plain]).astype(np.float32)
+        f_at = np.stack([f16[union] for _, f16 in plain]).astype(np.float32)
+        _atomic_envelope_at(self.parts, keys[union], union, np.uint64(ENSEMBLE_SEED), count, count + deep_orders,
+                            np.ascontiguousarray(v16[:, union]), searched, n_at, f_at)
+        pairs = []
+        for i, (n16, f16) in enumerate(plain):
+            deep_n16, deep_f16 = n16.copy(), f16.copy()
+            deep_n16[union], deep_f16[union] = n_at[i].astype(np.float16), f_at[i].astype(np.float16)
+            pairs.append((n16, f16, deep_n16, deep_f16))
         return pairs, kept
 
     def sorted_members(self) -> list[np.ndarray]:
@@ -651,26 +658,34 @@ def _atomic_envelope(parts, keys, seed, count, v16, near, far, kept):
 
 
 @_jit(parallel=True)
-def _atomic_envelope_at(parts, keys, at, seed, first, stop, v16, near, far):
+def _atomic_envelope_at(parts, keys, at, seed, first, stop, v16, searched, near, far):
     """:func:`_atomic_envelope` continued on the elements ``at`` (keys[j] is element at[j]'s
-    key) over orders ``first`` … ``stop − 1``: near[j] and far[j] (the outcomes found so far)
-    are replaced by any outcome strictly closer to / farther from v16[j]."""
+    key) over orders ``first`` … ``stop − 1``, each order's sum computed once for every
+    validation row v where searched[v, j]: near[v, j] and far[v, j] (the outcomes found so far)
+    are replaced by any outcome strictly closer to / farther from v16[v, j]. Parallel over
+    elements only."""
     s = parts.shape[0]
+    nv = v16.shape[0]
     for j in _prange(at.size):
         perm = np.empty(s, np.int64)
+        dn = np.empty(nv, np.float64)
+        df = np.empty(nv, np.float64)
+        for v in range(nv):
+            dn[v] = _outcome_distance(near[v, j], v16[v, j])
+            df[v] = _outcome_distance(far[v, j], v16[v, j])
         i = at[j]
-        dn = _outcome_distance(near[j], v16[j])
-        df = _outcome_distance(far[j], v16[j])
         for index in range(first, stop):
             ws = _order_sum(parts, i, keys[j], seed, index, perm)
             x = round_to_fp16_rne(np.float64(ws))
-            d = _outcome_distance(x, v16[j])
-            if d < dn:
-                near[j] = x
-                dn = d
-            if d > df:
-                far[j] = x
-                df = d
+            for v in range(nv):
+                if searched[v, j]:
+                    d = _outcome_distance(x, v16[v, j])
+                    if d < dn[v]:
+                        near[v, j] = x
+                        dn[v] = d
+                    if d > df[v]:
+                        far[v, j] = x
+                        df[v] = d
 
 
 def _extreme_elements(v16: np.ndarray, far16: np.ndarray, count: int) -> np.ndarray:

@@ -488,3 +488,28 @@ def test_deep_search_reaches_every_elements_extremes_and_only_widens():
     v_inf = np.concatenate([v, [1.0, np.inf, np.inf]])
     assert study._extreme_elements(v_inf, far_inf, 1).tolist() == [1, 2]
     assert study._extreme_elements(v_inf, far_inf, 8).tolist() == [0, 1, 2, 3, 4]
+
+
+def test_deep_search_of_several_validations_equals_each_alone():
+    """envelopes() runs one deep pass over the union of every validation's extreme elements; each
+    validation's deep outcomes must be exactly those of a call with that validation alone (its
+    own elements searched, the others left at their plain envelope)."""
+    rng = np.random.default_rng(21)
+    s, size = 16, 3000
+    parts = study._Partials(s, size)
+    parts.parts[:] = (rng.standard_normal((s, size)) * 2.0 ** rng.integers(-6, 6, (s, size))).astype(np.float32)
+    exact = parts.parts.astype(np.float64).sum(axis=0)
+    v_a = exact.astype(np.float16).astype(np.float64)
+    v_b = (exact + rng.standard_normal(size) * 0.01).astype(np.float16).astype(np.float64)
+    v_b[:50] = np.inf  # elements infinitely far for one validation only
+    together, _ = parts.envelopes([v_a, v_b], 8, "element", deep_elements=20, deep_orders=500)
+    for v, got in zip((v_a, v_b), together):
+        (alone,), _ = parts.envelopes([v], 8, "element", deep_elements=20, deep_orders=500)
+        assert len(got) == len(alone) == 4
+        for g, a in zip(got, alone):
+            assert np.array_equal(g.view(np.uint16), a.view(np.uint16))
+    # the two validations pick different elements, so the union is searched for neither alone
+    far_a, far_b = together[0][1], together[1][1]
+    picks_a = study._extreme_elements(v_a, far_a, 20)
+    picks_b = study._extreme_elements(v_b, far_b, 20)
+    assert set(picks_a.tolist()) != set(picks_b.tolist())
