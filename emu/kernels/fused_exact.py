@@ -5,7 +5,8 @@ to fp32 with ``output_rounding``; a zero result is +0; subnormals kept; an inf/N
 gives the float64 sum of the terms cast to fp32 (how MMA-Sim propagates them). ``flush_c`` /
 ``flush_output`` as elsewhere.
 
-Two methods, both branch-free and vectorised over the lanes of a task, compute a group:
+Two methods compute a group: a plain float64 path with proofs that its result is right, and an
+exact path for the lanes no proof covers.
 
 Plain path (first, on all lanes). The products are exact in float64 (22 significant bits) and
 are multiples of 2^-48. Their plain float64 sum s ((p0+p1)+(p2+p3) for L = 4, left to right
@@ -28,8 +29,18 @@ the exact sum. This is what keeps large accumulators (|c| ≥ 2^5: long K, input
 to 10) on the plain path; an exact fp32 tie or a near-total cancellation still fails it. A zero
 result is made +0 after rounding.
 
-Exact path (on all lanes of a group where some lane failed both tests; its results replace the
-plain path's, which are equal where both apply). Notation: RO53(x) is x when x is a float64,
+For L = 4 there is a third proof, the grid test: every term (the products and c) is a multiple
+of 2^(e−23), e the exponent of the smallest nonzero term (a product has at most 22 significant
+bits, c at most 24), so when T ≤ 2^29 · (smallest nonzero term) < 2^(e+30), every partial sum, in
+the exact arithmetic too (monotone rounding again), is below 2^(e−23+53) and every addition was
+exact. Exact fp32 ties are common there (11 % of the groups of K = 1152 sums of inputs in
+[−10, 10]) and the settled test always rejects them. A row runs the first test alone until one of
+its groups fails it; from then on, each group runs the grid and settled tests in the same pass
+that computes it (:func:`_settle4`).
+
+Exact path (L = 4: on each lane that no proof covers; otherwise on all lanes of a group where
+some lane failed both tests; its results replace the plain path's, which are equal where both
+apply). Notation: RO53(x) is x when x is a float64,
 otherwise the one of its two float64 neighbours whose last significand bit is 1. The products are
 summed with a TwoSum cascade into (s, err): err, the sum of the cascade's errors (multiples of
 2^-48 below 2^-18 in magnitude, for any practical L), is exact, and a last TwoSum makes
