@@ -131,11 +131,11 @@ def _nonzero_abs(x):
 
 
 @jit(inline="always")
-def _settle4(A, B, m, g0, n0, w, acc, nxt, ok, mode, write):
-    """Second test, for a group where some lane failed the first: ok[j] = 1 where the lane's
-    plain result is proven right, by the grid test (T ≤ 2^29 · the smallest nonzero term) or by
-    the settled test (module docstring); returns the number of such lanes. With ``write`` (a
-    literal) it is also the plain path: nxt[j] = the lane's plain result."""
+def _settle4(A, B, m, g0, n0, w, acc, nxt, ok, mode):
+    """Plain path of a full group of 4 with the second tests, for a row where some group failed
+    the first: nxt[j] = the lane's plain result (as :func:`_plain4`), ok[j] = 1 where it is
+    proven right, by the grid test (T ≤ 2^29 · the smallest nonzero term) or by the settled test
+    (module docstring); returns the number of such lanes."""
     a0, a1 = a_of(A, m, g0, n0, w), a_of(A, m, g0 + 1, n0, w)
     a2, a3 = a_of(A, m, g0 + 2, n0, w), a_of(A, m, g0 + 3, n0, w)
     B0, B1 = B[g0, n0:n0 + w], B[g0 + 1, n0:n0 + w]
@@ -158,8 +158,7 @@ def _settle4(A, B, m, g0, n0, w, acc, nxt, ok, mode, write):
         tmin = tmin if tmin < tc else tc
         on_grid = np.int64(total <= GRID_SPAN * tmin)
         flag = on_grid | _settled(z, total, mode)
-        if write:
-            nxt[j] = _round(z, mode) + 0.0
+        nxt[j] = _round(z, mode) + 0.0
         ok[j] = flag
         proven += flag
     return proven
@@ -206,19 +205,17 @@ def fused_exact(A, B, C, out, prm):
                     # Large accumulators (|c| ≥ 2^5) fail the first test; once a row's group
                     # has, the row takes one pass with the second test. Lanes that fail it
                     # (cancellation, terms far apart) take the exact path one by one.
-                    if large:
-                        if out_mode == RNE:
-                            proven = _settle4(A, B, m, g0, n0, w, acc, nxt, ok, RNE, True)
-                        else:
-                            proven = _settle4(A, B, m, g0, n0, w, acc, nxt, ok, out_mode, True)
-                    else:
+                    if not large:
                         if out_mode == RNE:
                             proven = _plain4(A, B, m, g0, n0, w, acc, nxt, RNE)
                         else:
                             proven = _plain4(A, B, m, g0, n0, w, acc, nxt, out_mode)
-                        if proven != w:
-                            large = True
-                            proven = _settle4(A, B, m, g0, n0, w, acc, nxt, ok, out_mode, False)
+                        large = proven != w
+                    if large:  # also the group that first failed: it is computed again, the same way
+                        if out_mode == RNE:
+                            proven = _settle4(A, B, m, g0, n0, w, acc, nxt, ok, RNE)
+                        else:
+                            proven = _settle4(A, B, m, g0, n0, w, acc, nxt, ok, out_mode)
                     if proven != w:
                         for j in range(w):
                             if ok[j] == 0:
