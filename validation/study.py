@@ -511,7 +511,7 @@ class _Partials:
         sorted16 = self.sorted_members()
         plain = []
         for v, n32, f32 in zip(v16, near, far):
-            n16, f16 = n32.astype(np.float16), f32.astype(np.float16)
+            n16, f16 = _to_fp16(n32), _to_fp16(f32)
             dn, df = _distance(n16, v), _distance(f16, v)
             for k16 in sorted16:
                 d = _distance(k16, v)
@@ -533,7 +533,7 @@ class _Partials:
         pairs = []
         for i, (n16, f16) in enumerate(plain):
             deep_n16, deep_f16 = n16.copy(), f16.copy()
-            deep_n16[union], deep_f16[union] = n_at[i].astype(np.float16), f_at[i].astype(np.float16)
+            deep_n16[union], deep_f16[union] = _to_fp16(n_at[i]), _to_fp16(f_at[i])
             pairs.append((n16, f16, deep_n16, deep_f16))
         return pairs, kept
 
@@ -548,8 +548,7 @@ class _Partials:
                 order = np.argsort(key, axis=1, kind="stable")
                 ws = np.empty(self.parts.shape[1], np.float32)
                 _sum_in_order(self.parts, order, ws)
-                with np.errstate(over="ignore"):
-                    out.append(ws.astype(np.float16))
+                out.append(_to_fp16(ws))
             self._sorted = out
         return self._sorted
 
