@@ -17,7 +17,6 @@ import hashlib
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,7 @@ import numba  # noqa: E402
 
 import emu  # noqa: E402
 import models  # noqa: E402
-from bench_units import _cpu_model, fp32_loop  # noqa: E402
+from bench_units import _cpu_model, fp32_loop, time_rounds  # noqa: E402
 
 RANGES = {"r0": (-1, 1), "r1": (-10, 10), "r4": (1, 5), "r5": (5, 10)}
 
@@ -60,14 +59,7 @@ def main():
             jobs = {"loop": lambda: fp32_loop(A32, B32, out)}
             for name, u in units.items():
                 jobs[name] = lambda u=u: emu.dot_add(a16[:, None, :], b16.T[None], c, u)
-            for fn in jobs.values():  # warm-up (and compile or cache load)
-                fn()
-            times = {k: [] for k in jobs}
-            for _ in range(args.repeat):
-                for k, fn in jobs.items():
-                    t0 = time.perf_counter()
-                    fn()
-                    times[k].append(time.perf_counter() - t0)
+            times = time_rounds(jobs, args.repeat)  # the warm-up call compiles or loads the cache
             rate = {k: M * N * K / statistics.median(ts) / 1e9 for k, ts in times.items()}
             cells = " | ".join(f"{rate[n]:.2f} ({rate[n] / rate['loop']:.2f})" for n in names)
             # a digest of each unit's output bits: two runs (two commits) computed the same bits

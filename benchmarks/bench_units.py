@@ -136,6 +136,20 @@ def mmasim_rates(name, a16, b16, rows, seconds):
     return per_instruction, batched, label
 
 
+def time_rounds(jobs: dict, repeat: int) -> dict[str, list[float]]:
+    """One untimed warm-up call of each job, then ``repeat`` rounds that time every job once, in
+    turn, so that machine load drifting during the run hits all of them alike."""
+    for fn in jobs.values():
+        fn()
+    times = {key: [] for key in jobs}
+    for _ in range(repeat):
+        for key, fn in jobs.items():
+            t0 = time.perf_counter()
+            fn()
+            times[key].append(time.perf_counter() - t0)
+    return times
+
+
 def _cpu_model():
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -178,14 +192,7 @@ def main():
     jobs = {"fp32_loop": lambda: fp32_loop(A32, B32, out), "blas": lambda: A32 @ B32}
     for name, u in units.items():
         jobs[name] = lambda u=u: emu.dot_add(a_rows, b_cols, c, u)
-    for fn in jobs.values():  # warm-up
-        fn()
-    times = {key: [] for key in jobs}
-    for _ in range(args.repeat):
-        for key, fn in jobs.items():
-            t0 = time.perf_counter()
-            fn()
-            times[key].append(time.perf_counter() - t0)
+    times = time_rounds(jobs, args.repeat)
     rate = {key: macs / statistics.median(ts) for key, ts in times.items()}
     loop_rate, blas_rate = rate["fp32_loop"], rate["blas"]
 
