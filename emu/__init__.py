@@ -5,12 +5,17 @@ significant (or, for alignment, its leading) digit; *ulp* the spacing of a forma
 *RNE* round to nearest, ties to even; *RZ* toward zero; *RD* toward −∞; *FTZ* flush subnormals
 to zero; *group* the terms one unit step fuses; *fused_terms* its size.
 
-Public API: :func:`dot_add` (one unit over a K vector), :func:`gemm` (a GEMM in an explicit
-accumulation order), plus the modules ``formats`` and ``rounding``.
+Public API: :func:`dot_add` (one unit over a K vector) and :func:`gemm` (a GEMM in an explicit
+accumulation order) share one convention, ``(a, b, c, unit)``: operands, accumulator, unit, and
+return float32 (float16 for a unit with fp16 output). The modules ``formats``, ``rounding``,
+``atomics`` (split-K partials and atomic add orders) and ``conv`` (convolutions as the kernels'
+GEMMs) are imported with the package.
 """
 
+from . import atomics, conv, formats, rounding
 from .units import Family, Format, Rounding, UnitParams
 from .dot import dot_add
-from .gemm import GemmOrder, gemm, gemm_split_ensemble, strided_k_order
+from .gemm import GemmOrder, gemm, split_partials, strided_k_order
 
-__all__ = ["dot_add", "gemm", "GemmOrder", "gemm_split_ensemble", "strided_k_order", "Family", "Format", "Rounding", "UnitParams"]
+__all__ = ["dot_add", "gemm", "GemmOrder", "split_partials", "strided_k_order", "Family", "Format", "Rounding",
+           "UnitParams", "atomics", "conv", "formats", "rounding"]

@@ -50,25 +50,33 @@ Every function also takes the normalised layout's 5-D shape, or flat 1-D arrays 
 in memory order. Results come back in :meth:`ConvProblem.tensor_shape` of the written tensor.
 
 Public API: :class:`ConvProblem`, :func:`normalize_layout`, :func:`sub_gemms`, :func:`gemm_sizes`,
-:class:`ConvGemm` (gathered operands per group, sub-GEMM and gemmN chunk, for reuse),
+:class:`ConvGemm` (gathered operands per group, sub-GEMM and gemmN chunk, for reuse; its
+:meth:`ConvGemm.compute` runs many kernel models in one pass over them), :class:`ConvArithmetic`
+(what one model needs), :func:`bwd_weight_taps` (the in-bounds products of each filter tap),
 :func:`gemm_operands`, :func:`conv`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import numpy as np
 
 from ._jit import jit, prange
+from .atomics import SplitPartials
+from .gemm import GemmOrder, gemm as _unit_gemm
 
 __all__ = [
     "DIRECTIONS",
     "ConvProblem",
     "SubGemm",
     "ConvGemm",
+    "ConvArithmetic",
+    "bwd_weight_taps",
     "normalize_layout",
     "sub_gemms",
     "gemm_sizes",
@@ -528,6 +536,59 @@ def _tensor_bits(problem: ConvProblem, role: str, arr, name: str) -> np.ndarray:
     return np.ascontiguousarray(arr).reshape(-1)
 
 
+#: Bytes of B (fp16 gemmK × gemmN) gathered at once by the in-bounds pass: wider than the usual
+#: chunks, so each filter tap's A columns are gathered once and not once per chunk it spans.
+INBOUNDS_B_BYTES = 1 << 30
+
+
+class ConvArithmetic(NamedTuple):
+    """What :meth:`ConvGemm.compute` needs of one kernel model, per sub-GEMM of
+    :func:`sub_gemms`: the unit (an ``emu.UnitParams`` or anything with ``params``) and the
+    :class:`emu.gemm.GemmOrder`.
+
+    ``inbounds_only``: add only the products whose input pixel lies inside the image, in the
+    order's sequence (backward weight's CPU loops skip out-of-bounds taps; a grouped unit then
+    counts only those products into its groups). ``keep_partials``: keep split-K partial sums
+    apart (:class:`emu.atomics.SplitPartials`, for atomic add orders), with ``tiles`` giving each
+    sub-GEMM's output tile (m_per_block, n_per_block) for orders keyed per tile, and ``seed``
+    the order generator's seed."""
+
+    units: tuple
+    orders: tuple
+    inbounds_only: bool = False
+    keep_partials: bool = False
+    tiles: tuple | None = None
+    seed: int = 0
+
+
+def bwd_weight_taps(problem: ConvProblem, k: int, start: int, stop: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Backward weight: gemmN columns start … stop−1 grouped by filter tap (y, x), each with the
+    gemmK indices (n, ho, wo) whose input pixel lies inside the image, i.e. the products a loop
+    that skips out-of-bounds positions adds; ``k`` is the sub-GEMM's gemmK."""
+    if problem.direction != "bwd_weight":
+        raise ValueError(f"in-bounds taps are defined for bwd_weight only, not {problem.direction}")
+    order = tuple(problem.gemm_n_order)
+    sizes = {"c": problem.c // problem.groups, "y": problem.y, "x": problem.x}
+    digits = np.unravel_index(np.arange(start, stop), [sizes[d] for d in order])
+    ys, xs = digits[order.index("y")], digits[order.index("x")]
+    groups = []
+    for y, x in sorted(set(zip(ys.tolist(), xs.tolist()))):
+        cols = np.nonzero((ys == y) & (xs == x))[0]
+        groups.append((cols, _tap_inbounds_k(problem, k, y, x)))
+    return groups
+
+
+@functools.lru_cache(maxsize=64)
+def _tap_inbounds_k(problem: ConvProblem, k: int, y: int, x: int) -> np.ndarray:
+    kd = tuple(problem.gemm_k_order)
+    ksz = {"n": problem.n, "ho": problem.out_h, "wo": problem.out_w}
+    kdig = np.unravel_index(np.arange(k), [ksz[d] for d in kd])
+    ho, wo = kdig[kd.index("ho")], kdig[kd.index("wo")]
+    hi = ho * problem.stride[0] + y * problem.dilation[0] - problem.pad_h[0]
+    wi = wo * problem.stride[1] + x * problem.dilation[1] - problem.pad_w[0]
+    return np.nonzero((hi >= 0) & (hi < problem.h) & (wi >= 0) & (wi < problem.w))[0]
+
+
 class ConvGemm:
     """A convolution's GEMMs over given tensors: gathers A and chunks of B, scatters C.
 
@@ -604,6 +665,108 @@ class ConvGemm:
                         )
                     self.scatter(out, c, sub, group, start)
         return out
+
+    def compute(self, models: Sequence[ConvArithmetic], n_chunk: int | None = None,
+                progress: Callable[[int], None] | None = None) -> list:
+        """Every model over the convolution in one pass: each operand chunk is gathered once and
+        fed to every model's GEMMs.
+
+        Returns, per model, the flat float32 result in the result tensor's memory order, or, for a
+        model with ``keep_partials``, its :class:`emu.atomics.SplitPartials` (partial sums kept
+        apart, tile ids filled, generator seeded with ``model.seed``). Models with
+        ``inbounds_only`` run in a pass of their own (:meth:`_compute_inbounds`). ``progress`` is
+        called with the number of gemmN columns each chunk finished (shared passes only)."""
+        problem = self.problem
+        for m in models:
+            if len(m.units) != len(self.subs) or len(m.orders) != len(self.subs):
+                raise ValueError(f"ConvArithmetic: {len(m.units)} units and {len(m.orders)} orders for "
+                                 f"{len(self.subs)} sub-GEMMs")
+        size = problem.tensor_size(problem.result_role)
+        outs: list = []
+        for m in models:
+            if m.keep_partials:
+                outs.append(SplitPartials(max(o.split_k for o in m.orders), size, m.seed))
+            else:
+                outs.append(self.new_result())
+        inbounds = [i for i, m in enumerate(models) if m.inbounds_only]
+        if inbounds:
+            self._compute_inbounds([models[i] for i in inbounds], [outs[i] for i in inbounds])
+        shared = [i for i, m in enumerate(models) if not m.inbounds_only]
+        if not shared:
+            return outs
+        chunk = self.default_n_chunk() if n_chunk is None else int(n_chunk)
+        if chunk < 1:
+            raise ValueError(f"n_chunk: must be ≥ 1, got {n_chunk}")
+        tile_base = {i: 0 for i in shared if models[i].keep_partials}
+        for sub, sg in enumerate(self.subs):
+            for group in range(problem.groups):
+                a = self.a(sub, group)
+                for start in range(0, sg.n, chunk):
+                    stop = min(start + chunk, sg.n)
+                    b = self.b(sub, group, start, stop)
+                    for i in shared:
+                        m, out = models[i], outs[i]
+                        unit, order = m.units[sub], m.orders[sub]
+                        if not m.keep_partials or order.split_k < 2:
+                            res = _unit_gemm(a, b, None, unit, order)
+                            self.scatter(out.parts[0] if m.keep_partials else out, res, sub, group, start)
+                            continue
+                        seq = order.sequence(a.shape[1])
+                        if (seq < 0).any():
+                            raise ValueError("split-K partials with gemmK padding: no kernel runs this path")
+                        for si, sl in enumerate(order.chunks(len(seq))):
+                            idx = seq[sl]
+                            part = _unit_gemm(np.ascontiguousarray(a[:, idx]), np.ascontiguousarray(b[idx, :]), None,
+                                              unit, GemmOrder())
+                            self.scatter(out.parts[si], part, sub, group, start)
+                        m_tile, n_tile = m.tiles[sub]
+                        n_tiles = -(-sg.n // n_tile)
+                        mt = np.arange(sg.m) // m_tile
+                        nt = np.arange(start, stop) // n_tile
+                        tid = tile_base[i] + (mt[:, None] * n_tiles + nt[None, :])
+                        self.scatter(out.tiles, tid.astype(np.float32), sub, group, start)
+                    if progress is not None:
+                        progress(stop - start)
+            for i in tile_base:
+                tiles = models[i].tiles
+                if tiles is not None and tiles[sub] is not None:
+                    m_tile, n_tile = tiles[sub]
+                    tile_base[i] += (-(-sg.m // m_tile)) * (-(-sg.n // n_tile))
+        return outs
+
+    def _compute_inbounds(self, models: Sequence[ConvArithmetic], outs: list) -> None:
+        """The models that count only in-bounds products (backward weight's CPU loops that skip
+        out-of-bounds taps): per filter tap, the products whose input pixel lies inside the image,
+        in each model's gemmK order. A tap's gathered operands are shared by the models with the
+        same order (e.g. one validator with and without input flush)."""
+        problem = self.problem
+        for sub, sg in enumerate(self.subs):
+            chunk = max(self.default_n_chunk(), INBOUNDS_B_BYTES // max(1, 2 * sg.k))
+            for group in range(problem.groups):
+                a = self.a(sub, group)
+                by_order: list[tuple[np.ndarray, list[int]]] = []  # (gemmK order, the models with it)
+                for i, m in enumerate(models):
+                    full = m.orders[sub].sequence(a.shape[1])
+                    full = full[full >= 0]  # gemmK padding zeros are no products of a loop
+                    same = next((idx for order, idx in by_order if np.array_equal(order, full)), None)
+                    if same is None:
+                        by_order.append((full, [i]))
+                    else:
+                        same.append(i)
+                for start in range(0, sg.n, chunk):
+                    stop = min(start + chunk, sg.n)
+                    b = self.b(sub, group, start, stop)
+                    res = [np.zeros((sg.m, stop - start), np.float32) for _ in models]
+                    for cols, kin in bwd_weight_taps(problem, sg.k, start, stop):
+                        inside = np.zeros(a.shape[1], np.bool_)
+                        inside[kin] = True
+                        for full, idx in by_order:
+                            seq = full[inside[full]]  # the model's order, in-bounds products only
+                            a_tap, b_tap = np.ascontiguousarray(a[:, seq]), b[seq[:, None], cols[None, :]]
+                            for i in idx:
+                                res[i][:, cols] = _unit_gemm(a_tap, b_tap, None, models[i].units[sub], GemmOrder())
+                    for i in range(len(models)):
+                        self.scatter(outs[i], res[i], sub, group, start)
 
 
 def gemm_operands(

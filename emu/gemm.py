@@ -9,8 +9,9 @@
   the sign of zero, or, for truncating units, the exponent they align to.
 * ``split_k`` and ``combine``: the K sequence is cut into ``split_k`` contiguous chunks, each
   accumulated from +0, and the chunk results are added into a zeroed fp32 workspace one by one
-  (atomic adds, RNE): in ascending chunk order (``"ascending"``) or in seeded random orders
-  (``"random"``, see :func:`gemm_split_ensemble`).
+  (atomic adds, RNE): in ascending chunk order (``"ascending"``) or in a seeded random order
+  (``"random"``); :func:`split_partials` keeps the chunk results apart, for ensembles of add
+  orders (:mod:`emu.atomics`).
 
 M and N never change the arithmetic of an output; their padding is not modelled.
 """
@@ -21,9 +22,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .dot import _compact_c, _decode, fp16_operand, run_kernel, unit_params
+from .atomics import SplitPartials, add_order
+from .dot import _accumulator, _compact_c, _decode, fp16_operand, run_kernel, unit_params
+from .units import Format
 
-__all__ = ["GemmOrder", "gemm", "gemm_split_ensemble", "strided_k_order", "combine_partials"]
+__all__ = ["GemmOrder", "gemm", "split_partials", "strided_k_order"]
 
 
 @dataclass(frozen=True)
@@ -108,36 +111,43 @@ def _partials(params, A_seq, B_seq, order, C):
                      for s in order.chunks(A_seq.shape[1])])
 
 
-def combine_partials(partials: np.ndarray, chunk_order, C=None) -> np.ndarray:
-    """Atomic adds: workspace ← RNE32(workspace + partial) in ``chunk_order``, from C (or +0)."""
-    ws = np.zeros(partials.shape[1:], np.float32) if C is None else np.array(C, np.float32)
-    for s in chunk_order:
-        ws = ws + partials[s]
-    return np.broadcast_to(ws, partials.shape[1:]).copy() if ws.shape != partials.shape[1:] else ws
+def _output(params, out: np.ndarray) -> np.ndarray:
+    return out.astype(np.float16) if params.output_format == Format.FP16 else out
 
 
-def gemm(A, B, unit, order: GemmOrder | None = None, C=None) -> np.ndarray:
-    """C + A·B through ``unit`` in ``order``: A (M, K) and B (K, N) fp16 (or uint16 patterns),
-    C (M, N) float32 or None (+0). Returns (M, N) float32. With split-K, the chunks are combined
-    in ascending order (``order.combine == "random"`` uses the first member of
-    :func:`gemm_split_ensemble`)."""
+def gemm(A, B, C, unit, order: GemmOrder | None = None) -> np.ndarray:
+    """C + A·B through ``unit`` in ``order``, the GEMM form of :func:`emu.dot_add` (same argument
+    order, same result type).
+
+    A (M, K) and B (K, N) fp16 (or uint16 patterns); C (M, N) or broadcastable to it, float32
+    (float16 for a unit with fp16 output), or None for +0. Returns (M, N) float32 (float16 for
+    fp16-output units). With split-K the chunk results are added onto C in ascending chunk order,
+    or, with ``order.combine == "random"``, in the order :func:`emu.atomics.add_order` draws for
+    member 0 of the generator seeded ``order.combine_seed`` (one order for the whole GEMM).
+    """
     params, A_seq, B_seq, order = _prepare(A, B, unit, order)
     shape = (A_seq.shape[0], B_seq.shape[1])
-    C0 = np.zeros((1, 1), np.float32) if C is None else _compact_c(np.asarray(C, np.float32), shape, *shape)
+    C0 = np.zeros((1, 1), np.float32) if C is None else _compact_c(_accumulator(C, params.output_format)
+                                                                   .astype(np.float32), shape, *shape)
     if order.split_k == 1:
-        return _partials(params, A_seq, B_seq, order, C0)[0]
+        return _output(params, _partials(params, A_seq, B_seq, order, C0)[0])
     partials = _partials(params, A_seq, B_seq, order, None)
     if order.combine == "random":
-        chunk_order = np.random.default_rng(order.combine_seed).permutation(order.split_k)
+        chunk_order = add_order(order.split_k, order.combine_seed, 0)
     else:
         chunk_order = range(order.split_k)
-    return combine_partials(partials, chunk_order, C0)
+    ws = np.broadcast_to(C0, shape).astype(np.float32)
+    for s in chunk_order:
+        ws = ws + partials[s]
+    return _output(params, ws)
 
 
-def gemm_split_ensemble(A, B, unit, order: GemmOrder, members: int, seed: int = 0, C=None) -> np.ndarray:
-    """(members, M, N): the split-K GEMM with the chunk results added in ``members`` random orders
-    (seeded), modelling atomic adds whose order varies run to run. The partials are computed once."""
+def split_partials(A, B, unit, order: GemmOrder, seed: int = 0) -> SplitPartials:
+    """The split-K partial sums of ``gemm(A, B, None, unit, order)``, element (m, n) at m·N + n,
+    as :class:`emu.atomics.SplitPartials` whose members are the GEMM with the chunk results added
+    in counter-based random orders (``seed``): the run-to-run spread of fp32 atomic adds."""
     params, A_seq, B_seq, order = _prepare(A, B, unit, order)
     partials = _partials(params, A_seq, B_seq, order, None)
-    rng = np.random.default_rng(seed)
-    return np.stack([combine_partials(partials, rng.permutation(order.split_k), C) for _ in range(members)])
+    out = SplitPartials(order.split_k, partials[0].size, seed)
+    out.parts[:] = partials.reshape(order.split_k, -1)
+    return out

@@ -13,19 +13,24 @@ kernel's (y, x, c) indices in (c, y, x) order.
 
 Names: ``rocmlir-2022-xdlops``, ``rocmlir-2022-nonxdlops``, ``gpu-validation``,
 ``cpu-validation-2022``, ``cpu-validation-mlir``, ``cpu-acc4``, ``cpu-ftz``.
-``DOC`` below is ``../shared/reference/rocmlir_kernels_2022.md``; ``SPEC`` ``../shared/SPEC.md``.
+Variants compose: ``kernel("cpu-acc4").with_input_flush().counting_inbounds()`` is the 2022
+study's fair_3 MI200 backward-weight validator. ``model.arithmetic(problem)`` is what
+:meth:`emu.conv.ConvGemm.compute` runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
+import json
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping, NamedTuple
 
 import numpy as np
 
-from emu.conv import ConvProblem, sub_gemms
+from emu.conv import ConvArithmetic, ConvProblem, sub_gemms
 from emu.gemm import GemmOrder
 from emu.units import Family
 
@@ -34,13 +39,22 @@ from .tuning import DEFAULT_RULES, GemmPlan, Instruction, Tuning
 from .units import Unit, unit as _unit
 
 __all__ = ["KernelModel", "KernelGemm", "kernel", "KERNEL_NAMES", "VALIDATOR_NAMES", "NAMES", "HW_NAMES",
-           "cpu_loop_k_order"]
+           "cpu_loop_k_order", "AtomicOrders", "ATOMIC_ORDERS", "COUNTS", "K_SEQUENCES"]
 
-DOC = "../shared/reference/rocmlir_kernels_2022.md"
-SPEC = "../shared/SPEC.md"
-STUDY = "../shared/reference/study_results_2022.md"
-FINDINGS = "../shared/reference/reproduction_findings.md"
-MU = "../shared/reference/matrix_units.md"
+DOC = ("rocMLIR @3df931f1 (github.com/ROCm/rocMLIR: Rock ConvToGemm.cpp, GridwiseGemmParams.cpp, "
+       "miopen-gen's host harness)")
+STUDY = "the 2022 fp16 study (github.com/zhanglx13/llvm-project-mlir-dev-utils, fp16_experiment @3b042e7)"
+SPEC = STUDY
+FINDINGS = "fp16emu's reproduction of the study's measured lines (`fp16emu study reproduce`)"
+MU = "MMA-Sim (arXiv 2511.10909) and Khattak & Mikaitis (arXiv 2512.07004)"
+#: How a CPU validator counts products: every gemmK position ("all"), or only the in-bounds ones.
+COUNTS = ("all", "inbounds")
+#: The gemmK sequence of a GPU kernel: its own ("kernel") or the CPU loop's (a hypothesis).
+K_SEQUENCES = ("kernel", "cpu-loop")
+FLUSH_SOURCE = f"{STUDY}: CPU validation variant 'flush subnormals' (fp16 inputs below 2^-14 set to 0)"
+INBOUNDS_SOURCE = (f"{DOC}: the C++ CPU convolution skips input positions outside the image; {FINDINGS}: "
+                   f"every padded bwd_weight test of fair_3 (e.g. padding_kernel_all_wrw CONFIG2/4, ISSUE_70_1, "
+                   f"ISSUE_71_4) needs the 'accumulate 4' groups to count only those products")
 
 KERNEL_NAMES = ("rocmlir-2022-xdlops", "rocmlir-2022-nonxdlops")
 VALIDATOR_NAMES = ("gpu-validation", "cpu-validation-2022", "cpu-validation-mlir", "cpu-acc4", "cpu-ftz")
@@ -60,6 +74,41 @@ class KernelGemm(NamedTuple):
     unit: Unit
     order: GemmOrder
     tuning_plan: GemmPlan | None = None
+
+
+@dataclass(frozen=True)
+class AtomicOrders:
+    """How the run-to-run order of split-K fp32 atomic adds is modelled: an ensemble of
+    ``members`` counter-based add orders (:mod:`emu.atomics`, generator ``seed``, one order per
+    ``granularity``: element or output tile), and an envelope, per element, over
+    ``min(envelope_orders, envelope_adds / partial sums)`` orders plus ``deep_orders`` more for
+    the ``deep_elements`` elements farthest from the validation (by each distance). ``version``
+    changes whenever any of this changes the members or the envelope."""
+
+    members: int = 128
+    seed: int = 2022
+    granularity: str = "element"
+    envelope_orders: int = 4096
+    envelope_adds: int = 400_000_000
+    deep_elements: int = 64
+    deep_orders: int = 1 << 16
+    version: int = 7
+
+    def __post_init__(self):
+        if self.granularity not in ("element", "tile"):
+            raise ValueError(f"granularity: {self.granularity!r} is not one of element, tile")
+        for name in ("members", "envelope_orders", "envelope_adds", "deep_elements", "deep_orders"):
+            if int(getattr(self, name)) < 0:
+                raise ValueError(f"{name}: must be ≥ 0, got {getattr(self, name)}")
+
+    def envelope_order_count(self, n_members: int, n_partials: int) -> int:
+        """Random orders in the plain envelope of a kernel with ``n_partials`` partial sums in all."""
+        return max(n_members, min(self.envelope_orders, self.envelope_adds // max(1, n_partials)))
+
+
+#: The ensemble the study reproduction and ``fp16emu run`` use (version 7: every atomic line of
+#: the 2022 study's fair_1/2/3 lies inside it).
+ATOMIC_ORDERS = AtomicOrders()
 
 
 @dataclass(frozen=True)
@@ -90,10 +139,68 @@ class KernelModel:
     rules: str = DEFAULT_RULES
     combine: str = "ascending"
     combine_seed: int = 0
+    count: str = "all"
+    k_sequence: str = "kernel"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.count not in COUNTS:
+            raise ValueError(f"count: {self.count!r} is not one of {', '.join(COUNTS)}")
+        if self.k_sequence not in K_SEQUENCES:
+            raise ValueError(f"k_sequence: {self.k_sequence!r} is not one of {', '.join(K_SEQUENCES)}")
+        if self.count == "inbounds" and self.order != "cpu-loop":
+            raise ValueError(f"count: 'inbounds' models a CPU loop that skips out-of-bounds taps; {self.name} "
+                             f"is a GPU kernel, whose padding products are in its GEMM")
 
     def source(self, field_name: str) -> str:
         return self.sources[field_name]
+
+    # --- variants ---------------------------------------------------------------------------------
+
+    def _variant(self, suffix: str, why: Mapping[str, str], **changes) -> KernelModel:
+        sources = dict(self.sources)
+        for f, text in why.items():
+            sources[f] = f"{sources.get(f, '')}; {suffix}: {text}".lstrip("; ")
+        return dataclasses.replace(self, **changes, sources=MappingProxyType(sources))
+
+    def with_input_flush(self) -> KernelModel:
+        """The same model with fp16 inputs below 2^-14 flushed to +0 before the arithmetic (the
+        study's "flush subnormals" variant; MI200's matrix unit does it in hardware)."""
+        if self.unit.flush_inputs:
+            return self if self.flush_inputs else dataclasses.replace(self, flush_inputs=True)
+        u_sources = dict(self.unit.sources)
+        u_sources["flush_inputs"] = FLUSH_SOURCE
+        unit = dataclasses.replace(self.unit, name=self.unit.name + "+flush", flush_inputs=True,
+                                   sources=MappingProxyType(u_sources))
+        return self._variant("+flush", {"flush_inputs": FLUSH_SOURCE, "unit": FLUSH_SOURCE}, unit=unit,
+                             flush_inputs=True)
+
+    def counting_inbounds(self) -> KernelModel:
+        """A CPU validator that adds (and counts into its groups of ``unit.group_size``) only the
+        products whose input pixel lies inside the image: a backward-weight loop that skips
+        out-of-bounds positions rather than multiplying padding zeros."""
+        return self._variant("+inbounds", {"count": INBOUNDS_SOURCE}, count="inbounds")
+
+    def in_cpu_loop_order(self) -> KernelModel:
+        """A GPU kernel whose gemmK sequence is the CPU validators' loop order (fwd: c, y, x)
+        instead of the filter layout's, its partition (padding, split-K) unchanged: a hypothesis
+        to test against data, not a kernel rocMLIR is known to run."""
+        return self._variant("+cpu-loop-order", {"k_sequence": "hypothesis: gemmK in the CPU loop order"},
+                             k_sequence="cpu-loop")
+
+    @property
+    def key(self) -> str:
+        """A short name of the model and its variants, e.g. ``cpu-acc4+flush+inbounds``."""
+        parts = [self.name]
+        if self.hw:
+            parts[0] += f"@{self.hw}"
+        if self.unit.name.endswith("+flush"):
+            parts.append("flush")
+        if self.count == "inbounds":
+            parts.append("inbounds")
+        if self.k_sequence != "kernel":
+            parts.append(self.k_sequence)
+        return "+".join(parts)
 
     # --- per problem ----------------------------------------------------------------------------
 
@@ -106,13 +213,52 @@ class KernelModel:
                             combine=self.combine, combine_seed=self.combine_seed)
 
     def plan(self, problem: ConvProblem) -> list[KernelGemm]:
-        """Unit and order of every sub-GEMM of ``problem``, in :func:`emu.conv.sub_gemms` order."""
+        """Unit and order of every sub-GEMM of ``problem``, in :func:`emu.conv.sub_gemms` order
+        (cached per model and problem: both are frozen)."""
+        return list(_cached_plan(self, problem))
+
+    def _plan(self, problem: ConvProblem) -> list[KernelGemm]:
         plans = self.tuning_plans(problem)
         if plans is None:
             return [KernelGemm(s.gemm_id, self.unit, GemmOrder(k_order=cpu_loop_k_order(problem, s.gemm_id),
                                                               notes=f"{self.name}: CPU loop order"))
                     for s in sub_gemms(problem)]
-        return [KernelGemm(p.gemm_id, self._instruction_unit(p.instruction), p.order, p) for p in plans]
+        gemms = [KernelGemm(p.gemm_id, self._instruction_unit(p.instruction), p.order, p) for p in plans]
+        if self.k_sequence == "cpu-loop":
+            gemms = [KernelGemm(g.gemm_id, g.unit,
+                                GemmOrder(k_order=cpu_loop_k_order(problem, g.gemm_id), pad_k=g.order.pad_k,
+                                          split_k=g.order.split_k, notes="CPU loop order"), g.tuning_plan)
+                     for g in gemms]
+        return gemms
+
+    def atomic_split(self, problem: ConvProblem) -> int:
+        """The most split-K partial sums any sub-GEMM adds with fp32 atomics, if three or more
+        (then the add order, which varies run to run on a GPU, changes the result: with two,
+        0 + a is exact and a + b commutes); else 0."""
+        most = max((g.order.split_k for g in self.plan(problem)), default=1)
+        return most if most >= 3 else 0
+
+    def arithmetic(self, problem: ConvProblem, *, keep_partials: bool = False, seed: int = 0) -> ConvArithmetic:
+        """What :meth:`emu.conv.ConvGemm.compute` needs to run this model on ``problem``;
+        ``keep_partials``: keep split-K partials apart for atomic add orders drawn with ``seed``."""
+        gemms = self.plan(problem)
+        tiles = None
+        if keep_partials:
+            tiles = tuple(None if g.tuning_plan is None else
+                          (g.tuning_plan.tuning.m_per_block, g.tuning_plan.tuning.n_per_block) for g in gemms)
+        return ConvArithmetic(units=tuple(g.unit for g in gemms), orders=tuple(g.order for g in gemms),
+                              inbounds_only=self.count == "inbounds", keep_partials=keep_partials, tiles=tiles,
+                              seed=seed)
+
+    def identity(self, problem: ConvProblem) -> list:
+        """What of this model changes its bits on ``problem`` (JSON-able, for cache keys): the
+        counting rule, and each sub-GEMM's unit parameters and order."""
+        ident: list = [self.count]
+        for g in self.plan(problem):
+            k = g.order.k_order
+            digest = None if k is None else hashlib.sha256(json.dumps(list(k)).encode()).hexdigest()
+            ident.append([repr(g.unit.params), digest, g.order.pad_k, g.order.split_k])
+        return ident
 
     def gemm_orders(self, problem: ConvProblem) -> list[GemmOrder]:
         """One :class:`emu.gemm.GemmOrder` per sub-GEMM."""
@@ -136,13 +282,18 @@ class KernelModel:
                                    sources=MappingProxyType(sources))
 
 
+@functools.lru_cache(maxsize=512)
+def _cached_plan(model: KernelModel, problem: ConvProblem) -> tuple[KernelGemm, ...]:
+    return tuple(model._plan(problem))
+
+
 def cpu_loop_k_order(problem: ConvProblem, gemm_id: int = 0) -> tuple[int, ...] | None:
     """The 2022 CPU validators' reduction loop order as a permutation of the kernel's gemmK
     indices (None when they agree). fwd: c (outermost), y, x whatever the filter layout, against
     the kernel's filter-layout order; bwd_weight: n, ho, wo = the kernel's order; bwd_data: k, y, x
     (y ascending is ydot ascending within a sub-GEMM) = the kernel's (k, ydot, xdot). Positions the
     CPU skips (out of bounds, stride-divisibility) are the kernel's zero products: adding them
-    cannot change an accumulator that starts at +0 (DOC §2(e))."""
+    cannot change an accumulator that starts at +0 (rocMLIR's CPU convolution)."""
     if problem.direction != "fwd":
         return None
     kernel_digits = problem.gemm_k_order
@@ -170,7 +321,7 @@ def _fp64_variant(name: str, group_size: int, round_each: bool, flush: bool, why
     sources = dict(base.sources)
     sources.update(group_size=why, round_each_group=why, name="fp16emu naming", description=why)
     if flush:
-        sources["flush_inputs"] = f"{SPEC} §5 (study variant 'flush subnormals': fp16 inputs below 2^-14 set to 0); {STUDY}"
+        sources["flush_inputs"] = f"{SPEC} (study variant 'flush subnormals': fp16 inputs below 2^-14 set to 0); {STUDY}"
     desc = ("fp64 accumulator" + (f", rounded to fp32 (RNE) after every {group_size} product(s)" if round_each
                                   else ", rounded to fp32 once at the end")
             + (", fp16 inputs below 2^-14 flushed to +0" if flush else ""))
@@ -188,8 +339,8 @@ def _cite(**specific: str) -> Mapping[str, str]:
 
 _OUTPUT_KERNEL = "fp32 accumulator → fp16 by RNE, overflow to ±inf"
 _OUTPUT_VALIDATOR = "fp32 result; the verifier rounds it to fp16 by RNE before comparing"
-_SRC_OUTPUT_KERNEL = f"{DOC} §2(d) (arith.truncf → v_cvt_f16_f32, RNE); {SPEC} §5 'Output'"
-_SRC_OUTPUT_VALIDATOR = f"{DOC} §2(e) 'Comparison path' (validation value truncf'd to f16, RNE); {FINDINGS} §1 verifier row"
+_SRC_OUTPUT_KERNEL = f"{DOC} (arith.truncf → v_cvt_f16_f32, RNE); {SPEC} 'Output'"
+_SRC_OUTPUT_VALIDATOR = f"{DOC} 'Comparison path' (validation value truncf'd to f16, RNE); {FINDINGS} verifier row"
 
 
 def kernel(name: str, hw: str = "mi200", tuning=None, *, validating=None, kblocks: int | None = None,
@@ -202,7 +353,7 @@ def kernel(name: str, hw: str = "mi200", tuning=None, *, validating=None, kblock
     ``validating``: the kernel a CPU validation validates ("rocmlir-2022-xdlops" or
     "rocmlir-2022-nonxdlops", or "xdlops"/"nonxdlops"): required by cpu-validation-2022 and cpu-ftz,
     whose fp32 rounding depends on it; ignored by the others. ``kblocks``: override the split-K
-    count of the xdlops backward-weight atomic path (SPEC §5: to identify, not known);
+    count of the xdlops backward-weight atomic path (the 2022 study's data contradict the Sep-2022 formula for some tests: a parameter to identify);
     ``rules``: tuning rule set (:data:`models.tuning.RULES`); ``combine``/``combine_seed``: the
     atomic-add order of split-K chunks (:class:`emu.gemm.GemmOrder`)."""
     key = str(name).strip().lower()
@@ -234,7 +385,7 @@ def kernel(name: str, hw: str = "mi200", tuning=None, *, validating=None, kblock
 
 
 def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
-    tuning_src = (f"{_tuning.SOURCES['xdlops_list']}; default = first valid entry ({DOC} §2(c)); "
+    tuning_src = (f"{_tuning.SOURCES['xdlops_list']}; default = first valid entry ({DOC}); "
                   f"perf-config format {_tuning.SOURCES['perf_config']}")
     return KernelModel(
         name="rocmlir-2022-xdlops",
@@ -246,23 +397,25 @@ def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
         kblocks=kblocks, **common,
         sources=_cite(
             name="fp16emu naming",
-            description=f"{DOC} §2(c); {SPEC} §5 'Xdlops kernel'",
-            unit=f"models.units.unit({hw_name!r}): {u.source('family')}; {SPEC} §4",
+            description=f"{DOC}; {SPEC} 'Xdlops kernel'",
+            unit=f"models.units.unit({hw_name!r}): {u.source('family')}; {SPEC}",
             order=f"{_tuning.SOURCES['k_order']}; {_tuning.SOURCES['instruction']}",
-            xdlops=f"{DOC} §1.1 (-x2 selects the xdlops kernel)",
+            xdlops=f"{DOC}.1 (-x2 selects the xdlops kernel)",
             validator="a GPU kernel, not a validation function",
-            flush_inputs=f"the unit's flush_inputs: {u.source('flush_inputs')}; {DOC} §4",
-            accumulator=f"{DOC} §2(c) (f32 accumulator vectors; bwd_weight split-K with StoreMethod::AtomicAdd)",
-            fp64_accumulate=f"{DOC} §2(c) (f32 accumulators only)",
+            flush_inputs=f"the unit's flush_inputs: {u.source('flush_inputs')}; {DOC}",
+            accumulator=f"{DOC} (f32 accumulator vectors; bwd_weight split-K with StoreMethod::AtomicAdd)",
+            fp64_accumulate=f"{DOC} (f32 accumulators only)",
             fp32_round_every="unused: the unit rounds to fp32 every group",
             output=_SRC_OUTPUT_KERNEL,
-            hw=f"{SPEC} §1 (MI100, MI200, MI300); {DOC} §4 (the kernel is the same on every GPU under -x2)",
+            hw=f"{SPEC} (MI100, MI200, MI300); {DOC} (the kernel is the same on every GPU under -x2)",
             validating="unused by GPU kernels",
             tuning=tuning_src,
             kblocks=f"{_tuning.SOURCES['kblocks']}; override: {_tuning.SOURCES['kblocks_data']}",
             rules=f"{_tuning.SOURCES['validity_2022-08']} (default); {_tuning.SOURCES['validity_2022-09']}",
-            combine=f"{DOC} §2(c) (atomic add order varies run to run); {SPEC} §5 (model as an ensemble of orders)",
-            combine_seed=f"{SPEC} §5 (ensemble of orders)",
+            combine=f"{DOC} (atomic add order varies run to run); {SPEC} (model as an ensemble of orders)",
+            combine_seed=f"{SPEC} (ensemble of orders)",
+            count="unused: a GPU kernel multiplies every gemmK position, padding zeros included",
+            k_sequence=f"{DOC}: the filter layout's gemmK order",
         ),
     )
 
@@ -270,15 +423,15 @@ def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
 def _nonxdlops(key: str, hw_name, t, common) -> KernelModel:
     gpu = key == "gpu-validation"
     fma = _unit("fma32")
-    tuning_src = (f"{_tuning.SOURCES['nonxdlops_list']}; default = first valid entry ({DOC} §2(b)); only the "
+    tuning_src = (f"{_tuning.SOURCES['nonxdlops_list']}; default = first valid entry ({DOC}); only the "
                   f"padding kernels' zero padding of gemmK reaches the arithmetic")
     if gpu:
         desc = ("GPU validation (-pv_with_gpu): the non-xdlops kernel run in fp32 on fp32 copies of the fp16 inputs; "
                 "the copies are exact, so the arithmetic is the fp16 non-xdlops kernel's (fp32 FMA, ascending gemmK)")
-        desc_src = f"{DOC} §2(e) 'GPU validation' (PR #286; miopen-gen populateHostHarnessLogic); {SPEC} §5"
+        desc_src = f"{DOC} 'GPU validation' (PR #286; miopen-gen populateHostHarnessLogic); {SPEC}"
     else:
         desc = "rocMLIR (Aug 2022) non-xdlops kernel: one fp32 FMA per gemmK value in ascending order, RNE to fp16"
-        desc_src = f"{DOC} §2(b); {SPEC} §5 'Non-xdlops kernel'"
+        desc_src = f"{DOC}; {SPEC} 'Non-xdlops kernel'"
     return KernelModel(
         name=key, description=desc, unit=fma, order="rocmlir-nonxdlops", xdlops=False, validator=gpu,
         flush_inputs=False, accumulator="fp32, one FMA (one RNE) per product", fp64_accumulate=False,
@@ -287,28 +440,30 @@ def _nonxdlops(key: str, hw_name, t, common) -> KernelModel:
         sources=_cite(
             name="fp16emu naming",
             description=desc_src,
-            unit=f"models.units.unit('fma32'): {fma.source('family')}; {DOC} §2(b) (vector::FMAOp, f16→f32 fpext exact)",
-            order=f"{DOC} §2(b) 'Net effect per output': strictly ascending gemmK; padding: {_tuning.SOURCES['padding']}",
-            xdlops=f"{DOC} §2(b) (no -x2); {DOC} §2(e) (-pv_with_gpu flips xdlops off)",
+            unit=f"models.units.unit('fma32'): {fma.source('family')}; {DOC} (vector::FMAOp, f16→f32 fpext exact)",
+            order=f"{DOC} 'Net effect per output': strictly ascending gemmK; padding: {_tuning.SOURCES['padding']}",
+            xdlops=f"{DOC} (no -x2); {DOC} (-pv_with_gpu flips xdlops off)",
             validator=desc_src,
-            flush_inputs=f"{DOC} §2(b): f16 products and sums cannot be f32-subnormal, FTZ settings do not matter",
-            accumulator=f"{DOC} §2(b) (f32 accumulator, 'f16: f32 … to prevent overflow')",
-            fp64_accumulate=f"{DOC} §2(b)",
-            fp32_round_every=f"{DOC} §2(b) (one rounding per step)",
+            flush_inputs=f"{DOC}: f16 products and sums cannot be f32-subnormal, FTZ settings do not matter",
+            accumulator=f"{DOC} (f32 accumulator, 'f16: f32 … to prevent overflow')",
+            fp64_accumulate=f"{DOC}",
+            fp32_round_every=f"{DOC} (one rounding per step)",
             output=_SRC_OUTPUT_VALIDATOR if gpu else _SRC_OUTPUT_KERNEL,
-            hw=f"{DOC} §4: non-xdlops results identical on MI100 and MI200",
+            hw=f"{DOC}: non-xdlops results identical on MI100 and MI200",
             validating="unused: the GPU validation is always the non-xdlops kernel",
-            tuning=tuning_src + (f"; {DOC} §2(e) (same tuning choice as the f16 non-xdlops kernel)" if gpu else ""),
-            kblocks=f"{DOC} §2(b): no split-K for non-xdlops",
+            tuning=tuning_src + (f"; {DOC} (same tuning choice as the f16 non-xdlops kernel)" if gpu else ""),
+            kblocks=f"{DOC}: no split-K for non-xdlops",
             rules=_tuning.SOURCES["validity_2022-08"],
             combine="unused: no split-K",
             combine_seed="unused: no split-K",
+            count="unused: a GPU kernel multiplies every gemmK position, padding zeros included",
+            k_sequence=f"{DOC}: ascending gemmK",
         ),
     )
 
 
 def _cpu(key: str, validating, common) -> KernelModel:
-    loop_src = (f"{DOC} §2(e): the C++ conv loops c (outermost), y, x for fwd, n, ho, wo for bwd_weight, "
+    loop_src = (f"{DOC}: the C++ conv loops c (outermost), y, x for fwd, n, ho, wo for bwd_weight, "
                 f"k, y, x for bwd_data; the MLIR CPU conv the same (createCPUConvWithMLIR)")
     if key in ("cpu-validation-2022", "cpu-ftz"):
         if validating is None:
@@ -316,8 +471,8 @@ def _cpu(key: str, validating, common) -> KernelModel:
                              f"validating='rocmlir-2022-xdlops' or 'rocmlir-2022-nonxdlops'")
         nonx = validating == "rocmlir-2022-nonxdlops"
         ftz = key == "cpu-ftz"
-        why = (f"{DOC} §2(e) mcpuConv2dFloat: double acc; `if (!xdlops) acc = (float)acc;` after every step; "
-               f"{FINDINGS} §1, §4 (both modes needed)")
+        why = (f"{DOC} mcpuConv2dFloat: double acc; `if (!xdlops) acc = (float)acc;` after every step; "
+               f"{FINDINGS} (both modes needed)")
         u = _fp64_variant(f"fp64{'-ftz' if ftz else ''}-{'fp32-each-step' if nonx else 'end'}", 1, nonx, ftz, why)
         desc = (f"CPU validation (-pv, Aug 2022) of a {'non-xdlops' if nonx else 'xdlops'} run: "
                 f"{u.description}; loops c, y, x (fwd)")
@@ -327,14 +482,14 @@ def _cpu(key: str, validating, common) -> KernelModel:
                           "fp64" + (", rounded to fp32 after every product" if nonx else ", rounded to fp32 at the end"),
                           why, loop_src, common)
     if key == "cpu-acc4":
-        why = f"{SPEC} §5 study variant 'accumulate 4': sum 4 products in fp64, round to fp32, go on; {STUDY}"
+        why = f"{SPEC} study variant 'accumulate 4': sum 4 products in fp64, round to fp32, go on; {STUDY}"
         u = _fp64_variant("fp64-acc4", 4, True, False, why)
         return _cpu_model(key, "study variant of the CPU validation: " + u.description + "; loops c, y, x (fwd)",
                           u, validating, False, 4, "fp64 over each group of 4 products, rounded to fp32 per group",
                           why, loop_src, common)
     # cpu-validation-mlir
     fma = _unit("fma32")
-    why = (f"{DOC} §2(e): by 3df931f1 -pv is the MLIR CPU conv, arith.mulf then arith.addf into an f32 buffer: "
+    why = (f"{DOC}: by 3df931f1 -pv is the MLIR CPU conv, arith.mulf then arith.addf into an f32 buffer: "
            f"one f32 rounding per term; the fp16 product is exact in fp32, so this is fp32 FMA ({fma.source('family')})")
     return _cpu_model(key, "CPU validation (-pv, from Sep 2022): fp32 multiply then add per term, loops c, y, x (fwd)",
                       fma, validating, False, 1, "fp32, one rounding per product", why, loop_src, common)
@@ -352,20 +507,22 @@ def _cpu_model(key, desc, u, validating, ftz, every, acc, why, loop_src, common)
             unit=why,
             order=loop_src,
             xdlops="unused: a CPU validation function has no GPU partition",
-            validator=f"{DOC} §2(e)",
-            flush_inputs=(f"{SPEC} §5 study variant 'flush subnormals'" if ftz
-                          else f"{DOC} §2(e): f16 inputs copied to f32 exactly (extf), nothing flushed"),
+            validator=f"{DOC}",
+            flush_inputs=(f"{SPEC} study variant 'flush subnormals'" if ftz
+                          else f"{DOC}: f16 inputs copied to f32 exactly (extf), nothing flushed"),
             accumulator=why,
             fp64_accumulate=why,
             fp32_round_every=why,
             output=_SRC_OUTPUT_VALIDATOR,
             hw="unused: runs on the CPU",
-            validating=(f"{DOC} §2(e): miopen-gen passes xdlopsConstantOp ('reduce precision if !xdlops')"
+            validating=(f"{DOC}: miopen-gen passes xdlopsConstantOp ('reduce precision if !xdlops')"
                         if key in ("cpu-validation-2022", "cpu-ftz") else "unused by this validator"),
             tuning="unused: a CPU validation function has no tuning",
             kblocks="unused: no split-K",
             rules="unused: no tuning",
             combine="unused: no split-K",
             combine_seed="unused: no split-K",
+            count=f"{DOC}: padding products are zeros and cannot change a sum; they only count into groups",
+            k_sequence="unused: the loop order is the order",
         ),
     )

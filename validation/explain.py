@@ -66,18 +66,15 @@ from typing import Any
 
 import numpy as np
 
-import emu
-from emu.conv import ConvGemm, ConvProblem
+from emu.conv import ConvArithmetic, ConvGemm, ConvProblem
 from emu.gemm import GemmOrder
 from emu.units import Family
 from models import harness
-from models import kernels as kernel_models
 from models.units import Unit
 from models.units import unit as named_unit
 
 from . import metrics as metrics_mod
-from .configs import Config, parse_config
-from .run import HW_CHOICES, KERNEL_CHOICES, VALIDATOR_CHOICES
+from .run import HW_CHOICES, VALIDATOR_CHOICES, choice, plan, progress_bar
 
 __all__ = [
     "SOURCES",
@@ -376,35 +373,13 @@ def _gemm_key(units, orders, ks):
 
 def _run_gemms(op: ConvGemm, settings, n_chunk, progress: bool, desc: str) -> list[np.ndarray]:
     """Every GEMM setting over the convolution in one pass: each operand chunk is gathered once."""
-    problem = op.problem
-    outs = [op.new_result() for _ in settings]
-    chunk = op.default_n_chunk() if n_chunk is None else int(n_chunk)
-    if chunk < 1:
-        raise ValueError(f"n_chunk: must be ≥ 1, got {n_chunk}")
-    bar = None
-    if progress:
-        try:
-            from tqdm import tqdm
-
-            bar = tqdm(total=sum(s.n for s in op.subs) * problem.groups, desc=desc, unit="col", unit_scale=True,
-                       leave=False, dynamic_ncols=True)
-        except ImportError:  # pragma: no cover - tqdm is a dependency
-            bar = None
+    bar = progress_bar(sum(s.n for s in op.subs) * op.problem.groups, progress, desc)
     try:
-        for sub, s in enumerate(op.subs):
-            for group in range(problem.groups):
-                a = op.a(sub, group)
-                for start in range(0, s.n, chunk):
-                    stop = min(start + chunk, s.n)
-                    b = op.b(sub, group, start, stop)
-                    for (units, orders), out in zip(settings, outs):
-                        op.scatter(out, emu.gemm(a, b, units[sub], orders[sub]), sub, group, start)
-                    if bar is not None:
-                        bar.update(stop - start)
+        return op.compute([ConvArithmetic(tuple(units), tuple(orders)) for units, orders in settings], n_chunk,
+                          progress=None if bar is None else bar.update)
     finally:
         if bar is not None:
             bar.close()
-    return outs
 
 
 class _Post:
@@ -437,18 +412,6 @@ class _Post:
 
 # ------------------------------------------------------------------------------------------------
 # Options
-
-
-def _choice(value, choices, option: str) -> str:
-    key = str(value).strip().lower() if value is not None else value
-    if isinstance(choices, Mapping):
-        if key in choices:
-            return choices[key]
-        if key in choices.values():
-            return key
-    elif key in choices:
-        return key
-    raise ValueError(f"{option}: {value!r} is not one of {', '.join(choices)}")
 
 
 def _metric_names(metrics) -> tuple[str, ...]:
@@ -487,7 +450,7 @@ def explain_problem(problem: ConvProblem, kernel_model, validator_model, *, x=No
     ``keep_arrays``: keep every variant's output in :attr:`Explanation.arrays` (memory: up to 32
     result-sized float32 arrays)."""
     t_start = time.perf_counter()
-    reference = _choice(reference, REFERENCES, "reference")
+    reference = choice(reference, REFERENCES, "reference")
     names = _metric_names(metrics)
     top = _top(top)
     op = ConvGemm(problem, x=x, w=w, dy=dy)
@@ -785,19 +748,16 @@ def explain(config, *, hw: str = "mi200", kernel: str | None = None, validator: 
     ``reference="validator"``); ``rand_min``/``rand_max``/``rand_type``/``seed`` override the
     config's random data; ``metrics``: names of :data:`validation.metrics.METRIC_NAMES` (a list or
     "rms,max_abs_diff"); ``top``: how many worst elements to explain."""
-    hw = _choice(hw, HW_CHOICES, "hw")
-    if not isinstance(config, Config):
-        config = parse_config(config)
-    kernel = ("nonxdlops" if config.xdlops is False else "xdlops") if kernel is None else kernel
-    kernel_name = _choice(kernel, KERNEL_CHOICES, "kernel")
-    validator_name = _choice(validator, VALIDATOR_CHOICES, "validator")
-    reference = _choice(reference, REFERENCES, "reference")
+    config, kmodel, vmodel = plan(config, hw=hw, kernel=kernel, validator=validator, perf_config=perf_config)
+    hw = kmodel.hw or choice(hw, HW_CHOICES, "hw")
+    reference = choice(reference, REFERENCES, "reference")
+    if vmodel.count == "inbounds":
+        raise ValueError("validator: +inbounds is not one of the explanation's switches; explain the test with "
+                         "the same validator without it")
     names = _metric_names(metrics)
     top = _top(top)
     if rand_type is not None:
-        rand_type = _choice(rand_type, ("float", "int"), "rand_type")
-    kmodel = kernel_models.kernel(kernel_name, hw=hw, tuning=perf_config or config.perf_config)
-    vmodel = kernel_models.kernel(validator_name, hw=hw, validating=kernel_name)
+        rand_type = choice(rand_type, ("float", "int"), "rand_type")
     problem = config.problem
     kw = config.harness_kwargs()
     for key, value in (("seed", seed), ("rand_min", rand_min), ("rand_max", rand_max), ("rand_type", rand_type)):
@@ -855,7 +815,7 @@ def register_cli(subparsers):
 def _cmd_explain(args) -> int:
     import json
 
-    fmt = _choice(args.format, FORMATS, "--format")
+    fmt = choice(args.format, FORMATS, "--format")
     config = args.config if args.config is not None else args.config_option
     if not config:
         raise ValueError("explain: give a CONFIG (an argument string, a RUN line, an MIOpenDriver command or a suite "

@@ -1,9 +1,15 @@
 """Run one convolution test through an emulated kernel and an emulated validation function.
 
-config text → ``validation.configs`` → harness inputs (``models.harness``) → the kernel's and the
-validator's GEMMs (``emu.conv`` gathers, ``emu.gemm`` with each model's unit and order) →
-kernel output rounded to fp16 (RNE) and the validation output (fp32). The gathered operands are
-shared by both models: each B chunk is gathered once.
+config text → ``validation.configs`` → harness inputs (``models.harness``) → both models'
+GEMMs in one pass (:meth:`emu.conv.ConvGemm.compute`: each operand chunk gathered once) → kernel
+output rounded to fp16 (RNE) and the validation output (fp32). A kernel whose split-K adds three
+or more partial sums with fp32 atomics has no single output: its result depends on the add order,
+which varies from run to run on a GPU. Its partial sums are kept (:attr:`RunResult.ensemble`);
+:attr:`RunResult.kernel_output` is then the ascending add order, one member among many.
+
+Validators compose: ``cpu-acc4+flush+inbounds`` is the "accumulate 4" CPU validation with fp16
+inputs below 2^-14 flushed, counting only in-bounds products into its groups (the 2022 study's
+fair_3 MI200 backward-weight validator).
 """
 
 from __future__ import annotations
@@ -13,25 +19,36 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-import emu
+from emu.atomics import SplitPartials
 from emu.conv import ConvGemm, ConvProblem
+from emu.rounding import fp32_to_fp16
 from models import harness
 from models import kernels as kernel_models
+from models.kernels import ATOMIC_ORDERS
 
 from .configs import Config, parse_config
 
-__all__ = ["RunResult", "run", "plan", "KERNEL_CHOICES", "VALIDATOR_CHOICES", "HW_CHOICES"]
+__all__ = ["RunResult", "run", "plan", "choice", "parse_validator", "KERNEL_CHOICES", "VALIDATOR_CHOICES",
+           "VALIDATOR_MODIFIERS", "HW_CHOICES", "RAND_TYPES", "progress_bar"]
 
 KERNEL_CHOICES = {"xdlops": "rocmlir-2022-xdlops", "nonxdlops": "rocmlir-2022-nonxdlops"}
 VALIDATOR_CHOICES = {"cpu": "cpu-validation-2022", "gpu": "gpu-validation", "cpu-acc4": "cpu-acc4",
                      "cpu-ftz": "cpu-ftz", "mlir": "cpu-validation-mlir"}
+#: ``VALIDATOR+MODIFIER…``: what each modifier changes.
+VALIDATOR_MODIFIERS = {"flush": "fp16 inputs below 2^-14 flushed to +0 first",
+                       "inbounds": "only in-bounds products counted into the groups (bwd_weight CPU loops)"}
 HW_CHOICES = ("mi100", "mi200", "mi300")
+RAND_TYPES = ("float", "int")
 PROGRESS_MIN_MACS = 2e9  # show a progress bar above this much work
 
 
 @dataclass
 class RunResult:
-    """Outputs of one run, flat in the result tensor's memory order."""
+    """Outputs of one run, flat in the result tensor's memory order.
+
+    ``ensemble``: for a kernel with order-dependent split-K atomics, its partial sums
+    (:class:`emu.atomics.SplitPartials`, generator seeded as :data:`models.kernels.ATOMIC_ORDERS`);
+    :meth:`members` draws the kernel outputs of other add orders. None otherwise."""
 
     config: Config
     kernel: kernel_models.KernelModel
@@ -40,6 +57,8 @@ class RunResult:
     kernel_output: np.ndarray  # fp16, what the GPU kernel writes
     validation_output: np.ndarray  # fp32, what the validation function returns
     inputs: dict = field(repr=False, default_factory=dict)
+    inputs_used: dict = field(default_factory=dict)
+    ensemble: SplitPartials | None = field(repr=False, default=None)
 
     @property
     def problem(self) -> ConvProblem:
@@ -49,24 +68,45 @@ class RunResult:
     def shape(self) -> tuple[int, ...]:
         return self.problem.tensor_shape(self.problem.result_role)
 
+    def members(self, count: int = ATOMIC_ORDERS.members, granularity: str = ATOMIC_ORDERS.granularity):
+        """Kernel outputs (fp16, flat) of ``count`` random atomic add orders (members 0 …
+        count−1 of the ensemble); empty for a kernel whose result does not depend on the order."""
+        if self.ensemble is None:
+            return
+        for i in range(count):
+            yield self.ensemble.member(i, granularity)
 
-def _choice(value: str, choices, field_name: str) -> str:
-    if value in choices:
-        return choices[value] if isinstance(choices, dict) else value
-    if isinstance(choices, dict) and value in choices.values():
-        return value
-    allowed = ", ".join(choices)
-    raise ValueError(f"{field_name}: {value!r} is not one of {allowed}")
+
+def choice(value, choices, option: str) -> str:
+    """``value`` (case-insensitive) as one of ``choices`` (a tuple, or a dict of short → long
+    names, either accepted); ValueError naming ``option`` and the accepted values otherwise."""
+    key = str(value).strip().lower() if value is not None else value
+    if isinstance(choices, dict):
+        if key in choices:
+            return choices[key]
+        if key in choices.values():
+            return key
+    elif key in choices:
+        return key
+    raise ValueError(f"{option}: {value!r} is not one of {', '.join(choices)}")
 
 
-def _progress(total: int, enabled: bool, desc: str):
-    if not enabled:
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm is a dependency
-        return None
-    return tqdm(total=total, desc=desc, unit="col", unit_scale=True, leave=False, dynamic_ncols=True)
+def parse_validator(text: str, *, hw: str, validating: str) -> kernel_models.KernelModel:
+    """A validator model from ``NAME[+MODIFIER…]``: NAME one of :data:`VALIDATOR_CHOICES`,
+    modifiers from :data:`VALIDATOR_MODIFIERS` (e.g. ``cpu-acc4+flush+inbounds``)."""
+    name, *mods = [p.strip() for p in str(text).split("+")]
+    model = kernel_models.kernel(choice(name, VALIDATOR_CHOICES, "validator"), hw=hw, validating=validating)
+    for mod in mods:
+        mod = mod.lower()
+        if mod == "flush":
+            model = model.with_input_flush()
+        elif mod == "inbounds":
+            if model.order != "cpu-loop":
+                raise ValueError(f"validator: +inbounds applies to a CPU validation function, not {model.name}")
+            model = model.counting_inbounds()
+        else:
+            raise ValueError(f"validator: modifier {mod!r} is not one of {', '.join('+' + m for m in VALIDATOR_MODIFIERS)}")
+    return model
 
 
 def plan(config, *, hw: str = "mi200", kernel: str | None = None, validator: str = "cpu",
@@ -74,63 +114,65 @@ def plan(config, *, hw: str = "mi200", kernel: str | None = None, validator: str
     """(Config, kernel model, validator model) for ``config``: everything but the arithmetic."""
     if not isinstance(config, Config):
         config = parse_config(config)
-    hw = _choice(str(hw).lower(), HW_CHOICES, "hw")
+    hw = choice(hw, HW_CHOICES, "hw")
     if kernel is None:
         kernel = "nonxdlops" if config.xdlops is False else "xdlops"
-    kernel_name = _choice(kernel, KERNEL_CHOICES, "kernel")
-    validator_name = _choice(validator, VALIDATOR_CHOICES, "validator")
+    kernel_name = choice(kernel, KERNEL_CHOICES, "kernel")
     kmodel = kernel_models.kernel(kernel_name, hw=hw, tuning=perf_config or config.perf_config)
-    vmodel = kernel_models.kernel(validator_name, hw=hw, validating=kernel_name)
+    vmodel = parse_validator(validator, hw=hw, validating=kernel_name)
+    if vmodel.count == "inbounds" and config.problem.direction != "bwd_weight":
+        raise ValueError(f"validator: +inbounds models backward-weight loops; this test is {config.problem.direction}")
     return config, kmodel, vmodel
+
+
+def progress_bar(total: int, enabled: bool, desc: str):
+    """A tqdm bar over ``total`` gemmN columns, or None when not ``enabled``."""
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="col", unit_scale=True, leave=False, dynamic_ncols=True)
 
 
 def run(config, *, hw: str = "mi200", kernel: str | None = None, validator: str = "cpu",
         perf_config: str | None = None, rand_min: int | None = None, rand_max: int | None = None,
-        seed: int | None = None, progress: bool | None = None, n_chunk: int | None = None) -> RunResult:
+        seed: int | None = None, rand_type: str | None = None, progress: bool | None = None,
+        n_chunk: int | None = None) -> RunResult:
     """Emulate ``config`` (a Config or any text ``parse_config`` accepts) on ``hw``.
 
     ``kernel``: "xdlops" / "nonxdlops" (default: the config's own flag, else xdlops);
-    ``validator``: cpu, gpu, cpu-acc4, cpu-ftz, mlir; ``rand_min``/``rand_max``/``seed`` override
-    the config's random-data options; ``progress`` None = automatic for big tests.
+    ``validator``: cpu, gpu, cpu-acc4, cpu-ftz, mlir, each optionally with ``+flush`` and
+    ``+inbounds``; ``rand_min``/``rand_max``/``seed``/``rand_type`` override the config's
+    random-data options (:attr:`RunResult.inputs_used` says what was used); ``progress`` None =
+    automatic for big tests.
     """
     config, kmodel, vmodel = plan(config, hw=hw, kernel=kernel, validator=validator, perf_config=perf_config)
     problem = config.problem
 
     kw = config.harness_kwargs()
-    if seed is not None:
-        kw["seed"] = seed
-    if rand_min is not None:
-        kw["rand_min"] = rand_min
-    if rand_max is not None:
-        kw["rand_max"] = rand_max
+    for name, value in (("seed", seed), ("rand_min", rand_min), ("rand_max", rand_max)):
+        if value is not None:
+            kw[name] = value
+    if rand_type is not None:
+        kw["rand_type"] = choice(rand_type, RAND_TYPES, "rand_type")
     with warnings.catch_warnings():
         warnings.simplefilter("default")
         inputs = harness.harness_inputs(problem, **kw)
     op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
 
-    models_ = (kmodel, vmodel)
-    plans = [m.plan(problem) for m in models_]
-    outs = [op.new_result() for _ in models_]
-    chunk = op.default_n_chunk() if n_chunk is None else n_chunk
-    total_cols = sum(s.n for s in op.subs) * problem.groups
+    atomic = kmodel.atomic_split(problem) > 0
     macs = sum(s.m * s.n * s.k for s in op.subs) * problem.groups
-    bar = _progress(total_cols, progress if progress is not None else macs > PROGRESS_MIN_MACS,
-                    f"{kmodel.name} + {vmodel.name}")
+    bar = progress_bar(sum(s.n for s in op.subs) * problem.groups,
+                    progress if progress is not None else macs > PROGRESS_MIN_MACS, f"{kmodel.key} + {vmodel.key}")
     try:
-        for sub, s in enumerate(op.subs):
-            for group in range(problem.groups):
-                a = op.a(sub, group)
-                for start in range(0, s.n, chunk):
-                    stop = min(start + chunk, s.n)
-                    b = op.b(sub, group, start, stop)
-                    for gemms, out in zip(plans, outs):
-                        g = gemms[sub]
-                        op.scatter(out, emu.gemm(a, b, g.unit, g.order), sub, group, start)
-                    if bar is not None:
-                        bar.update(stop - start)
+        kout, validation = op.compute([kmodel.arithmetic(problem, keep_partials=atomic, seed=ATOMIC_ORDERS.seed),
+                                       vmodel.arithmetic(problem)], n_chunk=n_chunk,
+                                      progress=None if bar is None else bar.update)
     finally:
         if bar is not None:
             bar.close()
-    kernel_fp32, validation = outs
+    ensemble = kout if atomic else None
+    kernel_fp32 = kout.ascending() if atomic else kout
     return RunResult(config=config, kernel=kmodel, validator=vmodel, kernel_fp32=kernel_fp32,
-                     kernel_output=kernel_fp32.astype(np.float16), validation_output=validation, inputs=inputs)
+                     kernel_output=fp32_to_fp16(kernel_fp32), validation_output=validation, inputs=inputs,
+                     inputs_used=kw, ensemble=ensemble)

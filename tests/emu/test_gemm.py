@@ -25,7 +25,7 @@ def test_k_order_is_a_permutation_fed_to_the_unit(operands, name):
     A, B = operands
     unit = models.unit(name)
     perm = tuple(np.random.default_rng(1).permutation(45))
-    got = emu.gemm(A, B, unit, emu.GemmOrder(k_order=perm))
+    got = emu.gemm(A, B, None, unit, emu.GemmOrder(k_order=perm))
     want = emu.dot_add(A[:, None, list(perm)], B.T[None, :, list(perm)], np.float32(0), unit)
     np.testing.assert_array_equal(_bits(got), _bits(want))
 
@@ -34,7 +34,7 @@ def test_order_matters_for_a_rounding_unit(operands):
     A, B = operands
     unit = models.unit("fma32")
     perm = tuple(range(44, -1, -1))
-    assert not np.array_equal(_bits(emu.gemm(A, B, unit)), _bits(emu.gemm(A, B, unit, emu.GemmOrder(k_order=perm))))
+    assert not np.array_equal(_bits(emu.gemm(A, B, None, unit)), _bits(emu.gemm(A, B, None, unit, emu.GemmOrder(k_order=perm))))
 
 
 def test_split_k_is_chunks_from_zero_then_atomic_adds(operands):
@@ -42,30 +42,45 @@ def test_split_k_is_chunks_from_zero_then_atomic_adds(operands):
     unit = models.unit("mi100")
     order = emu.GemmOrder(split_k=3)
     chunks = order.chunks(45)
-    partial = [emu.gemm(A[:, s], B[s], unit) for s in chunks]
+    partial = [emu.gemm(A[:, s], B[s], None, unit) for s in chunks]
     want = (np.float32(0) + partial[0]) + partial[1] + partial[2]
-    np.testing.assert_array_equal(_bits(emu.gemm(A, B, unit, order)), _bits(want))
+    np.testing.assert_array_equal(_bits(emu.gemm(A, B, None, unit, order)), _bits(want))
 
 
 def test_ensemble_members_are_orders_of_the_same_partials(operands):
     A, B = operands
     unit = models.unit("mi200")
     order = emu.GemmOrder(split_k=5)
-    ens = emu.gemm_split_ensemble(A, B, unit, order, members=8, seed=2)
-    assert ens.shape == (8, 6, 150)
-    exact = A.astype(np.float64) @ B.astype(np.float64)
-    assert np.all(np.abs(ens - exact) < 1e-2)
-    assert len({e.tobytes() for e in ens}) > 1, "random combination orders never differed"
-    np.testing.assert_array_equal(ens, emu.gemm_split_ensemble(A, B, unit, order, members=8, seed=2))
+    ens = emu.split_partials(A, B, unit, order, seed=2)
+    chunks = order.chunks(45)
+    partial = [emu.gemm(A[:, s], B[s], None, unit) for s in chunks]
+    np.testing.assert_array_equal(_bits(ens.parts.reshape(5, 6, 150)), _bits(np.stack(partial)))
+    members = np.stack([ens.member_fp32(i) for i in range(8)]).reshape(8, 6, 150)
+    # each element of each member is the partials added onto +0 in its own drawn order
+    for i in range(8):
+        for m, n in ((0, 0), (3, 77), (5, 149)):
+            perm = emu.atomics.add_order(5, 2, i, key=m * 150 + n)
+            assert sorted(perm) == list(range(5))
+            ws = np.float32(0)
+            for s in perm:
+                ws = np.float32(ws + partial[s][m, n])
+            assert _bits(members[i, m, n]) == _bits(ws)
+    assert len({e.tobytes() for e in members}) > 1, "random combination orders never differed"
+    np.testing.assert_array_equal(_bits(members[3]), _bits(emu.split_partials(A, B, unit, order, seed=2).member_fp32(3).reshape(6, 150)))
+    # ascending order is what gemm computes; a random combination is member 0 keyed per GEMM
+    np.testing.assert_array_equal(_bits(ens.ascending().reshape(6, 150)), _bits(emu.gemm(A, B, None, unit, order)))
+    rnd = emu.GemmOrder(split_k=5, combine="random", combine_seed=2)
+    np.testing.assert_array_equal(_bits(ens.member_fp32(0, "gemm").reshape(6, 150)),
+                                  _bits(emu.gemm(A, B, None, unit, rnd)))
 
 
 def test_k_padding_appends_zero_products(operands):
     A, B = operands
     unit = models.unit("h100")
-    padded = emu.gemm(A, B, unit, emu.GemmOrder(pad_k=16))
+    padded = emu.gemm(A, B, None, unit, emu.GemmOrder(pad_k=16))
     Az = np.concatenate([A, np.zeros((6, 3), np.float16)], axis=1)
     Bz = np.concatenate([B, np.zeros((3, 150), np.float16)], axis=0)
-    np.testing.assert_array_equal(_bits(padded), _bits(emu.gemm(Az, Bz, unit)))
+    np.testing.assert_array_equal(_bits(padded), _bits(emu.gemm(Az, Bz, None, unit)))
 
 
 def test_strided_k_order_of_16x16x16():

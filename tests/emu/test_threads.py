@@ -23,7 +23,7 @@ def test_same_bits_for_one_and_two_threads(name):
         for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
             numba.set_num_threads(threads)
             results.append((emu.dot_add(a, b, c.view(np.float32), unit).view(np.uint32),
-                            emu.gemm(gemm_a, gemm_b, unit).view(np.uint32)))
+                            emu.gemm(gemm_a, gemm_b, None, unit).view(np.uint32)))
     finally:
         numba.set_num_threads(before)
     (d1, g1), (d2, g2) = results

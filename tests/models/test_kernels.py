@@ -120,7 +120,7 @@ def test_cpu_loop_orders_kcyx_vs_kyxc():
 
 def _run(model, problem, x, w):
     (g,) = model.plan(problem)
-    return conv(problem, x=x, w=w, gemm=lambda a, b: emu.gemm(a, b, g.unit, g.order))
+    return conv(problem, x=x, w=w, gemm=lambda a, b: emu.gemm(a, b, None, g.unit, g.order))
 
 
 def test_cpu_order_makes_kyxc_equal_kcyx_and_the_kernel_does_not():
@@ -141,3 +141,59 @@ def test_cpu_order_makes_kyxc_equal_kcyx_and_the_kernel_does_not():
     kern_a, kern_b = _run(kern, FWD_KCYX, x, w), _run(kern, FWD_KYXC, xb, wb).transpose(0, 3, 1, 2)
     assert np.array_equal(kern_a.view(np.uint32), cpu_a.view(np.uint32))  # NCHW: kernel = CPU (73/107 exact)
     assert not np.array_equal(kern_b.view(np.uint32), cpu_b.view(np.uint32))
+
+
+@pytest.mark.parametrize("fil_layout, in_layout, out_layout, groups", [
+    ("kcyx", "nchw", "nkhw", 1),  # gemmN (c, y, x): a tap's columns spread over the whole row
+    ("kyxc", "nhwc", "nhwk", 2),  # gemmN (y, x, c): a tap's columns side by side
+])
+def test_in_bounds_cpu_loop_equals_each_weight_summed_alone(monkeypatch, fil_layout, in_layout, out_layout, groups):
+    """fair_3's backward-weight CPU loop skips the products whose input pixel is padding. Every
+    weight, summed alone over exactly the (n, ho, wo) whose pixel is inside (found here by plain
+    loops), in the loop's gemmK order, equals the grouped pass bit for bit, with B gathered in
+    one chunk or in chunks of 3 columns that split the taps, with and without input flush."""
+    import emu
+    import emu.conv
+    from emu.conv import ConvGemm, ConvProblem
+    from emu.gemm import GemmOrder
+    from models.kernels import kernel
+
+    p = ConvProblem("bwd_weight", n=2, c=2 * groups, h=5, w=6, k=3 * groups, y=3, x=2, groups=groups,
+                    pad_h=(1, 2), pad_w=(1, 0), stride=(2, 1), dilation=(1, 2),
+                    in_layout=in_layout, fil_layout=fil_layout, out_layout=out_layout)
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(p.tensor_size("input")) * 2.0 ** rng.integers(-16, 4, p.tensor_size("input"))).astype(np.float16)
+    dy = (rng.standard_normal(p.tensor_size("output")) * 2.0 ** rng.integers(-16, 4, p.tensor_size("output"))).astype(np.float16)
+    op = ConvGemm(p, x=x, dy=dy)
+    acc4 = kernel("cpu-acc4").counting_inbounds()
+    specs = [acc4, acc4.with_input_flush()]
+    whole = dict(zip(specs, op.compute([m.arithmetic(p) for m in specs])))
+    monkeypatch.setattr(emu.conv, "INBOUNDS_B_BYTES", 1)
+    monkeypatch.setattr(ConvGemm, "default_n_chunk", lambda self: 3)
+    chunked = dict(zip(specs, op.compute([m.arithmetic(p) for m in specs])))
+
+    kd, nd = tuple(p.gemm_k_order), tuple(p.gemm_n_order)
+    for spec in specs:
+        want = op.new_result()
+        for sub, sg in enumerate(op.subs):
+            g = spec.plan(p)[sub]
+            full = g.order.sequence(sg.k)
+            full = full[full >= 0]
+            kdig = np.unravel_index(full, [{"n": p.n, "ho": p.out_h, "wo": p.out_w}[d] for d in kd])
+            for group in range(p.groups):
+                a, b = op.a(sub, group), op.b(sub, group)
+                res = np.zeros((sg.m, sg.n), np.float32)
+                for col in range(sg.n):
+                    ndig = dict(zip(nd, np.unravel_index(col, [{"c": p.c // p.groups, "y": p.y, "x": p.x}[d] for d in nd])))
+                    keep = []
+                    for j in range(full.size):
+                        ho, wo = int(kdig[kd.index("ho")][j]), int(kdig[kd.index("wo")][j])
+                        hi = ho * p.stride[0] + int(ndig["y"]) * p.dilation[0] - p.pad_h[0]
+                        wi = wo * p.stride[1] + int(ndig["x"]) * p.dilation[1] - p.pad_w[0]
+                        keep.append(0 <= hi < p.h and 0 <= wi < p.w)
+                    seq = full[np.array(keep, bool)]
+                    res[:, col] = emu.gemm(np.ascontiguousarray(a[:, seq]), np.ascontiguousarray(b[seq, col:col + 1]),
+                                           None, g.unit, GemmOrder())[:, 0]
+                op.scatter(want, res, sub, group, 0)
+        assert np.array_equal(whole[spec].view(np.uint32), want.view(np.uint32))
+        assert np.array_equal(chunked[spec].view(np.uint32), want.view(np.uint32))

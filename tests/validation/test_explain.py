@@ -168,7 +168,7 @@ def test_ends_are_the_kernel_and_the_fp64_reference(hw, kernel, validator):
     vplan = r.validator.plan(r.problem)
     fp64 = unit("fp64")
     ref = conv(r.problem, x=r.inputs.get("input"), w=r.inputs.get("filter"),
-               gemm=lambda a, b: emu.gemm(a, b, fp64, vplan[0].order))
+               gemm=lambda a, b: emu.gemm(a, b, None, fp64, vplan[0].order))
     np.testing.assert_array_equal(e.arrays["none"].view(np.uint32), ref.reshape(e.arrays["none"].shape).view(np.uint32))
     assert e.comparison.to_dict() == metrics.compare(ref, kern, dtype_hint="fp16", top=5).to_dict()
 

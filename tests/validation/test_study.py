@@ -14,6 +14,10 @@ import numpy as np
 import pytest
 
 import validation.study as study
+from validation.study import emulate
+from validation.study.lines import line_fields, zero_line
+from validation.study.recipes import NONXDLOPS_KERNEL, cpu_validator
+from validation.study.report import cell
 from validation.suites import suite_entries
 
 
@@ -70,7 +74,7 @@ def test_the_73_bit_exact_nonxdlops_cpu_tests_are_those_whose_plans_share_the_cp
     the non-xdlops kernel and the 2022 CPU validation the same gemmK sequence and no split: 73 of
     107 (the other 34 are the NHWC fwd tests with Y·X > 1). The emulated lines of all 73 are
     compared field for field by ``make reproduce``; the quick subset below runs the smallest."""
-    from validation.study import _NONX, _cpu, _plan
+    from validation.study.recipes import NONXDLOPS_KERNEL, cpu_validator
     from validation.suites import suite_config
 
     exact_everywhere: dict[str, bool] = {}
@@ -85,7 +89,7 @@ def test_the_73_bit_exact_nonxdlops_cpu_tests_are_those_whose_plans_share_the_cp
     same_order = set()
     for test in exact_everywhere:
         problem = suite_config(test).problem
-        k, v = _plan(_NONX, problem), _plan(_cpu("cpu-validation-2022", "nonxdlops"), problem)
+        k, v = NONXDLOPS_KERNEL.plan(problem), cpu_validator("cpu-validation-2022", "nonxdlops").plan(problem)
         assert len(k) == len(v)
         if all(_in_order(g_k.order.k_order) == _in_order(g_v.order.k_order) and g_k.order.split_k == g_v.order.split_k == 1
                for g_k, g_v in zip(k, v)):
@@ -136,16 +140,16 @@ def test_order_dependent_atomics():
 
 def test_recipes_per_run_set():
     r = study.default_recipe("fair_1", "mi200", "nonxdlops", "cpu", "fwd")
-    assert r.validator == study._cpu("cpu-validation-2022", "nonxdlops") and r.quirks == "fair_1"
+    assert r.validator == cpu_validator("cpu-validation-2022", "nonxdlops") and r.quirks == "fair_1"
     assert study.default_recipe("fair_2", "mi100", "xdlops", "cpu", "fwd").validator == \
-        study._cpu("cpu-validation-2022", "xdlops")
-    assert study.default_recipe("fair_1", "mi100", "xdlops", "gpu", "fwd").validator == study._NONX
+        cpu_validator("cpu-validation-2022", "xdlops")
+    assert study.default_recipe("fair_1", "mi100", "xdlops", "gpu", "fwd").validator == NONXDLOPS_KERNEL
     assert study.default_recipe("fair_3", "mi200", "xdlops", "cpu", "fwd").validator == \
-        study._cpu("cpu-acc4", flush=True)
+        cpu_validator("cpu-acc4", flush=True)
     assert study.default_recipe("fair_3", "mi100", "nonxdlops", "cpu", "bwd_weight").validator == \
-        study._cpu("cpu-acc4", count="inbounds")
+        cpu_validator("cpu-acc4", inbounds=True)
     assert study.default_recipe("fair_3", "mi200", "xdlops", "cpu", "bwd_data").validator == \
-        study._cpu("cpu-validation-2022", "xdlops")
+        cpu_validator("cpu-validation-2022", "xdlops")
 
 
 def test_all_exact_shortcut_prints_what_compare_prints():
@@ -156,9 +160,9 @@ def test_all_exact_shortcut_prints_what_compare_prints():
     k = v.astype(np.float16)
     for q in study.RUN_SETS:
         fmt = "A" if q == "fair_1" else "B"
-        got = study._line_fields(v, k, q)
+        got = line_fields(v, k, q)
         want = study_line(compare(v, k, dtype_hint="fp16", study_quirks=q)).fields()
-        assert got["fields"] == want == study._zero_line(5, fmt).fields()
+        assert got["fields"] == want == zero_line(5, fmt).fields()
 
 
 # --- the quick subset reproduces --------------------------------------------------------------
@@ -207,7 +211,7 @@ def test_quick_subset_report_files(quick_report):
     assert all(row["equal"] == "1" for row in rows)
     assert {row["compare"] for row in rows} == {"exact", "ensemble"}
     # aggregated tables: deterministic cells equal, the others inside the ensemble interval
-    cells = [study._cell(row)[1] for row in quick_report.aggregate()]
+    cells = [cell(row)[1] for row in quick_report.aggregate()]
     assert cells and set(cells) <= {"yes", "inside"}
 
 
@@ -225,7 +229,7 @@ def test_separate_passes_give_the_same_lines(measured, monkeypatch):
     sel = study.Selection.from_options(run_set="fair_1,fair_3", range="r0",
                                        tests="CHECK_PADDING3_f16,CHECK_ISSUE_70_1", diagnose=False)
     one = study.reproduce(sel, measured, cache_dir=False)
-    monkeypatch.setattr(study, "_PASS_ELEMENTS", 1)  # kernels first, then each validator alone
+    monkeypatch.setattr(emulate, "PASS_ELEMENTS", 1)  # kernels first, then each validator alone
     two = study.reproduce(sel, measured, cache_dir=False)
     assert [(x.emulated, x.bounds) for x in one.lines] == [(x.emulated, x.bounds) for x in two.lines]
 
@@ -301,215 +305,3 @@ def test_fair_rand0_is_compared_with_the_spread_of_stand_in_seeds(measured, tmp_
     assert gpu_validated and all(x.ok and x.fields["n_exact"] == x.fields["n"] for x in gpu_validated)
     md = (tmp_path / "report.md").read_text()
     assert "fair_rand0: distributions only" in md and "time seed" in md
-
-
-# --- atomic-order ensemble members ---------------------------------------------------------------
-
-
-def _order_outcomes(col):
-    """Every fp32 sum of one element's partials added onto +0 in some order."""
-    import itertools
-
-    outs = set()
-    for perm in itertools.permutations(range(col.size)):
-        ws = np.float32(0.0)
-        for i in perm:
-            ws = np.float32(ws + col[i])
-        outs.add(float(ws))
-    return outs
-
-
-def test_ensemble_members_are_sums_in_some_order_and_draw_every_order():
-    import numba
-
-    rng = np.random.default_rng(7)
-    s, size = 3, 4000
-    parts = study._Partials(s, size)
-    # 1, 2^-24 and −1 in shuffled roles: the six orders give 0, 2^-24 or 2^-23-ish sums
-    base = np.array([1.0, 2.0 ** -24, -1.0], np.float32)
-    parts.parts[:] = np.stack([rng.permutation(base) for _ in range(size)], axis=1)
-    parts.tiles[:] = np.arange(size) // 8
-    seen = set()
-    for index in range(4):
-        m = study._Partials.member(parts, index, "element").astype(np.float32)
-        for i in range(0, size, 97):
-            assert float(m[i]) in _order_outcomes(parts.parts[:, i].copy())
-        seen |= set(m.tolist())
-    # every outcome an order can give appears somewhere (the orders are drawn, not fixed)
-    assert {float(np.float16(x)) for x in _order_outcomes(base)} <= seen
-    # tile granularity: the same order for every element of a tile (same partials → same value)
-    parts.parts[:] = np.repeat(parts.parts[:, ::8], 8, axis=1)
-    t = study._Partials.member(parts, 1, "tile")
-    assert np.array_equal(t.reshape(-1, 8).view(np.uint16), np.repeat(t[::8, None], 8, axis=1).view(np.uint16))
-    # reproducible, and the same for any thread count
-    threads = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = study._Partials.member(parts, 2, "element")
-    finally:
-        numba.set_num_threads(threads)
-    assert np.array_equal(one.view(np.uint16), study._Partials.member(parts, 2, "element").view(np.uint16))
-
-
-def test_envelope_reaches_the_extreme_orders():
-    """The per-element envelope (many random orders plus the sorted ones) finds, for every
-    element, the closest and the farthest outcome any order gives (s = 3: all 6 orders)."""
-    rng = np.random.default_rng(11)
-    s, size = 3, 500
-    parts = study._Partials(s, size)
-    parts.parts[:] = (rng.standard_normal((s, size)) * 2.0 ** rng.integers(-12, 12, (s, size))).astype(np.float32)
-    v16 = parts.parts.astype(np.float64).sum(axis=0).astype(np.float16).astype(np.float64)
-    near, far = parts.envelope(v16, 256, "element")
-    for i in range(size):
-        outs = np.array(sorted(_order_outcomes(parts.parts[:, i].copy())), np.float32).astype(np.float16)
-        d = np.abs(outs.astype(np.float64) - v16[i])
-        assert abs(float(near[i]) - v16[i]) == d.min()
-        assert abs(float(far[i]) - v16[i]) == d.max()
-
-
-def test_one_envelope_pass_serves_every_validation_and_keeps_the_members():
-    """envelopes() over several validations at once equals one envelope() per validation, its
-    kept sums are the members' (before fp16 rounding), and the sorted orders equal a plain numpy
-    stable sort of each element's partials summed in fp32."""
-    rng = np.random.default_rng(5)
-    s, size = 6, 3000
-    parts = study._Partials(s, size)
-    parts.parts[:] = (rng.standard_normal((s, size)) * 2.0 ** rng.integers(-20, 20, (s, size))).astype(np.float32)
-    parts.parts[:, :50] = np.float32(1.0)  # ties: the stable order decides
-    parts.parts[1, 50:100] = -parts.parts[0, 50:100]  # x and −x tie in magnitude
-    parts.parts[2, 100:110] = np.inf
-    truth = parts.parts.astype(np.float64).sum(axis=0)
-    with np.errstate(over="ignore", invalid="ignore"):
-        vals = [truth.astype(np.float16).astype(np.float64), (truth * 1.001).astype(np.float16).astype(np.float64)]
-    pairs, kept = parts.envelopes(vals, 40, "element", keep=7)
-    for v, (near, far) in zip(vals, pairs):
-        n1, f1 = parts.envelope(v, 40, "element")
-        assert np.array_equal(near.view(np.uint16), n1.view(np.uint16))
-        assert np.array_equal(far.view(np.uint16), f1.view(np.uint16))
-    assert kept.shape == (7, size)
-    for i in range(7):
-        with np.errstate(over="ignore"):
-            k16 = kept[i].astype(np.float16)
-        assert np.array_equal(k16.view(np.uint16), parts.member(i, "element").view(np.uint16))
-    fresh = study._Partials(s, size)
-    fresh.parts[:] = parts.parts
-    for key, got in zip((parts.parts, -parts.parts, np.abs(parts.parts), -np.abs(parts.parts)), fresh.sorted_members()):
-        order = np.argsort(key, axis=0, kind="stable")
-        ws = np.zeros(size, np.float32)
-        for row in np.take_along_axis(parts.parts, order, axis=0):
-            ws += row
-        with np.errstate(over="ignore", invalid="ignore"):
-            want = ws.astype(np.float16)
-        assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
-
-
-@pytest.mark.parametrize("fil_layout, in_layout, out_layout, groups", [
-    ("kcyx", "nchw", "nkhw", 1),  # gemmN (c, y, x): a tap's columns spread over the whole row
-    ("kyxc", "nhwc", "nhwk", 2),  # gemmN (y, x, c): a tap's columns side by side
-])
-def test_in_bounds_cpu_loop_equals_each_weight_summed_alone(monkeypatch, fil_layout, in_layout, out_layout, groups):
-    """fair_3's backward-weight CPU loop skips the products whose input pixel is padding. Every
-    weight, summed alone over exactly the (n, ho, wo) whose pixel is inside (found here by plain
-    loops), in the loop's gemmK order, equals the grouped pass bit for bit, with B gathered in
-    one chunk or in chunks of 3 columns that split the taps, with and without input flush."""
-    from emu.conv import ConvGemm, ConvProblem
-
-    import emu
-    from emu.gemm import GemmOrder
-
-    p = ConvProblem("bwd_weight", n=2, c=2 * groups, h=5, w=6, k=3 * groups, y=3, x=2, groups=groups,
-                    pad_h=(1, 2), pad_w=(1, 0), stride=(2, 1), dilation=(1, 2),
-                    in_layout=in_layout, fil_layout=fil_layout, out_layout=out_layout)
-    rng = np.random.default_rng(3)
-    x = (rng.standard_normal(p.tensor_size("input")) * 2.0 ** rng.integers(-16, 4, p.tensor_size("input"))).astype(np.float16)
-    dy = (rng.standard_normal(p.tensor_size("output")) * 2.0 ** rng.integers(-16, 4, p.tensor_size("output"))).astype(np.float16)
-    op = ConvGemm(p, x=x, dy=dy)
-    specs = [study._cpu("cpu-acc4", count="inbounds"), study._cpu("cpu-acc4", flush=True, count="inbounds")]
-    whole = study._emulate(op, p, specs, set())
-    monkeypatch.setattr(study, "_INBOUNDS_B_BYTES", 1)
-    monkeypatch.setattr(ConvGemm, "default_n_chunk", lambda self: 3)
-    chunked = study._emulate(op, p, specs, set())
-
-    kd, nd = tuple(p.gemm_k_order), tuple(p.gemm_n_order)
-    for spec in specs:
-        want = op.new_result()
-        for sub, sg in enumerate(op.subs):
-            g = study._plan(spec, p)[sub]
-            full = g.order.sequence(sg.k)
-            full = full[full >= 0]
-            kdig = np.unravel_index(full, [{"n": p.n, "ho": p.out_h, "wo": p.out_w}[d] for d in kd])
-            for group in range(p.groups):
-                a, b = op.a(sub, group), op.b(sub, group)
-                res = np.zeros((sg.m, sg.n), np.float32)
-                for col in range(sg.n):
-                    ndig = dict(zip(nd, np.unravel_index(col, [{"c": p.c // p.groups, "y": p.y, "x": p.x}[d] for d in nd])))
-                    keep = []
-                    for j in range(full.size):
-                        ho, wo = int(kdig[kd.index("ho")][j]), int(kdig[kd.index("wo")][j])
-                        hi = ho * p.stride[0] + int(ndig["y"]) * p.dilation[0] - p.pad_h[0]
-                        wi = wo * p.stride[1] + int(ndig["x"]) * p.dilation[1] - p.pad_w[0]
-                        keep.append(0 <= hi < p.h and 0 <= wi < p.w)
-                    seq = full[np.array(keep, bool)]
-                    res[:, col] = emu.gemm(np.ascontiguousarray(a[:, seq]), np.ascontiguousarray(b[seq, col:col + 1]),
-                                           g.unit, GemmOrder())[:, 0]
-                op.scatter(want, res, sub, group, 0)
-        assert np.array_equal(whole[spec].view(np.uint32), want.view(np.uint32))
-        assert np.array_equal(chunked[spec].view(np.uint32), want.view(np.uint32))
-
-
-def test_deep_search_reaches_every_elements_extremes_and_only_widens():
-    """With few orders the envelope misses extremes; the deep search continues the same order
-    streams on the farthest elements (here: all of them) and finds, for every element, the closest
-    and farthest outcome of all 120 orders of 5 partials; it never narrows the envelope."""
-    rng = np.random.default_rng(13)
-    s, size = 5, 40
-    parts = study._Partials(s, size)
-    parts.parts[:] = (rng.standard_normal((s, size)) * 2.0 ** rng.integers(-12, 12, (s, size))).astype(np.float32)
-    v16 = parts.parts.astype(np.float64).sum(axis=0).astype(np.float16).astype(np.float64)
-    (shallow,), _ = parts.envelopes([v16], 2, "element")
-    (both,), _ = parts.envelopes([v16], 2, "element", deep_elements=size, deep_orders=3000)
-    assert len(shallow) == 2 and len(both) == 4
-    for a, b in zip(shallow, both[:2]):  # the plain envelope stays as it was: the range only widens
-        assert np.array_equal(a.view(np.uint16), b.view(np.uint16))
-    deep = both[2:]
-    for i in range(size):
-        outs = np.array(sorted(_order_outcomes(parts.parts[:, i].copy())), np.float32).astype(np.float16)
-        d = np.abs(outs.astype(np.float64) - v16[i])
-        dn, df = abs(float(deep[0][i]) - v16[i]), abs(float(deep[1][i]) - v16[i])
-        assert dn == d.min() and df == d.max()
-        assert dn <= abs(float(shallow[0][i]) - v16[i]) and df >= abs(float(shallow[1][i]) - v16[i])
-    # the picked elements: the farthest by absolute, relative and ulp distance
-    far = np.array([0.0, 3.0, 0.001, 1.0, 0.0], np.float16)
-    v = np.array([0.0, 1.0, 0.0, 1.0, 1e-5])
-    assert study._extreme_elements(v, far, 1).tolist() == [1, 2]  # abs: 1; relative and ulps: 2
-    # elements already infinitely far (overflow to inf, inf − inf) cannot go farther: they must
-    # not crowd out the finite ones (NHWC_3 r1, where thousands of outputs overflow fp16)
-    far_inf = np.concatenate([far, np.array([np.inf, np.inf, 1.0], np.float16)])
-    v_inf = np.concatenate([v, [1.0, np.inf, np.inf]])
-    assert study._extreme_elements(v_inf, far_inf, 1).tolist() == [1, 2]
-    assert study._extreme_elements(v_inf, far_inf, 8).tolist() == [0, 1, 2, 3, 4]
-
-
-def test_deep_search_of_several_validations_equals_each_alone():
-    """envelopes() runs one deep pass over the union of every validation's extreme elements; each
-    validation's deep outcomes must be exactly those of a call with that validation alone (its
-    own elements searched, the others left at their plain envelope)."""
-    rng = np.random.default_rng(21)
-    s, size = 16, 3000
-    parts = study._Partials(s, size)
-    parts.parts[:] = (rng.standard_normal((s, size)) * 2.0 ** rng.integers(-6, 6, (s, size))).astype(np.float32)
-    exact = parts.parts.astype(np.float64).sum(axis=0)
-    v_a = exact.astype(np.float16).astype(np.float64)
-    v_b = (exact + rng.standard_normal(size) * 0.01).astype(np.float16).astype(np.float64)
-    v_b[:50] = np.inf  # elements infinitely far for one validation only
-    together, _ = parts.envelopes([v_a, v_b], 8, "element", deep_elements=20, deep_orders=500)
-    for v, got in zip((v_a, v_b), together):
-        (alone,), _ = parts.envelopes([v], 8, "element", deep_elements=20, deep_orders=500)
-        assert len(got) == len(alone) == 4
-        for g, a in zip(got, alone):
-            assert np.array_equal(g.view(np.uint16), a.view(np.uint16))
-    # the two validations pick different elements, so the union is searched for neither alone
-    far_a, far_b = together[0][1], together[1][1]
-    picks_a = study._extreme_elements(v_a, far_a, 20)
-    picks_b = study._extreme_elements(v_b, far_b, 20)
-    assert set(picks_a.tolist()) != set(picks_b.tolist())

@@ -1,0 +1,349 @@
+"""Split-K partial sums and the fp32 atomic adds that combine them, in counter-based orders.
+
+A split-K kernel cuts a GEMM's K sequence into ``S`` contiguous chunks, accumulates each from +0
+and adds the chunk results into a zeroed fp32 workspace with atomic adds: ``ws ← RNE32(ws + p)``
+per partial ``p``. With three or more partials the order of the adds changes the result, and on a
+GPU that order varies from run to run. :class:`SplitPartials` holds the partial sums of every
+output element and draws add orders from a counter-based generator:
+
+* a **member** is one order per element (or per output tile, or one for the whole GEMM): member
+  ``index`` of element ``i`` is a Fisher–Yates shuffle driven by splitmix64 over the key
+  ``(seed, index, key(i))``, so any member can be drawn alone, in parallel, identically on every
+  run and for any thread count;
+* an **envelope** is, per element, the fp16 outcome closest to and farthest from a reference over
+  many orders (members 0 … count−1 and four sorted orders), plus a deeper search over more orders
+  for the elements farthest from the reference. Any such per-element choice is itself an order
+  the hardware can produce, so a measured value outside the envelope is outside what the model
+  allows.
+
+Sources: the fp32 atomic add is RNE (AMD CDNA ISA, ``global_atomic_add_f32``; CUDA ``atomicAdd``
+on float); splitmix64 is Steele, Lea & Flood, "Fast splittable pseudorandom number generators"
+(OOPSLA 2014); Fisher–Yates with Lemire's multiply-shift range reduction (ACM TOMACS 2019).
+Parallel over elements only; every sum runs in one thread in its order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ._jit import jit, prange
+from .kernels._scalar import round_to_fp16_rne
+from .rounding import fp32_to_fp16
+
+__all__ = [
+    "GRANULARITIES",
+    "SplitPartials",
+    "outcome_distance",
+    "extreme_elements",
+    "add_order",
+]
+
+#: How add orders are keyed: one order per output element, per output tile, or one per GEMM.
+GRANULARITIES = ("element", "tile", "gemm")
+
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _to_fp16(x: np.ndarray) -> np.ndarray:
+    """RNE to fp16 (``v_cvt_f16_f32``): float32 through :func:`emu.rounding.fp32_to_fp16`,
+    which keeps its speed where most results overflow or are subnormal."""
+    if x.dtype == np.float32:
+        return fp32_to_fp16(x)
+    with np.errstate(over="ignore"):
+        return x.astype(np.float16)
+
+
+def outcome_distance(k16: np.ndarray, v16: np.ndarray) -> np.ndarray:
+    """|k − v| in float64 of fp16 outcomes ``k16`` from a reference ``v16``; NaN (inf − inf, a NaN
+    outcome) counts as infinitely far."""
+    with np.errstate(invalid="ignore"):
+        d = np.abs(k16.astype(np.float64) - v16)
+    return np.where(np.isnan(d), np.inf, d)
+
+
+@jit
+def _splitmix(x):
+    """splitmix64's finaliser: a well-mixed uint64 of a uint64."""
+    x = (x ^ (x >> np.uint64(30))) * _MIX1
+    x = (x ^ (x >> np.uint64(27))) * _MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+@jit(inline="always")
+def _draw_order(s, key, seed, index, perm):
+    """perm[0:s] = the add order of member ``index`` for ``key`` (Fisher–Yates over the stream
+    keyed by (seed, index, key))."""
+    state = _splitmix(seed * _GOLDEN + _splitmix(np.uint64(index) * _GOLDEN + _splitmix(np.uint64(key))))
+    for j in range(s):
+        perm[j] = j
+    for j in range(s - 1, 0, -1):
+        state = state + _GOLDEN
+        r = _splitmix(state)
+        pick = np.int64(((r >> np.uint64(11)) * np.uint64(j + 1)) >> np.uint64(53))  # < j + 1
+        perm[j], perm[pick] = perm[pick], perm[j]
+
+
+@jit(inline="always")
+def _order_sum(parts, i, key, seed, index, perm):
+    """The fp32 sum of parts[:, i] added one by one onto +0 in the order of member ``index``;
+    ``perm`` is scratch."""
+    s = parts.shape[0]
+    _draw_order(s, key, seed, index, perm)
+    ws = np.float32(0.0)
+    for j in range(s):
+        ws = ws + parts[perm[j], i]
+    return ws
+
+
+@jit
+def _add_order(s, key, seed, index, perm):
+    _draw_order(s, key, seed, index, perm)
+
+
+def add_order(n_split: int, seed: int, index: int, key: int = 0) -> np.ndarray:
+    """The order (a permutation of range(n_split)) in which member ``index`` of the generator
+    seeded ``seed`` adds the partials of the element (or tile) keyed ``key``."""
+    perm = np.empty(int(n_split), np.int64)
+    _add_order(int(n_split), np.uint64(key), np.uint64(seed), np.uint64(index), perm)
+    return perm
+
+
+@jit(inline="always")
+def _distance_to(x, v):
+    """|x − v| in float64 for an fp16 outcome ``x``; NaN counts as infinitely far."""
+    d = abs(np.float64(x) - v)
+    if d != d:
+        return np.inf
+    return d
+
+
+@jit(parallel=True)
+def _member_sums(parts, keys, seed, index, out):
+    """out[i] = the fp32 sum of parts[:, i] added one by one onto +0 in the order of member
+    ``index`` for key keys[i]. Parallel over elements only."""
+    s, size = parts.shape
+    block = 4096
+    for b in prange((size + block - 1) // block):
+        perm = np.empty(s, np.int64)
+        for i in range(b * block, min(size, (b + 1) * block)):
+            ws = _order_sum(parts, i, keys[i], seed, index, perm)
+            out[i] = ws
+
+
+@jit(parallel=True)
+def _envelope(parts, keys, seed, count, v16, near, far, kept):
+    """Per element i and reference row v, over the orders of members 0 … count−1: near[v, i] the
+    fp16 outcome closest to ``v16[v, i]`` (a reference in fp16, as float64), far[v, i] the
+    farthest (NaN distances count as infinite; ties keep the first). kept[j, i] = the fp32 sum
+    of order j for j < kept.shape[0]. Parallel over elements only."""
+    s, size = parts.shape
+    nv = v16.shape[0]
+    n_keep = kept.shape[0]
+    block = 1024
+    for b in prange((size + block - 1) // block):
+        perm = np.empty(s, np.int64)
+        dn = np.empty(nv, np.float64)
+        df = np.empty(nv, np.float64)
+        for i in range(b * block, min(size, (b + 1) * block)):
+            for index in range(count):
+                ws = _order_sum(parts, i, keys[i], seed, index, perm)
+                if index < n_keep:
+                    kept[index, i] = ws
+                x = round_to_fp16_rne(np.float64(ws))
+                for v in range(nv):
+                    d = _distance_to(x, v16[v, i])
+                    if index == 0 or d < dn[v]:
+                        near[v, i] = x
+                        dn[v] = d
+                    if index == 0 or d > df[v]:
+                        far[v, i] = x
+                        df[v] = d
+
+
+@jit(parallel=True)
+def _envelope_at(parts, keys, at, seed, first, stop, v16, searched, near, far):
+    """:func:`_envelope` continued on the elements ``at`` (keys[j] is element at[j]'s key) over
+    orders ``first`` … ``stop − 1``, each order's sum computed once for every reference row v
+    where searched[v, j]: near[v, j] and far[v, j] (the outcomes found so far) are replaced by
+    any outcome strictly closer to / farther from v16[v, j]. Parallel over elements only."""
+    s = parts.shape[0]
+    nv = v16.shape[0]
+    for j in prange(at.size):
+        perm = np.empty(s, np.int64)
+        dn = np.empty(nv, np.float64)
+        df = np.empty(nv, np.float64)
+        for v in range(nv):
+            dn[v] = _distance_to(near[v, j], v16[v, j])
+            df[v] = _distance_to(far[v, j], v16[v, j])
+        i = at[j]
+        for index in range(first, stop):
+            ws = _order_sum(parts, i, keys[j], seed, index, perm)
+            x = round_to_fp16_rne(np.float64(ws))
+            for v in range(nv):
+                if searched[v, j]:
+                    d = _distance_to(x, v16[v, j])
+                    if d < dn[v]:
+                        near[v, j] = x
+                        dn[v] = d
+                    if d > df[v]:
+                        far[v, j] = x
+                        df[v] = d
+
+
+@jit(parallel=True)
+def _sum_in_order(parts, order, out):
+    """out[i] = the fp32 sum of parts[:, i] added one by one onto +0 in the order order[i, :]."""
+    s, size = parts.shape
+    for i in prange(size):
+        ws = np.float32(0.0)
+        for j in range(s):
+            ws = ws + parts[order[i, j], i]
+        out[i] = ws
+
+
+def extreme_elements(v16: np.ndarray, far16: np.ndarray, count: int) -> np.ndarray:
+    """The elements whose farthest outcome ``far16`` is farthest from the reference ``v16``: the
+    top ``count`` by absolute distance, by relative distance and by distance in fp16 ulps of the
+    smaller magnitude (a verifier's maxAbs, maxRel and maxEps), sorted, without repeats. Elements
+    already at an infinite distance (an overflow or NaN on either side) are left out: no order
+    takes them farther, and where many outputs overflow they would fill every pick."""
+    d = outcome_distance(far16, v16)
+    mag = np.minimum(np.abs(v16), np.abs(far16.astype(np.float64)))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        ulp = np.exp2(np.floor(np.log2(np.maximum(mag, 2.0**-14))) - 10)  # fp16 spacing at mag
+        scores = (d, d / np.maximum(np.abs(v16), 2.0**-24), d / ulp)
+    finite = np.isfinite(d)
+    picks = []
+    for x in scores:
+        x = np.where(finite & np.isfinite(x), x, -np.inf)
+        order = np.argsort(-x, kind="stable")[:count]
+        picks.append(order[finite[order]])
+    return np.unique(np.concatenate(picks)).astype(np.int64)
+
+
+class SplitPartials:
+    """The split-K partial sums of every output element, and their atomic-add orders.
+
+    ``parts`` (n_split, size) float32: partial ``s`` of element ``i`` (elements in the result's
+    memory order); ``tiles`` (size,): the output tile each element belongs to (for orders keyed
+    per tile); ``seed``: the generator's seed. Fill ``parts`` and ``tiles`` (e.g. with
+    :meth:`emu.conv.ConvGemm.compute`), then draw members and envelopes.
+    """
+
+    def __init__(self, n_split: int, size: int, seed: int = 0):
+        if n_split < 1:
+            raise ValueError(f"n_split: must be ≥ 1, got {n_split}")
+        self.parts = np.zeros((n_split, size), np.float32)
+        self.tiles = np.zeros(size, np.float32)
+        self.seed = int(seed)
+        self._sorted: list[np.ndarray] | None = None
+
+    @property
+    def n_split(self) -> int:
+        return int(self.parts.shape[0])
+
+    @property
+    def size(self) -> int:
+        return int(self.parts.shape[1])
+
+    def keys(self, granularity: str) -> np.ndarray:
+        """The key each element's add order is drawn for: its index ("element"), its tile
+        ("tile") or 0 for all ("gemm")."""
+        if granularity == "tile":
+            return self.tiles.astype(np.int64)
+        if granularity == "element":
+            return np.arange(self.size, dtype=np.int64)
+        if granularity == "gemm":
+            return np.zeros(self.size, np.int64)
+        raise ValueError(f"granularity: {granularity!r} is not one of {', '.join(GRANULARITIES)}")
+
+    def ascending(self) -> np.ndarray:
+        """fp32: the partials added onto +0 in ascending chunk order (RNE each add)."""
+        ws = np.zeros(self.size, np.float32)
+        for p in self.parts:
+            ws = ws + p
+        return ws
+
+    def member_fp32(self, index: int, granularity: str = "element") -> np.ndarray:
+        """Member ``index`` before its fp16 rounding: for every element the partials added onto a
+        zeroed fp32 workspace (RNE each add) in the random order of member ``index`` for the
+        element's key."""
+        out = np.empty(self.size, np.float32)
+        _member_sums(self.parts, self.keys(granularity), np.uint64(self.seed), np.uint64(index), out)
+        return out
+
+    def member(self, index: int, granularity: str = "element") -> np.ndarray:
+        """Member ``index``, RNE to fp16 (what the kernel writes)."""
+        return _to_fp16(self.member_fp32(index, granularity))
+
+    def envelope(self, reference16: np.ndarray, count: int, granularity: str = "element"):
+        """(closest, farthest) fp16 outcome per element over ``count`` random orders (members
+        0 … count−1) and the four sorted orders."""
+        (pair,), _ = self.envelopes([reference16], count, granularity)
+        return pair[0], pair[1]
+
+    def envelopes(self, references16: Sequence[np.ndarray], count: int, granularity: str = "element",
+                  keep: int = 0, deep_elements: int = 0,
+                  deep_orders: int = 0) -> tuple[list[tuple[np.ndarray, ...]], np.ndarray]:
+        """:meth:`envelope` for several references (fp16 values as float64) in one pass over the
+        orders, which do not depend on the reference; also returns the fp32 sums of the first
+        ``keep`` orders (row i: member i before its fp16 rounding, shape (keep, size)). With
+        ``deep_orders``, each reference's pair becomes (closest, farthest, deep closest, deep
+        farthest): the last two also give the ``deep_elements`` farthest elements (by each of
+        three distances, :func:`extreme_elements`) orders ``count`` … ``count + deep_orders − 1``.
+        The first two are kept as they are, so a range only widens."""
+        size = self.size
+        keys = self.keys(granularity)
+        seed = np.uint64(self.seed)
+        v16 = np.ascontiguousarray(np.stack([np.asarray(v, np.float64).reshape(-1) for v in references16]))
+        near = np.empty((len(v16), size), np.float32)
+        far = np.empty((len(v16), size), np.float32)
+        kept = np.empty((min(keep, count), size), np.float32)
+        _envelope(self.parts, keys, seed, count, v16, near, far, kept)
+        sorted16 = self.sorted_members()
+        plain = []
+        for v, n32, f32 in zip(v16, near, far):
+            n16, f16 = _to_fp16(n32), _to_fp16(f32)
+            dn, df = outcome_distance(n16, v), outcome_distance(f16, v)
+            for k16 in sorted16:
+                d = outcome_distance(k16, v)
+                closer, farther = d < dn, d > df
+                n16[closer], dn = k16[closer], np.where(closer, d, dn)
+                f16[farther], df = k16[farther], np.where(farther, d, df)
+            plain.append((n16, f16))
+        if deep_orders <= 0 or deep_elements <= 0:
+            return plain, kept
+        # each reference's own extreme elements, but one pass over the orders for all of them
+        # (an element's sums do not depend on the reference)
+        picks = [extreme_elements(v, f16, deep_elements) for v, (_, f16) in zip(v16, plain)]
+        union = np.unique(np.concatenate(picks)).astype(np.int64)
+        searched = np.stack([np.isin(union, at) for at in picks])
+        n_at = np.stack([n16[union] for n16, _ in plain]).astype(np.float32)
+        f_at = np.stack([f16[union] for _, f16 in plain]).astype(np.float32)
+        _envelope_at(self.parts, keys[union], union, seed, count, count + deep_orders,
+                     np.ascontiguousarray(v16[:, union]), searched, n_at, f_at)
+        pairs = []
+        for i, (n16, f16) in enumerate(plain):
+            deep_n16, deep_f16 = n16.copy(), f16.copy()
+            deep_n16[union], deep_f16[union] = _to_fp16(n_at[i]), _to_fp16(f_at[i])
+            pairs.append((n16, f16, deep_n16, deep_f16))
+        return pairs, kept
+
+    def sorted_members(self) -> list[np.ndarray]:
+        """Four more orders per element: partials by value ascending and descending, and by
+        magnitude ascending and descending (stable; fp16, as :meth:`member`). Cancellation and
+        absorption are largest at these orders, where random orders rarely go. Computed once."""
+        if self._sorted is None:
+            by_element = np.ascontiguousarray(self.parts.T)  # each element's partials contiguous
+            out = []
+            for key in (by_element, -by_element, np.abs(by_element), -np.abs(by_element)):
+                order = np.argsort(key, axis=1, kind="stable")
+                ws = np.empty(self.size, np.float32)
+                _sum_in_order(self.parts, order, ws)
+                out.append(_to_fp16(ws))
+            self._sorted = out
+        return self._sorted

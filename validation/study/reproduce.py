@@ -1,0 +1,161 @@
+"""``reproduce()``: select the measured lines, plan the jobs, run what the cache lacks, judge every
+line, diagnose the ones that differ, and report."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from ..suites import suite_config, suite_entry
+from .cache import Cache, request_key
+from .diagnose import diagnose
+from .emulate import Request, make_jobs
+from .execution import execute
+from .judge import LineResult, judge
+from .measured import STUDY_SEED, MeasuredLine, read_measured
+from .recipes import default_recipe
+from .report import Report, print_line
+from .selection import Selection
+
+__all__ = ["reproduce", "plan_jobs"]
+
+
+def plan_jobs(selected: list[MeasuredLine], selection: Selection, cache: Cache):
+    """Group the selected lines into emulation jobs with one request per (GPU, kernel, validator,
+    run set) line; returns (jobs, per-line [(request key, mode)], cached results)."""
+    line_keys: dict[int, list[tuple[str, str]]] = {}
+    todo: dict[tuple, dict[str, Request]] = defaultdict(dict)
+    cached: dict[str, dict] = {}
+    for i, m in enumerate(selected):
+        problem, entry = suite_config(m.test_name).problem, suite_entry(m.test_name)
+        recipe = default_recipe(m.run_set, m.gpu, m.kernel, m.validator, problem.direction)
+        seeds = selection.rand0_seeds if m.run_set == "fair_rand0" else (STUDY_SEED,)
+        atomic = recipe.kernel.atomic_split(problem) > 0
+        members = selection.members if atomic else 0
+        keys = []
+        for seed in seeds:
+            combo = (m.gpu, m.kernel, m.validator, m.run_set)
+            key = request_key(m.test_name, m.range, seed, recipe, members, selection.granularity, problem, entry, combo)
+            keys.append((key, "ensemble" if atomic else "exact"))
+            hit = cache.get(key)
+            if hit is not None:
+                cached[key] = hit
+            else:
+                todo[(m.test_name, m.range, seed, recipe.rand_type)][key] = Request(key, recipe, seed, members,
+                                                                                    selection.granularity)
+        line_keys[i] = keys
+    return make_jobs(todo), line_keys, cached
+
+
+def reproduce(selection: Selection, measured, *, jobs: int = 1, out=None, cache_dir=None, progress: bool = False,
+              show: str = "none", stream=None, command: str = "", cached_only: bool = False) -> Report:
+    """Emulate every measured line ``selection`` picks and compare it field for field.
+
+    ``measured``: the raw results folder or lines from :func:`read_measured`; ``jobs``: worker
+    processes; ``out``: write ``report.md`` and ``reproduce.csv`` there (and cache under
+    ``out/.cache`` unless ``cache_dir`` says otherwise; ``cache_dir=False`` disables the cache);
+    ``show``: "all" prints every line side by side, "mismatches" only the lines that differ,
+    "none" nothing (to ``stream``, default stdout); ``cached_only``: emulate nothing, report the
+    lines whose emulation is in the cache (e.g. while another run is still filling it)."""
+    t0 = time.time()
+    if jobs < 1:
+        raise ValueError(f"--jobs: must be a positive integer, got {jobs}")
+    if show not in ("all", "mismatches", "none"):
+        raise ValueError(f"--show: {show!r} is not one of all,mismatches,none")
+    measured_dir = ""
+    if isinstance(measured, (str, os.PathLike)):
+        measured_dir = str(measured)
+        measured = read_measured(measured)
+    selected = selection.select(measured)
+    if not selected:
+        raise ValueError("selection: no measured line matches the chosen run sets, GPUs, kernels, validators, "
+                         "ranges and tests")
+    if cache_dir is None and out is not None:
+        cache_dir = str(Path(out) / ".cache")
+    cache_dir = str(cache_dir) if cache_dir else None
+    cache = Cache(cache_dir)
+    jobs_list, line_keys, cached = plan_jobs(selected, selection, cache)
+    not_cached = 0
+    if cached_only:
+        keep = [i for i in range(len(selected)) if all(k in cached for k, _ in line_keys[i])]
+        not_cached = len(selected) - len(keep)
+        selected = [selected[i] for i in keep]
+        line_keys = {j: line_keys[i] for j, i in enumerate(keep)}
+        jobs_list = []
+        selection = dataclasses.replace(selection, diagnose=False)
+        if not selected:
+            raise ValueError("--cached-only: no selected line is in the cache yet")
+    stream = stream or sys.stdout
+    n_emulated = sum(len(j.requests) for j in jobs_list)
+
+    # print each test's lines as soon as all of them are known
+    remaining: dict[str, set] = defaultdict(set)
+    for i, m in enumerate(selected):
+        for key, _ in line_keys[i]:
+            if key not in cached:
+                remaining[m.test_name].add(key)
+    results = dict(cached)
+    printed: set[int] = set()
+    by_test: dict[str, list[int]] = defaultdict(list)
+    for i, m in enumerate(selected):
+        by_test[m.test_name].append(i)
+
+    def judge_line(i: int) -> LineResult:
+        m = selected[i]
+        keys = line_keys[i]
+        res = [results[k] for k, _ in keys]
+        mode = "seeds" if m.run_set == "fair_rand0" else keys[0][1]
+        return judge(m, res, mode)
+
+    def emit(test: str):
+        if show == "none":
+            return
+        out_lines = []
+        for i in by_test[test]:
+            if i in printed:
+                continue
+            printed.add(i)
+            r = judge_line(i)
+            if show == "all" or r.counts_as_failure:
+                buf = io.StringIO()
+                print_line(r, buf)
+                out_lines.append(buf.getvalue().rstrip("\n"))
+        if out_lines:
+            text = "\n".join(out_lines)
+            try:
+                from tqdm import tqdm
+
+                tqdm.write(text, file=stream)
+            except ImportError:  # pragma: no cover
+                print(text, file=stream)
+            stream.flush()
+
+    for test in by_test:
+        if not remaining[test]:
+            emit(test)
+
+    def on_done(job, res):
+        results.update(res)
+        remaining[job.test].difference_update(res)
+        if not remaining[job.test]:
+            emit(job.test)
+
+    log_path = None
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        log_path = Path(out) / "jobs.tsv"
+    execute(jobs_list, jobs, cache_dir, progress, on_done, log_path)
+    lines = [judge_line(i) for i in range(len(selected))]
+    if selection.diagnose:
+        diagnose(lines, selection, jobs, cache_dir, progress)
+    report = Report(selection=selection, lines=lines, wall_s=time.time() - t0,
+                    cache_hits=sum(len(v) for v in line_keys.values()) - n_emulated, emulated=n_emulated,
+                    measured_dir=measured_dir, command=command, not_cached=not_cached)
+    if out is not None:
+        report.write(out)
+    return report
