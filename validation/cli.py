@@ -29,11 +29,18 @@ def _add_run(sub):
     p.add_argument("--config", dest="config_option", default=None, help=argparse.SUPPRESS)
     p.add_argument("--hw", default="mi200", help="mi100, mi200, mi300 (default mi200)")
     p.add_argument("--kernel", default=None, help="xdlops or nonxdlops (default: the config's own)")
-    p.add_argument("--validator", default="cpu", help="cpu, gpu, cpu-acc4, cpu-ftz, mlir (default cpu)")
+    p.add_argument("--validator", default="cpu",
+                   help="cpu, gpu, cpu-acc4, cpu-ftz, mlir (default cpu), each optionally with +flush (fp16 inputs "
+                        "below 2^-14 flushed) and +inbounds (bwd_weight: only in-bounds products counted into "
+                        "groups); e.g. cpu-acc4+flush+inbounds, the 2022 study's fair_3 MI200 bwd_weight validator")
     p.add_argument("--perf-config", default=None, help="rocMLIR tuning string (default: the 2022 default)")
     p.add_argument("--rand-min", type=int, default=None)
     p.add_argument("--rand-max", type=int, default=None)
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--rand-type", default=None, choices=("float", "int"),
+                   help="the harness's random generator (default: the config's -rand_type, else int)")
+    p.add_argument("--members", type=int, default=None, metavar="N",
+                   help="split-K atomic kernels: add orders in the ensemble (default 128)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--check", action="store_true",
@@ -78,10 +85,11 @@ def _measure(validation, kernel, args):
     return comparison, verifier_mod.verdict(comparison, preset=args.verifier, thresholds=thresholds)
 
 
-def _emit(comparison, verdict, args, header: dict) -> int:
+def _emit(comparison, verdict, args, header: dict, extra: dict | None = None) -> int:
     if args.format == "json":
         doc = dict(header)
         doc.update(verdict.to_dict() if verdict is not None else comparison.to_dict())
+        doc.update(extra or {})
         print(json.dumps(doc, indent=1))
     else:
         for key, value in header.items():
@@ -106,7 +114,7 @@ def _cmd_check(args) -> int:
             gemms.append({"G": sub.g, "M": sub.m, "N": sub.n, "K": sub.k, "unit": g.unit.name,
                           "group_size": g.unit.group_size, "k_order": "custom" if g.order.k_order else "ascending",
                           "pad_k": g.order.pad_k, "split_k": g.order.split_k, "notes": g.order.notes})
-        doc["models"].append({"name": model.name, "gemms": gemms})
+        doc["models"].append({"name": model.key, "gemms": gemms})
     if args.format == "json":
         print(json.dumps(doc, indent=1))
     else:
@@ -118,6 +126,36 @@ def _cmd_check(args) -> int:
     return 0
 
 
+def _inputs_text(used: dict) -> str:
+    seed = used.get("seed")
+    if seed is None:
+        return "the harness's fixed pattern 0.5, -1, 0.75 (no -rand)"
+    return (f"seed {seed}, {used.get('rand_type', 'int')} generator in [{used.get('rand_min')}, {used.get('rand_max')}), "
+            f"random side {used.get('rand_side', 'both')}")
+
+
+def _ensemble_summary(result, args) -> dict:
+    """The verifier's metrics over the kernel's atomic add orders (split-K with ≥ 3 partials)."""
+    from models.kernels import ATOMIC_ORDERS
+
+    members = ATOMIC_ORDERS.members if args.members is None else args.members
+    if members < 1:
+        raise UsageError(f"--members: must be a positive integer, got {members}")
+    keys = ("n_exact", "max_epsilon_diff", "max_abs_diff", "max_rel_diff", "rms")
+    values: dict[str, list[float]] = {k: [] for k in keys}
+    passed = 0
+    validation = result.validation_output.reshape(result.shape)
+    for k16 in result.members(members):
+        comparison, verdict = _measure(validation, k16.reshape(result.shape), args)
+        d = comparison.to_dict()
+        for k in keys:
+            values[k].append(float(d[k]))
+        passed += verdict is not None and verdict.exit_code == 0
+    return {"n_split": result.ensemble.n_split, "members": members, "granularity": ATOMIC_ORDERS.granularity,
+            "seed": ATOMIC_ORDERS.seed, "ranges": {k: [min(v), max(v)] for k, v in values.items()},
+            "members_passing": passed if (args.verifier or args.threshold) else None}
+
+
 def _cmd_run(args) -> int:
     from .run import run
 
@@ -126,14 +164,27 @@ def _cmd_run(args) -> int:
 
     result = run(args.config, hw=args.hw, kernel=args.kernel, validator=args.validator,
                  perf_config=args.perf_config, rand_min=args.rand_min, rand_max=args.rand_max,
-                 seed=args.seed, progress=False if args.no_progress else None)
+                 seed=args.seed, rand_type=args.rand_type, progress=False if args.no_progress else None)
     comparison, verdict = _measure(result.validation_output.reshape(result.shape),
                                    result.kernel_output.reshape(result.shape), args)
     p = result.problem
     header = {"config": result.config.name or " ".join(result.config.source.split())[:100],
-              "direction": p.direction, "kernel": result.kernel.name, "validator": result.validator.name,
-              "hw": args.hw, "shape": "x".join(map(str, result.shape))}
-    return _emit(comparison, verdict, args, header)
+              "direction": p.direction, "kernel": result.kernel.key, "validator": result.validator.key,
+              "hw": args.hw, "shape": "x".join(map(str, result.shape)), "inputs": _inputs_text(result.inputs_used)}
+    ensemble = _ensemble_summary(result, args) if result.ensemble is not None else None
+    if ensemble is not None:
+        header["atomics"] = (f"split-K adds {ensemble['n_split']} partial sums per output with fp32 atomics: the "
+                             f"GPU's result depends on their order, which varies run to run; the line below is the "
+                             f"ascending order, the ensemble ({ensemble['members']} orders) follows")
+    code = _emit(comparison, verdict, args, header, extra={"ensemble": ensemble} if ensemble else None)
+    if ensemble is not None and args.format == "text":
+        print(f"ensemble over {ensemble['members']} atomic add orders (random per output {ensemble['granularity']}, "
+              f"seed {ensemble['seed']}), range of each metric:")
+        for k, (lo, hi) in ensemble["ranges"].items():
+            print(f"{k:>18s}: {lo:.6g} .. {hi:.6g}")
+        if ensemble["members_passing"] is not None:
+            print(f"{'verdict':>18s}: {ensemble['members_passing']}/{ensemble['members']} add orders pass")
+    return code
 
 
 def _cmd_compare(args) -> int:

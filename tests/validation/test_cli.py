@@ -123,3 +123,27 @@ def test_any_config_runs_or_fails_cleanly(capsys, text):
     else:
         assert code == 2, (text, err)
         assert err.startswith("fp16emu: error:") and err.count("\n") == 1, (text, err)
+
+
+def test_run_on_a_split_k_test_reports_its_ensemble(capsys):
+    code, out, err = _run(capsys, "run", "conv2d_host_validation_f16_bwd_CHECK_ISSUE_71_4", "--hw", "mi200",
+                          "--kernel", "xdlops", "--rand-type", "float", "--rand-min", "-1", "--rand-max", "1",
+                          "--seed", "1", "--verifier", "study-2022", "--members", "8", "--format", "json",
+                          "--no-progress")
+    assert code in (0, 1), err
+    doc = json.loads(out)
+    ens = doc["ensemble"]
+    assert ens["n_split"] >= 3 and ens["members"] == 8 and ens["seed"] == 2022
+    assert 0 <= ens["members_passing"] <= 8
+    assert "float generator in [-1, 1)" in doc["inputs"]
+    assert ens["ranges"]["max_abs_diff"][0] < ens["ranges"]["max_abs_diff"][1]
+    code, out, _ = _run(capsys, "run", "conv2d_host_validation_f16_bwd_CHECK_ISSUE_71_2", "--members", "4",
+                        "--no-progress")
+    assert "fp32 atomics" in out and "ensemble over 4 atomic add orders" in out
+
+
+def test_composed_validator_from_the_cli(capsys):
+    code, out, err = _run(capsys, "run", SMALL, "--validator", "cpu-acc4+flush", "--no-progress")
+    assert code == 0, err and "cpu-acc4+flush" in out
+    code, _, err = _run(capsys, "run", SMALL, "--validator", "cpu-acc4+nope", "--no-progress")
+    assert code == 2 and "+flush, +inbounds" in err

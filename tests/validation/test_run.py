@@ -65,3 +65,62 @@ def test_bad_choices_are_value_errors_naming_the_field():
         run(SMALLEST[0], validator="gpu2")
     with pytest.raises(ValueError, match="kernel"):
         run(SMALLEST[0], kernel="tensorcore")
+
+
+# --- validators compose; split-K atomics as an ensemble (issue 12) ---------------------------------
+
+
+def _measured_line(run_set: str, gpu: str, kernel: str, flag: str, rng: str, test: str):
+    """One measured verifier line of the 2022 study (skips without ../shared/reference)."""
+    from reference_data import require
+    from validation.verifier import parse_study_line
+
+    path = require("fp16_study_raw_results", f"verify_results_{run_set}_{gpu.upper()}",
+                   f"verify_f16_{kernel}_{flag}_rand{rng[1:]}.txt")
+    for text in path.read_text().splitlines():
+        if text.strip() and text.rstrip().endswith(test) or f" {test} " in text:
+            return parse_study_line(text)
+    raise AssertionError(f"{test} not in {path}")
+
+
+@pytest.mark.parametrize("validator, reproduces", [("cpu-acc4+flush", True), ("cpu-acc4", False)])
+def test_the_study_fair3_mi200_validator_from_run_reproduces_a_measured_line(validator, reproduces):
+    """fair_3 on MI200 validated with 'accumulate 4' and fp16 inputs < 2^-14 flushed; composed from
+    the run API (the CLI's --validator takes the same text), it prints the measured line of
+    KYXC_NHWC_NHWK5 (r0, xdlops, -pv) field for field. Without the flush it does not: the test can
+    tell the validators apart."""
+    from validation.verifier import study_line_of
+
+    test = "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16"
+    measured = _measured_line("fair_3", "mi200", "xdlops", "pv", "r0", test)
+    r = run(test, hw="mi200", kernel="xdlops", validator=validator, rand_type="float", rand_min=-1, rand_max=1,
+            seed=1, progress=False)
+    assert r.validator.key == validator and r.inputs_used["rand_type"] == "float"
+    line = study_line_of(r.validation_output, r.kernel_output, "fair_3")
+    assert line.n_exact == 102356 if reproduces else line.n_exact != 102356
+    assert (line.fields() == measured.fields()) == reproduces
+
+
+def test_composed_validator_errors_name_the_field_and_the_accepted_values():
+    with pytest.raises(ValueError, match=r"validator: modifier 'foo' is not one of \+flush, \+inbounds"):
+        run(SMALLEST[0], validator="cpu-acc4+foo")
+    with pytest.raises(ValueError, match="backward-weight"):
+        run(SMALLEST[0], validator="cpu-acc4+inbounds")  # a fwd test
+    with pytest.raises(ValueError, match="rand_type"):
+        run(SMALLEST[0], rand_type="gaussian")
+
+
+def test_a_split_k_atomic_kernel_keeps_its_ensemble():
+    """CHECK_ISSUE_71_4 (bwd_weight, xdlops, 64 partials per output) adds its split-K partials with fp32 atomics: run keeps
+    the partials; the kernel output is their ascending order, the members are other orders of the
+    same partials, and kernels without atomics have no ensemble."""
+    test = "conv2d_host_validation_f16_bwd_CHECK_ISSUE_71_4"
+    r = run(test, hw="mi200", kernel="xdlops", validator="cpu", rand_type="float", rand_min=-1, rand_max=1,
+            seed=1, progress=False)
+    ens = r.ensemble
+    assert ens is not None and ens.n_split >= 3 and ens.size == r.kernel_output.size
+    np.testing.assert_array_equal(ens.ascending().view(np.uint32), r.kernel_fp32.view(np.uint32))
+    members = np.stack(list(r.members(16))).astype(np.float32)
+    assert members.shape == (16, ens.size)
+    assert len({m.tobytes() for m in members}) > 1, "16 add orders never changed a bit"
+    assert run(test, hw="mi200", kernel="nonxdlops", validator="cpu", progress=False).ensemble is None
