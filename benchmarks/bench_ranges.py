@@ -27,7 +27,7 @@ import numba  # noqa: E402
 
 import emu  # noqa: E402
 import models  # noqa: E402
-from bench_units import _cpu_model, fp32_loop, time_rounds  # noqa: E402
+from bench_units import cpu_model, fp32_loop, time_rounds  # noqa: E402
 
 RANGES = {"r0": (-1, 1), "r1": (-10, 10), "r4": (1, 5), "r5": (5, 10)}
 
@@ -43,7 +43,7 @@ def main():
     names = args.units.split(",")
     units = {name: models.unit(name) for name in names}
     M, N = args.m, args.n
-    print(f"{_cpu_model()}, {os.cpu_count()} CPUs, {numba.get_num_threads()} numba threads; "
+    print(f"{cpu_model()}, {os.cpu_count()} CPUs, {numba.get_num_threads()} numba threads; "
           f"load average {os.getloadavg()[0]:.2f}; M={M} N={N}; median of {args.repeat} rounds")
     print("| range | K | fp32 loop G MAC/s | " + " | ".join(f"{n} G MAC/s (× loop)" for n in names)
           + " | output bits, sha256 prefix per unit |")

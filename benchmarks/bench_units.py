@@ -150,7 +150,7 @@ def time_rounds(jobs: dict, repeat: int) -> dict[str, list[float]]:
     return times
 
 
-def _cpu_model():
+def cpu_model():
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -210,7 +210,7 @@ def main():
             vs_mmasim_instr=None if sim is None else r / sim[0],
             vs_mmasim_batched=None if sim is None else r / sim[1],
             target_vs_mmasim=t_sim, first_call_s=first[name], times_s=times[name]))
-    machine = dict(cpu=_cpu_model(), platform=platform.platform(), cpus=os.cpu_count(),
+    machine = dict(cpu=cpu_model(), platform=platform.platform(), cpus=os.cpu_count(),
                    numba_threads=numba.get_num_threads(), numba=numba.__version__, numpy=np.__version__,
                    python=platform.python_version(), loadavg_before=load_before, loadavg_after=os.getloadavg(),
                    date=datetime.datetime.now().isoformat(timespec="seconds"),

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._jit import jit, prange
+from .jit import jit, prange
 from .kernels._scalar import round_to_fp16_rne
 from .rounding import fp32_to_fp16
 

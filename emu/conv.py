@@ -1,7 +1,7 @@
 """Convolution problems and their mapping to GEMM (implicit GEMM), for every direction and layout.
 
-The mapping is rocMLIR's ``ConvToGemm`` of mid-2022 (Rock version @3df931f1; SPEC §5,
-``reference/rocmlir_kernels_2022.md`` §2(a)). Each GEMM computes, per group g,
+The mapping is rocMLIR's ``ConvToGemm`` of mid-2022 (github.com/ROCm/rocMLIR, Rock version
+@3df931f1, ``ConvToGemm.cpp`` and ``GridwiseGemmParams.cpp``). Each GEMM computes, per group g,
 ``C[m, n] = Σ_k A[m, k]·B[k, n]`` with k running in the kernel's *gemmK order*:
 
 * fwd:        A = filter k × (c,y,x);      B = input (c,y,x) × (n,ho,wo);   C → output (k; n,ho,wo)
@@ -66,7 +66,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ._jit import jit, prange
+from .jit import jit, prange
 from .atomics import SplitPartials
 from .gemm import GemmOrder, gemm as _unit_gemm
 

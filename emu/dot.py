@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import jit, prange
+from .jit import jit, prange
 from .kernels import KERNELS
 from .units import Family, Format, UnitParams
 

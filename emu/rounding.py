@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ._jit import jit, prange
+from .jit import jit, prange
 from .formats import FP16, FloatFormat, _bits_array, _fields, _out, as_bits, get_format
 from .units import Rounding
 

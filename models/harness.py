@@ -2,8 +2,7 @@
 generators, the truncating fp16 conversion, re-seeding per tensor and the fill order.
 
 What the harness did (``mlir/tools/miopen-gen/miopen-gen.cpp`` and
-``mlir/lib/ExecutionEngine/conv-validation-wrappers.cpp``, mid/late 2022; see
-``reference/rocmlir_kernels_2022.md`` §2(f)):
+``mlir/lib/ExecutionEngine/conv-validation-wrappers.cpp``, mid/late 2022, github.com/ROCm/rocMLIR):
 
 * The kernel's three memrefs are filter, input, output (in that order, index 0, 1, 2), each a
   5-D memref in its layout's letter order (``gkcyx``, ``ngchw``, ``ngkhw``, ...). Every one of
@@ -43,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from emu._jit import jit
+from emu.jit import jit
 from emu.conv import normalize_layout
 from emu.rounding import fp32_to_fp16_truncate
 

@@ -400,7 +400,7 @@ def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
             description=f"{DOC}; {SPEC} 'Xdlops kernel'",
             unit=f"models.units.unit({hw_name!r}): {u.source('family')}; {SPEC}",
             order=f"{_tuning.SOURCES['k_order']}; {_tuning.SOURCES['instruction']}",
-            xdlops=f"{DOC}.1 (-x2 selects the xdlops kernel)",
+            xdlops=f"{DOC}: -x2 selects the xdlops kernel",
             validator="a GPU kernel, not a validation function",
             flush_inputs=f"the unit's flush_inputs: {u.source('flush_inputs')}; {DOC}",
             accumulator=f"{DOC} (f32 accumulator vectors; bwd_weight split-K with StoreMethod::AtomicAdd)",

@@ -15,27 +15,27 @@ only move data around; what changes the *arithmetic* of an output is:
 :func:`plan` (one :class:`GemmPlan` per sub-GEMM) and :func:`accumulation_order` turn a
 problem, a kernel kind and an optional tuning into :class:`emu.gemm.GemmOrder` s.
 
-Sources (cited per item below; ``DOC`` = ``../shared/reference/rocmlir_kernels_2022.md``):
+Sources (cited per item below; rocMLIR is github.com/ROCm/rocMLIR):
 
 * ``GPP-2022-08``: rocMLIR ``mlir/include/mlir/Dialect/MIOpen/Tuning/GridwiseGemmParams.h``,
   MIOpen-dialect version with ``calculateKBlockNum(..., num_cu)`` (PR #586, 2022-04-07) and
-  before the MIOpen→Rock rename (PR #774, ~2022-09-19); code-index id 7065455372. Its xdlops
+  before the MIOpen→Rock rename (PR #774, ~2022-09-19). Its xdlops
   validity check rejects KPack > 1 for small blocks (M/NPerBlock in {16, 32, 64}, or 32×128 /
   128×32) for every non-int8 direction: the rule set ``"2022-08"`` (default).
 * ``GPP-2022-09``: ``mlir/lib/Dialect/Rock/Tuning/GridwiseGemmParams.cpp`` @3df931f1 (the
-  version DOC §2(b)(c) reads): the same lists without that rejection: the rule set ``"2022-09"``.
+  version after the rename): the same lists without that rejection: the rule set ``"2022-09"``.
 * ``KBN``: ``calculateKBlockNum`` (``Rock/utility/loweringUtils.cpp`` @3df931f1; the identical
-  MIOpen-dialect body is code-index id 15288763867), DOC §2(c).
-* ``XCS``: ``XdlopsCodeSelection.h`` (mid-2022, code-index id 15424683658), DOC §2(c).
-* ``XG2``: XdlopsGemmV2 lowering (``ThreadwiseGemmLowering``, code-index id 15204488987), DOC §2(c)
-  "Operand order within a wave"; ``reference/reproduction_findings.md`` §5 (16x16x16 strided
-  groups verified on hardware lines).
+  MIOpen-dialect body mid-2022).
+* ``XCS``: ``XdlopsCodeSelection.h`` (mid-2022).
+* ``XG2``: XdlopsGemmV2 lowering (``ThreadwiseGemmLowering``, mid-2022), the operand order within
+  a wave; the 16x16x16 strided groups are verified on the 2022 study's hardware lines
+  (github.com/zhanglx13/llvm-project-mlir-dev-utils fp16_experiment @3b042e7).
 * ``SER``: ``MIOpen/Tuning/Serializable.h`` (perf-config string: fields joined by ``,``) and the
   ``visit`` order of ``InitParamsXDL`` / ``InitParamsNonXDL`` in GridwiseGemmParams.h.
 
 Why ``"2022-08"`` is the default: with the ``"2022-09"`` rules the backward-weight test
 CHECK_BWD_WEIGHT1 gets {32,64,4,32,64,4} and KBlocks = 4, which the Aug-2022 hardware lines rule
-out (reproduction_findings.md §5: 4 excluded, 8 or 16 consistent); the ``"2022-08"`` rules give
+out (fp16emu's reproduction of the study's lines: 4 excluded, 8 or 16 consistent); the ``"2022-08"`` rules give
 {8,64,8,8,64,1} (4x4x4f16) and KBlocks = 8. Both rule sets give the same instruction *class*
 (consecutive groups of 4) for every other suite shape.
 """
@@ -79,14 +79,14 @@ __all__ = [
     "SOURCES",
 ]
 
-DOC = "../shared/reference/rocmlir_kernels_2022.md"
+STUDY = "the 2022 fp16 study's measured lines (github.com/zhanglx13/llvm-project-mlir-dev-utils fp16_experiment @3b042e7)"
 GPP_08 = ("rocMLIR MIOpen/Tuning/GridwiseGemmParams.h, mid-2022 (after PR #586, before the Rock rename "
-          "PR #774; code-index id 7065455372)")
-GPP_09 = "rocMLIR Rock/Tuning/GridwiseGemmParams.cpp @3df931f1 (" + DOC + " §2(b)(c))"
-KBN = "rocMLIR calculateKBlockNum, Rock/utility/loweringUtils.cpp @3df931f1 (" + DOC + " §2(c)); same body mid-2022 (id 15288763867)"
-XCS = "rocMLIR XdlopsCodeSelection.h, mid-2022 (code-index id 15424683658; " + DOC + " §2(c) selection table)"
-XG2 = ("rocMLIR XdlopsGemmV2 lowering, mid-2022 (code-index id 15204488987; " + DOC
-       + " §2(c) operand order); ../shared/reference/reproduction_findings.md §5; ../shared/SPEC.md §5")
+          "PR #774)")
+GPP_09 = "rocMLIR Rock/Tuning/GridwiseGemmParams.cpp @3df931f1"
+KBN = "rocMLIR calculateKBlockNum, Rock/utility/loweringUtils.cpp @3df931f1 (same body mid-2022)"
+XCS = "rocMLIR XdlopsCodeSelection.h, mid-2022 (the instruction selection table)"
+XG2 = ("rocMLIR XdlopsGemmV2 lowering, mid-2022 (the operand order within a wave); 16x16x16 strided groups "
+       "verified on " + STUDY)
 SER = "rocMLIR MIOpen/Tuning/Serializable.h (fields joined by ','; InitParamsXDL/InitParamsNonXDL visit order)"
 
 #: Where each rule of this module comes from.
@@ -100,14 +100,14 @@ SOURCES: Mapping[str, str] = MappingProxyType({
     "validity_2022-09": GPP_09,
     "instruction": XCS,
     "k_order": XG2,
-    "kblocks": KBN + "; num_cu = 120 with -x2 (populateDefaults, " + DOC + " §2(c))",
-    "atomics": DOC + " §2(c) backwardWeightAtomicAdd: bwd_weight, xdlops, f16, no gemm padding",
-    "kblocks_data": "../shared/reference/reproduction_findings.md §5; ../shared/SPEC.md §5 (KBlocks is a parameter to identify)",
+    "kblocks": KBN + "; num_cu = 120 with -x2 (miopen-gen populateDefaults)",
+    "atomics": "rocMLIR Rock ConvToGemm.cpp @3df931f1 backwardWeightAtomicAdd: bwd_weight, xdlops, f16, no gemm padding",
+    "kblocks_data": STUDY + ": KBlocks 4 ruled out for CHECK_BWD_WEIGHT1 (8 or 16 consistent): a parameter to identify",
 })
 
 RULES = ("2022-08", "2022-09", "any")
 DEFAULT_RULES = "2022-08"
-#: ``-x2`` forces gfx908 with num_cu = 120 whatever the real GPU (DOC §2(c), §4).
+#: ``-x2`` forces gfx908 with num_cu = 120 whatever the real GPU (miopen-gen populateDefaults).
 NUM_CU_X2 = 120
 _WAVE_SIZE = 64
 _K_BASE_F16 = 4  # XCS: k_base = 4 for every f16 mfma
@@ -587,7 +587,7 @@ def plan(problem: ConvProblem, kernel, tuning=None, hw=None, *, kblocks_override
     every sub-GEMM, as rocMLIR passed one perf-config to each gemm_id); ``hw`` does not change the
     partition (``-x2`` forced num_cu = 120 on every GPU) and is accepted for symmetry;
     ``kblocks_override``: the split count of the backward-weight atomic path instead of
-    calculateKBlockNum's (SPEC §5: a parameter to identify); ``rules``: "2022-08" (default),
+    calculateKBlockNum's (the study's data contradict it for some tests: a parameter to identify); ``rules``: "2022-08" (default),
     "2022-09", or "any" (no rocMLIR validity check; gemmK padded to a whole block if needed);
     ``combine``/``combine_seed``: the atomic-add order (see :class:`emu.gemm.GemmOrder`)."""
     _check_rules(rules)

@@ -15,7 +15,7 @@ from emu.units import Family, Format, Rounding, UnitParams
 
 __all__ = ["Unit", "unit", "UNIT_NAMES", "ALIASES"]
 
-# Short citations; full references in ../shared/reference/matrix_units.md §1.
+# Short citations of the published unit models and hardware measurements.
 MMASIM = "MMA-Sim (Xie et al., arXiv 2511.10909; PyPI mmasim 2.1.1)"
 MMASIM_AMD = MMASIM + " mmasim/amd/sim.py"
 MMASIM_NV = MMASIM + " mmasim/nv_ptx/sim.py"
@@ -174,7 +174,7 @@ def _fma32() -> Unit:
         output_rounding=Rounding.RNE,
         sources=_cite(
             Family.FMA,
-            f"{IEEE}; {MMASIM} arithmetic/fma.py (MMA_FMA); ../shared/SPEC.md §4",
+            f"{IEEE}; {MMASIM} arithmetic/fma.py (MMA_FMA)",
         ),
     )
 
@@ -189,7 +189,7 @@ def _fp64() -> Unit:
         round_each_group=False,
         sources=_cite(
             Family.FP64,
-            "../shared/reference/rocmlir_kernels_2022.md (CPU validation: double accumulator, result cast to float); SPEC.md §5",
+            "rocMLIR @3df931f1 (github.com/ROCm/rocMLIR) mcpuConv2dFloat: the CPU validation's double accumulator, result cast to float",
         ),
     )
 

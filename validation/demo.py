@@ -1,6 +1,6 @@
 """``make demo``: every unit on a few probe vectors that tell the units apart.
 
-The vectors are the discriminating cases of the published models (SPEC.md §4; the AMD ones are
+The vectors are the discriminating cases of the published models (MMA-Sim, arXiv 2511.10909, and Khattak & Mikaitis, arXiv 2512.07004; the AMD ones are
 model predictions, the NVIDIA ones hardware facts of Fasi et al. 2021), built in code so the demo
 needs nothing outside the package.
 """

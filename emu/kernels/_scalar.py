@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import jit
+from ..jit import jit
 
 RNE, RZ, RD = 0, 1, 2
 FP32_MIN_NORMAL = 2.0**-126

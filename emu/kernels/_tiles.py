@@ -24,7 +24,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from .._jit import jit
+from ..jit import jit
 
 LANES = 128
 ROWS = 16

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import jit, prange
+from ..jit import jit, prange
 from ._scalar import round_to_fp32_bf
 from ._tiles import K_BLOCK, LANES, P_GROUP, P_OUT_ROUND, P_ROUND_EACH, ROWS, a_of, c_at, lane, task_bounds, task_grid
 

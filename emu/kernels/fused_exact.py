@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import jit, prange
+from ..jit import jit, prange
 from ._scalar import (RNE, FP32_MIN_NORMAL, add_round_to_odd, flush_keep_sign, flush_to_plus_zero,
                       round_to_fp32_bf, two_sum)
 from ._tiles import (LANES, P_FLUSH_C, P_FLUSH_OUT, P_GROUP, P_OUT_ROUND, a_of, c_at, lane,

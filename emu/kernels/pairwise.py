@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import jit, prange
+from ..jit import jit, prange
 from ._scalar import FP32_MIN_NORMAL, flush_keep_sign, flush_to_plus_zero
 from ._tiles import LANES, P_FLUSH_C, P_FLUSH_OUT, P_GROUP, a_of, c_at, lane, task_bounds, task_grid
 

@@ -57,7 +57,7 @@ from __future__ import annotations
 import numpy as np
 from numba.extending import overload
 
-from .._jit import jit, prange
+from ..jit import jit, prange
 from ._scalar import (RD, RNE, RZ, EXP_CLAMP, exp_pow16, exp_pow64, inv_pow2, pow2, round_to_fp16_rne,
                       round_to_fp32_bf, rz_mask)
 from ._tiles import (LANES, P_ALIGN, P_CALIGN, P_F, P_F2, P_GROUP, P_OUT_FMT, P_OUT_ROUND,

@@ -197,3 +197,19 @@ def test_in_bounds_cpu_loop_equals_each_weight_summed_alone(monkeypatch, fil_lay
                 op.scatter(want, res, sub, group, 0)
         assert np.array_equal(whole[spec].view(np.uint32), want.view(np.uint32))
         assert np.array_equal(chunked[spec].view(np.uint32), want.view(np.uint32))
+
+
+def test_shipped_sources_cite_public_material_only():
+    """Units and kernel models cite papers, repositories and commits, never files that are not
+    shipped (the project's spec or reference notes)."""
+    from models.units import UNIT_NAMES, unit
+
+    texts = []
+    for name in UNIT_NAMES:
+        texts += list(unit(name).sources.values())
+    models = [K.kernel(n, hw="mi200", validating="xdlops") for n in K.NAMES]
+    models += [m.with_input_flush() for m in models] + [K.kernel("cpu-acc4").counting_inbounds()]
+    for m in models:
+        texts += list(m.sources.values()) + list(m.unit.sources.values())
+    bad = [t for t in texts if any(s in t for s in ("shared/", "reference/", "SPEC", ".md", "§", "code-index"))]
+    assert not bad, bad[:5]

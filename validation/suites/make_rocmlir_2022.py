@@ -1,5 +1,6 @@
 """Generate ``rocmlir_2022.tsv``, the project's own copy of the 2022 rocMLIR fp16 suite, from the
-reference table ``rocmlir_f16_configs_2022.tsv`` (``../shared/reference`` beside the repo).
+reference table ``rocmlir_f16_configs_2022.tsv`` (the fp16 e2e configs of rocMLIR @3df931f1, extracted from its
+``mlir/test/mlir-rock-driver`` lit files; given with ``--source``). A maintainer's tool: nothing at run time uses it.
 
 Run from the repo root::
 
