@@ -98,3 +98,22 @@ def test_bad_orders_are_value_errors():
         emu.GemmOrder(split_k=0)
     with pytest.raises(ValueError, match="combine"):
         emu.GemmOrder(combine="sometimes")
+
+
+def test_gemm_and_dot_add_share_one_convention(operands):
+    """gemm(A, B, C, unit, order) is dot_add(a, b, c, unit) in GEMM form: the same accumulator
+    argument, the same result type (float16 for an fp16-output unit), the same bits; a C that is
+    not exactly representable is refused by both."""
+    A, B = operands
+    for unit in (models.unit("h100", output="fp16"), models.unit("mi300")):
+        fp16_out = unit.output_format == emu.Format.FP16
+        C = (np.arange(6 * 150).reshape(6, 150) % 7 - 3).astype(np.float16 if fp16_out else np.float32)
+        got = emu.gemm(A, B, C, unit)
+        want = emu.dot_add(A[:, None, :], B.T[None], C, unit)
+        assert got.dtype == want.dtype == (np.float16 if fp16_out else np.float32)
+        np.testing.assert_array_equal(np.asarray(got).view(np.uint16 if fp16_out else np.uint32),
+                                      np.asarray(want).view(np.uint16 if fp16_out else np.uint32))
+    with pytest.raises(TypeError, match="c"):
+        emu.gemm(A, B, np.full((6, 150), 0.1), models.unit("mi200"))
+    with pytest.raises(TypeError, match="c"):
+        emu.dot_add(A[:, None, :], B.T[None], np.full((6, 150), 0.1), models.unit("mi200"))
