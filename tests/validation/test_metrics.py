@@ -308,7 +308,7 @@ def test_native_magnitude_rule_excludes_fp16_of_0_001():
     k = f16(0.0, 2.0)
     r = compare(v, k)
     assert float(v[0]) == 0.0010004043579101562
-    assert r.max_rel_diff_old == 1.0  # SPEC §2: |v| > 1e-3 in float64
+    assert r.max_rel_diff_old == 1.0  # float64 mode: |v| > 1e-3 (REL_OLD_THRESHOLD)
     assert r.max_rel_diff_old_native == 0.0  # the old verifier: |v| > fp16(0.001), strict
     r32 = compare(v.astype(np.float32), k.astype(np.float32))
     assert r32.max_rel_diff_old_native == 1.0  # no magnitude rule from 32 bits up
