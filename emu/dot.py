@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from .jit import jit, prange
+from .formats import FP16_TO_FP32, FP16_TO_FP32_FTZ
 from .kernels import KERNELS
 from .units import Family, Format, UnitParams
 
-__all__ = ["dot_add", "unit_params", "fp16_operand", "run_kernel"]
-
-_FP16_EXPONENT_MASK = np.uint16(0x7C00)
+__all__ = ["dot_add", "unit_params", "fp16_operand", "run_kernel", "decode_operands", "compact_c", "accumulator_values"]
 
 
 def unit_params(unit) -> UnitParams:
@@ -38,7 +37,9 @@ def fp16_operand(x, name: str) -> np.ndarray:
     raise TypeError(f"{name}: expected float16 values or uint16 bit patterns, got dtype {x.dtype}")
 
 
-def _accumulator(c, fmt: int) -> np.ndarray:
+def accumulator_values(c, fmt: int) -> np.ndarray:
+    """``c`` as the accumulator format's values (float16 for ``Format.FP16``, else float32), from
+    values or bit patterns; TypeError for values the format cannot hold exactly."""
     dtype, bits = (np.float16, np.uint16) if fmt == Format.FP16 else (np.float32, np.uint32)
     c = np.asarray(c)
     if c.dtype == bits:
@@ -51,10 +52,6 @@ def _accumulator(c, fmt: int) -> np.ndarray:
     return converted
 
 
-# fp16 bit pattern → float32 value, all 65,536 patterns (numpy's conversion, so the same bits,
-# NaN payloads included); the second table flushes fp16 subnormals (|x| < 2^-14) to +0.
-_F16_LUT = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
-_F16_LUT_FTZ = np.where((np.arange(1 << 16) & int(_FP16_EXPONENT_MASK)) == 0, np.float32(0.0), _F16_LUT)
 _DECODE_ROWS, _DECODE_COLS = 64, 512
 
 
@@ -76,23 +73,17 @@ def _decode_2d(bits, lut, out):
                 dst[j] = lut[src[j]]
 
 
-def _decode(bits: np.ndarray, flush: bool) -> np.ndarray:
-    """C-contiguous float32 values of a 2-D array of fp16 patterns (any strides)."""
+def decode_operands(bits: np.ndarray, flush: bool) -> np.ndarray:
+    """C-contiguous float32 values of a 2-D array of fp16 patterns (uint16, any strides; a
+    transposed view costs no more than a copy); with ``flush``, |x| < 2^-14 becomes +0
+    (:data:`emu.formats.FP16_TO_FP32_FTZ`)."""
     out = np.empty(bits.shape, np.float32)
     if out.size:
-        _decode_2d(bits, _F16_LUT_FTZ if flush else _F16_LUT, out)
+        _decode_2d(bits, FP16_TO_FP32_FTZ if flush else FP16_TO_FP32, out)
     return out
 
 
-def _values(bits: np.ndarray, flush: bool) -> np.ndarray:
-    """Exact float32 values of fp16 patterns (any shape); with ``flush``, |x| < 2^-14 becomes +0."""
-    if bits.ndim == 2:
-        return _decode(bits, flush)
-    flat = bits.reshape(-1, bits.shape[-1]) if bits.ndim else bits.reshape(1, 1)
-    return _decode(flat, flush).reshape(bits.shape)
-
-
-def _compact_c(c: np.ndarray, batch: tuple, M: int, N: int) -> np.ndarray:
+def compact_c(c: np.ndarray, batch: tuple, M: int, N: int) -> np.ndarray:
     """c broadcast to ``batch`` and seen as (M, N) rows × columns, as the smallest C the kernels
     accept: (1, 1) when it is one value, (1, N) when the rows repeat, (M, 1) when the columns
     repeat, else (M, N). Copies only what is not repeated."""
@@ -146,7 +137,7 @@ def dot_add(a, b, c, unit) -> np.ndarray:
     K = a_bits.shape[-1]
     if b_bits.shape[-1] != K:
         raise ValueError(f"a, b: K differs ({K} vs {b_bits.shape[-1]})")
-    c_vals = _accumulator(c, params.output_format)
+    c_vals = accumulator_values(c, params.output_format)
     batch = np.broadcast_shapes(a_bits.shape[:-1], b_bits.shape[:-1], c_vals.shape)
     flush = bool(params.flush_inputs)
     c32 = c_vals.astype(np.float32, copy=False)
@@ -158,15 +149,15 @@ def dot_add(a, b, c, unit) -> np.ndarray:
     if gemm_like:  # a varies over rows, b over columns: no broadcast copies, shared a per row
         M, N = int(np.prod(batch[:-1])), batch[-1]
         a_rows = np.broadcast_to(a_bits.reshape(a_batch[:-1] + (K,)), batch[:-1] + (K,)).reshape(M, K)
-        A = _decode(a_rows, flush)
+        A = decode_operands(a_rows, flush)
         b_cols = np.broadcast_to(b_bits.reshape(b_batch[-1], K), (N, K))
-        B = _decode(b_cols.T, flush)  # (K, N), transposed while decoding
-        out = run_kernel(params, A, B, _compact_c(c32, batch, M, N))
+        B = decode_operands(b_cols.T, flush)  # (K, N), transposed while decoding
+        out = run_kernel(params, A, B, compact_c(c32, batch, M, N))
     else:
         P = int(np.prod(batch))
-        A = _decode(np.broadcast_to(a_bits, batch + (K,)).reshape(P, K).T, flush)[None]
-        B = _decode(np.broadcast_to(b_bits, batch + (K,)).reshape(P, K).T, flush)
-        out = run_kernel(params, A, B, _compact_c(np.broadcast_to(c32, batch).reshape(P), (P,), 1, P))
+        A = decode_operands(np.broadcast_to(a_bits, batch + (K,)).reshape(P, K).T, flush)[None]
+        B = decode_operands(np.broadcast_to(b_bits, batch + (K,)).reshape(P, K).T, flush)
+        out = run_kernel(params, A, B, compact_c(np.broadcast_to(c32, batch).reshape(P), (P,), 1, P))
     out = out.reshape(batch)
     if params.output_format == Format.FP16:
         return out.astype(np.float16)

@@ -1,8 +1,12 @@
-"""Bit layouts of binary16 (fp16), bfloat16 (bf16) and binary32 (fp32), and exact decoding.
+"""The float formats of the project: bit layouts, names, exact decoding, spacing, fp16 tables.
 
-A format is a :class:`FloatFormat` record; the three instances :data:`FP16`, :data:`BF16` and
-:data:`FP32` are the only ones the project needs. Every function here is vectorised numpy and
-works on arrays of any shape (and on scalars); nothing rounds. Bit patterns travel as unsigned
+This is the one format layer: every other module (``emu``, ``models``, ``validation``) learns a
+format's layout, dtype, names and ulp here. A format is a :class:`FloatFormat` record; the
+instances are :data:`FP16` (binary16), :data:`BF16` (bfloat16), :data:`FP32` (binary32) and
+:data:`FP64` (binary64, for comparisons only: the bit-level functions take the first three).
+:func:`resolve_format` turns a name, a numpy dtype or an :class:`emu.units.Format` into one.
+Every function here is vectorised numpy and works on arrays of any shape (and on scalars);
+nothing rounds (rounding is :mod:`emu.rounding`). Bit patterns travel as unsigned
 integers of the format's width (``uint16`` / ``uint32``); :func:`as_bits` and :func:`from_bits`
 convert between those and the float arrays (``np.float16``, ``ml_dtypes.bfloat16``,
 ``np.float32``).
@@ -15,9 +19,11 @@ for normals) and the *exponent* of its least significant digit. Hardware aligns 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
 
 import ml_dtypes
@@ -31,7 +37,16 @@ __all__ = [
     "FP16",
     "BF16",
     "FP32",
+    "FP64",
+    "FORMAT_NAMES",
+    "FP16_TO_FP32",
+    "FP16_TO_FP32_FTZ",
+    "resolve_format",
     "get_format",
+    "pattern_array",
+    "split_fields",
+    "scalar_if_0d",
+    "format_bits",
     "as_bits",
     "from_bits",
     "decode",
@@ -39,6 +54,8 @@ __all__ = [
     "field_exponent",
     "classify",
     "ulp",
+    "spacing",
+    "SPACING_RULES",
     "to_fraction",
 ]
 
@@ -59,6 +76,8 @@ class FloatFormat:
     uint_dtype: Any
     #: numpy float dtype with this layout
     float_dtype: Any
+    #: the short name reports and metrics use: "fp16", "bf16", "fp32", "fp64"
+    short_name: str
 
     # Derived values.
     @property
@@ -121,22 +140,31 @@ class FloatFormat:
 
 FP16 = FloatFormat(
     name="binary16", bits=16, exponent_bits=5, fraction_bits=10,
-    uint_dtype=np.dtype(np.uint16), float_dtype=np.dtype(np.float16),
+    uint_dtype=np.dtype(np.uint16), float_dtype=np.dtype(np.float16), short_name="fp16",
 )  # fmt: skip
 BF16 = FloatFormat(
     name="bfloat16", bits=16, exponent_bits=8, fraction_bits=7,
-    uint_dtype=np.dtype(np.uint16), float_dtype=np.dtype(ml_dtypes.bfloat16),
+    uint_dtype=np.dtype(np.uint16), float_dtype=np.dtype(ml_dtypes.bfloat16), short_name="bf16",
 )  # fmt: skip
 FP32 = FloatFormat(
     name="binary32", bits=32, exponent_bits=8, fraction_bits=23,
-    uint_dtype=np.dtype(np.uint32), float_dtype=np.dtype(np.float32),
+    uint_dtype=np.dtype(np.uint32), float_dtype=np.dtype(np.float32), short_name="fp32",
+)  # fmt: skip
+#: binary64: the data type of float64 comparisons (its ulp, its name). :func:`get_format` and the
+#: bit-level functions (decode, encode, rounding) do not take it.
+FP64 = FloatFormat(
+    name="binary64", bits=64, exponent_bits=11, fraction_bits=52,
+    uint_dtype=np.dtype(np.uint64), float_dtype=np.dtype(np.float64), short_name="fp64",
 )  # fmt: skip
 
-_BY_NAME = {
-    "binary16": FP16, "fp16": FP16, "float16": FP16, "half": FP16,
-    "bfloat16": BF16, "bf16": BF16,
-    "binary32": FP32, "fp32": FP32, "float32": FP32, "single": FP32,
-}  # fmt: skip
+_FORMATS = (FP16, BF16, FP32, FP64)
+#: Every name :func:`resolve_format` accepts (case-insensitive), and the format it stands for.
+FORMAT_NAMES: Mapping[str, FloatFormat] = MappingProxyType({
+    **{a: FP16 for a in ("fp16", "f16", "float16", "half", "binary16")},
+    **{a: BF16 for a in ("bf16", "bfloat16")},
+    **{a: FP32 for a in ("fp32", "f32", "float32", "float", "single", "binary32")},
+    **{a: FP64 for a in ("fp64", "f64", "float64", "double", "binary64")},
+})  # fmt: skip
 _BY_ENUM = {Format.FP16: FP16, Format.FP32: FP32}
 
 
@@ -150,20 +178,24 @@ class FloatClass(IntEnum):
     NAN = 4
 
 
-def get_format(fmt: Any) -> FloatFormat:
-    """Resolve ``fmt`` to a :class:`FloatFormat`.
+def resolve_format(fmt: Any) -> FloatFormat:
+    """Resolve ``fmt`` to a :class:`FloatFormat` (:data:`FP16`, :data:`BF16`, :data:`FP32` or
+    :data:`FP64`).
 
     Accepts a :class:`FloatFormat`, an :class:`emu.units.Format` member (or its int value), a
-    name (``"fp16"``, ``"binary16"``, ``"bf16"``, ``"fp32"``, ...) or a float dtype
-    (``np.float16``, ``ml_dtypes.bfloat16``, ``np.float32``).
+    name of :data:`FORMAT_NAMES` (``"fp16"``, ``"binary16"``, ``"half"``, ``"bf16"``, ``"fp32"``,
+    ``"double"``, ...; any case) or a float dtype (``np.float16``, ``ml_dtypes.bfloat16``,
+    ``np.float32``, ``np.float64``). Raises ``ValueError`` naming the valid names for an unknown
+    name, ``TypeError`` for a dtype that is none of the four.
     """
     if isinstance(fmt, FloatFormat):
         return fmt
     if isinstance(fmt, str):
         try:
-            return _BY_NAME[fmt.lower()]
+            return FORMAT_NAMES[fmt.lower()]
         except KeyError:
-            raise ValueError(f"unknown float format name {fmt!r}") from None
+            valid = ", ".join(sorted(FORMAT_NAMES))
+            raise ValueError(f"unknown data type {fmt!r}; valid names: {valid}") from None
     if isinstance(fmt, (int, np.integer)) and not isinstance(fmt, bool):
         try:
             return _BY_ENUM[Format(int(fmt))]
@@ -173,10 +205,22 @@ def get_format(fmt: Any) -> FloatFormat:
         dtype = np.dtype(fmt)
     except TypeError:
         raise TypeError(f"cannot interpret {fmt!r} as a float format") from None
-    for candidate in (FP16, BF16, FP32):
+    for candidate in _FORMATS:
         if dtype == candidate.float_dtype:
             return candidate
-    raise TypeError(f"{dtype} is not the dtype of a supported float format")
+    raise TypeError(f"{dtype} is not a supported float type (fp16, bf16, fp32, fp64)")
+
+
+def get_format(fmt: Any) -> FloatFormat:
+    """:func:`resolve_format` restricted to the formats the bit-level functions take (fp16, bf16,
+    fp32): decoding, encoding, rounding, flushing, :func:`ulp`. ``FP64`` (by name: ``ValueError``,
+    as a dtype: ``TypeError``) is refused.
+    """
+    resolved = resolve_format(fmt)
+    if resolved is FP64:
+        error = ValueError if isinstance(fmt, str) else TypeError
+        raise error(f"{fmt!r}: the bit-level functions take fp16, bf16 or fp32, not binary64")
+    return resolved
 
 
 def as_bits(x: Any) -> np.ndarray:
@@ -200,11 +244,12 @@ def as_bits(x: Any) -> np.ndarray:
 def from_bits(bits: Any, fmt: Any) -> np.ndarray:
     """View (or convert) bit patterns as an array of the format's float dtype."""
     fmt = get_format(fmt)
-    return _bits_array(bits, fmt).astype(fmt.uint_dtype).view(fmt.float_dtype)
+    return pattern_array(bits, fmt).astype(fmt.uint_dtype).view(fmt.float_dtype)
 
 
-def _bits_array(bits: Any, fmt: FloatFormat) -> np.ndarray:
-    """Patterns as ``uint64`` (room for shifts); float arrays are viewed, ranges are checked."""
+def pattern_array(bits: Any, fmt: FloatFormat) -> np.ndarray:
+    """Patterns as ``uint64`` (room for shifts); float arrays of ``fmt``'s dtype are viewed, ranges
+    are checked (``TypeError``/``ValueError``)."""
     a = np.asarray(bits)
     if a.dtype.kind == "f" or a.dtype == BF16.float_dtype:
         if a.dtype != fmt.float_dtype:
@@ -220,7 +265,7 @@ def _bits_array(bits: Any, fmt: FloatFormat) -> np.ndarray:
     return a
 
 
-def _fields(a: np.ndarray, fmt: FloatFormat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def split_fields(a: np.ndarray, fmt: FloatFormat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(sign, biased_exponent, fraction) of ``uint64`` patterns, as int64 arrays."""
     sign = (a >> np.uint64(fmt.bits - 1)).astype(np.int64)
     biased = ((a >> np.uint64(fmt.fraction_bits)) & np.uint64(fmt.exponent_mask)).astype(np.int64)
@@ -228,7 +273,7 @@ def _fields(a: np.ndarray, fmt: FloatFormat) -> tuple[np.ndarray, np.ndarray, np
     return sign, biased, fraction
 
 
-def _out(x: np.ndarray) -> Any:
+def scalar_if_0d(x: np.ndarray) -> Any:
     """Return a numpy scalar for 0-d results, the array otherwise."""
     return x[()] if x.ndim == 0 else x
 
@@ -257,16 +302,16 @@ def decode(bits: Any, fmt: Any) -> tuple[Any, Any, Any]:
     :func:`classify` to tell them apart.
     """
     fmt = get_format(fmt)
-    a = _bits_array(bits, fmt)
-    sign, biased, fraction = _fields(a, fmt)
+    a = pattern_array(bits, fmt)
+    sign, biased, fraction = split_fields(a, fmt)
     is_subnormal_or_zero = biased == 0
     significand = np.where(is_subnormal_or_zero, fraction, fraction | (1 << fmt.fraction_bits))
     field = np.where(is_subnormal_or_zero, fmt.emin, biased - fmt.bias)
     exponent = field - fmt.fraction_bits
     return (
-        _out(sign.astype(np.int8)),
-        _out(significand.astype(np.int64)),
-        _out(exponent.astype(np.int32)),
+        scalar_if_0d(sign.astype(np.int8)),
+        scalar_if_0d(significand.astype(np.int64)),
+        scalar_if_0d(exponent.astype(np.int32)),
     )
 
 
@@ -277,14 +322,14 @@ def field_exponent(bits: Any, fmt: Any) -> Any:
     ``emax + 1``. For normals this is ``floor(log2(|value|))``.
     """
     fmt = get_format(fmt)
-    _, biased, _ = _fields(_bits_array(bits, fmt), fmt)
-    return _out(np.where(biased == 0, fmt.emin, biased - fmt.bias).astype(np.int32))
+    _, biased, _ = split_fields(pattern_array(bits, fmt), fmt)
+    return scalar_if_0d(np.where(biased == 0, fmt.emin, biased - fmt.bias).astype(np.int32))
 
 
 def classify(bits: Any, fmt: Any) -> Any:
     """Class of each pattern as ``int8`` values of :class:`FloatClass`."""
     fmt = get_format(fmt)
-    _, biased, fraction = _fields(_bits_array(bits, fmt), fmt)
+    _, biased, fraction = split_fields(pattern_array(bits, fmt), fmt)
     special = biased == fmt.exponent_mask
     cls = np.select(
         [biased == 0, special],
@@ -294,7 +339,7 @@ def classify(bits: Any, fmt: Any) -> Any:
         ],
         default=FloatClass.NORMAL,
     )
-    return _out(cls.astype(np.int8))
+    return scalar_if_0d(cls.astype(np.int8))
 
 
 def _bit_length(x: np.ndarray) -> np.ndarray:
@@ -361,11 +406,52 @@ def encode(sign: Any, significand: Any, exponent: Any, fmt: Any) -> Any:
         | (np.where(sig != 0, biased, 0).astype(np.uint64) << np.uint64(t))
         | (n & np.uint64(fmt.fraction_mask))
     )
-    return _out(bits.astype(fmt.uint_dtype))
+    return scalar_if_0d(bits.astype(fmt.uint_dtype))
+
+
+#: The rules of :func:`spacing`.
+SPACING_RULES = ("ulp", "binade_below")
+
+
+def spacing(x: Any, fmt: Any, rule: str = "ulp") -> np.ndarray:
+    """Spacing of ``fmt`` at the values ``x`` (float64 array in and out): the unit of an ulp error.
+
+    ``rule="ulp"``: ``2**(max(floor(log2|x|), emin) - fraction_bits)``, the spacing of the binade
+    holding ``|x|`` (at an exact power of two, the spacing above); zero and values below the
+    normal range get the subnormal spacing ``2**(emin - fraction_bits)``.
+    ``rule="binade_below"``: ``2**(e - fraction_bits)`` for ``2**e < |x| <= 2**(e+1)``, and the
+    subnormal spacing for ``|x| <= 2**(emin+1)``, so an exact power of two gets the spacing of
+    the binade *below*: the ``halfFloatInterval`` of the 2022 study's instrumented rocMLIR
+    verifier in its first two run sets (:mod:`validation.verifier2022`).
+
+    ``fmt``: anything :func:`resolve_format` takes, binary64 included. ``x`` is converted to
+    float64 (exact for fp16, bf16 and fp32 values). No upper clamp: finite values beyond the
+    format's range keep their binade's spacing (the largest finite value gets
+    ``2**(emax - fraction_bits)``, where ``np.spacing`` says inf). Inf and NaN give NaN.
+    """
+    f = resolve_format(fmt)
+    if rule not in SPACING_RULES:
+        raise ValueError(f"unknown spacing rule {rule!r}; valid rules: {', '.join(SPACING_RULES)}")
+    a = np.abs(np.asarray(x, dtype=np.float64))
+    bits = a.view(np.uint64)
+    # floor(log2 a) from the float64 exponent field (float64 subnormals lie below every emin
+    # here, except binary64's own, which the clamp to emin = -1022 covers)
+    lead = (bits >> np.uint64(52)).astype(np.int64) - 1023
+    if rule == "binade_below":
+        power_of_two = (bits & np.uint64((1 << 52) - 1)) == 0
+        lead = lead - power_of_two  # 2**e belongs to the binade (2**(e-1), 2**e]
+    lead = np.maximum(lead, f.emin)
+    e = lead - f.fraction_bits
+    if f.emin - f.fraction_bits < -1022:  # binary64: down to 2**-1074, below the normal range
+        out = np.ldexp(1.0, e)
+    else:  # a normal float64 power of two, built from its exponent field
+        out = ((e + 1023).astype(np.uint64) << np.uint64(52)).view(np.float64)
+    return np.where(np.isfinite(a), out, np.nan)
 
 
 def ulp(x: Any, fmt: Any) -> Any:
-    """Spacing of ``fmt`` at the value ``x`` (float64).
+    """:func:`spacing` with the ``"ulp"`` rule, for fp16, bf16 or fp32 (:func:`get_format`); a
+    numpy scalar for a scalar ``x``.
 
     ``2**(max(floor(log2|x|), emin) - fraction_bits)``: the spacing of the binade holding
     ``|x|``, and the subnormal spacing ``2**(emin - fraction_bits)`` below the normal range and at
@@ -375,13 +461,7 @@ def ulp(x: Any, fmt: Any) -> Any:
     finite value gets ``2**(emax - fraction_bits)``, where ``np.spacing`` says inf). Inf and NaN
     give NaN.
     """
-    fmt = get_format(fmt)
-    with np.errstate(invalid="ignore"):  # NaN / Inf inputs: handled below
-        v = np.abs(np.asarray(x).astype(np.float64))
-        _, e = np.frexp(v)  # v = m * 2**e with 0.5 <= m < 1, so floor(log2 v) = e - 1
-    e = np.where(v == 0, fmt.emin, np.maximum(e.astype(np.int64) - 1, fmt.emin))
-    out = np.ldexp(1.0, e - fmt.fraction_bits)
-    return _out(np.where(np.isfinite(v), out, np.nan))
+    return scalar_if_0d(spacing(np.asarray(x).astype(np.float64), get_format(fmt), "ulp"))
 
 
 def to_fraction(bits: int, fmt: Any) -> Fraction:
@@ -405,3 +485,27 @@ def to_fraction(bits: int, fmt: Any) -> Fraction:
         exponent = biased - fmt.bias - fmt.fraction_bits
     value = Fraction(significand) * (Fraction(2) ** exponent)
     return -value if sign else value
+
+
+def format_bits(pattern: int, fmt: Any) -> str:
+    """One bit pattern (a Python int) as ``0x``-prefixed hex, zero-padded to the format's width
+    (``0x3c00`` for fp16 1.0, ``0x3f800000`` for fp32 1.0)."""
+    f = resolve_format(fmt)
+    return f"{int(pattern):#0{f.bits // 4 + 2}x}"
+
+
+def _fp16_tables() -> tuple[np.ndarray, np.ndarray]:
+    values = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    values = values.astype(np.float32)
+    tiny = (np.arange(1 << 16) & FP16.inf_bits) == 0  # biased exponent 0: zeros and subnormals
+    flushed = np.where(tiny, np.float32(0.0), values)
+    for table in (values, flushed):
+        table.setflags(write=False)
+    return values, flushed
+
+
+#: fp16 bit pattern (index 0..65535) -> its exact value as float32: numpy's conversion, so NaN
+#: payloads are kept. Read-only. ``FP16_TO_FP32[h.view(np.uint16)]`` decodes an fp16 array.
+#: FP16_TO_FP32_FTZ: the same with every fp16 subnormal and -0 (|x| < 2**-14) read as +0, the
+#: input flush of matrix units that flush fp16 inputs.
+FP16_TO_FP32, FP16_TO_FP32_FTZ = _fp16_tables()

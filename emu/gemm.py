@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .atomics import SplitPartials, add_order
-from .dot import _accumulator, _compact_c, _decode, fp16_operand, run_kernel, unit_params
+from .dot import accumulator_values, compact_c, decode_operands, fp16_operand, run_kernel, unit_params
 from .units import Format
 
 __all__ = ["GemmOrder", "gemm", "split_partials", "strided_k_order"]
@@ -98,8 +98,8 @@ def _prepare(A, B, unit, order):
     order = order or GemmOrder()
     seq = order.sequence(a_bits.shape[1])
     flush = bool(params.flush_inputs)
-    A_seq = _decode(_gather(a_bits, seq, axis=1), flush)
-    B_seq = _decode(_gather(b_bits, seq, axis=0), flush)
+    A_seq = decode_operands(_gather(a_bits, seq, axis=1), flush)
+    B_seq = decode_operands(_gather(b_bits, seq, axis=0), flush)
     return params, A_seq, B_seq, order
 
 
@@ -127,7 +127,7 @@ def gemm(A, B, C, unit, order: GemmOrder | None = None) -> np.ndarray:
     """
     params, A_seq, B_seq, order = _prepare(A, B, unit, order)
     shape = (A_seq.shape[0], B_seq.shape[1])
-    C0 = np.zeros((1, 1), np.float32) if C is None else _compact_c(_accumulator(C, params.output_format)
+    C0 = np.zeros((1, 1), np.float32) if C is None else compact_c(accumulator_values(C, params.output_format)
                                                                    .astype(np.float32), shape, *shape)
     if order.split_k == 1:
         return _output(params, _partials(params, A_seq, B_seq, order, C0)[0])

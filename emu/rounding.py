@@ -13,10 +13,14 @@ mode: RNE gives ±inf at and beyond ``max + ulp/2``; RZ gives ±max; RD gives +m
 positives and −inf for large negatives. A nonzero value that rounds to zero keeps its sign; an
 exact zero gets the sign the caller gives.
 
-Also here: :func:`flush_subnormals` (FTZ with the two sign rules of SPEC §4),
-:func:`fp32_to_fp16_truncate`, the table conversion of the rocMLIR 2022 test harness (SPEC §6),
-and :func:`fp32_to_fp16`, the GPU's ``v_cvt_f16_f32`` (RNE): numpy's cast, bit for bit, at the
-same speed for every input (numpy's cast slows 8-30x on overflowing and subnormal results).
+Also here: :func:`flush_subnormals` (FTZ with the two sign rules of the MI200 matrix unit, as
+MMA-Sim, arXiv 2511.10909, and Khattak & Mikaitis, arXiv 2512.07004, model it),
+:func:`fp32_to_fp16_truncate`, the table conversion of rocMLIR's 2022 test harness
+(github.com/ROCm/rocMLIR), :func:`fp32_to_fp16`, the GPU's ``v_cvt_f16_f32`` (RNE): numpy's cast,
+bit for bit, at the same speed for every input (numpy's cast slows 8-30x on overflowing and
+subnormal results), :func:`cast_rne` / :func:`round_rne` (float64 values rounded into any
+format of :mod:`emu.formats`, as a C cast rounds) and :func:`fp16_rne_differs` (which elements an
+fp16-rounded validation and a kernel output disagree on).
 """
 
 from __future__ import annotations
@@ -27,7 +31,18 @@ from typing import Any
 import numpy as np
 
 from .jit import jit, prange
-from .formats import FP16, FloatFormat, _bits_array, _fields, _out, as_bits, get_format
+from .formats import (
+    FP16,
+    FP64,
+    FloatFormat,
+    as_bits,
+    get_format,
+    pattern_array,
+    resolve_format,
+    scalar_if_0d,
+    split_fields,
+)
+from .kernels._scalar import round_to_fp16_rne
 from .units import Rounding
 
 __all__ = [
@@ -37,6 +52,9 @@ __all__ = [
     "flush_subnormals",
     "fp32_to_fp16_truncate",
     "fp32_to_fp16",
+    "cast_rne",
+    "round_rne",
+    "fp16_rne_differs",
 ]
 
 
@@ -189,25 +207,26 @@ def round_float64(x: Any, fmt: Any, mode: Any) -> Any:
     is_nan = special & ((b & np.uint64((1 << 52) - 1)) != 0)
     bits = np.where(special, sign_bits | np.uint64(fmt.inf_bits), bits)
     bits = np.where(is_nan, sign_bits | np.uint64(fmt.qnan_bits), bits)
-    return _out(bits.astype(fmt.uint_dtype))
+    return scalar_if_0d(bits.astype(fmt.uint_dtype))
 
 
 def flush_subnormals(bits: Any, fmt: Any, keep_sign: bool) -> Any:
     """Flush subnormal patterns to zero (FTZ / DAZ); other patterns are returned unchanged.
 
     ``keep_sign=True``: a subnormal becomes the zero of its own sign (MI200 products and partial
-    sums, SPEC §4); zeros are left as they are.
+    sums); zeros are left as they are.
     ``keep_sign=False``: every value with ``|x| < 2**emin``, subnormals and −0 alike, becomes +0
-    (MI200 fp16 inputs and an fp32 subnormal accumulator on entry, SPEC §4).
+    (MI200 fp16 inputs and an fp32 subnormal accumulator on entry). Both rules as MMA-Sim
+    (arXiv 2511.10909) and Khattak & Mikaitis (arXiv 2512.07004) model the MI200 unit.
 
     Returns patterns of the format's unsigned dtype, same shape.
     """
     fmt = get_format(fmt)
-    a = _bits_array(bits, fmt)
-    _, biased, _ = _fields(a, fmt)
+    a = pattern_array(bits, fmt)
+    _, biased, _ = split_fields(a, fmt)
     tiny = biased == 0
     zero = (a & np.uint64(fmt.sign_mask)) if keep_sign else np.uint64(0)
-    return _out(np.where(tiny, zero, a).astype(fmt.uint_dtype))
+    return scalar_if_0d(np.where(tiny, zero, a).astype(fmt.uint_dtype))
 
 
 def _fox_tables() -> tuple[np.ndarray, np.ndarray]:
@@ -270,7 +289,7 @@ def fp32_to_fp16_truncate(x: Any) -> Any:
     index = (b >> np.uint32(23)) & np.uint32(0x1FF)
     fraction = b & np.uint32(0x7FFFFF)
     h = _F2H_BASE[index] + (fraction >> _F2H_SHIFT[index].astype(np.uint32)).astype(np.uint16)
-    return _out(h.astype(FP16.uint_dtype))
+    return scalar_if_0d(h.astype(FP16.uint_dtype))
 
 
 _F2H_BLOCK = 1 << 16
@@ -335,3 +354,79 @@ def fp32_to_fp16(x: Any) -> np.ndarray:
     if out.size:
         _fp32_to_fp16_bits(flat, out)
     return out.view(np.float16).reshape(np.shape(b))
+
+
+def cast_rne(x: Any, fmt: Any) -> np.ndarray:
+    """float64 values rounded to nearest even into an array of ``fmt``'s own dtype (overflow to
+    ±inf, NaN stays NaN): what a C cast ``(half)x`` / ``(float)x`` gives.
+
+    ``fmt``: anything :func:`emu.formats.resolve_format` takes. fp16 and fp32 use numpy's casts,
+    which round once, to nearest even (the tests check them against :func:`round_float64`);
+    bf16 uses :func:`round_float64`, because ml_dtypes' bfloat16 cast goes through float32
+    (a double rounding); binary64 is a copy.
+    """
+    f = resolve_format(fmt)
+    x = np.asarray(x)
+    if f.short_name == "bf16":
+        return round_float64(x, f, "rne").view(f.float_dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x.astype(f.float_dtype)
+
+
+def round_rne(x: Any, fmt: Any) -> np.ndarray:
+    """float64 values rounded to nearest even onto ``fmt``'s grid, returned as float64 (the values
+    of :func:`cast_rne`); for binary64, ``x`` itself."""
+    f = resolve_format(fmt)
+    if f is FP64:
+        return x
+    return cast_rne(x, f).astype(np.float64)
+
+
+_DIFFERS_BLOCK = 1 << 16
+
+
+@jit(parallel=True)
+def _fp16_rne_differs_pass(v32, k32, mask, block_max, block):
+    n = v32.size
+    for b in prange(block_max.size):
+        best = np.float32(0.0)
+        for i in range(b * block, min(n, (b + 1) * block)):
+            c = round_to_fp16_rne(np.float64(v32[i]))
+            g = k32[i]
+            mask[i] = not (c == g)
+            ac, ag = abs(c), abs(g)
+            m = ag if ac < ag else ac
+            if m > best:
+                best = m
+        block_max[b] = best
+
+
+def fp16_rne_differs(v32: np.ndarray, k32: np.ndarray) -> tuple[np.ndarray, float]:
+    """Where the fp16 rounding of ``v32`` differs from ``k32``, and the largest magnitude.
+
+    Parameters
+    ----------
+    v32, k32
+        1-D float32 arrays of the same size (``k32`` usually holds fp16 values).
+
+    Returns
+    -------
+    mask
+        bool array: ``c != k32[i]`` with ``c`` the RNE of ``v32[i]`` to fp16 (overflow to ±inf),
+        compared as values: −0 equals +0, NaN differs from everything, NaN included.
+    max_mag
+        The largest ``max(|c|, |k32[i]|)`` over all elements, as C's
+        ``std::max(m, std::max(|c|, |g|))`` takes it from ``m = 0``: a NaN never wins
+        (0.0 for an empty array or an all-NaN one).
+
+    Parallel over blocks of 65,536 elements in numba; each block's maximum is exact, so the
+    result is the same for any thread count.
+    """
+    v32 = np.ascontiguousarray(v32, np.float32)
+    k32 = np.ascontiguousarray(k32, np.float32)
+    if v32.ndim != 1 or v32.shape != k32.shape:
+        raise ValueError(f"v32, k32: need two 1-D arrays of one size, got {v32.shape}, {k32.shape}")
+    mask = np.empty(v32.size, np.bool_)
+    block_max = np.zeros(-(-v32.size // _DIFFERS_BLOCK) or 1, np.float32)
+    _fp16_rne_differs_pass(v32, k32, mask, block_max, _DIFFERS_BLOCK)
+    return mask, float(block_max.max())

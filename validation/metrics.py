@@ -1,10 +1,10 @@
-"""Error metrics between a validation result and a kernel result (SPEC §2), streamed in chunks.
+"""Error metrics between a validation result and a kernel result, streamed in chunks.
 
 :func:`compare` walks two arrays of any shape (float16, bfloat16, float32, float64; the same
 shape) in row-major order, ``chunk`` elements at a time, so a 205,520,896-element comparison
 holds a few chunk-sized temporaries and never a float64 copy of the whole tensor. It returns a
-:class:`ComparisonResult`: every metric of SPEC §2, the MLU-OPS set, torch/numpy ``allclose``,
-MIOpen's RMS, the two histograms, the first element at each maximum and the ``top`` worst
+:class:`ComparisonResult`: the rocMLIR verifiers' metrics (maxAbsDiff, maxRelDiff, epsilonDiff
+in ulps, RMS), the MLU-OPS set, torch/numpy ``allclose``, MIOpen's RMS, the two histograms, the first element at each maximum and the ``top`` worst
 elements (tensor coordinates, values, bit patterns). ``validation`` measures; it does not
 implement the arithmetic of the emulated hardware.
 
@@ -27,12 +27,13 @@ verifiers.
 * aveAbsDiff = Σd / N, aveRelDiff = Σ_{v≠0} d/|v| / N (both divide by all N, as the study).
 * RMS = sqrt(Σd²) / (sqrt(N) · max over finite elements of max(|v|, |k|)); 0 when Σd² = 0.
   ``miopen_rms``: MIOpen's ``rms_range`` (the magnitude floored at DBL_MIN, N = 0 gives 0):
-  the same value wherever RMS is defined.
-* MLU-OPS (Cambricon ``test/mlu_op_gtest/pb_gtest/include/evaluator.h``), baseline b = v,
+  the same value wherever RMS is defined (MIOpen's driver, github.com/ROCm/MIOpen).
+* MLU-OPS accuracy standard (github.com/Cambricon/mlu-ops,
+  ``test/mlu_op_gtest/pb_gtest/include/evaluator.h``), baseline b = v,
   evaluated e = k: diff1 = Σ|e−b| / (Σ|b| + 1e-9); diff2 = sqrt(Σ(e−b)² / (Σb² + 1e-9));
   diff3 = (m1, m2): m1 = max |e−b|/(|b| + 1e-9) over |b| ≥ th, m2 = max |e−b| over |b| < th,
   th = 1e-4 (fp16), 1e-6 (fp32), 0 otherwise (the evaluator's EPSILON_HALF / EPSILON_FLOAT;
-  no fp16/fp32 value equals th, so ≥ and SPEC's > agree); diff3_1 = max |e−b|/|b| over b ≠ 0;
+  no fp16/fp32 value equals th, so ≥ and the standard's > agree); diff3_1 = max |e−b|/|b| over b ≠ 0;
   diff3_2 = max |e−b|; diff4 = (p1, p2, n) over the *distinct* mismatching (e, b) pairs, as
   the evaluator's ``unordered_set`` counts them: p1 share with e > b, p2 share with e < b (the
   evaluator's DIFF4 value), n the number of distinct pairs (p1, p2 are None when n = 0).
@@ -44,18 +45,20 @@ verifiers.
 * ``max_rel_diff_old_native``: the old (Aug 2022) rocMLIR verifier's per-element quantity
   |(v − k)/v| computed in the data type's own arithmetic (fp16 for fp16 data, both values first
   rounded to it, RNE) over v ≠ k, restricted to |v| > 0.001 rounded to the type for types
-  narrower than 32 bits (``reference/rocmlir_kernels_2022.md`` §2(f)); NaN quotients are ignored
-  as the C ``>`` comparison ignores them.
+  narrower than 32 bits (rocMLIR's ``mcpuVerify5DFloat`` in
+  ``mlir/lib/ExecutionEngine/conv-validation-wrappers.cpp`` on main in Aug 2022,
+  github.com/ROCm/rocMLIR); NaN quotients are ignored as the C ``>`` comparison ignores them.
 
 Histograms (:class:`Histogram`; counts sum to N, percentages are of N)
 -----------------------------------------------------------------------
 * epsilonDiff (:data:`EPSILON_BUCKETS`): "0" = ``n_exact``; then (0,1], (1,2], (2,10],
-  (10,100], >100, which are SPEC's 1, 2, [3,10], [11,100], >100 for integer ε; "nonfinite" =
+  (10,100], >100, which are the study's buckets 1, 2, [3,10], [11,100], >100 for integer ε;
+  "nonfinite" =
   NaN and unequal infinities.
 * relDiff_old (:data:`REL_OLD_BUCKETS`): over the elements in its domain (|v| > 1e-3), "0" for
   exact ones, then (0,1e-6), [1e-6,1e-5), …, [0.1,1), >=1; outside the domain "v == 0" and
   "excluded" (0 < |v| <= 1e-3); "nonfinite" as above. The study's own edges are known only from
-  its summary tables (``reference/study_results_2022.md`` §1).
+  its summary tables (github.com/zhanglx13/llvm-project-mlir-dev-utils, ``fp16_experiment``).
 
 Worst elements: the ``top`` largest ε (ties: the lower index first), each an :class:`Element`
 with row-major index, tensor coordinates, values and bit patterns; the first ``top`` non-finite
@@ -67,8 +70,8 @@ Study compatibility mode (``study_quirks``)
 -------------------------------------------
 With ``study_quirks`` naming a run set of the 2022 study (``fair_1``, ``fair_2``, ``fair_3``,
 ``fair_rand0``; :data:`STUDY_RUN_SETS`), the headline metrics follow the study's instrumented C
-verifier ``mcpuVerify5DFloatFloat`` line for line (code read in the search index, file id
-15058583413; quirks per run set in ``reference/study_results_2022.md`` §0–2): both values float32,
+verifier ``mcpuVerify5DFloatFloat`` line for line (:mod:`validation.verifier2022` describes it,
+its line and its quirks per run set): both values float32,
 the validation first cast to float32 and then rounded to fp16 (RNE) and back; elements with
 ``v == k`` skipped; absDiff = fabs(v − k) in float32; ε = absDiff / halfFloatInterval(min(|v|,|k|))
 in float32, where fair_1/fair_2 take 2^(e−10) for 2^e < x ≤ 2^(e+1) (the binade below at exact
@@ -78,8 +81,8 @@ above 2^16 (so ε = inf); relDiff = (double)absDiff / |v| over v ≠ 0; maxRelDi
 order; averages and RMS divide by N; NaN and inf take part as they do in C (maxima skip NaN,
 sums propagate it) and a NaN printed as ``-nan`` is made the way x86 makes it. The histograms
 and the worst-element list then use that ε; the MLU-OPS, allclose and MIOpen metrics stay
-float64 over the fp16-rounded validation. :func:`validation.verifier.format_study_line` prints
-the line.
+float64 over the fp16-rounded validation. :func:`validation.verifier2022.format_study_line`
+prints the line.
 """
 
 from __future__ import annotations
@@ -89,14 +92,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
-from emu._jit import jit as _jit
-from emu._jit import prange as _prange
-from emu.formats import BF16, FP16, FP32
-from emu.kernels._scalar import round_to_fp16_rne
-from emu.rounding import round_float64
+from emu.formats import FP16, FP32, FloatFormat, format_bits, resolve_format, spacing
+from emu.rounding import cast_rne, round_rne
+
+from .verifier2022 import (
+    STUDY_REL_OLD_THRESHOLD,
+    STUDY_RUN_SETS,
+    StudyQuirks,
+    resolve_study_quirks,
+    study_interval,
+)
 
 __all__ = [
     "DEFAULT_CHUNK",
@@ -116,21 +123,21 @@ __all__ = [
     "resolve_study_quirks",
     "resolve_dtype",
     "spacing",
+    "json_float",
     "Element",
     "Histogram",
     "NonFinite",
     "AllClose",
     "ComparisonResult",
+    "Comparison",
     "compare",
 ]
 
 #: Elements per chunk: about 8 MiB per float64 temporary.
 DEFAULT_CHUNK = 1 << 20
-#: maxRelDiff_old takes |v| above this (SPEC §2; the old rocMLIR verifier's magnitude rule).
+#: maxRelDiff_old takes |v| above this (the old rocMLIR verifier's magnitude rule).
 REL_OLD_THRESHOLD = 1e-3
-#: The study verifier's ``float thr = 1.0004e-03`` (id 15058583413).
-STUDY_REL_OLD_THRESHOLD = float(np.float32(1.0004e-03))
-#: torch.testing.assert_close defaults (rtol, atol) per data type (SPEC §2; fp64: torch's table).
+#: torch.testing.assert_close defaults (rtol, atol) per data type (PyTorch's torch.testing table).
 TORCH_TOLERANCES: Mapping[str, tuple[float, float]] = {
     "fp16": (1e-3, 1e-5),
     "bf16": (1.6e-2, 1e-5),
@@ -147,11 +154,12 @@ DIFF4_MIN_MISMATCHES = 100
 #: Distinct diff4 pairs kept exactly (8 bytes each); beyond, diff4 is taken over all mismatches.
 DIFF4_DISTINCT_LIMIT = 1 << 22
 
-#: epsilonDiff histogram buckets (SPEC §2: 0, 1, 2, [3,10], [11,100], >100 for integer ε; written
+#: epsilonDiff histogram buckets (the study's 0, 1, 2, [3,10], [11,100], >100 for integer ε; written
 #: as half-open intervals so fractional ε of non-fp16 data has a bucket too).
 EPSILON_BUCKETS = ("0", "(0,1]", "(1,2]", "(2,10]", "(10,100]", ">100", "nonfinite")
 _EPS_EDGES = np.array([1.0, 2.0, 10.0, 100.0])
-#: relDiff_old histogram buckets (SPEC §2) plus the elements outside its domain, so counts sum to N.
+#: relDiff_old histogram buckets (the study's) plus the elements outside its domain, so counts sum
+#: to N.
 REL_OLD_BUCKETS = (
     "0", "(0,1e-6)", "[1e-6,1e-5)", "[1e-5,1e-4)", "[1e-4,1e-3)", "[1e-3,1e-2)",
     "[1e-2,1e-1)", "[1e-1,1)", ">=1", "v == 0", "excluded", "nonfinite",
@@ -171,192 +179,38 @@ _NEG_NAN = math.copysign(math.nan, -1.0)  # x86's default NaN: what 0/0, inf/inf
 # Data types
 
 
-@dataclass(frozen=True)
-class _Fmt:
-    """A data type the metrics know: its numpy dtype, bit-pattern dtype and grid."""
-
-    name: str
-    dtype: np.dtype
-    uint: np.dtype
-    emin: int
-    fraction_bits: int
-
-    @property
-    def bits(self) -> int:
-        return self.uint.itemsize * 8
-
-
-_FMTS: Mapping[str, _Fmt] = {
-    "fp16": _Fmt("fp16", np.dtype(np.float16), np.dtype(np.uint16), FP16.emin, FP16.fraction_bits),
-    "bf16": _Fmt("bf16", np.dtype(ml_dtypes.bfloat16), np.dtype(np.uint16), BF16.emin,
-                 BF16.fraction_bits),
-    "fp32": _Fmt("fp32", np.dtype(np.float32), np.dtype(np.uint32), FP32.emin, FP32.fraction_bits),
-    "fp64": _Fmt("fp64", np.dtype(np.float64), np.dtype(np.uint64), -1022, 52),
-}  # fmt: skip
-_ALIASES: Mapping[str, str] = {
-    **{a: "fp16" for a in ("fp16", "f16", "float16", "half", "binary16")},
-    **{a: "bf16" for a in ("bf16", "bfloat16")},
-    **{a: "fp32" for a in ("fp32", "f32", "float32", "float", "single", "binary32")},
-    **{a: "fp64" for a in ("fp64", "f64", "float64", "double", "binary64")},
-}
-
-
 def resolve_dtype(dtype: Any) -> str:
-    """Canonical data-type name ("fp16", "bf16", "fp32", "fp64") of a name or numpy dtype.
-
-    Raises ``ValueError`` for an unknown name, ``TypeError`` for a dtype that is not one of the
-    four float types.
-    """
-    if isinstance(dtype, str):
-        try:
-            return _ALIASES[dtype.lower()]
-        except KeyError:
-            valid = ", ".join(sorted(_ALIASES))
-            raise ValueError(f"unknown data type {dtype!r}; valid names: {valid}") from None
-    dt = np.dtype(dtype)
-    for fmt in _FMTS.values():
-        if dt == fmt.dtype:
-            return fmt.name
-    raise TypeError(f"{dt} is not a float type the metrics support (fp16, bf16, fp32, fp64)")
+    """Short name ("fp16", "bf16", "fp32", "fp64") of a data type given by name or numpy dtype
+    (:func:`emu.formats.resolve_format`: ``ValueError`` naming the valid names for an unknown
+    name, ``TypeError`` for a dtype that is not one of the four float types)."""
+    return resolve_format(dtype).short_name
 
 
 def _dtype_name_of(a: np.ndarray) -> str:
-    """Name of an input array's type; integer and bool arrays are read as float64."""
+    """Short name of an input array's type; integer and bool arrays are read as float64."""
     if a.dtype.kind in "biu":
         return "fp64"
     return resolve_dtype(a.dtype)
 
 
-def _round_to(x: np.ndarray, fmt: _Fmt) -> np.ndarray:
-    """float64 values rounded to ``fmt`` (RNE, overflow to ±inf), returned as float64.
-
-    numpy's float64→float16 and float64→float32 casts round once, to nearest even (checked
-    against ``emu.rounding.round_float64`` in the tests); ml_dtypes' bfloat16 cast goes through
-    float32 (double rounding), so bf16 uses ``emu.rounding``.
-    """
-    if fmt.name == "fp64":
-        return x
-    if fmt.name == "bf16":
-        return round_float64(x, BF16, "rne").view(fmt.dtype).astype(np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return x.astype(fmt.dtype).astype(np.float64)
-
-
-def _to_native(x: np.ndarray, fmt: _Fmt) -> np.ndarray:
-    """float64 values rounded (RNE) into an array of ``fmt``'s own dtype."""
-    if fmt.name == "bf16":
-        return round_float64(x, BF16, "rne").view(fmt.dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return x.astype(fmt.dtype)
-
-
-def _bits_hex(value: Any, fmt: _Fmt) -> str:
+def _bits_hex(value: Any, fmt: FloatFormat) -> str:
     """Bit pattern of one value of ``fmt``, as 0x-prefixed hex of the format's width."""
-    pattern = int(np.asarray(value, dtype=fmt.dtype).view(fmt.uint))
-    return f"{pattern:#0{fmt.bits // 4 + 2}x}"
+    return format_bits(int(np.asarray(value, dtype=fmt.float_dtype).view(fmt.uint_dtype)), fmt)
 
 
-def _orig_bits(a: np.ndarray, i: int, fmt: _Fmt) -> str:
+def _orig_bits(a: np.ndarray, i: int, fmt: FloatFormat) -> str:
     """Bit pattern of element ``i`` of an input array as stored (NaN payloads kept)."""
     x = np.asarray(a.flat[i])
-    if x.dtype == fmt.dtype:
-        return f"{int(x.view(fmt.uint)):#0{fmt.bits // 4 + 2}x}"
+    if x.dtype == fmt.float_dtype:
+        return format_bits(int(x.view(fmt.uint_dtype)), fmt)
     return _bits_hex(float(x), fmt)  # integer input read as float64
-
-
-# ------------------------------------------------------------------------------------------------
-# Study run sets
-
-
-@dataclass(frozen=True)
-class StudyQuirks:
-    """How one run set of the 2022 study's instrumented verifier behaved.
-
-    ``line_format``: "A" (fair_1: no pair after maxRelDiff_old, two spaces between the last
-    eight fields) or "B" (the indexed code's printf). ``epsilon_rule``: "binade_below" (spacing
-    2^(e−10) for 2^e < x ≤ 2^(e+1), so exact powers of two take the binade below) or "ulp" (the
-    true fp16 ulp). ``rel_old_signed``: maxRelDiff_old over ``v > thr`` instead of ``|v| > thr``.
-    Source: ``reference/study_results_2022.md`` §0 findings 1, 3, 4 and §2.
-    """
-
-    run_set: str
-    line_format: str
-    epsilon_rule: str
-    rel_old_signed: bool
-
-
-#: The four run sets (``reference/study_results_2022.md`` §2).
-STUDY_RUN_SETS: Mapping[str, StudyQuirks] = {
-    "fair_1": StudyQuirks("fair_1", "A", "binade_below", True),
-    "fair_2": StudyQuirks("fair_2", "B", "binade_below", False),
-    "fair_3": StudyQuirks("fair_3", "B", "ulp", False),
-    "fair_rand0": StudyQuirks("fair_rand0", "B", "ulp", False),
-}
-
-
-def resolve_study_quirks(quirks: Any) -> StudyQuirks | None:
-    """A :class:`StudyQuirks` from a run-set name, an instance, or None (no study mode)."""
-    if quirks is None or isinstance(quirks, StudyQuirks):
-        return quirks
-    if isinstance(quirks, str) and quirks in STUDY_RUN_SETS:
-        return STUDY_RUN_SETS[quirks]
-    raise ValueError(
-        f"unknown study run set {quirks!r}; valid names: {', '.join(STUDY_RUN_SETS)}"
-    )
-
-
-# ------------------------------------------------------------------------------------------------
-# Spacing
-
-
-def spacing(x: Any, fmt: str = "fp16", rule: str = "ulp") -> np.ndarray:
-    """Spacing of ``fmt`` at |x| (float64), the unit of epsilonDiff.
-
-    ``rule="ulp"`` (SPEC §2): 2^(max(⌊log2|x|⌋, emin) − t); zero and subnormals get
-    2^(emin − t). ``rule="binade_below"`` (the study's fair_1/fair_2 ``halfFloatInterval``):
-    2^(e − t) for 2^e < |x| ≤ 2^(e+1), and 2^(emin − t) for |x| ≤ 2^(emin+1), so an exact power
-    of two gets the spacing of the binade below. No upper clamp: values beyond the format's
-    range keep their binade's spacing. Inf and NaN give NaN.
-    """
-    f = _FMTS[resolve_dtype(fmt)]
-    if rule not in ("ulp", "binade_below"):
-        raise ValueError(f"unknown spacing rule {rule!r}; valid rules: ulp, binade_below")
-    a = np.abs(np.asarray(x, dtype=np.float64))
-    bits = a.view(np.uint64)
-    # ⌊log2 a⌋ from the float64 exponent field (float64 subnormals lie below every emin here,
-    # except fp64's own, which the clamp to emin = −1022 covers)
-    lead = (bits >> np.uint64(52)).astype(np.int64) - 1023
-    if rule == "binade_below":
-        power_of_two = (bits & np.uint64((1 << 52) - 1)) == 0
-        lead = lead - power_of_two  # 2^e belongs to the binade (2^(e−1), 2^e]
-    lead = np.maximum(lead, f.emin)
-    e = lead - f.fraction_bits
-    if f.name == "fp64":
-        out = np.ldexp(1.0, e)  # down to 2^-1074, below the normal range
-    else:
-        out = ((e + 1023).astype(np.uint64) << np.uint64(52)).view(np.float64)
-    return np.where(np.isfinite(a), out, np.nan)
-
-
-def _study_interval(m32: np.ndarray, rule: str) -> np.ndarray:
-    """``halfFloatInterval`` of the study verifier on float32 magnitudes, as float32.
-
-    Both rules return 0 above 2^16 and for inf/NaN, as the indexed code does (the fixed code's
-    behaviour there is unknown; with fp16 values only inf reaches it, where any choice gives the
-    same ε).
-    """
-    m = m32.astype(np.float64)
-    finite_range = np.isfinite(m) & (m <= 2.0**16)
-    with np.errstate(invalid="ignore"):
-        sp = spacing(np.where(finite_range, m, 0.0), "fp16", rule)
-    return np.where(finite_range, sp, 0.0).astype(np.float32)
 
 
 # ------------------------------------------------------------------------------------------------
 # Result records
 
 
-def _json_float(x: Any) -> Any:
+def json_float(x: Any) -> Any:
     """A float for JSON: finite as is; inf, -inf and NaN as the strings "inf", "-inf", "nan"."""
     if x is None:
         return None
@@ -395,16 +249,16 @@ class Element:
         return {
             "index": self.index,
             "coords": list(self.coords),
-            "validation": _json_float(self.validation),
-            "kernel": _json_float(self.kernel),
+            "validation": json_float(self.validation),
+            "kernel": json_float(self.kernel),
             "validation_bits": self.validation_bits,
             "kernel_bits": self.kernel_bits,
             "validation_format": self.validation_format,
             "kernel_format": self.kernel_format,
-            "validation_input": _json_float(self.validation_input),
-            "abs_diff": _json_float(self.abs_diff),
-            "rel_diff": _json_float(self.rel_diff),
-            "epsilon_diff": _json_float(self.epsilon_diff),
+            "validation_input": json_float(self.validation_input),
+            "abs_diff": json_float(self.abs_diff),
+            "rel_diff": json_float(self.rel_diff),
+            "epsilon_diff": json_float(self.epsilon_diff),
         }
 
 
@@ -572,17 +426,17 @@ class ComparisonResult:
             "n_eps1": self.n_eps1,
             "n_eps_ge2": self.n_eps_ge2,
             "n_eps_other": self.n_eps_other,
-            "max_epsilon_diff": _json_float(self.max_epsilon_diff),
-            "max_abs_diff": _json_float(self.max_abs_diff),
-            "ave_abs_diff": _json_float(self.ave_abs_diff),
-            "max_rel_diff": _json_float(self.max_rel_diff),
-            "max_rel_diff_old": _json_float(self.max_rel_diff_old),
-            "ave_rel_diff": _json_float(self.ave_rel_diff),
-            "rms": _json_float(self.rms),
-            "diff1": _json_float(self.diff1),
-            "diff2": _json_float(self.diff2),
-            "diff3": [_json_float(self.diff3[0]), _json_float(self.diff3[1])],
-            "diff4": [_json_float(p1), _json_float(p2), n4],
+            "max_epsilon_diff": json_float(self.max_epsilon_diff),
+            "max_abs_diff": json_float(self.max_abs_diff),
+            "ave_abs_diff": json_float(self.ave_abs_diff),
+            "max_rel_diff": json_float(self.max_rel_diff),
+            "max_rel_diff_old": json_float(self.max_rel_diff_old),
+            "ave_rel_diff": json_float(self.ave_rel_diff),
+            "rms": json_float(self.rms),
+            "diff1": json_float(self.diff1),
+            "diff2": json_float(self.diff2),
+            "diff3": [json_float(self.diff3[0]), json_float(self.diff3[1])],
+            "diff4": [json_float(p1), json_float(p2), n4],
             "flags": [],
             "verdict": None,
             # details
@@ -593,13 +447,13 @@ class ComparisonResult:
             "epsilon_format": self.epsilon_format,
             "round_validation": self.round_validation,
             "study_run_set": None if self.study_quirks is None else self.study_quirks.run_set,
-            "diff3_1": _json_float(self.diff3_1),
-            "diff3_2": _json_float(self.diff3_2),
+            "diff3_1": json_float(self.diff3_1),
+            "diff3_2": json_float(self.diff3_2),
             "diff4_distinct": self.diff4_distinct,
-            "diff4_all": [_json_float(a1), _json_float(a2), an],
-            "miopen_rms": _json_float(self.miopen_rms),
+            "diff4_all": [json_float(a1), json_float(a2), an],
+            "miopen_rms": json_float(self.miopen_rms),
             "allclose": self.allclose.to_dict(),
-            "max_rel_diff_old_native": _json_float(self.max_rel_diff_old_native),
+            "max_rel_diff_old_native": json_float(self.max_rel_diff_old_native),
             "nonfinite": self.nonfinite.to_dict(),
             "histograms": {
                 "epsilon_diff": self.epsilon_histogram.to_dict(),
@@ -884,7 +738,7 @@ def _chunks(a: np.ndarray, size: int) -> Iterator[tuple[int, np.ndarray]]:
 class _Accumulator:
     """Running state of :func:`compare`; :meth:`add` takes one chunk, :meth:`result` finishes."""
 
-    def __init__(self, *, fmt: _Fmt, quirks: StudyQuirks | None, top: int,
+    def __init__(self, *, fmt: FloatFormat, quirks: StudyQuirks | None, top: int,
                  allclose: tuple[float, float], equal_nan: bool, pack32: bool,
                  on_grid: tuple[bool, bool]) -> None:  # fmt: skip
         self.fmt = fmt
@@ -892,7 +746,7 @@ class _Accumulator:
         self.v_on_grid, self.k_on_grid = on_grid
         self.quirks = quirks
         self.study = quirks is not None
-        self.eps_fmt = "fp16" if self.study else fmt.name
+        self.eps_fmt = "fp16" if self.study else fmt.short_name
         self.rtol, self.atol = allclose
         self.equal_nan = equal_nan
         self.n = 0
@@ -913,14 +767,14 @@ class _Accumulator:
         self.f_sum_b, self.f_sum_b2 = _PairSum(), _PairSum()
         self.d3_rel, self.d3_abs = _FirstMax(), _FirstMax()
         self.d3_1, self.d3_2 = _FirstMax(), _FirstMax()
-        self.d3_th = MLU_DIFF3_THRESHOLDS[fmt.name]
+        self.d3_th = MLU_DIFF3_THRESHOLDS[fmt.short_name]
         self.pairs = _DistinctPairs(pack32)
         self.all_gt = 0
         self.all_lt = 0
         self.close_fail = 0
         self.close_first: int | None = None
         self.native = _FirstMax()
-        self.native_thr = float(_to_native(np.array([0.001]), fmt)[0]) if fmt.bits < 32 else None
+        self.native_thr = float(cast_rne(np.array([0.001]), fmt)[0]) if fmt.bits < 32 else None
         # non-finite bookkeeping
         self.nf = dict.fromkeys(
             ("n_nan", "n_nan_validation", "n_nan_kernel", "n_nan_both", "n_inf",
@@ -999,6 +853,16 @@ class _Accumulator:
         self.eps_hist[0] += int(np.count_nonzero(eq))
         self._rel_hist_static(v, eq, av, nan_any, nonfinite_mismatch)
 
+    def add_equal(self, count: int, max_mag: float) -> None:
+        """``count`` elements with ``v == k`` that :meth:`add` did not see (study mode's fast path,
+        :func:`validation.verifier2022.compare_differing`): they enter N, ``n_exact`` and the
+        study RMS denominator (``max_mag``: the largest max(|v|, |k|) over them, or over all
+        elements; the larger of it and the running one is kept), and nothing else (histograms,
+        the float64 metrics and their magnitude stay over the elements given to :meth:`add`)."""
+        self.n += count
+        self.n_exact += count
+        self.max_mag = max(self.max_mag, max_mag)
+
     def _count_nonfinite(self, start: int, v: np.ndarray, k: np.ndarray, eq: np.ndarray,
                          fin: np.ndarray) -> None:  # fmt: skip
         nan_v, nan_k = np.isnan(v), np.isnan(k)
@@ -1047,7 +911,7 @@ class _Accumulator:
 
     def _float64_batch(self, v: np.ndarray, k: np.ndarray, d: np.ndarray,
                        gidx: np.ndarray) -> None:  # fmt: skip
-        """SPEC §2 metrics over finite differing elements, in float64."""
+        """The headline metrics over finite differing elements, in float64."""
         with np.errstate(divide="ignore", invalid="ignore"):
             eps = d / spacing(np.minimum(np.abs(v), np.abs(k)), self.eps_fmt, "ulp")
         nz = v != 0
@@ -1058,7 +922,8 @@ class _Accumulator:
         self._rel_hist_batch(rel[old & nz], nan_bucket=False)
 
     def _study_batch(self, v: np.ndarray, k: np.ndarray, gidx: np.ndarray) -> None:
-        """The study verifier's loop body over ``cpuVal != gpuVal``, vectorised (id 15058583413)."""
+        """The study verifier's loop body over ``cpuVal != gpuVal``, vectorised
+        (:mod:`validation.verifier2022`)."""
         q = self.quirks
         assert q is not None
         c32, g32 = v.astype(np.float32), k.astype(np.float32)
@@ -1066,7 +931,7 @@ class _Accumulator:
             abs32 = np.abs(c32 - g32)  # float absDiff = fabs(cpuVal - gpuVal)
             ac, ag = np.abs(c32), np.abs(g32)
             m32 = np.where(ag < ac, ag, ac)  # std::min(|c|, |g|)
-            interval = _study_interval(m32, q.epsilon_rule)
+            interval = study_interval(m32, q.epsilon_rule)
         with np.errstate(divide="ignore", invalid="ignore"):
             eps = (abs32 / interval).astype(np.float64)  # float division, exact (power of two)
         d = abs32.astype(np.float64)
@@ -1142,21 +1007,21 @@ class _Accumulator:
         self.rel_hist[0] += int(np.count_nonzero(dom & eq))
 
     def _native_rel(self, v: np.ndarray, k: np.ndarray) -> None:
-        """max |(v − k)/v| in the data type's arithmetic (old rocMLIR verifier, §2(f))."""
+        """max |(v − k)/v| in the data type's arithmetic (the old rocMLIR verifier, Aug 2022)."""
         if v.size == 0:
             return
         fmt = self.fmt
         with np.errstate(all="ignore"):
-            if fmt.name == "fp16":
+            if fmt.short_name == "fp16":
                 # numpy's float16 ufuncs are slow; the same results in float64: c − g is exact
                 # there, and one float64 rounding before the fp16 one is innocuous for − and ÷
                 # of fp16 operands (53 >= 2·11 + 2, Figueroa 1995)
-                c = v if self.v_on_grid else _round_to(v, fmt)
-                g = k if self.k_on_grid else _round_to(k, fmt)
+                c = v if self.v_on_grid else round_rne(v, fmt)
+                g = k if self.k_on_grid else round_rne(k, fmt)
                 diff = (c - g).astype(np.float16).astype(np.float64)
                 rel = np.abs((diff / c).astype(np.float16)).astype(np.float64)
             else:
-                c, g = _to_native(v, fmt), _to_native(k, fmt)
+                c, g = cast_rne(v, fmt), cast_rne(k, fmt)
                 rel = np.abs((c - g) / c).astype(np.float64)
             keep = c != g
             if self.native_thr is not None:
@@ -1193,7 +1058,7 @@ class _Accumulator:
         return ComparisonResult(
             n=n,
             shape=shape,
-            dtype=self.fmt.name,
+            dtype=self.fmt.short_name,
             validation_dtype=input_dtypes[0],
             kernel_dtype=input_dtypes[1],
             epsilon_format=self.eps_fmt,
@@ -1220,7 +1085,7 @@ class _Accumulator:
             diff4_distinct=distinct is not None,
             diff4_all=_shares(self.all_gt, self.all_lt),
             allclose=AllClose(self.rtol, self.atol, self.equal_nan, self.close_fail,
-                              self.close_first),  # fmt: skip
+                              self.close_first),
             max_rel_diff_old_native=self.native.value,
             nonfinite=nonfinite,
             epsilon_histogram=Histogram(EPSILON_BUCKETS, tuple(int(c) for c in self.eps_hist), n),
@@ -1236,7 +1101,7 @@ class _Accumulator:
 
 
 
-def _preparer(quirks: StudyQuirks | None, rv: _Fmt | None):
+def _preparer(quirks: StudyQuirks | None, rv: FloatFormat | None):
     """The chunk preparation of :func:`compare`: (validation, kernel) chunks as float64, in the
     study's float arithmetic and rounded as the verifier rounds the validation."""
 
@@ -1249,17 +1114,18 @@ def _preparer(quirks: StudyQuirks | None, rv: _Fmt | None):
                 v64 = v64.astype(np.float32).astype(np.float64)
                 k64 = k64.astype(np.float32).astype(np.float64)
         if rv is not None:
-            v64 = _round_to(v64, rv)
+            v64 = round_rne(v64, rv)
         return v64, k64
 
     return prepare
 
 
-def _element_reader(va: np.ndarray, ka: np.ndarray, fmt: _Fmt, quirks: StudyQuirks | None, rv: _Fmt | None,
-                    prepare, v_name: str, k_name: str, v_cmp_name: str, k_cmp_name: str):
+def _element_reader(va: np.ndarray, ka: np.ndarray, fmt: FloatFormat, quirks: StudyQuirks | None,
+                    rv: FloatFormat | None, prepare, v_name: str, k_name: str, v_cmp_name: str,
+                    k_cmp_name: str):  # fmt: skip
     """element(i): the :class:`Element` at flat index ``i`` of :func:`compare`'s inputs."""
     shape = tuple(int(s) for s in va.shape)
-    v_fmt, k_fmt = _FMTS[v_cmp_name], _FMTS[k_cmp_name]
+    v_fmt, k_fmt = resolve_format(v_cmp_name), resolve_format(k_cmp_name)
     eps_rule = "ulp" if quirks is None else quirks.epsilon_rule
 
     def element(i: int) -> Element:
@@ -1271,11 +1137,11 @@ def _element_reader(va: np.ndarray, ka: np.ndarray, fmt: _Fmt, quirks: StudyQuir
             if quirks is not None:
                 c32, g32 = np.float32(v), np.float32(k)
                 d = float(np.abs(c32 - g32))
-                interval = float(_study_interval(np.array([min(abs(c32), abs(g32))],
-                                                          np.float32), eps_rule)[0])  # fmt: skip
+                interval = float(study_interval(np.array([min(abs(c32), abs(g32))],
+                                                         np.float32), eps_rule)[0])  # fmt: skip
             else:
                 d = abs(v - k)
-                interval = float(spacing(min(abs(v), abs(k)), fmt.name, "ulp"))
+                interval = float(spacing(min(abs(v), abs(k)), fmt, "ulp"))
             eps = 0.0 if v == k else (d / interval if interval else math.inf)
             rel = d / abs(v) if v != 0 and v == v else math.nan
         if v == k:
@@ -1285,11 +1151,12 @@ def _element_reader(va: np.ndarray, ka: np.ndarray, fmt: _Fmt, quirks: StudyQuir
             coords=coords,
             validation=v,
             kernel=k,
-            validation_bits=_orig_bits(va, i, v_fmt) if v_fmt.name == v_name and rv is None
+            validation_bits=_orig_bits(va, i, v_fmt) if v_fmt.short_name == v_name and rv is None
             else _bits_hex(v, v_fmt),
-            kernel_bits=_orig_bits(ka, i, k_fmt) if k_fmt.name == k_name else _bits_hex(k, k_fmt),
-            validation_format=v_fmt.name,
-            kernel_format=k_fmt.name,
+            kernel_bits=(_orig_bits(ka, i, k_fmt) if k_fmt.short_name == k_name
+                         else _bits_hex(k, k_fmt)),
+            validation_format=v_fmt.short_name,
+            kernel_format=k_fmt.short_name,
             validation_input=float(np.asarray(v_in, dtype=np.float64)[0]),
             abs_diff=d,
             rel_diff=rel,
@@ -1297,6 +1164,89 @@ def _element_reader(va: np.ndarray, ka: np.ndarray, fmt: _Fmt, quirks: StudyQuir
         )
 
     return element
+
+
+class Comparison:
+    """:func:`compare` one piece at a time, for callers that choose which elements to visit.
+
+    The constructor takes the two whole arrays and the options of :func:`compare` (and resolves
+    them the same way); :meth:`add` feeds input values (as given, 1-D) in visiting order,
+    :meth:`add_equal` accounts for equal elements left out (study mode), :meth:`result`
+    finishes. ``compare(v, k, **options)`` is ``Comparison(v, k, **options)`` fed every element
+    in row-major order, ``chunk`` at a time.
+    """
+
+    def __init__(
+        self,
+        validation: Any,
+        kernel: Any,
+        *,
+        dtype_hint: Any = None,
+        top: int = 10,
+        study_quirks: Any = None,
+        round_validation: Any = None,
+        allclose: tuple[float, float] | None = None,
+        equal_nan: bool = False,
+    ) -> None:
+        va = np.asarray(validation)
+        ka = np.asarray(kernel)
+        if va.shape != ka.shape:
+            raise ValueError(f"shapes differ: validation {va.shape}, kernel {ka.shape}")
+        v_name, k_name = _dtype_name_of(va), _dtype_name_of(ka)
+        fmt = resolve_format(dtype_hint if dtype_hint is not None else k_name)
+        quirks = resolve_study_quirks(study_quirks)
+        rv = None if round_validation is None else resolve_format(round_validation)
+        if quirks is not None:
+            if rv is not None and rv.short_name != "fp16":
+                raise ValueError("study mode rounds the validation to fp16; round_validation must "
+                                 f"be None or 'fp16', got {rv.short_name!r}")  # fmt: skip
+            rv = FP16
+        if allclose is None:
+            tol = TORCH_TOLERANCES[fmt.short_name]
+        else:
+            tol = (float(allclose[0]), float(allclose[1]))
+        if tol[0] < 0 or tol[1] < 0:
+            raise ValueError(f"allclose tolerances must be >= 0, got rtol={tol[0]}, atol={tol[1]}")
+        v_cmp = rv if rv is not None else resolve_format(v_name)
+        k_cmp = resolve_format(k_name)
+        if quirks is not None and k_cmp.bits > 32:
+            k_cmp = FP32  # C: (float)gpuVal
+        pack32 = v_cmp.bits <= 32 and k_cmp.bits <= 32
+        self._shape = tuple(int(s) for s in va.shape)
+        self._input_dtypes = (v_name, k_name)
+        self._round_validation = None if rv is None else rv.short_name
+        self._prepare = _preparer(quirks, rv)
+        on_grid = (v_cmp.short_name == fmt.short_name, k_cmp.short_name == fmt.short_name)
+        self._acc = _Accumulator(fmt=fmt, quirks=quirks, top=top, allclose=tol, equal_nan=equal_nan,
+                                 pack32=pack32, on_grid=on_grid)  # fmt: skip
+        self._element = _element_reader(va, ka, fmt, quirks, rv, self._prepare, v_name, k_name,
+                                        v_cmp.short_name, k_cmp.short_name)  # fmt: skip
+
+    def add(self, position: int, validation: np.ndarray, kernel: np.ndarray) -> None:
+        """Elements at visiting positions ``position``, ``position + 1``, ...: 1-D input values as
+        given (they are rounded and widened here as :func:`compare` does)."""
+        v64, k64 = self._prepare(validation, kernel)
+        self._acc.add(position, v64, k64)
+
+    def add_equal(self, count: int, max_mag: float) -> None:
+        """``count`` elements with ``v == k`` that were not added, and the largest
+        max(|v|, |k|) among them (study mode: they count in N, the exact matches and the RMS
+        denominator only; the histograms and float64 metrics cover the added elements)."""
+        self._acc.add_equal(count, max_mag)
+
+    def result(self, positions: np.ndarray | None = None) -> ComparisonResult:
+        """The :class:`ComparisonResult`. ``positions[p]``: the flat row-major index of the element
+        added at visiting position ``p`` (default: positions are the flat indices)."""
+        element = self._element
+        if positions is not None:
+            element_at = element
+
+            def element(p: int) -> Element:
+                return element_at(int(positions[p]))
+
+        return self._acc.result(shape=self._shape, element=element,
+                                round_validation=self._round_validation,
+                                input_dtypes=self._input_dtypes)  # fmt: skip
 
 
 def compare(
@@ -1350,118 +1300,9 @@ def compare(
         raise ValueError(f"shapes differ: validation {va.shape}, kernel {ka.shape}")
     if chunk < 1:
         raise ValueError(f"chunk must be positive, got {chunk}")
-    v_name, k_name = _dtype_name_of(va), _dtype_name_of(ka)
-    fmt = _FMTS[resolve_dtype(dtype_hint) if dtype_hint is not None else k_name]
-    quirks = resolve_study_quirks(study_quirks)
-    rv = None if round_validation is None else _FMTS[resolve_dtype(round_validation)]
-    if quirks is not None:
-        if rv is not None and rv.name != "fp16":
-            raise ValueError("study mode rounds the validation to fp16; round_validation must "
-                             f"be None or 'fp16', got {rv.name!r}")  # fmt: skip
-        rv = _FMTS["fp16"]
-    tol = TORCH_TOLERANCES[fmt.name] if allclose is None else (float(allclose[0]),
-                                                               float(allclose[1]))  # fmt: skip
-    if tol[0] < 0 or tol[1] < 0:
-        raise ValueError(f"allclose tolerances must be >= 0, got rtol={tol[0]}, atol={tol[1]}")
-    v_cmp_name = rv.name if rv is not None else v_name
-    k_cmp_name = "fp32" if quirks is not None and _FMTS[k_name].bits > 32 else k_name
-    pack32 = _FMTS[v_cmp_name].bits <= 32 and _FMTS[k_cmp_name].bits <= 32
-
-    prepare = _preparer(quirks, rv)
-
-    acc = _Accumulator(fmt=fmt, quirks=quirks, top=top, allclose=tol, equal_nan=equal_nan,
-                       pack32=pack32, on_grid=(v_cmp_name == fmt.name, k_cmp_name == fmt.name))
+    comparison = Comparison(va, ka, dtype_hint=dtype_hint, top=top, study_quirks=study_quirks,
+                            round_validation=round_validation, allclose=allclose,
+                            equal_nan=equal_nan)  # fmt: skip
     for (start, vc), (_, kc) in zip(_chunks(va, chunk), _chunks(ka, chunk)):
-        v64, k64 = prepare(vc, kc)
-        acc.add(start, v64, k64)
-
-    shape = tuple(int(s) for s in va.shape)
-    element = _element_reader(va, ka, fmt, quirks, rv, prepare, v_name, k_name, v_cmp_name, k_cmp_name)
-
-    return acc.result(shape=shape, element=element,
-                      round_validation=None if rv is None else rv.name,
-                      input_dtypes=(v_name, k_name))
-
-
-def _study_differing(validation: Any, kernel: Any) -> tuple[np.ndarray, float]:
-    """(flat indices where the study verifier sees ``v != k``, max over all elements of
-    max(|v|, |k|) as C's std::max takes it): what :func:`_study_compare` needs of the equal
-    elements. The same for every run set, so a caller comparing one pair under several run sets
-    computes it once."""
-    flat_v = np.asarray(validation).reshape(-1)
-    flat_k = np.asarray(kernel).reshape(-1)
-    with np.errstate(over="ignore", invalid="ignore"):
-        v32 = flat_v if flat_v.dtype == np.float32 else flat_v.astype(np.float32)  # (float)v
-        if flat_k.dtype == np.float16:
-            k32 = _F16_VALUES[flat_k.view(np.uint16)]
-        else:
-            k32 = flat_k if flat_k.dtype == np.float32 else flat_k.astype(np.float32)
-    mask = np.empty(v32.size, np.bool_)
-    block_max = np.zeros(-(-v32.size // _DIFF_BLOCK) or 1, np.float32)
-    _study_differing_pass(v32, k32, mask, block_max, _DIFF_BLOCK)
-    return np.flatnonzero(mask), float(block_max.max())
-
-
-#: fp16 bit pattern → its value as float32
-_F16_VALUES = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
-_DIFF_BLOCK = 1 << 16
-
-
-@_jit(parallel=True)
-def _study_differing_pass(v32, k32, mask, block_max, block):
-    """mask[i] = (fp16 RNE of v32[i]) != k32[i], compared as values (−0 == +0, NaN != NaN);
-    block_max[b] = max over block b of C's std::max(|c|, |g|), NaN never winning (from 0).
-    Parallel over blocks; each block's maximum is exact, so any thread count gives the same."""
-    n = v32.size
-    for b in _prange(block_max.size):
-        best = np.float32(0.0)
-        for i in range(b * block, min(n, (b + 1) * block)):
-            c = round_to_fp16_rne(np.float64(v32[i]))
-            g = k32[i]
-            mask[i] = not (c == g)
-            ac, ag = abs(c), abs(g)
-            m = ag if ac < ag else ac
-            if m > best:
-                best = m
-        block_max[b] = best
-
-
-def _study_compare(validation: Any, kernel: Any, *, study_quirks: Any, chunk: int = DEFAULT_CHUNK,
-                   differing: tuple[np.ndarray, float] | None = None) -> ComparisonResult:  # fmt: skip
-    """:func:`compare` in study mode (fp16), visiting only the elements that differ.
-
-    The study verifier's fields (SPEC §3) depend on the equal elements only through their count
-    and the RMS denominator's max(|v|, |k|); both are taken in one cheap pass over float32 copies,
-    and the per-element loop then runs over the differing elements alone, in their order. Every
-    study field, and the elements at the maxima, equal :func:`compare`'s bit for bit (tested).
-    The other metrics of the result (MLU-OPS, allclose, MIOpen's RMS, histograms) cover only the
-    differing elements: this is the fast path of :func:`validation.verifier.study_line_of`, not a
-    general comparison.
-    """
-    va = np.asarray(validation)
-    ka = np.asarray(kernel)
-    if va.shape != ka.shape:
-        raise ValueError(f"shapes differ: validation {va.shape}, kernel {ka.shape}")
-    quirks = resolve_study_quirks(study_quirks)
-    if quirks is None:
-        raise ValueError("study_quirks: a run set of the 2022 study is required")
-    fmt = rv = _FMTS["fp16"]
-    v_name, k_name = _dtype_name_of(va), _dtype_name_of(ka)
-    k_cmp_name = "fp32" if _FMTS[k_name].bits > 32 else k_name
-    prepare = _preparer(quirks, rv)
-    flat_v = va.reshape(-1)
-    flat_k = ka.reshape(-1)
-    n = int(va.size)
-    where, max_mag = _study_differing(flat_v, flat_k) if differing is None else differing
-    acc = _Accumulator(fmt=fmt, quirks=quirks, top=10, allclose=TORCH_TOLERANCES["fp16"], equal_nan=False,
-                       pack32=True, on_grid=(True, k_cmp_name == "fp16"))
-    for start in range(0, where.size, chunk):
-        sel = where[start:start + chunk]
-        v64, k64 = prepare(flat_v[sel], flat_k[sel])
-        acc.add(start, v64, k64)
-    acc.n = n
-    acc.n_exact += n - int(where.size)
-    acc.max_mag = max_mag
-    element_at = _element_reader(va, ka, fmt, quirks, rv, prepare, v_name, k_name, "fp16", k_cmp_name)
-    return acc.result(shape=tuple(int(s) for s in va.shape), element=lambda i: element_at(int(where[i])),
-                      round_validation="fp16", input_dtypes=(v_name, k_name))
+        comparison.add(start, vc, kc)
+    return comparison.result()

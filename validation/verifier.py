@@ -1,5 +1,5 @@
-"""Verdicts over a :class:`~validation.metrics.ComparisonResult` (SPEC §3), the named presets, and
-the 2022 study's verifier line (format and parse).
+"""Verdicts over a :class:`~validation.metrics.ComparisonResult`, the named presets, and (re-exported
+from :mod:`validation.verifier2022`) the 2022 study's verifier line.
 
 A :class:`Thresholds` is an ordered list of checks (metric name, limit) plus how the comparison
 is made (rounding of the validation, study quirks, allclose tolerances, what NaN/inf do). The
@@ -7,31 +7,34 @@ verdict prints one flag per check in order, ``[1 1 0]`` (1 = within the limit). 
 (:func:`preset`, :data:`PRESET_NAMES`):
 
 ``rocmlir-2022``
-    The old rocMLIR verifier (main, Aug 2022; ``reference/rocmlir_kernels_2022.md`` §2(f)): an
-    element fails if v ≠ k, |(v − k)/v| > 0.25 (fp16; 1e-6 for other types) and, for types
-    narrower than 32 bits, |v| > 0.001; both values rounded to the data type and compared in its
-    arithmetic (metric ``max_rel_diff_old_native``). Prints ``[1]`` or ``[0]``. As in that code,
-    a NaN quotient does not fail.
+    The old rocMLIR verifier (``mcpuVerify5DFloat`` in
+    ``mlir/lib/ExecutionEngine/conv-validation-wrappers.cpp`` on main, Aug 2022,
+    github.com/ROCm/rocMLIR): an element fails if v ≠ k, |(v − k)/v| > 0.25 (fp16; 1e-6 for
+    other types) and, for types narrower than 32 bits, |v| > 0.001; both values rounded to the
+    data type and compared in its arithmetic (metric ``max_rel_diff_old_native``). Prints
+    ``[1]`` or ``[0]``. As in that code, a NaN quotient does not fail.
 ``rocmlir``
-    The verifier of PR #736 (§3.1): ``[RMS absDiff relDiff]`` with RMS ≤ 3e-5, maxAbsDiff ≤ 100,
+    The verifier of rocMLIR PR #736: ``[RMS absDiff relDiff]`` with RMS ≤ 3e-5, maxAbsDiff ≤ 100,
     maxRelDiff ≤ 100 for fp16 and ≤ 1e-6 for other types (PR #736 hard-coded 1e-6 for them; PR
     #869 made it the default of ``-relDiff_threshold``); the validation rounded to the data type
     first (truncf → f16 → extf for fp16).
 ``study-2022``
-    The study's instrumented line (SPEC §3) with one run set's quirks (``run_set``, default
-    ``fair_3``: the verifier after both fixes), verdict maxEpsilonDiff ≤ 2, the study's pass
-    rule (``reference/study_results_2022.md`` §0 finding 5). :meth:`Verdict.format` prints the
-    line; :func:`format_study_line` / :func:`parse_study_line` print and read it.
+    The study's instrumented line (:mod:`validation.verifier2022`) with one run set's quirks
+    (``run_set``, default ``fair_3``: the verifier after both fixes), verdict
+    maxEpsilonDiff ≤ 2, the study's pass rule (its summary's "pass rate",
+    github.com/zhanglx13/llvm-project-mlir-dev-utils ``fp16_experiment``). :meth:`Verdict.format`
+    prints the line; :func:`format_study_line` / :func:`parse_study_line` print and read it.
 ``mlu-ops``
-    Cambricon's acceptance classes (SPEC §2): ``conv`` fp32 diff1, diff2 ≤ 1e-5 and fp16 (bf16)
-    ≤ 3e-3; ``reduction``, ``activation``, ``composite``, ``atomic`` diff1, diff2 ≤ 3e-3;
+    Cambricon's acceptance classes (github.com/Cambricon/mlu-ops accuracy standard): ``conv``
+    fp32 diff1, diff2 ≤ 1e-5 and fp16 (bf16) ≤ 3e-3; ``reduction``, ``activation``,
+    ``composite``, ``atomic`` diff1, diff2 ≤ 3e-3;
     ``arithmetic``, ``io`` diff3_2 = 0; ``diff4=True`` adds the diff4 check (fails only with
     ≥ 100 distinct mismatches all on one side).
 ``torch``
     torch.testing.assert_close: every element within atol + rtol·|v|, defaults per data type
     (:data:`~validation.metrics.TORCH_TOLERANCES`).
 ``miopen``
-    MIOpenDriver: RMS (``rms_range``) ≤ 8.2e-3 for fp16, 1.5e-6 for fp32, 8 × 8.2e-3 for bf16
+    MIOpenDriver (github.com/ROCm/MIOpen): RMS (``rms_range``) ≤ 8.2e-3 for fp16, 1.5e-6 for fp32, 8 × 8.2e-3 for bf16
     (MIOpen drivers' ``GetTolerance``: "bf16 mantissa has 7 bits, by 3 bits shorter than fp16");
     fp64 takes fp32's limit (MIOpen has none for it).
 
@@ -44,27 +47,32 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from emu.rounding import cast_rne
+
 from .metrics import (
     DEFAULT_CHUNK,
     METRIC_NAMES,
-    STUDY_RUN_SETS,
     TORCH_TOLERANCES,
     ComparisonResult,
-    StudyQuirks,
-    _FMTS,
-    _json_float,
-    _study_compare,
-    _to_native,
     compare,
+    json_float,
     resolve_dtype,
+)
+from .verifier2022 import (
+    STUDY_RUN_SETS,
+    StudyLine,
+    StudyTail,
+    format_study_line,
+    parse_study_line,
     resolve_study_quirks,
+    study_line,
+    study_line_of,
 )
 
 __all__ = [
@@ -88,7 +96,7 @@ __all__ = [
 ]
 
 PRESET_NAMES = ("rocmlir-2022", "rocmlir", "study-2022", "mlu-ops", "torch", "miopen")
-#: MLU-OPS operator classes (SPEC §2) and the name each alias stands for.
+#: MLU-OPS operator classes (its accuracy standard) and the name each alias stands for.
 MLU_OP_CLASSES: Mapping[str, str] = {
     "conv": "conv", "convolution": "conv",
     "reduction": "reduction", "activation": "activation", "composite": "composite",
@@ -221,8 +229,8 @@ class CheckResult:
     passed: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "label": self.label, "value": _json_float(self.value),
-                "limit": _json_float(self.limit), "pass": self.passed}  # fmt: skip
+        return {"metric": self.metric, "label": self.label, "value": json_float(self.value),
+                "limit": json_float(self.limit), "pass": self.passed}  # fmt: skip
 
 
 def format_flags(flags: Iterable[int | bool]) -> str:
@@ -248,7 +256,7 @@ class Verdict:
 
     @property
     def exit_code(self) -> int:
-        """SPEC §3: 0 pass, 1 fail."""
+        """0 pass, 1 fail (the CLI's exit status)."""
         return 0 if self.passed else 1
 
     def format_flags(self) -> str:
@@ -386,7 +394,7 @@ def verify(
 
 def _in_type(x: float, dtype: str) -> float:
     """``x`` rounded to the data type (RNE): the limit as the C code held it."""
-    return float(_to_native(np.array([x]), _FMTS[dtype])[0])
+    return float(cast_rne(np.array([x]), dtype)[0])
 
 
 def preset(
@@ -463,230 +471,3 @@ def preset(
 
 
 _preset = preset  # the name `preset` is a parameter of verdict()
-
-
-# ------------------------------------------------------------------------------------------------
-# The 2022 study's verifier line
-
-# ``%.1f``, ``%.10f``, ``%f``/``%lf`` and ``%.1e`` as glibc prints them: digits, inf, nan, -nan.
-_F = r"(-?(?:\d+\.\d+|inf|nan))"
-_E = r"(-?(?:\d\.\de[+-]\d\d+|inf|nan))"
-_HEAD = r"^(\d+) +\((\d+) (\d+) (\d+) (\d+)\) " + _F + r" \(" + _F + " " + _F + r"\)"
-_LINE_A = re.compile(_HEAD + "  " + _F + "  " + _F + ("  " + _E) * 4 + r"(.*)$", re.S)
-_LINE_B = re.compile(
-    _HEAD + " " + _F + " " + _F + " " + _E + " " + _E + r" \(" + _F + " " + _F + r"\) "
-    + _E + " " + _E + r"(.*)$", re.S,
-)  # fmt: skip
-_TAIL = re.compile(r"^ ((?:[01] ){7})(\S+) (\S+) \((\d+) of (\d+)\)$")
-
-
-@dataclass(frozen=True)
-class StudyTail:
-    """What ``batch_run.sh`` appended: ``$tags $testFileName ($i of $cnt)``.
-
-    ``tags``: isRand, isRandOption, isRandType, isXdlops, isXdlopsOption, isPv, isPvOption;
-    then the direction (``reference/study_results_2022.md`` §1).
-    """
-
-    tags: tuple[int, ...]
-    direction: str
-    test_name: str
-    test_index: int
-    tests_in_file: int
-
-    def format(self) -> str:
-        tags = " ".join(str(t) for t in self.tags)
-        where = f"({self.test_index} of {self.tests_in_file})"
-        return f" {tags} {self.direction} {self.test_name} {where}"
-
-
-@dataclass(frozen=True)
-class StudyLine:
-    """The fields of one study verifier line (column meanings: study_results_2022.md §1).
-
-    ``val_at_max_rel_old`` / ``kern_at_max_rel_old`` are None in format A (fair_1).
-    """
-
-    n: int
-    n_exact: int
-    n_eps1: int
-    n_eps_ge2: int
-    n_eps_other: int
-    max_epsilon_diff: float
-    val_at_max_eps: float
-    kern_at_max_eps: float
-    max_abs_diff: float
-    ave_abs_diff: float
-    max_rel_diff: float
-    max_rel_diff_old: float
-    val_at_max_rel_old: float | None
-    kern_at_max_rel_old: float | None
-    ave_rel_diff: float
-    rms: float
-    line_format: str = "B"
-    tail: StudyTail | None = field(default=None, compare=False)
-
-    def fields(self) -> dict[str, str]:
-        """Each field as the C printf prints it, by name: compare two lines field for field."""
-        out = {
-            "n": str(self.n),
-            "n_exact": str(self.n_exact),
-            "n_eps1": str(self.n_eps1),
-            "n_eps_ge2": str(self.n_eps_ge2),
-            "n_eps_other": str(self.n_eps_other),
-            "max_epsilon_diff": _cfmt("%.1f", self.max_epsilon_diff),
-            "val_at_max_eps": _cfmt("%.10f", self.val_at_max_eps),
-            "kern_at_max_eps": _cfmt("%.10f", self.kern_at_max_eps),
-            "max_abs_diff": _cfmt("%f", self.max_abs_diff),
-            "ave_abs_diff": _cfmt("%f", self.ave_abs_diff),
-            "max_rel_diff": _cfmt("%.1e", self.max_rel_diff),
-            "max_rel_diff_old": _cfmt("%.1e", self.max_rel_diff_old),
-        }
-        if self.line_format == "B":
-            out["val_at_max_rel_old"] = _cfmt("%.10f", _or_zero(self.val_at_max_rel_old))
-            out["kern_at_max_rel_old"] = _cfmt("%.10f", _or_zero(self.kern_at_max_rel_old))
-        out["ave_rel_diff"] = _cfmt("%.1e", self.ave_rel_diff)
-        out["rms"] = _cfmt("%.1e", self.rms)
-        return out
-
-    def mismatches(self, other: StudyLine) -> list[str]:
-        """Names of the printed fields that differ from ``other``'s."""
-        a, b = self.fields(), other.fields()
-        return [k for k in a if k in b and a[k] != b[k]]
-
-
-def _or_zero(x: float | None) -> float:
-    return 0.0 if x is None else x
-
-
-def _cfmt(spec: str, x: float) -> str:
-    """C printf of one double: Python's ``%`` gives the same digits (both round the exact binary
-    value correctly); NaN is ``-nan`` when its sign bit is set, as glibc prints it."""
-    if math.isnan(x):
-        return "-nan" if math.copysign(1.0, x) < 0 else "nan"
-    return spec % x
-
-
-def _pfloat(token: str) -> float:
-    if token.endswith("nan"):
-        return math.copysign(math.nan, -1.0 if token.startswith("-") else 1.0)
-    return float(token)
-
-
-def study_line(result: ComparisonResult, *, tail: StudyTail | None = None,
-               line_format: str | None = None) -> StudyLine:  # fmt: skip
-    """The :class:`StudyLine` of a result computed in study mode (``study_quirks``)."""
-    q: StudyQuirks | None = result.study_quirks
-    if q is None:
-        raise ValueError("a study line needs a result computed with study_quirks=<run set>")
-    fmt = line_format or q.line_format
-    if fmt not in ("A", "B"):
-        raise ValueError(f"line_format must be 'A' or 'B', got {fmt!r}")
-
-    def pair(key: str) -> tuple[float, float]:
-        e = result.at_max.get(key)
-        return (0.0, 0.0) if e is None else (e.validation, e.kernel)  # C: initialised to 0.0f
-
-    v_eps, k_eps = pair("epsilon_diff")
-    v_old, k_old = pair("rel_diff_old")
-    return StudyLine(
-        n=result.n,
-        n_exact=result.n_exact,
-        n_eps1=result.n_eps1,
-        n_eps_ge2=result.n_eps_ge2,
-        n_eps_other=result.n_eps_other,
-        max_epsilon_diff=result.max_epsilon_diff,
-        val_at_max_eps=v_eps,
-        kern_at_max_eps=k_eps,
-        max_abs_diff=result.max_abs_diff,
-        ave_abs_diff=result.ave_abs_diff,
-        max_rel_diff=result.max_rel_diff,
-        max_rel_diff_old=result.max_rel_diff_old,
-        val_at_max_rel_old=v_old if fmt == "B" else None,
-        kern_at_max_rel_old=k_old if fmt == "B" else None,
-        ave_rel_diff=result.ave_rel_diff,
-        rms=result.rms,
-        line_format=fmt,
-        tail=tail,
-    )
-
-
-def study_line_of(validation: Any, kernel: Any, run_set: str | StudyQuirks, *,
-                  tail: StudyTail | None = None, line_format: str | None = None,
-                  differing: tuple[np.ndarray, float] | None = None) -> StudyLine:
-    """The study verifier's line for a (validation, kernel) pair, computed on the differing
-    elements only: the same line as ``study_line(compare(validation, kernel, dtype_hint="fp16",
-    study_quirks=run_set))``, several times faster when most elements are equal. ``differing``:
-    ``metrics._study_differing(validation, kernel)``, shared by the run sets of one pair."""
-    return study_line(_study_compare(validation, kernel, study_quirks=run_set, differing=differing), tail=tail,
-                      line_format=line_format)
-
-
-def format_study_line(line: StudyLine | ComparisonResult, *, tail: StudyTail | None = None,
-                      line_format: str | None = None) -> str:  # fmt: skip
-    """The study verifier's printed line, field for field.
-
-    Format B is the indexed printf ``"%-10ld (%d %d %d %d) %.1f (%.10f %.10f) %f %lf %.1e %.1e
-    (%.10f %.10f) %.1e %.1e"``; format A (fair_1) has no pair after maxRelDiff_old and two
-    spaces before each of the last eight fields. A :class:`StudyLine`'s own tail is printed
-    unless ``tail`` replaces it; a :class:`ComparisonResult` is printed through
-    :func:`study_line`.
-    """
-    if isinstance(line, ComparisonResult):
-        line = study_line(line, tail=tail, line_format=line_format)
-    elif line_format is not None and line_format != line.line_format:
-        raise ValueError(f"this line is format {line.line_format}; cannot print it as "
-                         f"{line_format}")
-    f = line.fields()
-    head = (f"{line.n:<10d} ({f['n_exact']} {f['n_eps1']} {f['n_eps_ge2']} {f['n_eps_other']}) "
-            f"{f['max_epsilon_diff']} ({f['val_at_max_eps']} {f['kern_at_max_eps']})")  # fmt: skip
-    if line.line_format == "A":
-        last_six = ("max_abs_diff", "ave_abs_diff", "max_rel_diff", "max_rel_diff_old",
-                    "ave_rel_diff", "rms")
-        body = "".join("  " + f[k] for k in last_six)
-    else:
-        body = (f" {f['max_abs_diff']} {f['ave_abs_diff']} {f['max_rel_diff']} "
-                f"{f['max_rel_diff_old']} ({f['val_at_max_rel_old']} {f['kern_at_max_rel_old']}) "
-                f"{f['ave_rel_diff']} {f['rms']}")  # fmt: skip
-    t = tail if tail is not None else line.tail
-    return head + body + ("" if t is None else t.format())
-
-
-def parse_study_line(text: str) -> StudyLine:
-    """Read one measured line of ``reference/fp16_study_raw_results`` (either format, with or
-    without the ``batch_run.sh`` tail; a final newline is ignored).
-
-    Raises ``ValueError`` when the text is not such a line.
-    """
-    s = text[:-1] if text.endswith("\n") else text
-    s = s[:-1] if s.endswith("\r") else s
-    m = _LINE_A.match(s)
-    fmt = "A"
-    if m is None:
-        m = _LINE_B.match(s)
-        fmt = "B"
-    if m is None:
-        raise ValueError(f"not a study verifier line: {text[:120]!r}")
-    g = m.groups()
-    rest = g[-1]
-    tail = None
-    if rest:
-        t = _TAIL.match(rest)
-        if t is None:
-            raise ValueError(f"study line tail is not '<7 tags> <direction> <test> (<i> of <n>)': "
-                             f"{rest[:120]!r}")  # fmt: skip
-        tail = StudyTail(tags=tuple(int(x) for x in t.group(1).split()), direction=t.group(2),
-                         test_name=t.group(3), test_index=int(t.group(4)),
-                         tests_in_file=int(t.group(5)))  # fmt: skip
-    ints = [int(x) for x in g[:5]]
-    fl = [_pfloat(x) for x in g[5:-1]]
-    if fmt == "A":
-        (eps, ve, ke, mabs, aabs, mrel, mold, arel, rms) = fl
-        vo = ko = None
-    else:
-        (eps, ve, ke, mabs, aabs, mrel, mold, vo, ko, arel, rms) = fl
-    return StudyLine(n=ints[0], n_exact=ints[1], n_eps1=ints[2], n_eps_ge2=ints[3],
-                     n_eps_other=ints[4], max_epsilon_diff=eps, val_at_max_eps=ve,
-                     kern_at_max_eps=ke, max_abs_diff=mabs, ave_abs_diff=aabs, max_rel_diff=mrel,
-                     max_rel_diff_old=mold, val_at_max_rel_old=vo, kern_at_max_rel_old=ko,
-                     ave_rel_diff=arel, rms=rms, line_format=fmt, tail=tail)  # fmt: skip

@@ -273,3 +273,75 @@ def test_to_fraction():
         assert F.to_fraction(int(b), F.FP16) == Fraction(float(np.uint16(b).view(np.float16)))
     with pytest.raises(ValueError):
         F.to_fraction(0x7C00, F.FP16)
+
+
+# ------------------------------------------------------------------------------------------------
+# Names, binary64, spacing, the fp16 tables
+
+
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("fp16", F.FP16), ("half", F.FP16), ("F16", F.FP16), (np.float16, F.FP16),
+        ("bfloat16", F.BF16), (ml_dtypes.bfloat16, F.BF16), ("float", F.FP32), ("single", F.FP32),
+        ("double", F.FP64), ("binary64", F.FP64), (np.float64, F.FP64), (F.FP64, F.FP64),
+        (Format.FP32, F.FP32),
+    ],
+)  # fmt: skip
+def test_resolve_format(spec, expected):
+    assert F.resolve_format(spec) is expected
+
+
+def test_resolve_format_rejects_and_names_the_valid_names():
+    with pytest.raises(ValueError, match="valid names: .*binary16.*fp64"):
+        F.resolve_format("fp8")
+    with pytest.raises(TypeError, match="fp16, bf16, fp32, fp64"):
+        F.resolve_format(np.int32)
+    with pytest.raises(ValueError):
+        F.get_format("fp64")  # the bit-level functions do not take binary64
+    assert all(F.resolve_format(name) is fmt for name, fmt in F.FORMAT_NAMES.items())
+
+
+def test_short_names_and_dtypes():
+    for fmt, short in ((F.FP16, "fp16"), (F.BF16, "bf16"), (F.FP32, "fp32"), (F.FP64, "fp64")):
+        assert fmt.short_name == short
+        assert fmt.float_dtype.itemsize * 8 == fmt.bits == fmt.uint_dtype.itemsize * 8
+    assert (F.FP64.emin, F.FP64.fraction_bits, F.FP64.smallest_subnormal) == (-1022, 52, 5e-324)
+
+
+def test_spacing_rules_and_binary64():
+    x = np.array([0.0, 2**-24, 2**-14, 2**-13, 0.25, 1.0, 1.5, 65504.0, 70000.0, -1.0])
+    ulp = F.spacing(x, "fp16") * 2**24
+    assert list(ulp) == [1, 1, 1, 2, 2**12, 2**14, 2**14, 2**29, 2**30, 2**14]
+    below = F.spacing(x, F.FP16, "binade_below") * 2**24
+    assert list(below) == [1, 1, 1, 1, 2**11, 2**13, 2**14, 2**29, 2**30, 2**13]
+    assert F.spacing(1.0, "fp64") == 2**-52 and F.spacing(0.0, np.float64) == 2**-1074
+    assert F.spacing(5e-324, "fp64") == 5e-324
+    assert np.isnan(F.spacing([np.inf, -np.inf, np.nan], "fp32")).all()
+    with pytest.raises(ValueError, match="binade_below"):
+        F.spacing(1.0, "fp16", "nearest")
+
+
+def test_ulp_is_spacing_with_the_ulp_rule():
+    rng = np.random.default_rng(3)
+    x = np.concatenate([np.ldexp(1.0, np.arange(-160, 140)), rng.standard_normal(3000)
+                        * np.exp2(rng.integers(-150, 130, 3000)), [0.0, -0.0, 5e-324]])  # fmt: skip
+    for fmt in (F.FP16, F.BF16, F.FP32):
+        np.testing.assert_array_equal(F.ulp(x, fmt), F.spacing(x, fmt))
+        assert isinstance(F.ulp(1.0, fmt), np.float64)
+
+
+def test_fp16_tables():
+    values = ALL16.view(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(F.FP16_TO_FP32.view(np.uint32), values.view(np.uint32))
+    tiny = (ALL16 & 0x7C00) == 0
+    flushed = F.FP16_TO_FP32_FTZ.view(np.uint32)
+    assert (flushed[tiny] == 0).all()  # subnormals and -0 read as +0
+    np.testing.assert_array_equal(flushed[~tiny], values.view(np.uint32)[~tiny])
+    assert not F.FP16_TO_FP32.flags.writeable and not F.FP16_TO_FP32_FTZ.flags.writeable
+
+
+def test_format_bits():
+    assert F.format_bits(0x3C00, F.FP16) == "0x3c00"
+    assert F.format_bits(1, "fp32") == "0x00000001"
+    assert F.format_bits(0x3FF0000000000000, "fp64") == "0x3ff0000000000000"

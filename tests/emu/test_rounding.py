@@ -538,3 +538,104 @@ def test_fp32_to_fp16_random_patterns_and_specials():
     assert_bits_equal(fp32_to_fp16(x[:9].view(np.uint32)).view(np.uint16), _numpy_f16_bits(x[:9]))
     with pytest.raises(TypeError, match="float32"):
         fp32_to_fp16(np.zeros(3, np.float64))
+
+
+# ------------------------------------------------------------------------------------------------
+# cast_rne / round_rne, fp16_rne_differs
+
+
+def _float64_cases() -> np.ndarray:
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal(50_000) * np.exp2(rng.integers(-160, 140, 50_000))
+    h = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)
+    mid = (h[:-1] + h[1:]) / 2  # every fp16 tie
+    return np.concatenate([x, mid, -mid, [0.0, -0.0, np.inf, -np.inf, np.nan, 65520.0, 1e300]])
+
+
+@pytest.mark.parametrize("fmt", [F.FP16, F.BF16, F.FP32])
+def test_cast_rne_and_round_rne_are_round_float64(fmt):
+    from emu.rounding import cast_rne, round_rne
+
+    x = _float64_cases()
+    native = cast_rne(x, fmt.short_name)
+    assert native.dtype == fmt.float_dtype and native.shape == x.shape
+    want = round_float64(x, fmt, RNE)
+    finite_or_inf = ~np.isnan(x)
+    np.testing.assert_array_equal(native.view(fmt.uint_dtype)[finite_or_inf], want[finite_or_inf])
+    assert np.isnan(native[~finite_or_inf].astype(np.float64)).all()
+    as64 = round_rne(x, fmt)
+    assert as64.dtype == np.float64
+    np.testing.assert_array_equal(as64, native.astype(np.float64))
+
+
+def test_round_rne_binary64_is_the_identity():
+    from emu.rounding import cast_rne, round_rne
+
+    x = _float64_cases()
+    assert round_rne(x, "fp64") is x
+    np.testing.assert_array_equal(cast_rne(x, np.float64), x)
+
+
+def _differs_reference(v32: np.ndarray, k32: np.ndarray) -> tuple[np.ndarray, float]:
+    with np.errstate(over="ignore", invalid="ignore"):
+        c = v32.astype(np.float16).astype(np.float32)
+    mask = ~(c == k32)
+    ac, ag = np.abs(c), np.abs(k32)
+    m = np.where(ac < ag, ag, ac)  # std::max(|c|, |g|)
+    m = m[~np.isnan(m)]
+    return mask, float(max(0.0, m.max())) if m.size else 0.0
+
+
+def test_fp16_rne_differs_contract():
+    from emu.rounding import fp16_rne_differs
+
+    rng = np.random.default_rng(8)
+    n = 300_000  # several blocks
+    v32 = (rng.standard_normal(n) * np.exp2(rng.integers(-28, 18, n))).astype(np.float32)
+    with np.errstate(over="ignore"):
+        k32 = v32.astype(np.float16).astype(np.float32)
+    flip = rng.random(n) < 0.1
+    k32[flip] = np.nextafter(k32[flip], np.float32(np.inf))
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 65520.0, 65519.0, 2**-25, 3 * 2**-26,
+                         -(2**-25), 1 + 2**-11], np.float32)
+    for arr in (v32, k32):
+        at = rng.random(n) < 0.02
+        arr[at] = specials[rng.integers(0, specials.size, int(at.sum()))]
+    v32[:4] = [0.0, -0.0, np.nan, 65520.0]
+    k32[:4] = [-0.0, 0.0, np.nan, np.inf]
+    mask, max_mag = fp16_rne_differs(v32, k32)
+    want_mask, want_max = _differs_reference(v32, k32)
+    np.testing.assert_array_equal(mask, want_mask)
+    assert list(mask[:4]) == [False, False, True, False]  # -0 == +0, NaN != NaN, overflow to inf
+    assert max_mag == want_max == np.inf
+
+
+def test_fp16_rne_differs_max_ignores_nan_and_empty_inputs():
+    from emu.rounding import fp16_rne_differs
+
+    v32, k32 = np.array([np.nan, 2.0], np.float32), np.array([3.0, np.nan], np.float32)
+    mask, max_mag = fp16_rne_differs(v32, k32)
+    assert list(mask) == [True, True] and max_mag == 2.0
+    mask, max_mag = fp16_rne_differs(np.zeros(0, np.float32), np.zeros(0, np.float32))
+    assert mask.size == 0 and max_mag == 0.0
+    with pytest.raises(ValueError, match="1-D"):
+        fp16_rne_differs(np.zeros(3, np.float32), np.zeros(4, np.float32))
+
+
+def test_fp16_rne_differs_is_the_same_for_any_thread_count():
+    import numba
+
+    from emu.rounding import fp16_rne_differs
+
+    rng = np.random.default_rng(9)
+    v32 = rng.standard_normal(500_000).astype(np.float32) * 100
+    k32 = v32.astype(np.float16).astype(np.float32) * np.float32(1.0001)
+    want = fp16_rne_differs(v32, k32)
+    saved = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        got = fp16_rne_differs(v32, k32)
+    finally:
+        numba.set_num_threads(saved)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1] == want[1]

@@ -17,15 +17,13 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from emu.formats import BF16, FP16, FP32, ulp
-from emu.rounding import round_float64
+from emu.rounding import round_float64, round_rne
 from validation.metrics import (
     EPSILON_BUCKETS,
     REL_OLD_BUCKETS,
     STABLE_KEYS,
     STUDY_RUN_SETS,
     TORCH_TOLERANCES,
-    _round_to,
-    _FMTS,
     compare,
     resolve_dtype,
     resolve_study_quirks,
@@ -188,14 +186,14 @@ def test_powers_of_two(v, k, ulp_eps, below_eps):
 
 def test_spacing_rules():
     x = [0.0, 2**-24, 2**-14, 2**-13, 0.25, 1.0, 1.5, 65504.0, 70000.0]
-    assert list(spacing(x) * 2**24) == [1, 1, 1, 2, 2**12, 2**14, 2**14, 2**29, 2**30]
-    assert list(spacing(x, rule="binade_below") * 2**24) == [1, 1, 1, 1, 2**11, 2**13, 2**14,
+    assert list(spacing(x, "fp16") * 2**24) == [1, 1, 1, 2, 2**12, 2**14, 2**14, 2**29, 2**30]
+    assert list(spacing(x, "fp16", rule="binade_below") * 2**24) == [1, 1, 1, 1, 2**11, 2**13, 2**14,
                                                               2**29, 2**30]  # fmt: skip
-    assert np.isnan(spacing([np.inf, np.nan])).all()
+    assert np.isnan(spacing([np.inf, np.nan], "fp16")).all()
     assert spacing(1.0, "bf16") == 2**-7 and spacing(1.0, "fp32") == 2**-23
     assert spacing(1.0, "fp64") == 2**-52 and spacing(0.0, "fp64") == 2**-1074
     with pytest.raises(ValueError, match="binade_below"):
-        spacing(1.0, rule="nearest")
+        spacing(1.0, "fp16", rule="nearest")
 
 
 def test_spacing_equals_emu_ulp():
@@ -310,7 +308,7 @@ def test_native_magnitude_rule_excludes_fp16_of_0_001():
     k = f16(0.0, 2.0)
     r = compare(v, k)
     assert float(v[0]) == 0.0010004043579101562
-    assert r.max_rel_diff_old == 1.0  # SPEC §2: |v| > 1e-3 in float64
+    assert r.max_rel_diff_old == 1.0  # float64 mode: |v| > 1e-3 (REL_OLD_THRESHOLD)
     assert r.max_rel_diff_old_native == 0.0  # the old verifier: |v| > fp16(0.001), strict
     r32 = compare(v.astype(np.float32), k.astype(np.float32))
     assert r32.max_rel_diff_old_native == 1.0  # no magnitude rule from 32 bits up
@@ -322,7 +320,7 @@ def test_native_quotient_fails_v_zero_from_32_bits():
 
 
 def test_numpy_casts_round_like_emu():
-    """_round_to relies on numpy's float64 → float16 / float32 casts being single RNE roundings."""
+    """round_rne relies on numpy's float64 → float16 / float32 casts being single RNE roundings."""
     rng = np.random.default_rng(11)
     x = rng.standard_normal(200_000) * np.exp2(rng.integers(-30, 20, 200_000))
     h = np.arange(0, 0x7C00, dtype=np.uint16).view(F16).astype(np.float64)
@@ -330,7 +328,7 @@ def test_numpy_casts_round_like_emu():
     edges = [65519.99, 65520.0, np.inf, -np.inf]  # around the overflow threshold
     x = np.concatenate([x, mid, -mid, np.nextafter(mid, 0), np.nextafter(mid, 1), edges])
     for name, fmt in (("fp16", FP16), ("fp32", FP32), ("bf16", BF16)):
-        got = _round_to(x, _FMTS[name]).astype(fmt.float_dtype).view(fmt.uint_dtype)
+        got = round_rne(x, name).astype(fmt.float_dtype).view(fmt.uint_dtype)
         np.testing.assert_array_equal(got, round_float64(x, fmt, "rne"), err_msg=name)
 
 

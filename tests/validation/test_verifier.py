@@ -372,7 +372,7 @@ def _adversarial_values(rng, n, k_dtype):
 @pytest.mark.parametrize("k_dtype", [np.float16, np.float32])
 @pytest.mark.parametrize("seed", range(6))
 def test_study_line_of_equals_the_full_comparison(run_set, k_dtype, seed):
-    from validation.metrics import _study_compare
+    from validation.verifier2022 import compare_differing
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 5000))
@@ -394,6 +394,6 @@ def test_study_line_of_equals_the_full_comparison(run_set, k_dtype, seed):
     assert format_study_line(got) == format_study_line(want)
     assert got.fields() == want.fields()
     # chunk boundaries of the fast path
-    got_small = study_line(_study_compare(v.reshape(-1, 1) if n % 2 else v, k.reshape(-1, 1) if n % 2 else k,
-                                          study_quirks=run_set, chunk=97))
+    got_small = study_line(compare_differing(v.reshape(-1, 1) if n % 2 else v, k.reshape(-1, 1) if n % 2 else k,
+                                               study_quirks=run_set, chunk=97))
     assert got_small.fields() == want.fields()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from models.kernels import ATOMIC_ORDERS
 
-from ..metrics import resolve_study_quirks
+from ..verifier2022 import resolve_study_quirks
 from .measured import RANGES
 from .recipes import Recipe
 

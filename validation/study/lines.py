@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..metrics import _study_differing as differing_elements  # TODO(merge): verifier2022.differing_elements
-from ..metrics import resolve_study_quirks
-from ..verifier import StudyLine, format_study_line, study_line_of
+from ..verifier2022 import StudyLine, differing_elements, format_study_line, resolve_study_quirks, study_line_of
 
 __all__ = ["line_fields", "zero_line", "differing_elements"]
 
