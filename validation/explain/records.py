@@ -19,7 +19,7 @@ METRIC_TITLES = {"rms": "RMS", "max_abs_diff": "maxAbsDiff", "max_epsilon_diff":
                  "max_rel_diff": "maxRelDiff", "max_rel_diff_old": "maxRelDiff_old",
                  "ave_abs_diff": "aveAbsDiff", "ave_rel_diff": "aveRelDiff", "n_nonfinite": "non-finite count"}
 
-_jf = metrics_mod._json_float  # JSON-safe float: non-finite as "inf" / "-inf" / "nan"
+_jf = metrics_mod.json_float  # JSON-safe float: non-finite as "inf" / "-inf" / "nan"
 
 
 @dataclass(frozen=True)
