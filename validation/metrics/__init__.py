@@ -83,6 +83,14 @@ sums propagate it) and a NaN printed as ``-nan`` is made the way x86 makes it. T
 and the worst-element list then use that ε; the MLU-OPS, allclose and MIOpen metrics stay
 float64 over the fp16-rounded validation. :func:`validation.verifier2022.format_study_line`
 prints the line.
+
+Modules, one stage each (this package re-exports every public name)
+--------------------------------------------------------------------
+``comparison``: :func:`compare` and :class:`Comparison` (data types, options, chunks, the
+elements reported); ``accumulate``: the running state of one comparison, in float64 or study
+mode; ``reducers``: the streaming maxima, sums, top k and distinct pairs it is built from;
+``records``: the result records and their text and JSON; ``constants``: the numbers and labels
+they share.
 """
 
 from __future__ import annotations
@@ -120,28 +128,28 @@ from .records import (
 
 __all__ = [
     "DEFAULT_CHUNK",
-    "REL_OLD_THRESHOLD",
-    "STUDY_REL_OLD_THRESHOLD",
-    "TORCH_TOLERANCES",
-    "MLU_EPSILON",
-    "MLU_DIFF3_THRESHOLDS",
-    "DIFF4_MIN_MISMATCHES",
     "DIFF4_DISTINCT_LIMIT",
+    "DIFF4_MIN_MISMATCHES",
     "EPSILON_BUCKETS",
-    "REL_OLD_BUCKETS",
-    "STABLE_KEYS",
     "METRIC_NAMES",
+    "MLU_DIFF3_THRESHOLDS",
+    "MLU_EPSILON",
+    "REL_OLD_BUCKETS",
+    "REL_OLD_THRESHOLD",
+    "STABLE_KEYS",
+    "STUDY_REL_OLD_THRESHOLD",
     "STUDY_RUN_SETS",
-    "StudyQuirks",
-    "resolve_study_quirks",
-    "resolve_dtype",
-    "spacing",
-    "json_float",
+    "TORCH_TOLERANCES",
+    "AllClose",
+    "Comparison",
+    "ComparisonResult",
     "Element",
     "Histogram",
     "NonFinite",
-    "AllClose",
-    "ComparisonResult",
-    "Comparison",
+    "StudyQuirks",
     "compare",
+    "json_float",
+    "resolve_dtype",
+    "resolve_study_quirks",
+    "spacing",
 ]

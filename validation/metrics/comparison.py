@@ -104,7 +104,7 @@ def _element_reader(va: np.ndarray, ka: np.ndarray, fmt: FloatFormat, quirks: St
                 d = abs(v - k)
                 interval = float(spacing(min(abs(v), abs(k)), fmt, "ulp"))
             eps = 0.0 if v == k else (d / interval if interval else math.inf)
-            rel = d / abs(v) if v != 0 and v == v else math.nan
+            rel = d / abs(v) if v != 0 and not math.isnan(v) else math.nan
         if v == k:
             d, rel = 0.0, (0.0 if v != 0 else math.nan)
         return Element(
@@ -242,7 +242,7 @@ def compare(
     study_quirks
         A run set of the 2022 study (``"fair_1"``, ``"fair_2"``, ``"fair_3"``,
         ``"fair_rand0"``) or a :class:`StudyQuirks`: the headline metrics then follow that run
-        set's C verifier exactly (module docstring). Implies ``round_validation="fp16"``.
+        set's C verifier exactly (:mod:`validation.metrics`). Implies ``round_validation="fp16"``.
     round_validation
         Round the validation to this format (RNE) before measuring, as rocMLIR's verifiers did
         (``truncf`` to f16). None: measure the values as given.

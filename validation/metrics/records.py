@@ -143,7 +143,7 @@ class AllClose:
 
 @dataclass(frozen=True)
 class ComparisonResult:
-    """Everything :func:`compare` measured. Field meanings: the module docstring."""
+    """Everything :func:`compare` measured. Field meanings: :mod:`validation.metrics`."""
 
     n: int
     shape: tuple[int, ...]
@@ -280,18 +280,18 @@ class ComparisonResult:
             head += f", validation rounded to {self.round_validation}"
         lines = [
             head,
-            f"exact {self.n_exact}  eps=1 {self.n_eps1}  eps>=2 {self.n_eps_ge2}  "
-            f"other {self.n_eps_other}",
-            f"nonfinite: NaN {nf.n_nan}  inf {nf.n_inf} (equal {nf.n_inf_equal}, "
-            f"mismatched {nf.n_inf_mismatch})",
-            f"maxEpsilonDiff {self.max_epsilon_diff:g}  maxAbsDiff {self.max_abs_diff:g}  "
-            f"aveAbsDiff {self.ave_abs_diff:g}",
-            f"maxRelDiff {self.max_rel_diff:g}  maxRelDiff_old {self.max_rel_diff_old:g}  "
-            f"aveRelDiff {self.ave_rel_diff:g}  RMS {self.rms:g}",
-            f"MLU-OPS diff1 {self.diff1:g}  diff2 {self.diff2:g}  diff3 ({self.diff3[0]:g}, "
-            f"{self.diff3[1]:g})  diff4 {self.diff4}",
-            f"allclose(rtol={self.allclose.rtol:g}, atol={self.allclose.atol:g}): "
-            f"{self.allclose.n_fail} fail",
+            (f"exact {self.n_exact}  eps=1 {self.n_eps1}  eps>=2 {self.n_eps_ge2}  "
+             f"other {self.n_eps_other}"),
+            (f"nonfinite: NaN {nf.n_nan}  inf {nf.n_inf} (equal {nf.n_inf_equal}, "
+             f"mismatched {nf.n_inf_mismatch})"),
+            (f"maxEpsilonDiff {self.max_epsilon_diff:g}  maxAbsDiff {self.max_abs_diff:g}  "
+             f"aveAbsDiff {self.ave_abs_diff:g}"),
+            (f"maxRelDiff {self.max_rel_diff:g}  maxRelDiff_old {self.max_rel_diff_old:g}  "
+             f"aveRelDiff {self.ave_rel_diff:g}  RMS {self.rms:g}"),
+            (f"MLU-OPS diff1 {self.diff1:g}  diff2 {self.diff2:g}  diff3 ({self.diff3[0]:g}, "
+             f"{self.diff3[1]:g})  diff4 {self.diff4}"),
+            (f"allclose(rtol={self.allclose.rtol:g}, atol={self.allclose.atol:g}): "
+             f"{self.allclose.n_fail} fail"),
         ]
         hists = [("epsilonDiff", self.epsilon_histogram)]
         if report:
