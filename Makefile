@@ -6,7 +6,9 @@ STAMP   := $(VENV)/.installed
 ORACLE  := $(VENV)/.oracle-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 
-.PHONY: demo test test-oracle bench reproduce reproduce-fair1 reproduce-quick clean
+.PHONY: demo test lint format test-oracle bench reproduce reproduce-fair1 reproduce-quick clean
+
+SRC     := emu models validation tests benchmarks
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,8 +23,17 @@ $(ORACLE): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m validation.demo
 
-test: $(STAMP)
+test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -m "not oracle"
+
+# ruff (configured in pyproject.toml): lint and the formatter's check; `make format` applies both
+lint: $(STAMP)
+	$(BIN)/ruff check $(SRC)
+	$(BIN)/ruff format --check $(SRC)
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix $(SRC)
+	$(BIN)/ruff format $(SRC)
 
 test-oracle: $(ORACLE)
 	$(BIN)/python -m pytest -q -m oracle tests/oracle

@@ -42,9 +42,17 @@ def main():
     seconds = time.perf_counter() - t0
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     macs = sum(s.g * s.m * s.n * s.k for s in config.gemms)
-    doc = dict(test=args.test, hw=args.hw, kernel=result.kernel.name, validator=result.validator.name,
-               outputs=int(result.kernel_output.size), seconds=seconds, peak_rss_gib=peak_gib,
-               macs_per_model=macs, machine=platform.platform())
+    doc = dict(
+        test=args.test,
+        hw=args.hw,
+        kernel=result.kernel.name,
+        validator=result.validator.name,
+        outputs=int(result.kernel_output.size),
+        seconds=seconds,
+        peak_rss_gib=peak_gib,
+        macs_per_model=macs,
+        machine=platform.platform(),
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1, default=str))
     print(json.dumps(doc, indent=1, default=str))

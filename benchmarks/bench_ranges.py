@@ -24,10 +24,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numba  # noqa: E402
+from bench_units import cpu_model, fp32_loop, time_rounds  # noqa: E402
 
 import emu  # noqa: E402
 import models  # noqa: E402
-from bench_units import cpu_model, fp32_loop, time_rounds  # noqa: E402
 
 RANGES = {"r0": (-1, 1), "r1": (-10, 10), "r4": (1, 5), "r5": (5, 10)}
 
@@ -43,10 +43,15 @@ def main():
     names = args.units.split(",")
     units = {name: models.unit(name) for name in names}
     M, N = args.m, args.n
-    print(f"{cpu_model()}, {os.cpu_count()} CPUs, {numba.get_num_threads()} numba threads; "
-          f"load average {os.getloadavg()[0]:.2f}; M={M} N={N}; median of {args.repeat} rounds")
-    print("| range | K | fp32 loop G MAC/s | " + " | ".join(f"{n} G MAC/s (× loop)" for n in names)
-          + " | output bits, sha256 prefix per unit |")
+    print(
+        f"{cpu_model()}, {os.cpu_count()} CPUs, {numba.get_num_threads()} numba threads; "
+        f"load average {os.getloadavg()[0]:.2f}; M={M} N={N}; median of {args.repeat} rounds"
+    )
+    print(
+        "| range | K | fp32 loop G MAC/s | "
+        + " | ".join(f"{n} G MAC/s (× loop)" for n in names)
+        + " | output bits, sha256 prefix per unit |"
+    )
     print("|---|---|---|" + "---|" * len(names) + "---|")
     for K in (int(k) for k in args.k.split(",")):
         for key, (lo, hi) in RANGES.items():
@@ -56,15 +61,16 @@ def main():
             c = np.zeros((M, N), np.float32)
             A32, B32 = a16.astype(np.float32), b16.astype(np.float32)
             out = np.empty((M, N), np.float32)
-            jobs = {"loop": lambda: fp32_loop(A32, B32, out)}
+            jobs = {"loop": lambda A32=A32, B32=B32, out=out: fp32_loop(A32, B32, out)}
             for name, u in units.items():
-                jobs[name] = lambda u=u: emu.dot_add(a16[:, None, :], b16.T[None], c, u)
+                jobs[name] = lambda u=u, a16=a16, b16=b16, c=c: emu.dot_add(a16[:, None, :], b16.T[None], c, u)
             times = time_rounds(jobs, args.repeat)  # the warm-up call compiles or loads the cache
             rate = {k: M * N * K / statistics.median(ts) / 1e9 for k, ts in times.items()}
             cells = " | ".join(f"{rate[n]:.2f} ({rate[n] / rate['loop']:.2f})" for n in names)
             # a digest of each unit's output bits: two runs (two commits) computed the same bits
-            digests = "/".join(hashlib.sha256(np.ascontiguousarray(jobs[n]()).view(np.uint32).tobytes()).hexdigest()[:8]
-                               for n in names)
+            digests = "/".join(
+                hashlib.sha256(np.ascontiguousarray(jobs[n]()).view(np.uint32).tobytes()).hexdigest()[:8] for n in names
+            )
             print(f"| {key} [{lo}, {hi}] | {K} | {rate['loop']:.2f} | {cells} | {digests} |", flush=True)
 
 

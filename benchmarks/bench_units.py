@@ -112,8 +112,15 @@ def mmasim_rates(name, a16, b16, rows, seconds):
         return torch.from_numpy(np.ascontiguousarray(x.astype(np.float32) if as_float else x))
 
     # per instruction: tiles of the problem, one __call__ each
-    tiles = [(tensor(a16[i * m:(i + 1) * m, kk * k:(kk + 1) * k]), tensor(b16[kk * k:(kk + 1) * k, j * n:(j + 1) * n]))
-             for i in range(2) for j in range(4) for kk in range(K // k)]
+    tiles = [
+        (
+            tensor(a16[i * m : (i + 1) * m, kk * k : (kk + 1) * k]),
+            tensor(b16[kk * k : (kk + 1) * k, j * n : (j + 1) * n]),
+        )
+        for i in range(2)
+        for j in range(4)
+        for kk in range(K // k)
+    ]
     C = torch.zeros(m, n, dtype=torch.float32)
     op(*tiles[0], C)  # warm-up
     calls, t0 = 0, time.perf_counter()
@@ -201,34 +208,64 @@ def main():
         sim = None if args.no_mmasim else mmasim_rates(name, a16, b16, args.mmasim_rows, args.mmasim_seconds)
         r = rate[name]
         t_sim = TARGET_VS_MMASIM.get(name, 300)
-        rows.append(dict(
-            unit=name, gmacs=r / 1e9, vs_fp32_loop=r / loop_rate, vs_blas=r / blas_rate,
-            target_vs_loop=TARGET_VS_LOOP.get(name, 0.12),
-            mmasim=None if sim is None else sim[2],
-            mmasim_instr_gmacs=None if sim is None else sim[0] / 1e9,
-            mmasim_batched_gmacs=None if sim is None else sim[1] / 1e9,
-            vs_mmasim_instr=None if sim is None else r / sim[0],
-            vs_mmasim_batched=None if sim is None else r / sim[1],
-            target_vs_mmasim=t_sim, first_call_s=first[name], times_s=times[name]))
-    machine = dict(cpu=cpu_model(), platform=platform.platform(), cpus=os.cpu_count(),
-                   numba_threads=numba.get_num_threads(), numba=numba.__version__, numpy=np.__version__,
-                   python=platform.python_version(), loadavg_before=load_before, loadavg_after=os.getloadavg(),
-                   date=datetime.datetime.now().isoformat(timespec="seconds"),
-                   commit=subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                         cwd=Path(__file__).parent).stdout.strip())
-    result = dict(problem=dict(M=M, N=N, K=K), repeat=args.repeat, fp32_loop_gmacs=loop_rate / 1e9,
-                  blas_gmacs=blas_rate / 1e9, fp32_loop_times_s=times["fp32_loop"], blas_times_s=times["blas"],
-                  units=rows, machine=machine)
+        rows.append(
+            dict(
+                unit=name,
+                gmacs=r / 1e9,
+                vs_fp32_loop=r / loop_rate,
+                vs_blas=r / blas_rate,
+                target_vs_loop=TARGET_VS_LOOP.get(name, 0.12),
+                mmasim=None if sim is None else sim[2],
+                mmasim_instr_gmacs=None if sim is None else sim[0] / 1e9,
+                mmasim_batched_gmacs=None if sim is None else sim[1] / 1e9,
+                vs_mmasim_instr=None if sim is None else r / sim[0],
+                vs_mmasim_batched=None if sim is None else r / sim[1],
+                target_vs_mmasim=t_sim,
+                first_call_s=first[name],
+                times_s=times[name],
+            )
+        )
+    machine = dict(
+        cpu=cpu_model(),
+        platform=platform.platform(),
+        cpus=os.cpu_count(),
+        numba_threads=numba.get_num_threads(),
+        numba=numba.__version__,
+        numpy=np.__version__,
+        python=platform.python_version(),
+        loadavg_before=load_before,
+        loadavg_after=os.getloadavg(),
+        date=datetime.datetime.now().isoformat(timespec="seconds"),
+        commit=subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+        ).stdout.strip(),
+    )
+    result = dict(
+        problem=dict(M=M, N=N, K=K),
+        repeat=args.repeat,
+        fp32_loop_gmacs=loop_rate / 1e9,
+        blas_gmacs=blas_rate / 1e9,
+        fp32_loop_times_s=times["fp32_loop"],
+        blas_times_s=times["blas"],
+        units=rows,
+        machine=machine,
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
 
-    print(f"GEMM M={M} N={N} K={K}; {machine['date']}, commit {machine['commit']}; {machine['cpu']}, "
-          f"{machine['cpus']} CPUs, {machine['numba_threads']} numba threads; load average "
-          f"{load_before[0]:.2f} before, {machine['loadavg_after'][0]:.2f} after")
-    print(f"baselines (median of {args.repeat} rounds): numba fp32 loop {loop_rate / 1e9:.2f} G MAC/s, "
-          f"numpy fp32 BLAS {blas_rate / 1e9:.2f} G MAC/s")
-    print("| unit | G MAC/s | × fp32 loop (target) | × BLAS | MMA-Sim per instr. / batched M MAC/s "
-          "| × MMA-Sim per instr. (target) | × MMA-Sim batched | first call s |")
+    print(
+        f"GEMM M={M} N={N} K={K}; {machine['date']}, commit {machine['commit']}; {machine['cpu']}, "
+        f"{machine['cpus']} CPUs, {machine['numba_threads']} numba threads; load average "
+        f"{load_before[0]:.2f} before, {machine['loadavg_after'][0]:.2f} after"
+    )
+    print(
+        f"baselines (median of {args.repeat} rounds): numba fp32 loop {loop_rate / 1e9:.2f} G MAC/s, "
+        f"numpy fp32 BLAS {blas_rate / 1e9:.2f} G MAC/s"
+    )
+    print(
+        "| unit | G MAC/s | × fp32 loop (target) | × BLAS | MMA-Sim per instr. / batched M MAC/s "
+        "| × MMA-Sim per instr. (target) | × MMA-Sim batched | first call s |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         ok = "met" if r["vs_fp32_loop"] >= r["target_vs_loop"] else "NOT met"
@@ -239,8 +276,10 @@ def main():
             t = r["target_vs_mmasim"]
             vs = f"{r['vs_mmasim_instr']:.0f}× ({t}×, {'met' if r['vs_mmasim_instr'] >= t else 'NOT met'})"
             vsb = f"{r['vs_mmasim_batched']:.0f}×"
-        print(f"| {r['unit']} | {r['gmacs']:.2f} | {r['vs_fp32_loop']:.3f} ({r['target_vs_loop']}, {ok}) "
-              f"| {r['vs_blas']:.3f} | {sim} | {vs} | {vsb} | {r['first_call_s']:.2f} |")
+        print(
+            f"| {r['unit']} | {r['gmacs']:.2f} | {r['vs_fp32_loop']:.3f} ({r['target_vs_loop']}, {ok}) "
+            f"| {r['vs_blas']:.3f} | {sim} | {vs} | {vsb} | {r['first_call_s']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

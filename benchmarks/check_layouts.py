@@ -25,9 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from adversarial import all_families, concat  # noqa: E402
+
 import emu  # noqa: E402
 import models  # noqa: E402
-from adversarial import all_families, concat  # noqa: E402
 from emu.units import Family, Rounding  # noqa: E402
 
 
@@ -38,19 +39,36 @@ def _units():
     for n in models.UNIT_NAMES:
         if u(n).family == Family.TRUNCATED_FUSED:
             units[f"{n} fp16 out"] = u(n, output="fp16")
-    units.update({
-        "mi100 group 8 RZ": r(u("mi100"), group_size=8, output_rounding=Rounding.RZ),
-        "mi100 RD all flushes": r(u("mi100"), output_rounding=Rounding.RD, flush_inputs=True, flush_c=True,
-                                  flush_products=True, flush_partials=True, flush_output=True),
-        "mi200 group 8 no flush": r(u("mi200"), group_size=8, flush_inputs=False, flush_c=False,
-                                    flush_products=False, flush_partials=False, flush_output=False),
-        "mi300 RD alignment, group 4": r(u("mi300"), group_size=4, alignment_rounding=Rounding.RD),
-        "h100 RNE group 8": r(u("h100"), output_rounding=Rounding.RNE, group_size=8),
-        "v100 RD alignment": r(u("v100"), alignment_rounding=Rounding.RD),
-        "a100 zero exponent -20": r(u("a100"), zero_exponent=-20),
-        "fp64 round each group of 4 RD": r(u("fp64"), group_size=4, round_each_group=True,
-                                           output_rounding=Rounding.RD),
-    })
+    units.update(
+        {
+            "mi100 group 8 RZ": r(u("mi100"), group_size=8, output_rounding=Rounding.RZ),
+            "mi100 RD all flushes": r(
+                u("mi100"),
+                output_rounding=Rounding.RD,
+                flush_inputs=True,
+                flush_c=True,
+                flush_products=True,
+                flush_partials=True,
+                flush_output=True,
+            ),
+            "mi200 group 8 no flush": r(
+                u("mi200"),
+                group_size=8,
+                flush_inputs=False,
+                flush_c=False,
+                flush_products=False,
+                flush_partials=False,
+                flush_output=False,
+            ),
+            "mi300 RD alignment, group 4": r(u("mi300"), group_size=4, alignment_rounding=Rounding.RD),
+            "h100 RNE group 8": r(u("h100"), output_rounding=Rounding.RNE, group_size=8),
+            "v100 RD alignment": r(u("v100"), alignment_rounding=Rounding.RD),
+            "a100 zero exponent -20": r(u("a100"), zero_exponent=-20),
+            "fp64 round each group of 4 RD": r(
+                u("fp64"), group_size=4, round_each_group=True, output_rounding=Rounding.RD
+            ),
+        }
+    )
     return units
 
 

@@ -13,9 +13,22 @@ GEMMs) are imported with the package.
 """
 
 from . import atomics, conv, formats, rounding
-from .units import Family, Format, Rounding, UnitParams
 from .dot import dot_add
 from .gemm import GemmOrder, gemm, split_partials, strided_k_order
+from .units import Family, Format, Rounding, UnitParams
 
-__all__ = ["dot_add", "gemm", "GemmOrder", "split_partials", "strided_k_order", "Family", "Format", "Rounding",
-           "UnitParams", "atomics", "conv", "formats", "rounding"]
+__all__ = [
+    "dot_add",
+    "gemm",
+    "GemmOrder",
+    "split_partials",
+    "strided_k_order",
+    "Family",
+    "Format",
+    "Rounding",
+    "UnitParams",
+    "atomics",
+    "conv",
+    "formats",
+    "rounding",
+]

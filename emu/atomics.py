@@ -286,9 +286,15 @@ class SplitPartials:
         (pair,), _ = self.envelopes([reference16], count, granularity)
         return pair[0], pair[1]
 
-    def envelopes(self, references16: Sequence[np.ndarray], count: int, granularity: str = "element",
-                  keep: int = 0, deep_elements: int = 0,
-                  deep_orders: int = 0) -> tuple[list[tuple[np.ndarray, ...]], np.ndarray]:
+    def envelopes(
+        self,
+        references16: Sequence[np.ndarray],
+        count: int,
+        granularity: str = "element",
+        keep: int = 0,
+        deep_elements: int = 0,
+        deep_orders: int = 0,
+    ) -> tuple[list[tuple[np.ndarray, ...]], np.ndarray]:
         """:meth:`envelope` for several references (fp16 values as float64) in one pass over the
         orders, which do not depend on the reference; also returns the fp32 sums of the first
         ``keep`` orders (row i: member i before its fp16 rounding, shape (keep, size)). With
@@ -324,8 +330,18 @@ class SplitPartials:
         searched = np.stack([np.isin(union, at) for at in picks])
         n_at = np.stack([n16[union] for n16, _ in plain]).astype(np.float32)
         f_at = np.stack([f16[union] for _, f16 in plain]).astype(np.float32)
-        _envelope_at(self.parts, keys[union], union, seed, count, count + deep_orders,
-                     np.ascontiguousarray(v16[:, union]), searched, n_at, f_at)
+        _envelope_at(
+            self.parts,
+            keys[union],
+            union,
+            seed,
+            count,
+            count + deep_orders,
+            np.ascontiguousarray(v16[:, union]),
+            searched,
+            n_at,
+            f_at,
+        )
         pairs = []
         for i, (n16, f16) in enumerate(plain):
             deep_n16, deep_f16 = n16.copy(), f16.copy()

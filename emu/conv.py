@@ -60,15 +60,16 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-from .jit import jit, prange
 from .atomics import SplitPartials
-from .gemm import GemmOrder, gemm as _unit_gemm
+from .gemm import GemmOrder
+from .gemm import gemm as _unit_gemm
+from .jit import jit, prange
 
 __all__ = [
     "DIRECTIONS",
@@ -414,7 +415,10 @@ def _maps(problem: ConvProblem, sub: SubGemm, group: int) -> tuple[_Map, _Map, _
     b = _Map(
         _Axis(kyx_sizes, ((outs["k"], 0, 0), (0, -th.step, 0), (0, 0, -tw.step)), (g_o, 0, 0)),
         _Axis(nhw_tilda, ((outs["n"], 0, 0), (0, 1, 0), (0, 0, 1)), (0, th.left, tw.left)),
-        p.out_h, p.out_w, outs["h"], outs["w"],
+        p.out_h,
+        p.out_w,
+        outs["h"],
+        outs["w"],
     )
     c = _Map(
         _channel_axis(cg, ins["c"], g_i),
@@ -666,8 +670,12 @@ class ConvGemm:
                     self.scatter(out, c, sub, group, start)
         return out
 
-    def compute(self, models: Sequence[ConvArithmetic], n_chunk: int | None = None,
-                progress: Callable[[int], None] | None = None) -> list:
+    def compute(
+        self,
+        models: Sequence[ConvArithmetic],
+        n_chunk: int | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> list:
         """Every model over the convolution in one pass: each operand chunk is gathered once and
         fed to every model's GEMMs.
 
@@ -679,8 +687,9 @@ class ConvGemm:
         problem = self.problem
         for m in models:
             if len(m.units) != len(self.subs) or len(m.orders) != len(self.subs):
-                raise ValueError(f"ConvArithmetic: {len(m.units)} units and {len(m.orders)} orders for "
-                                 f"{len(self.subs)} sub-GEMMs")
+                raise ValueError(
+                    f"ConvArithmetic: {len(m.units)} units and {len(m.orders)} orders for {len(self.subs)} sub-GEMMs"
+                )
         size = problem.tensor_size(problem.result_role)
         outs: list = []
         for m in models:
@@ -716,8 +725,13 @@ class ConvGemm:
                             raise ValueError("split-K partials with gemmK padding: no kernel runs this path")
                         for si, sl in enumerate(order.chunks(len(seq))):
                             idx = seq[sl]
-                            part = _unit_gemm(np.ascontiguousarray(a[:, idx]), np.ascontiguousarray(b[idx, :]), None,
-                                              unit, GemmOrder())
+                            part = _unit_gemm(
+                                np.ascontiguousarray(a[:, idx]),
+                                np.ascontiguousarray(b[idx, :]),
+                                None,
+                                unit,
+                                GemmOrder(),
+                            )
                             self.scatter(out.parts[si], part, sub, group, start)
                         m_tile, n_tile = m.tiles[sub]
                         n_tiles = -(-sg.n // n_tile)

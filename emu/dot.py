@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import jit, prange
 from .formats import FP16_TO_FP32, FP16_TO_FP32_FTZ
+from .jit import jit, prange
 from .kernels import KERNELS
 from .units import Family, Format, UnitParams
 

@@ -236,9 +236,7 @@ def as_bits(x: Any) -> np.ndarray:
     for fmt in (FP16, BF16, FP32):
         if a.dtype == fmt.float_dtype:
             return a.view(fmt.uint_dtype)
-    raise TypeError(
-        f"as_bits: expected a float16/bfloat16/float32 or uint16/uint32 array, got {a.dtype}"
-    )
+    raise TypeError(f"as_bits: expected a float16/bfloat16/float32 or uint16/uint32 array, got {a.dtype}")
 
 
 def from_bits(bits: Any, fmt: Any) -> np.ndarray:
@@ -372,9 +370,7 @@ def encode(sign: Any, significand: Any, exponent: Any, fmt: Any) -> Any:
     finite value) or a significand is negative. Only finite values can be encoded.
     """
     fmt = get_format(fmt)
-    sign_a, sig_a, exp_a = np.broadcast_arrays(
-        np.asarray(sign), np.asarray(significand), np.asarray(exponent)
-    )
+    sign_a, sig_a, exp_a = np.broadcast_arrays(np.asarray(sign), np.asarray(significand), np.asarray(exponent))
     if np.any((sign_a != 0) & (sign_a != 1)):
         raise ValueError("sign must be 0 or 1")
     if np.any(sig_a < 0):
@@ -394,8 +390,7 @@ def encode(sign: Any, significand: Any, exponent: Any, fmt: Any) -> Any:
     inexact = (sig != 0) & ((shift > 63) | (dropped != 0))
     if np.any(inexact):
         raise ValueError(
-            f"value not representable in {fmt.name}: too many significant digits, "
-            "or below the subnormal grid"
+            f"value not representable in {fmt.name}: too many significant digits, or below the subnormal grid"
         )
     n = (sig >> right) << left  # at most `precision` digits now
     biased = np.where(n >= np.uint64(1 << t), lsb + t + fmt.bias, 0)

@@ -107,8 +107,12 @@ def _partials(params, A_seq, B_seq, order, C):
     if order.split_k == 1:
         return run_kernel(params, A_seq, B_seq, C)[None]
     zero = np.zeros((1, 1), np.float32)
-    return np.stack([run_kernel(params, np.ascontiguousarray(A_seq[:, s]), np.ascontiguousarray(B_seq[s]), zero)
-                     for s in order.chunks(A_seq.shape[1])])
+    return np.stack(
+        [
+            run_kernel(params, np.ascontiguousarray(A_seq[:, s]), np.ascontiguousarray(B_seq[s]), zero)
+            for s in order.chunks(A_seq.shape[1])
+        ]
+    )
 
 
 def _output(params, out: np.ndarray) -> np.ndarray:
@@ -127,8 +131,11 @@ def gemm(A, B, C, unit, order: GemmOrder | None = None) -> np.ndarray:
     """
     params, A_seq, B_seq, order = _prepare(A, B, unit, order)
     shape = (A_seq.shape[0], B_seq.shape[1])
-    C0 = np.zeros((1, 1), np.float32) if C is None else compact_c(accumulator_values(C, params.output_format)
-                                                                   .astype(np.float32), shape, *shape)
+    C0 = (
+        np.zeros((1, 1), np.float32)
+        if C is None
+        else compact_c(accumulator_values(C, params.output_format).astype(np.float32), shape, *shape)
+    )
     if order.split_k == 1:
         return _output(params, _partials(params, A_seq, B_seq, order, C0)[0])
     partials = _partials(params, A_seq, B_seq, order, None)

@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from .jit import jit, prange
 from .formats import (
     FP16,
     FP64,
@@ -42,6 +41,7 @@ from .formats import (
     scalar_if_0d,
     split_fields,
 )
+from .jit import jit, prange
 from .kernels._scalar import round_to_fp16_rne
 from .units import Rounding
 
@@ -196,8 +196,10 @@ def round_float64(x: Any, fmt: Any, mode: Any) -> Any:
     biased = np.where(is_normal, q + t + fmt.bias, 0)
     overflow = biased >= fmt.exponent_mask
     sign_bits = np.where(negative, np.uint64(fmt.sign_mask), np.uint64(0))
-    bits = sign_bits | (np.where(overflow, 0, biased).astype(np.uint64) << np.uint64(t)) | (
-        n & np.uint64(fmt.fraction_mask)
+    bits = (
+        sign_bits
+        | (np.where(overflow, 0, biased).astype(np.uint64) << np.uint64(t))
+        | (n & np.uint64(fmt.fraction_mask))
     )
     overflow_magnitude = np.uint64(fmt.inf_bits if mode == Rounding.RNE else fmt.max_bits)
     if mode == Rounding.RD:

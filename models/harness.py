@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from emu.jit import jit
 from emu.conv import normalize_layout
+from emu.jit import jit
 from emu.rounding import fp32_to_fp16_truncate
 
 __all__ = [
@@ -440,9 +440,7 @@ def harness_inputs(
     """
     if tensors is None:
         if problem.direction not in DIRECTION_TENSORS:
-            raise ValueError(
-                f"problem.direction: {problem.direction!r} is not one of {', '.join(DIRECTION_TENSORS)}"
-            )
+            raise ValueError(f"problem.direction: {problem.direction!r} is not one of {', '.join(DIRECTION_TENSORS)}")
         wanted = set(DIRECTION_TENSORS[problem.direction])
     else:
         wanted = set(tensors)

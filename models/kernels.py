@@ -24,9 +24,10 @@ import dataclasses
 import functools
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,13 +37,28 @@ from emu.units import Family
 
 from . import tuning as _tuning
 from .tuning import DEFAULT_RULES, GemmPlan, Instruction, Tuning
-from .units import Unit, unit as _unit
+from .units import Unit
+from .units import unit as _unit
 
-__all__ = ["KernelModel", "KernelGemm", "kernel", "KERNEL_NAMES", "VALIDATOR_NAMES", "NAMES", "HW_NAMES",
-           "cpu_loop_k_order", "AtomicOrders", "ATOMIC_ORDERS", "COUNTS", "K_SEQUENCES"]
+__all__ = [
+    "KernelModel",
+    "KernelGemm",
+    "kernel",
+    "KERNEL_NAMES",
+    "VALIDATOR_NAMES",
+    "NAMES",
+    "HW_NAMES",
+    "cpu_loop_k_order",
+    "AtomicOrders",
+    "ATOMIC_ORDERS",
+    "COUNTS",
+    "K_SEQUENCES",
+]
 
-DOC = ("rocMLIR @3df931f1 (github.com/ROCm/rocMLIR: Rock ConvToGemm.cpp, GridwiseGemmParams.cpp, "
-       "miopen-gen's host harness)")
+DOC = (
+    "rocMLIR @3df931f1 (github.com/ROCm/rocMLIR: Rock ConvToGemm.cpp, GridwiseGemmParams.cpp, "
+    "miopen-gen's host harness)"
+)
 STUDY = "the 2022 fp16 study (github.com/zhanglx13/llvm-project-mlir-dev-utils, fp16_experiment @3b042e7)"
 SPEC = STUDY
 FINDINGS = "fp16emu's reproduction of the study's measured lines (`fp16emu study reproduce`)"
@@ -52,17 +68,23 @@ COUNTS = ("all", "inbounds")
 #: The gemmK sequence of a GPU kernel: its own ("kernel") or the CPU loop's (a hypothesis).
 K_SEQUENCES = ("kernel", "cpu-loop")
 FLUSH_SOURCE = f"{STUDY}: CPU validation variant 'flush subnormals' (fp16 inputs below 2^-14 set to 0)"
-INBOUNDS_SOURCE = (f"{DOC}: the C++ CPU convolution skips input positions outside the image; {FINDINGS}: "
-                   f"every padded bwd_weight test of fair_3 (e.g. padding_kernel_all_wrw CONFIG2/4, ISSUE_70_1, "
-                   f"ISSUE_71_4) needs the 'accumulate 4' groups to count only those products")
+INBOUNDS_SOURCE = (
+    f"{DOC}: the C++ CPU convolution skips input positions outside the image; {FINDINGS}: "
+    f"every padded bwd_weight test of fair_3 (e.g. padding_kernel_all_wrw CONFIG2/4, ISSUE_70_1, "
+    f"ISSUE_71_4) needs the 'accumulate 4' groups to count only those products"
+)
 
 KERNEL_NAMES = ("rocmlir-2022-xdlops", "rocmlir-2022-nonxdlops")
 VALIDATOR_NAMES = ("gpu-validation", "cpu-validation-2022", "cpu-validation-mlir", "cpu-acc4", "cpu-ftz")
 NAMES = KERNEL_NAMES + VALIDATOR_NAMES
 HW_NAMES = ("mi100", "mi200", "mi300")
-_VALIDATING = {"rocmlir-2022-xdlops": "rocmlir-2022-xdlops", "xdlops": "rocmlir-2022-xdlops",
-               "rocmlir-2022-nonxdlops": "rocmlir-2022-nonxdlops", "nonxdlops": "rocmlir-2022-nonxdlops",
-               "non-xdlops": "rocmlir-2022-nonxdlops"}
+_VALIDATING = {
+    "rocmlir-2022-xdlops": "rocmlir-2022-xdlops",
+    "xdlops": "rocmlir-2022-xdlops",
+    "rocmlir-2022-nonxdlops": "rocmlir-2022-nonxdlops",
+    "nonxdlops": "rocmlir-2022-nonxdlops",
+    "non-xdlops": "rocmlir-2022-nonxdlops",
+}
 _CPU_LOOP = {"fwd": ("c", "y", "x"), "bwd_weight": ("n", "ho", "wo"), "bwd_data": ("k", "ydot", "xdot")}
 
 
@@ -149,8 +171,10 @@ class KernelModel:
         if self.k_sequence not in K_SEQUENCES:
             raise ValueError(f"k_sequence: {self.k_sequence!r} is not one of {', '.join(K_SEQUENCES)}")
         if self.count == "inbounds" and self.order != "cpu-loop":
-            raise ValueError(f"count: 'inbounds' models a CPU loop that skips out-of-bounds taps; {self.name} "
-                             f"is a GPU kernel, whose padding products are in its GEMM")
+            raise ValueError(
+                f"count: 'inbounds' models a CPU loop that skips out-of-bounds taps; {self.name} "
+                f"is a GPU kernel, whose padding products are in its GEMM"
+            )
 
     def source(self, field_name: str) -> str:
         return self.sources[field_name]
@@ -170,10 +194,12 @@ class KernelModel:
             return self if self.flush_inputs else dataclasses.replace(self, flush_inputs=True)
         u_sources = dict(self.unit.sources)
         u_sources["flush_inputs"] = FLUSH_SOURCE
-        unit = dataclasses.replace(self.unit, name=self.unit.name + "+flush", flush_inputs=True,
-                                   sources=MappingProxyType(u_sources))
-        return self._variant("+flush", {"flush_inputs": FLUSH_SOURCE, "unit": FLUSH_SOURCE}, unit=unit,
-                             flush_inputs=True)
+        unit = dataclasses.replace(
+            self.unit, name=self.unit.name + "+flush", flush_inputs=True, sources=MappingProxyType(u_sources)
+        )
+        return self._variant(
+            "+flush", {"flush_inputs": FLUSH_SOURCE, "unit": FLUSH_SOURCE}, unit=unit, flush_inputs=True
+        )
 
     def counting_inbounds(self) -> KernelModel:
         """A CPU validator that adds (and counts into its groups of ``unit.group_size``) only the
@@ -185,8 +211,9 @@ class KernelModel:
         """A GPU kernel whose gemmK sequence is the CPU validators' loop order (fwd: c, y, x)
         instead of the filter layout's, its partition (padding, split-K) unchanged: a hypothesis
         to test against data, not a kernel rocMLIR is known to run."""
-        return self._variant("+cpu-loop-order", {"k_sequence": "hypothesis: gemmK in the CPU loop order"},
-                             k_sequence="cpu-loop")
+        return self._variant(
+            "+cpu-loop-order", {"k_sequence": "hypothesis: gemmK in the CPU loop order"}, k_sequence="cpu-loop"
+        )
 
     @property
     def key(self) -> str:
@@ -209,8 +236,16 @@ class KernelModel:
         if self.order == "cpu-loop":
             return None
         kind = "xdlops" if self.order == "rocmlir-xdlops" else "nonxdlops"
-        return _tuning.plan(problem, kind, self.tuning, self.hw, kblocks_override=self.kblocks, rules=self.rules,
-                            combine=self.combine, combine_seed=self.combine_seed)
+        return _tuning.plan(
+            problem,
+            kind,
+            self.tuning,
+            self.hw,
+            kblocks_override=self.kblocks,
+            rules=self.rules,
+            combine=self.combine,
+            combine_seed=self.combine_seed,
+        )
 
     def plan(self, problem: ConvProblem) -> list[KernelGemm]:
         """Unit and order of every sub-GEMM of ``problem``, in :func:`emu.conv.sub_gemms` order
@@ -220,15 +255,30 @@ class KernelModel:
     def _plan(self, problem: ConvProblem) -> list[KernelGemm]:
         plans = self.tuning_plans(problem)
         if plans is None:
-            return [KernelGemm(s.gemm_id, self.unit, GemmOrder(k_order=cpu_loop_k_order(problem, s.gemm_id),
-                                                              notes=f"{self.name}: CPU loop order"))
-                    for s in sub_gemms(problem)]
+            return [
+                KernelGemm(
+                    s.gemm_id,
+                    self.unit,
+                    GemmOrder(k_order=cpu_loop_k_order(problem, s.gemm_id), notes=f"{self.name}: CPU loop order"),
+                )
+                for s in sub_gemms(problem)
+            ]
         gemms = [KernelGemm(p.gemm_id, self._instruction_unit(p.instruction), p.order, p) for p in plans]
         if self.k_sequence == "cpu-loop":
-            gemms = [KernelGemm(g.gemm_id, g.unit,
-                                GemmOrder(k_order=cpu_loop_k_order(problem, g.gemm_id), pad_k=g.order.pad_k,
-                                          split_k=g.order.split_k, notes="CPU loop order"), g.tuning_plan)
-                     for g in gemms]
+            gemms = [
+                KernelGemm(
+                    g.gemm_id,
+                    g.unit,
+                    GemmOrder(
+                        k_order=cpu_loop_k_order(problem, g.gemm_id),
+                        pad_k=g.order.pad_k,
+                        split_k=g.order.split_k,
+                        notes="CPU loop order",
+                    ),
+                    g.tuning_plan,
+                )
+                for g in gemms
+            ]
         return gemms
 
     def atomic_split(self, problem: ConvProblem) -> int:
@@ -244,11 +294,18 @@ class KernelModel:
         gemms = self.plan(problem)
         tiles = None
         if keep_partials:
-            tiles = tuple(None if g.tuning_plan is None else
-                          (g.tuning_plan.tuning.m_per_block, g.tuning_plan.tuning.n_per_block) for g in gemms)
-        return ConvArithmetic(units=tuple(g.unit for g in gemms), orders=tuple(g.order for g in gemms),
-                              inbounds_only=self.count == "inbounds", keep_partials=keep_partials, tiles=tiles,
-                              seed=seed)
+            tiles = tuple(
+                None if g.tuning_plan is None else (g.tuning_plan.tuning.m_per_block, g.tuning_plan.tuning.n_per_block)
+                for g in gemms
+            )
+        return ConvArithmetic(
+            units=tuple(g.unit for g in gemms),
+            orders=tuple(g.order for g in gemms),
+            inbounds_only=self.count == "inbounds",
+            keep_partials=keep_partials,
+            tiles=tiles,
+            seed=seed,
+        )
 
     def identity(self, problem: ConvProblem) -> list:
         """What of this model changes its bits on ``problem`` (JSON-able, for cache keys): the
@@ -276,10 +333,13 @@ class KernelModel:
         if not matrix or u.group_size <= instr.k:
             return u
         sources = dict(u.sources)
-        sources["group_size"] = (f"min({u.group_size}, k of {instr.name} = {instr.k}): {MU} (MMA-Sim CDNA3: "
-                                 f"group = min(8, K); Khattak: instruction K split into consecutive groups)")
-        return dataclasses.replace(u, name=f"{u.name}/{instr.name}", group_size=instr.k,
-                                   sources=MappingProxyType(sources))
+        sources["group_size"] = (
+            f"min({u.group_size}, k of {instr.name} = {instr.k}): {MU} (MMA-Sim CDNA3: "
+            f"group = min(8, K); Khattak: instruction K split into consecutive groups)"
+        )
+        return dataclasses.replace(
+            u, name=f"{u.name}/{instr.name}", group_size=instr.k, sources=MappingProxyType(sources)
+        )
 
 
 @functools.lru_cache(maxsize=512)
@@ -311,8 +371,10 @@ def cpu_loop_k_order(problem: ConvProblem, gemm_id: int = 0) -> tuple[int, ...] 
 def _hw_unit(hw: str) -> tuple[str, Unit]:
     u = _unit(hw)
     if u.name not in HW_NAMES:
-        raise ValueError(f"hw: {hw!r} is not an AMD GPU with the 2022 xdlops kernels; valid: {', '.join(HW_NAMES)} "
-                         f"(and their aliases, e.g. mi250x, mi300x)")
+        raise ValueError(
+            f"hw: {hw!r} is not an AMD GPU with the 2022 xdlops kernels; valid: {', '.join(HW_NAMES)} "
+            f"(and their aliases, e.g. mi250x, mi300x)"
+        )
     return u.name, u
 
 
@@ -321,12 +383,27 @@ def _fp64_variant(name: str, group_size: int, round_each: bool, flush: bool, why
     sources = dict(base.sources)
     sources.update(group_size=why, round_each_group=why, name="fp16emu naming", description=why)
     if flush:
-        sources["flush_inputs"] = f"{SPEC} (study variant 'flush subnormals': fp16 inputs below 2^-14 set to 0); {STUDY}"
-    desc = ("fp64 accumulator" + (f", rounded to fp32 (RNE) after every {group_size} product(s)" if round_each
-                                  else ", rounded to fp32 once at the end")
-            + (", fp16 inputs below 2^-14 flushed to +0" if flush else ""))
-    return dataclasses.replace(base, name=name, description=desc, group_size=group_size, round_each_group=round_each,
-                               flush_inputs=flush, sources=MappingProxyType(sources))
+        sources["flush_inputs"] = (
+            f"{SPEC} (study variant 'flush subnormals': fp16 inputs below 2^-14 set to 0); {STUDY}"
+        )
+    desc = (
+        "fp64 accumulator"
+        + (
+            f", rounded to fp32 (RNE) after every {group_size} product(s)"
+            if round_each
+            else ", rounded to fp32 once at the end"
+        )
+        + (", fp16 inputs below 2^-14 flushed to +0" if flush else "")
+    )
+    return dataclasses.replace(
+        base,
+        name=name,
+        description=desc,
+        group_size=group_size,
+        round_each_group=round_each,
+        flush_inputs=flush,
+        sources=MappingProxyType(sources),
+    )
 
 
 def _cite(**specific: str) -> Mapping[str, str]:
@@ -343,8 +420,17 @@ _SRC_OUTPUT_KERNEL = f"{DOC} (arith.truncf → v_cvt_f16_f32, RNE); {SPEC} 'Outp
 _SRC_OUTPUT_VALIDATOR = f"{DOC} 'Comparison path' (validation value truncf'd to f16, RNE); {FINDINGS} verifier row"
 
 
-def kernel(name: str, hw: str = "mi200", tuning=None, *, validating=None, kblocks: int | None = None,
-           rules: str = DEFAULT_RULES, combine: str = "ascending", combine_seed: int = 0) -> KernelModel:
+def kernel(
+    name: str,
+    hw: str = "mi200",
+    tuning=None,
+    *,
+    validating=None,
+    kblocks: int | None = None,
+    rules: str = DEFAULT_RULES,
+    combine: str = "ascending",
+    combine_seed: int = 0,
+) -> KernelModel:
     """The named kernel or validator.
 
     ``hw``: mi100 / mi200 / mi300 (the xdlops kernel's matrix unit; ignored by the others).
@@ -364,7 +450,9 @@ def kernel(name: str, hw: str = "mi200", tuning=None, *, validating=None, kblock
     if validating is not None:
         v = _VALIDATING.get(str(validating).strip().lower())
         if v is None and key in ("cpu-validation-2022", "cpu-ftz"):
-            raise ValueError(f"validating: {validating!r} is not one of {', '.join(KERNEL_NAMES)} (or xdlops, nonxdlops)")
+            raise ValueError(
+                f"validating: {validating!r} is not one of {', '.join(KERNEL_NAMES)} (or xdlops, nonxdlops)"
+            )
         validating = v
     common = dict(rules=rules, combine=combine, combine_seed=combine_seed)
     if key in ("rocmlir-2022-xdlops", "rocmlir-2022-nonxdlops", "gpu-validation"):
@@ -385,16 +473,30 @@ def kernel(name: str, hw: str = "mi200", tuning=None, *, validating=None, kblock
 
 
 def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
-    tuning_src = (f"{_tuning.SOURCES['xdlops_list']}; default = first valid entry ({DOC}); "
-                  f"perf-config format {_tuning.SOURCES['perf_config']}")
+    tuning_src = (
+        f"{_tuning.SOURCES['xdlops_list']}; default = first valid entry ({DOC}); "
+        f"perf-config format {_tuning.SOURCES['perf_config']}"
+    )
     return KernelModel(
         name="rocmlir-2022-xdlops",
-        description=(f"rocMLIR (Aug 2022) xdlops implicit-GEMM kernel on {hw_name.upper()} matrix cores: "
-                     f"mfma groups along gemmK per the tuning, fp32 accumulator, RNE to fp16"),
-        unit=u, order="rocmlir-xdlops", xdlops=True, validator=False, flush_inputs=u.flush_inputs,
+        description=(
+            f"rocMLIR (Aug 2022) xdlops implicit-GEMM kernel on {hw_name.upper()} matrix cores: "
+            f"mfma groups along gemmK per the tuning, fp32 accumulator, RNE to fp16"
+        ),
+        unit=u,
+        order="rocmlir-xdlops",
+        xdlops=True,
+        validator=False,
+        flush_inputs=u.flush_inputs,
         accumulator="fp32 (mfma accumulator registers), one unit step per k group; split-K partials added with fp32 atomics",
-        fp64_accumulate=False, fp32_round_every=0, output=_OUTPUT_KERNEL, hw=hw_name, validating=None, tuning=t,
-        kblocks=kblocks, **common,
+        fp64_accumulate=False,
+        fp32_round_every=0,
+        output=_OUTPUT_KERNEL,
+        hw=hw_name,
+        validating=None,
+        tuning=t,
+        kblocks=kblocks,
+        **common,
         sources=_cite(
             name="fp16emu naming",
             description=f"{DOC}; {SPEC} 'Xdlops kernel'",
@@ -423,20 +525,36 @@ def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
 def _nonxdlops(key: str, hw_name, t, common) -> KernelModel:
     gpu = key == "gpu-validation"
     fma = _unit("fma32")
-    tuning_src = (f"{_tuning.SOURCES['nonxdlops_list']}; default = first valid entry ({DOC}); only the "
-                  f"padding kernels' zero padding of gemmK reaches the arithmetic")
+    tuning_src = (
+        f"{_tuning.SOURCES['nonxdlops_list']}; default = first valid entry ({DOC}); only the "
+        f"padding kernels' zero padding of gemmK reaches the arithmetic"
+    )
     if gpu:
-        desc = ("GPU validation (-pv_with_gpu): the non-xdlops kernel run in fp32 on fp32 copies of the fp16 inputs; "
-                "the copies are exact, so the arithmetic is the fp16 non-xdlops kernel's (fp32 FMA, ascending gemmK)")
+        desc = (
+            "GPU validation (-pv_with_gpu): the non-xdlops kernel run in fp32 on fp32 copies of the fp16 inputs; "
+            "the copies are exact, so the arithmetic is the fp16 non-xdlops kernel's (fp32 FMA, ascending gemmK)"
+        )
         desc_src = f"{DOC} 'GPU validation' (PR #286; miopen-gen populateHostHarnessLogic); {SPEC}"
     else:
         desc = "rocMLIR (Aug 2022) non-xdlops kernel: one fp32 FMA per gemmK value in ascending order, RNE to fp16"
         desc_src = f"{DOC}; {SPEC} 'Non-xdlops kernel'"
     return KernelModel(
-        name=key, description=desc, unit=fma, order="rocmlir-nonxdlops", xdlops=False, validator=gpu,
-        flush_inputs=False, accumulator="fp32, one FMA (one RNE) per product", fp64_accumulate=False,
-        fp32_round_every=1, output=_OUTPUT_VALIDATOR if gpu else _OUTPUT_KERNEL, hw=hw_name, validating=None,
-        tuning=t, kblocks=None, **common,
+        name=key,
+        description=desc,
+        unit=fma,
+        order="rocmlir-nonxdlops",
+        xdlops=False,
+        validator=gpu,
+        flush_inputs=False,
+        accumulator="fp32, one FMA (one RNE) per product",
+        fp64_accumulate=False,
+        fp32_round_every=1,
+        output=_OUTPUT_VALIDATOR if gpu else _OUTPUT_KERNEL,
+        hw=hw_name,
+        validating=None,
+        tuning=t,
+        kblocks=None,
+        **common,
         sources=_cite(
             name="fp16emu naming",
             description=desc_src,
@@ -463,44 +581,95 @@ def _nonxdlops(key: str, hw_name, t, common) -> KernelModel:
 
 
 def _cpu(key: str, validating, common) -> KernelModel:
-    loop_src = (f"{DOC}: the C++ conv loops c (outermost), y, x for fwd, n, ho, wo for bwd_weight, "
-                f"k, y, x for bwd_data; the MLIR CPU conv the same (createCPUConvWithMLIR)")
+    loop_src = (
+        f"{DOC}: the C++ conv loops c (outermost), y, x for fwd, n, ho, wo for bwd_weight, "
+        f"k, y, x for bwd_data; the MLIR CPU conv the same (createCPUConvWithMLIR)"
+    )
     if key in ("cpu-validation-2022", "cpu-ftz"):
         if validating is None:
-            raise ValueError(f"validating: {key} rounds differently for the kernel it validates; pass "
-                             f"validating='rocmlir-2022-xdlops' or 'rocmlir-2022-nonxdlops'")
+            raise ValueError(
+                f"validating: {key} rounds differently for the kernel it validates; pass "
+                f"validating='rocmlir-2022-xdlops' or 'rocmlir-2022-nonxdlops'"
+            )
         nonx = validating == "rocmlir-2022-nonxdlops"
         ftz = key == "cpu-ftz"
-        why = (f"{DOC} mcpuConv2dFloat: double acc; `if (!xdlops) acc = (float)acc;` after every step; "
-               f"{FINDINGS} (both modes needed)")
+        why = (
+            f"{DOC} mcpuConv2dFloat: double acc; `if (!xdlops) acc = (float)acc;` after every step; "
+            f"{FINDINGS} (both modes needed)"
+        )
         u = _fp64_variant(f"fp64{'-ftz' if ftz else ''}-{'fp32-each-step' if nonx else 'end'}", 1, nonx, ftz, why)
-        desc = (f"CPU validation (-pv, Aug 2022) of a {'non-xdlops' if nonx else 'xdlops'} run: "
-                f"{u.description}; loops c, y, x (fwd)")
+        desc = (
+            f"CPU validation (-pv, Aug 2022) of a {'non-xdlops' if nonx else 'xdlops'} run: "
+            f"{u.description}; loops c, y, x (fwd)"
+        )
         if ftz:
             desc = "study variant 'flush subnormals' of the " + desc
-        return _cpu_model(key, desc, u, validating, ftz, 1 if nonx else 0,
-                          "fp64" + (", rounded to fp32 after every product" if nonx else ", rounded to fp32 at the end"),
-                          why, loop_src, common)
+        return _cpu_model(
+            key,
+            desc,
+            u,
+            validating,
+            ftz,
+            1 if nonx else 0,
+            "fp64" + (", rounded to fp32 after every product" if nonx else ", rounded to fp32 at the end"),
+            why,
+            loop_src,
+            common,
+        )
     if key == "cpu-acc4":
         why = f"{SPEC} study variant 'accumulate 4': sum 4 products in fp64, round to fp32, go on; {STUDY}"
         u = _fp64_variant("fp64-acc4", 4, True, False, why)
-        return _cpu_model(key, "study variant of the CPU validation: " + u.description + "; loops c, y, x (fwd)",
-                          u, validating, False, 4, "fp64 over each group of 4 products, rounded to fp32 per group",
-                          why, loop_src, common)
+        return _cpu_model(
+            key,
+            "study variant of the CPU validation: " + u.description + "; loops c, y, x (fwd)",
+            u,
+            validating,
+            False,
+            4,
+            "fp64 over each group of 4 products, rounded to fp32 per group",
+            why,
+            loop_src,
+            common,
+        )
     # cpu-validation-mlir
     fma = _unit("fma32")
-    why = (f"{DOC}: by 3df931f1 -pv is the MLIR CPU conv, arith.mulf then arith.addf into an f32 buffer: "
-           f"one f32 rounding per term; the fp16 product is exact in fp32, so this is fp32 FMA ({fma.source('family')})")
-    return _cpu_model(key, "CPU validation (-pv, from Sep 2022): fp32 multiply then add per term, loops c, y, x (fwd)",
-                      fma, validating, False, 1, "fp32, one rounding per product", why, loop_src, common)
+    why = (
+        f"{DOC}: by 3df931f1 -pv is the MLIR CPU conv, arith.mulf then arith.addf into an f32 buffer: "
+        f"one f32 rounding per term; the fp16 product is exact in fp32, so this is fp32 FMA ({fma.source('family')})"
+    )
+    return _cpu_model(
+        key,
+        "CPU validation (-pv, from Sep 2022): fp32 multiply then add per term, loops c, y, x (fwd)",
+        fma,
+        validating,
+        False,
+        1,
+        "fp32, one rounding per product",
+        why,
+        loop_src,
+        common,
+    )
 
 
 def _cpu_model(key, desc, u, validating, ftz, every, acc, why, loop_src, common) -> KernelModel:
     fp64 = u.family == Family.FP64
     return KernelModel(
-        name=key, description=desc, unit=u, order="cpu-loop", xdlops=False, validator=True, flush_inputs=ftz,
-        accumulator=acc, fp64_accumulate=fp64, fp32_round_every=every, output=_OUTPUT_VALIDATOR, hw=None,
-        validating=validating, tuning=None, kblocks=None, **common,
+        name=key,
+        description=desc,
+        unit=u,
+        order="cpu-loop",
+        xdlops=False,
+        validator=True,
+        flush_inputs=ftz,
+        accumulator=acc,
+        fp64_accumulate=fp64,
+        fp32_round_every=every,
+        output=_OUTPUT_VALIDATOR,
+        hw=None,
+        validating=validating,
+        tuning=None,
+        kblocks=None,
+        **common,
         sources=_cite(
             name="fp16emu naming",
             description=why,
@@ -508,15 +677,21 @@ def _cpu_model(key, desc, u, validating, ftz, every, acc, why, loop_src, common)
             order=loop_src,
             xdlops="unused: a CPU validation function has no GPU partition",
             validator=f"{DOC}",
-            flush_inputs=(f"{SPEC} study variant 'flush subnormals'" if ftz
-                          else f"{DOC}: f16 inputs copied to f32 exactly (extf), nothing flushed"),
+            flush_inputs=(
+                f"{SPEC} study variant 'flush subnormals'"
+                if ftz
+                else f"{DOC}: f16 inputs copied to f32 exactly (extf), nothing flushed"
+            ),
             accumulator=why,
             fp64_accumulate=why,
             fp32_round_every=why,
             output=_SRC_OUTPUT_VALIDATOR,
             hw="unused: runs on the CPU",
-            validating=(f"{DOC}: miopen-gen passes xdlopsConstantOp ('reduce precision if !xdlops')"
-                        if key in ("cpu-validation-2022", "cpu-ftz") else "unused by this validator"),
+            validating=(
+                f"{DOC}: miopen-gen passes xdlopsConstantOp ('reduce precision if !xdlops')"
+                if key in ("cpu-validation-2022", "cpu-ftz")
+                else "unused by this validator"
+            ),
             tuning="unused: a CPU validation function has no tuning",
             kblocks="unused: no split-K",
             rules="unused: no tuning",

@@ -42,9 +42,10 @@ out (fp16emu's reproduction of the study's lines: 4 excluded, 8 or 16 consistent
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import ClassVar, Mapping, NamedTuple, Union
+from typing import ClassVar, NamedTuple
 
 from emu.conv import ConvProblem, sub_gemms
 from emu.gemm import GemmOrder, strided_k_order
@@ -79,31 +80,37 @@ __all__ = [
     "SOURCES",
 ]
 
-STUDY = "the 2022 fp16 study's measured lines (github.com/zhanglx13/llvm-project-mlir-dev-utils fp16_experiment @3b042e7)"
-GPP_08 = ("rocMLIR MIOpen/Tuning/GridwiseGemmParams.h, mid-2022 (after PR #586, before the Rock rename "
-          "PR #774)")
+STUDY = (
+    "the 2022 fp16 study's measured lines (github.com/zhanglx13/llvm-project-mlir-dev-utils fp16_experiment @3b042e7)"
+)
+GPP_08 = "rocMLIR MIOpen/Tuning/GridwiseGemmParams.h, mid-2022 (after PR #586, before the Rock rename PR #774)"
 GPP_09 = "rocMLIR Rock/Tuning/GridwiseGemmParams.cpp @3df931f1"
 KBN = "rocMLIR calculateKBlockNum, Rock/utility/loweringUtils.cpp @3df931f1 (same body mid-2022)"
 XCS = "rocMLIR XdlopsCodeSelection.h, mid-2022 (the instruction selection table)"
-XG2 = ("rocMLIR XdlopsGemmV2 lowering, mid-2022 (the operand order within a wave); 16x16x16 strided groups "
-       "verified on " + STUDY)
+XG2 = (
+    "rocMLIR XdlopsGemmV2 lowering, mid-2022 (the operand order within a wave); 16x16x16 strided groups "
+    "verified on " + STUDY
+)
 SER = "rocMLIR MIOpen/Tuning/Serializable.h (fields joined by ','; InitParamsXDL/InitParamsNonXDL visit order)"
 
 #: Where each rule of this module comes from.
-SOURCES: Mapping[str, str] = MappingProxyType({
-    "perf_config": SER + "; " + GPP_08,
-    "xdlops_list": GPP_08 + "; " + GPP_09,
-    "nonxdlops_list": GPP_08 + "; " + GPP_09,
-    "universal": GPP_08 + " (universal_Parameters: xdlops {32,64,4}, non-xdlops {64,64,16})",
-    "padding": GPP_08 + " calculatePaddingKernelSize / populatePaddingKernelDerived",
-    "validity_2022-08": GPP_08 + " isValidGemm, isValidBlockwiseGemmXDLOPS, calculateLdsNumberOfByte",
-    "validity_2022-09": GPP_09,
-    "instruction": XCS,
-    "k_order": XG2,
-    "kblocks": KBN + "; num_cu = 120 with -x2 (miopen-gen populateDefaults)",
-    "atomics": "rocMLIR Rock ConvToGemm.cpp @3df931f1 backwardWeightAtomicAdd: bwd_weight, xdlops, f16, no gemm padding",
-    "kblocks_data": STUDY + ": KBlocks 4 ruled out for CHECK_BWD_WEIGHT1 (8 or 16 consistent): a parameter to identify",
-})
+SOURCES: Mapping[str, str] = MappingProxyType(
+    {
+        "perf_config": SER + "; " + GPP_08,
+        "xdlops_list": GPP_08 + "; " + GPP_09,
+        "nonxdlops_list": GPP_08 + "; " + GPP_09,
+        "universal": GPP_08 + " (universal_Parameters: xdlops {32,64,4}, non-xdlops {64,64,16})",
+        "padding": GPP_08 + " calculatePaddingKernelSize / populatePaddingKernelDerived",
+        "validity_2022-08": GPP_08 + " isValidGemm, isValidBlockwiseGemmXDLOPS, calculateLdsNumberOfByte",
+        "validity_2022-09": GPP_09,
+        "instruction": XCS,
+        "k_order": XG2,
+        "kblocks": KBN + "; num_cu = 120 with -x2 (miopen-gen populateDefaults)",
+        "atomics": "rocMLIR Rock ConvToGemm.cpp @3df931f1 backwardWeightAtomicAdd: bwd_weight, xdlops, f16, no gemm padding",
+        "kblocks_data": STUDY
+        + ": KBlocks 4 ruled out for CHECK_BWD_WEIGHT1 (8 or 16 consistent): a parameter to identify",
+    }
+)
 
 RULES = ("2022-08", "2022-09", "any")
 DEFAULT_RULES = "2022-08"
@@ -136,8 +143,19 @@ class UnsupportedTuning(TuningError):
 
 #: f16 wave tiles XdlopsCodeSelection knows, with the KPerBlock divisor isValidBlockwiseGemmXDLOPS
 #: demands (validWaveGemmSize; 128×128 and the other commented-out ones are not offered).
-_WAVES = {(128, 64): 1, (64, 128): 1, (64, 64): 1, (64, 32): 1, (64, 16): 1, (32, 64): 1,
-          (32, 32): 2, (16, 64): 1, (16, 16): 4, (8, 64): 1, (4, 64): 1}
+_WAVES = {
+    (128, 64): 1,
+    (64, 128): 1,
+    (64, 64): 1,
+    (64, 32): 1,
+    (64, 16): 1,
+    (32, 64): 1,
+    (32, 32): 2,
+    (16, 64): 1,
+    (16, 16): 4,
+    (8, 64): 1,
+    (4, 64): 1,
+}
 _KPACKS = (1, 4, 5, 6, 7, 8)  # f16/bf16: 1, or 4 to 8 (isValidBlockwiseGemmXDLOPS)
 _NONXDL_BLOCK_SIZES = (64, 128, 256)
 
@@ -164,8 +182,16 @@ class XdlopsTuning:
     b_copy_more_gemm_kpack: bool = False
 
     xdlops: ClassVar[bool] = True
-    FIELDS: ClassVar[tuple[str, ...]] = ("m_per_block", "n_per_block", "k_per_block", "m_per_wave",
-                                         "n_per_wave", "kpack", "a_copy_more_gemm_k", "b_copy_more_gemm_kpack")
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "m_per_block",
+        "n_per_block",
+        "k_per_block",
+        "m_per_wave",
+        "n_per_wave",
+        "kpack",
+        "a_copy_more_gemm_k",
+        "b_copy_more_gemm_kpack",
+    )
 
     def __post_init__(self):
         for name in self.FIELDS[:6]:
@@ -177,8 +203,10 @@ class XdlopsTuning:
         wave = (self.m_per_wave, self.n_per_wave)
         if wave not in _WAVES:
             allowed = ", ".join(f"{m}x{n}" for m, n in _WAVES)
-            raise PerfConfigError(f"XdlopsTuning m_per_wave x n_per_wave: {wave[0]}x{wave[1]} has no f16 mfma "
-                                  f"instruction; allowed: {allowed} ({XCS})")
+            raise PerfConfigError(
+                f"XdlopsTuning m_per_wave x n_per_wave: {wave[0]}x{wave[1]} has no f16 mfma "
+                f"instruction; allowed: {allowed} ({XCS})"
+            )
         if self.kpack not in _KPACKS:
             raise PerfConfigError(f"XdlopsTuning.kpack: {self.kpack} is not allowed for f16; allowed: 1, 4, 5, 6, 7, 8")
 
@@ -213,15 +241,23 @@ class NonXdlopsTuning:
     n_per_thread: int
 
     xdlops: ClassVar[bool] = False
-    FIELDS: ClassVar[tuple[str, ...]] = ("block_size", "m_per_block", "n_per_block", "k_per_block",
-                                         "m_per_thread", "n_per_thread")
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "block_size",
+        "m_per_block",
+        "n_per_block",
+        "k_per_block",
+        "m_per_thread",
+        "n_per_thread",
+    )
 
     def __post_init__(self):
         for name in self.FIELDS:
             _positive("NonXdlopsTuning", name, getattr(self, name))
         if self.block_size not in _NONXDL_BLOCK_SIZES:
-            raise PerfConfigError(f"NonXdlopsTuning.block_size: {self.block_size} is not allowed; allowed: 64, 128, 256 "
-                                  f"(CalculateBlockGemmPerformanceParameters)")
+            raise PerfConfigError(
+                f"NonXdlopsTuning.block_size: {self.block_size} is not allowed; allowed: 64, 128, 256 "
+                f"(CalculateBlockGemmPerformanceParameters)"
+            )
         for name in ("m_per_thread", "n_per_thread"):
             if not 2 <= getattr(self, name) <= 4:
                 raise PerfConfigError(f"NonXdlopsTuning.{name}: {getattr(self, name)} is not allowed; allowed: 2, 3, 4")
@@ -237,7 +273,7 @@ class NonXdlopsTuning:
         return self.to_perf_config()
 
 
-Tuning = Union[XdlopsTuning, NonXdlopsTuning]
+Tuning = XdlopsTuning | NonXdlopsTuning
 
 
 def parse_perf_config(text: str, xdlops: bool) -> Tuning:
@@ -255,8 +291,10 @@ def parse_perf_config(text: str, xdlops: bool) -> Tuning:
     counts = (6, 8) if xdlops else (6,)
     if len(parts) not in counts:
         want = " or ".join(str(c) for c in counts)
-        raise PerfConfigError(f"perf_config {text!r}: {kind} needs {want} comma-separated fields "
-                              f"({','.join(cls.FIELDS[:counts[-1]])}), got {len(parts)}")
+        raise PerfConfigError(
+            f"perf_config {text!r}: {kind} needs {want} comma-separated fields "
+            f"({','.join(cls.FIELDS[: counts[-1]])}), got {len(parts)}"
+        )
     values = []
     for name, part in zip(cls.FIELDS, parts):
         if not part or not part.lstrip("+").isdigit():
@@ -273,8 +311,9 @@ def as_tuning(tuning, xdlops: bool) -> Tuning | None:
     cls = XdlopsTuning if xdlops else NonXdlopsTuning
     if isinstance(tuning, (XdlopsTuning, NonXdlopsTuning)):
         if tuning.xdlops != xdlops:
-            raise PerfConfigError(f"tuning: a {type(tuning).__name__} given to a "
-                                  f"{'xdlops' if xdlops else 'non-xdlops'} kernel")
+            raise PerfConfigError(
+                f"tuning: a {type(tuning).__name__} given to a {'xdlops' if xdlops else 'non-xdlops'} kernel"
+            )
         return tuning
     if isinstance(tuning, str):
         return parse_perf_config(tuning, xdlops)
@@ -287,21 +326,47 @@ def as_tuning(tuning, xdlops: bool) -> Tuning | None:
 
 #: The xdlops list (f16, every direction), in order (GPP-2022-08 initParameters; the same nine at
 #: GPP-2022-09). The first valid entry is the default.
-XDLOPS_TUNINGS_2022: tuple[XdlopsTuning, ...] = tuple(XdlopsTuning(*t) for t in (
-    (128, 128, 4, 64, 64, 4), (32, 64, 4, 32, 64, 4),
-    (128, 128, 8, 64, 64, 1), (128, 128, 16, 64, 64, 1), (8, 64, 8, 8, 64, 1), (4, 64, 16, 4, 64, 1),
-    (32, 64, 4, 32, 64, 1), (16, 16, 16, 16, 16, 1), (16, 16, 4, 16, 16, 1),
-))
+XDLOPS_TUNINGS_2022: tuple[XdlopsTuning, ...] = tuple(
+    XdlopsTuning(*t)
+    for t in (
+        (128, 128, 4, 64, 64, 4),
+        (32, 64, 4, 32, 64, 4),
+        (128, 128, 8, 64, 64, 1),
+        (128, 128, 16, 64, 64, 1),
+        (8, 64, 8, 8, 64, 1),
+        (4, 64, 16, 4, 64, 1),
+        (32, 64, 4, 32, 64, 1),
+        (16, 16, 16, 16, 16, 1),
+        (16, 16, 4, 16, 16, 1),
+    )
+)
 #: The non-xdlops list, in order (initParameters; also what -pv_with_gpu's fp32 kernel uses).
-NONXDLOPS_TUNINGS_2022: tuple[NonXdlopsTuning, ...] = tuple(NonXdlopsTuning(*t) for t in (
-    (256, 128, 128, 16, 4, 4), (256, 128, 128, 8, 4, 4), (256, 128, 128, 4, 4, 4),
-    (128, 128, 64, 16, 4, 4), (128, 128, 64, 8, 4, 4), (128, 128, 64, 4, 4, 4),
-    (128, 64, 128, 16, 4, 4), (128, 64, 128, 8, 4, 4), (128, 64, 128, 4, 4, 4),
-    (64, 64, 64, 16, 4, 4), (64, 64, 64, 8, 4, 4), (64, 64, 64, 4, 4, 4),
-    (64, 64, 32, 16, 4, 2), (64, 64, 32, 8, 4, 2), (64, 64, 32, 4, 4, 2),
-    (64, 32, 64, 16, 2, 4), (64, 32, 64, 8, 2, 4), (64, 32, 64, 4, 2, 4),
-    (64, 32, 32, 16, 2, 2), (64, 32, 32, 8, 2, 2), (64, 32, 32, 4, 2, 2),
-))
+NONXDLOPS_TUNINGS_2022: tuple[NonXdlopsTuning, ...] = tuple(
+    NonXdlopsTuning(*t)
+    for t in (
+        (256, 128, 128, 16, 4, 4),
+        (256, 128, 128, 8, 4, 4),
+        (256, 128, 128, 4, 4, 4),
+        (128, 128, 64, 16, 4, 4),
+        (128, 128, 64, 8, 4, 4),
+        (128, 128, 64, 4, 4, 4),
+        (128, 64, 128, 16, 4, 4),
+        (128, 64, 128, 8, 4, 4),
+        (128, 64, 128, 4, 4, 4),
+        (64, 64, 64, 16, 4, 4),
+        (64, 64, 64, 8, 4, 4),
+        (64, 64, 64, 4, 4, 4),
+        (64, 64, 32, 16, 4, 2),
+        (64, 64, 32, 8, 4, 2),
+        (64, 64, 32, 4, 4, 2),
+        (64, 32, 64, 16, 2, 4),
+        (64, 32, 64, 8, 2, 4),
+        (64, 32, 64, 4, 2, 4),
+        (64, 32, 32, 16, 2, 2),
+        (64, 32, 32, 8, 2, 2),
+        (64, 32, 32, 4, 2, 2),
+    )
+)
 #: (MPerBlock, NPerBlock, KPerBlock) the padding kernels pad to (universal_Parameters).
 XDLOPS_UNIVERSAL_2022 = (32, 64, 4)
 NONXDLOPS_UNIVERSAL_2022 = (64, 64, 16)
@@ -348,11 +413,17 @@ _INSTR = {
 }
 # MPerWave × NPerWave → instruction (XCS f16 branch)
 _SELECT = {
-    (128, 64): "v_mfma_f32_32x32x4f16", (64, 128): "v_mfma_f32_32x32x4f16", (64, 64): "v_mfma_f32_32x32x4f16",
-    (64, 32): "v_mfma_f32_32x32x4f16", (32, 64): "v_mfma_f32_32x32x4f16",
-    (64, 16): "v_mfma_f32_16x16x4f16", (16, 64): "v_mfma_f32_16x16x4f16",
-    (8, 64): "v_mfma_f32_4x4x4f16", (4, 64): "v_mfma_f32_4x4x4f16",
-    (32, 32): "v_mfma_f32_32x32x8f16", (16, 16): "v_mfma_f32_16x16x16f16",
+    (128, 64): "v_mfma_f32_32x32x4f16",
+    (64, 128): "v_mfma_f32_32x32x4f16",
+    (64, 64): "v_mfma_f32_32x32x4f16",
+    (64, 32): "v_mfma_f32_32x32x4f16",
+    (32, 64): "v_mfma_f32_32x32x4f16",
+    (64, 16): "v_mfma_f32_16x16x4f16",
+    (16, 64): "v_mfma_f32_16x16x4f16",
+    (8, 64): "v_mfma_f32_4x4x4f16",
+    (4, 64): "v_mfma_f32_4x4x4f16",
+    (32, 32): "v_mfma_f32_32x32x8f16",
+    (16, 16): "v_mfma_f32_16x16x16f16",
 }
 _FMA = Instruction("v_fma_f32", 1, 1, 1, 1, 1, 1, None)
 
@@ -390,13 +461,17 @@ def mfma_k_order(K: int, instruction: Instruction, kpack: int) -> tuple[int, ...
     nb, kb = instruction.input_blocks, instruction.k_base
     tile = instruction.k_tile
     if K % tile:
-        raise UnsupportedTuning(f"gemmK {K} is not a multiple of the {instruction.name} k tile {tile}: "
-                                f"the kernel's groups would mix real and out-of-range k values")
+        raise UnsupportedTuning(
+            f"gemmK {K} is not a multiple of the {instruction.name} k tile {tile}: "
+            f"the kernel's groups would mix real and out-of-range k values"
+        )
     if kpack == 1:
         return strided_k_order(K, tile, kb)
     if kpack % kb:
-        raise UnsupportedTuning(f"kpack {kpack} is not a multiple of k_base {kb}; rocMLIR's lowering asserted "
-                                f"this never happens and fp16emu has no order for it")
+        raise UnsupportedTuning(
+            f"kpack {kpack} is not a multiple of k_base {kb}; rocMLIR's lowering asserted "
+            f"this never happens and fp16emu has no order for it"
+        )
     if kpack == kb:
         return None
     order = []
@@ -412,18 +487,29 @@ def mfma_k_order(K: int, instruction: Instruction, kpack: int) -> tuple[int, ...
 
 
 def _direction(problem_or_direction) -> str:
-    return problem_or_direction.direction if isinstance(problem_or_direction, ConvProblem) else str(problem_or_direction)
+    return (
+        problem_or_direction.direction if isinstance(problem_or_direction, ConvProblem) else str(problem_or_direction)
+    )
 
 
 def _xdl_failure(t: XdlopsTuning, size: tuple[int, int, int, int], direction: str, rules: str) -> str | None:
     """Why rocMLIR would reject ``t`` for this GEMM (None: valid). ``rules`` "2022-08"/"2022-09"."""
     _, M, N, K = size
     if M % t.m_per_block or N % t.n_per_block or K % (t.k_per_block * t.kpack):
-        return (f"gemm {M}x{N}x{K} is not a multiple of m_per_block {t.m_per_block}, n_per_block "
-                f"{t.n_per_block}, k_per_block·kpack {t.k_per_block * t.kpack} (isValidGemm)")
+        return (
+            f"gemm {M}x{N}x{K} is not a multiple of m_per_block {t.m_per_block}, n_per_block "
+            f"{t.n_per_block}, k_per_block·kpack {t.k_per_block * t.kpack} (isValidGemm)"
+        )
     if direction == "bwd_data":
-        ok = not (M % 16 and N % 64) and (M * N) % 256 == 0 and (K * M) % _WAVE_SIZE == 0 \
-            and (K * N) % _WAVE_SIZE == 0 and N % 16 == 0 and M % 4 == 0 and K % 4 == 0
+        ok = (
+            not (M % 16 and N % 64)
+            and (M * N) % 256 == 0
+            and (K * M) % _WAVE_SIZE == 0
+            and (K * N) % _WAVE_SIZE == 0
+            and N % 16 == 0
+            and M % 4 == 0
+            and K % 4 == 0
+        )
         if not ok:
             return f"gemm {M}x{N}x{K} fails isValidGridGemmXdlops (backward data)"
     k_div = _WAVES[(t.m_per_wave, t.n_per_wave)]
@@ -431,15 +517,22 @@ def _xdl_failure(t: XdlopsTuning, size: tuple[int, int, int, int], direction: st
         return f"k_per_block {t.k_per_block} must be a multiple of {k_div} for a {t.m_per_wave}x{t.n_per_wave} wave"
     bs = t.block_size
     if t.m_per_block % t.m_per_wave or t.n_per_block % t.n_per_wave or not 64 <= bs <= 256:
-        return (f"block {t.m_per_block}x{t.n_per_block} with wave {t.m_per_wave}x{t.n_per_wave} gives block size "
-                f"{bs}; need whole waves and 64 ≤ block size ≤ 256")
+        return (
+            f"block {t.m_per_block}x{t.n_per_block} with wave {t.m_per_wave}x{t.n_per_wave} gives block size "
+            f"{bs}; need whole waves and 64 ≤ block size ≤ 256"
+        )
     if t.k_per_block % t.kpack:
         return f"k_per_block {t.k_per_block} must be a multiple of kpack {t.kpack}"
     if rules == "2022-08" and t.kpack > 1:
         small = {16, 32, 64}
-        if (t.m_per_block in small and t.n_per_block in small) or (t.m_per_block, t.n_per_block) in ((32, 128), (128, 32)):
-            return (f"kpack {t.kpack} > 1 with block {t.m_per_block}x{t.n_per_block} was rejected in mid-2022 "
-                    f"('Ignore KReduction XDLOPS path', {GPP_08})")
+        if (t.m_per_block in small and t.n_per_block in small) or (t.m_per_block, t.n_per_block) in (
+            (32, 128),
+            (128, 32),
+        ):
+            return (
+                f"kpack {t.kpack} > 1 with block {t.m_per_block}x{t.n_per_block} was rejected in mid-2022 "
+                f"('Ignore KReduction XDLOPS path', {GPP_08})"
+            )
     if t.k_per_block * t.m_per_block < bs or t.k_per_block * t.n_per_block < bs:
         return f"k_per_block {t.k_per_block} leaves a thread with nothing to copy (dataPerThreadCopy = 0)"
     if t.k_per_block * (t.m_per_block + t.n_per_block) * 4 > 64 * 1024:
@@ -451,8 +544,10 @@ def _nonxdl_failure(t: NonXdlopsTuning, size: tuple[int, int, int, int], directi
     """Why the 2022 non-xdlops kernel would reject ``t`` (None: valid); the same in both rule sets."""
     _, M, N, K = size
     if M % t.m_per_block or N % t.n_per_block or K % t.k_per_block:
-        return (f"gemm {M}x{N}x{K} is not a multiple of m_per_block {t.m_per_block}, n_per_block "
-                f"{t.n_per_block}, k_per_block {t.k_per_block} (isValidGemm)")
+        return (
+            f"gemm {M}x{N}x{K} is not a multiple of m_per_block {t.m_per_block}, n_per_block "
+            f"{t.n_per_block}, k_per_block {t.k_per_block} (isValidGemm)"
+        )
     if direction == "bwd_data" and (M % 32 or N % 32 or K % 4):
         return f"gemm {M}x{N}x{K}: backward data needs M, N multiples of 32 and K of 4"
     bs = t.block_size
@@ -466,8 +561,10 @@ def _nonxdl_failure(t: NonXdlopsTuning, size: tuple[int, int, int, int], directi
     if (thread_m % cluster[0] != 0) and (thread_n % cluster[1] == 0):
         return "thread tile does not fit the block's thread clusters"
     if thread_m // cluster[0] != 2 or thread_n // cluster[1] != 2:
-        return (f"block {t.m_per_block}x{t.n_per_block} / thread {t.m_per_thread}x{t.n_per_thread} with block size {bs} "
-                f"does not give 2x2 thread clusters (inline asm limit)")
+        return (
+            f"block {t.m_per_block}x{t.n_per_block} / thread {t.m_per_thread}x{t.n_per_thread} with block size {bs} "
+            f"does not give 2x2 thread clusters (inline asm limit)"
+        )
     if t.m_per_block * t.n_per_block < bs:
         return "fewer outputs than threads"
     return None
@@ -481,8 +578,11 @@ def check_tuning(tuning: Tuning, problem: ConvProblem, *, rules: str = DEFAULT_R
         return
     for sub in sub_gemms(problem):
         size = (sub.g, sub.m, sub.n, sub.k)
-        why = (_xdl_failure(tuning, size, problem.direction, rules) if tuning.xdlops
-               else _nonxdl_failure(tuning, size, problem.direction))
+        why = (
+            _xdl_failure(tuning, size, problem.direction, rules)
+            if tuning.xdlops
+            else _nonxdl_failure(tuning, size, problem.direction)
+        )
         if why:
             raise InvalidTuning(f"perf_config {tuning.to_perf_config()}: {why}")
 
@@ -500,8 +600,9 @@ def needs_padding(size: tuple[int, int, int, int], xdlops: bool) -> bool:
     return not any(M % t.m_per_block == 0 and N % t.n_per_block == 0 and K % t.k_per_block == 0 for t in entries)
 
 
-def default_tuning(size: tuple[int, int, int, int], direction: str, xdlops: bool, *,
-                   rules: str = DEFAULT_RULES) -> tuple[Tuning, bool]:
+def default_tuning(
+    size: tuple[int, int, int, int], direction: str, xdlops: bool, *, rules: str = DEFAULT_RULES
+) -> tuple[Tuning, bool]:
     """(tuning, padded) rocMLIR 2022 picks for one GEMM with no perf-config: the first valid entry
     of the list; when padding is needed (:func:`needs_padding`) or no entry is valid, the first
     entry whose block sizes equal the universal padding parameters (populatePaddingKernelDerived),
@@ -513,8 +614,15 @@ def default_tuning(size: tuple[int, int, int, int], direction: str, xdlops: bool
     if not padded:
         for t in entries:
             if rules == "any":
-                why = None if (size[1] % t.m_per_block == 0 and size[2] % t.n_per_block == 0
-                               and size[3] % t.k_values_per_block == 0) else "size"
+                why = (
+                    None
+                    if (
+                        size[1] % t.m_per_block == 0
+                        and size[2] % t.n_per_block == 0
+                        and size[3] % t.k_values_per_block == 0
+                    )
+                    else "size"
+                )
             else:
                 why = _xdl_failure(t, size, direction, rules) if xdlops else _nonxdl_failure(t, size, direction)
             if why is None:
@@ -531,8 +639,10 @@ def kblocks(size: tuple[int, int, int, int], batch: int, tuning: XdlopsTuning, *
     decrease until KBlocks | N and gemmK is a multiple of KBlocks·KPerBlock·KPack."""
     g, M, N, K = size
     if M % tuning.m_per_block or N % tuning.n_per_block or K % tuning.k_values_per_block:
-        raise InvalidTuning(f"perf_config {tuning.to_perf_config()}: calculateKBlockNum needs gemm {M}x{N}x{K} "
-                            f"to be a multiple of the block")
+        raise InvalidTuning(
+            f"perf_config {tuning.to_perf_config()}: calculateKBlockNum needs gemm {M}x{N}x{K} "
+            f"to be a multiple of the block"
+        )
     grid = g * (M // tuning.m_per_block) * (N // tuning.n_per_block)
     kb = min(max(20 * num_cu // grid, 1), batch)
     while kb > 1 and (batch % kb or K % (kb * tuning.k_values_per_block)):
@@ -577,9 +687,18 @@ def _kind(kernel) -> bool:
     raise ValueError(f"kernel: {kernel!r} is not one of xdlops, nonxdlops, rocmlir-2022-xdlops, rocmlir-2022-nonxdlops")
 
 
-def plan(problem: ConvProblem, kernel, tuning=None, hw=None, *, kblocks_override: int | None = None,
-         rules: str = DEFAULT_RULES, num_cu: int = NUM_CU_X2, combine: str = "ascending",
-         combine_seed: int = 0) -> list[GemmPlan]:
+def plan(
+    problem: ConvProblem,
+    kernel,
+    tuning=None,
+    hw=None,
+    *,
+    kblocks_override: int | None = None,
+    rules: str = DEFAULT_RULES,
+    num_cu: int = NUM_CU_X2,
+    combine: str = "ascending",
+    combine_seed: int = 0,
+) -> list[GemmPlan]:
     """The kernel's partition of every sub-GEMM of ``problem`` (:func:`emu.conv.sub_gemms` order).
 
     ``kernel``: "xdlops"/"nonxdlops" (or a kernel name, a bool, an object with ``.xdlops``);
@@ -595,8 +714,9 @@ def plan(problem: ConvProblem, kernel, tuning=None, hw=None, *, kblocks_override
     given = as_tuning(tuning, xdlops)
     if given is not None:
         check_tuning(given, problem, rules=rules)
-    if kblocks_override is not None and (isinstance(kblocks_override, bool) or not isinstance(kblocks_override, int)
-                                         or kblocks_override < 1):
+    if kblocks_override is not None and (
+        isinstance(kblocks_override, bool) or not isinstance(kblocks_override, int) or kblocks_override < 1
+    ):
         raise ValueError(f"kblocks_override: must be a positive integer, got {kblocks_override!r}")
     plans = []
     for sub in sub_gemms(problem):
@@ -620,15 +740,21 @@ def plan(problem: ConvProblem, kernel, tuning=None, hw=None, *, kblocks_override
             k_order = None
         else:
             if pad_k > 1 and instr.k_tile is not None and K % instr.k_tile:
-                raise UnsupportedTuning(f"{instr.name} with gemmK {K} padded: the strided k groups would mix padding "
-                                        f"zeros into the middle of a group, which GemmOrder cannot express")
-            if t.kpack == 1 and t.k_per_block % (instr.input_blocks * instr.k_base if instr.reduction else instr.k_base):
+                raise UnsupportedTuning(
+                    f"{instr.name} with gemmK {K} padded: the strided k groups would mix padding "
+                    f"zeros into the middle of a group, which GemmOrder cannot express"
+                )
+            if t.kpack == 1 and t.k_per_block % (
+                instr.input_blocks * instr.k_base if instr.reduction else instr.k_base
+            ):
                 need = instr.input_blocks * instr.k_base if instr.reduction else instr.k_base
-                raise UnsupportedTuning(f"perf_config {t.to_perf_config()}: with kpack 1 the {instr.name} lowering reads "
-                                        f"{need} k values per lane block but k_per_block {t.k_per_block} holds fewer "
-                                        f"(out-of-range vector reads); fp16emu has no model for that")
+                raise UnsupportedTuning(
+                    f"perf_config {t.to_perf_config()}: with kpack 1 the {instr.name} lowering reads "
+                    f"{need} k values per lane block but k_per_block {t.k_per_block} holds fewer "
+                    f"(out-of-range vector reads); fp16emu has no model for that"
+                )
             k_order = mfma_k_order(K, instr, t.kpack)
-        atomic = (xdlops and problem.direction == "bwd_weight" and not padded)
+        atomic = xdlops and problem.direction == "bwd_weight" and not padded
         kb_rule = None
         split = 1
         if atomic:
@@ -638,17 +764,43 @@ def plan(problem: ConvProblem, kernel, tuning=None, hw=None, *, kblocks_override
                 raise InvalidTuning(f"kblocks {split}: must divide the batch {problem.n} (split-K over n)")
             chunk = K // split
             if k_order is not None and chunk % instr.k_tile:
-                raise UnsupportedTuning(f"kblocks {split}: a split-K chunk of {chunk} gemmK values is not a whole "
-                                        f"number of {instr.name} k tiles ({instr.k_tile})")
-            notes.append(f"split-K over the batch with fp32 atomic adds, KBlocks {split}"
-                         + (f" (calculateKBlockNum gives {kb_rule})" if kblocks_override is not None else ""))
+                raise UnsupportedTuning(
+                    f"kblocks {split}: a split-K chunk of {chunk} gemmK values is not a whole "
+                    f"number of {instr.name} k tiles ({instr.k_tile})"
+                )
+            notes.append(
+                f"split-K over the batch with fp32 atomic adds, KBlocks {split}"
+                + (f" (calculateKBlockNum gives {kb_rule})" if kblocks_override is not None else "")
+            )
         elif kblocks_override is not None:
-            raise InvalidTuning("kblocks_override: this kernel and problem do not run the split-K atomic path "
-                                "(needs xdlops, bwd_weight, no gemm padding)")
-        order = GemmOrder(k_order=k_order, pad_k=pad_k, split_k=split, combine=combine,
-                          combine_seed=combine_seed, notes="; ".join([instr.name] + notes))
-        plans.append(GemmPlan(sub.gemm_id, size, t, instr, given is None, padded, pad_k, atomic, split, kb_rule,
-                              order, "; ".join(notes)))
+            raise InvalidTuning(
+                "kblocks_override: this kernel and problem do not run the split-K atomic path "
+                "(needs xdlops, bwd_weight, no gemm padding)"
+            )
+        order = GemmOrder(
+            k_order=k_order,
+            pad_k=pad_k,
+            split_k=split,
+            combine=combine,
+            combine_seed=combine_seed,
+            notes="; ".join([instr.name] + notes),
+        )
+        plans.append(
+            GemmPlan(
+                sub.gemm_id,
+                size,
+                t,
+                instr,
+                given is None,
+                padded,
+                pad_k,
+                atomic,
+                split,
+                kb_rule,
+                order,
+                "; ".join(notes),
+            )
+        )
     return plans
 
 
@@ -656,4 +808,3 @@ def accumulation_order(problem: ConvProblem, kernel, tuning=None, hw=None, **kwa
     """One :class:`emu.gemm.GemmOrder` per sub-GEMM of ``problem`` for the rocMLIR 2022 kernel
     ``kernel`` ("xdlops"/"nonxdlops" or a name); keyword arguments as :func:`plan`."""
     return [p.order for p in plan(problem, kernel, tuning, hw, **kwargs)]
-

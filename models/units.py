@@ -7,9 +7,9 @@ variant to explore. ``Unit.params`` is the plain record the ``emu`` kernels take
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 from emu.units import Family, Format, Rounding, UnitParams
 
@@ -58,16 +58,33 @@ class Unit:
 
 # Fields a family's arithmetic never reads: their source is that fact.
 _UNUSED = {
-    Family.FUSED_EXACT: ("fraction_bits", "sum_fraction_bits", "alignment_rounding", "c_alignment_rounding",
-                         "zero_exponent", "round_each_group"),
-    Family.PAIRWISE: ("fraction_bits", "sum_fraction_bits", "alignment_rounding", "c_alignment_rounding",
-                      "zero_exponent", "round_each_group"),
+    Family.FUSED_EXACT: (
+        "fraction_bits",
+        "sum_fraction_bits",
+        "alignment_rounding",
+        "c_alignment_rounding",
+        "zero_exponent",
+        "round_each_group",
+    ),
+    Family.PAIRWISE: (
+        "fraction_bits",
+        "sum_fraction_bits",
+        "alignment_rounding",
+        "c_alignment_rounding",
+        "zero_exponent",
+        "round_each_group",
+    ),
     Family.TRUNCATED_FUSED: ("sum_fraction_bits", "c_alignment_rounding", "round_each_group"),
     Family.TWO_STAGE: ("zero_exponent", "round_each_group"),
-    Family.FMA: ("fraction_bits", "sum_fraction_bits", "alignment_rounding", "c_alignment_rounding",
-                 "zero_exponent", "round_each_group"),
-    Family.FP64: ("fraction_bits", "sum_fraction_bits", "alignment_rounding", "c_alignment_rounding",
-                  "zero_exponent"),
+    Family.FMA: (
+        "fraction_bits",
+        "sum_fraction_bits",
+        "alignment_rounding",
+        "c_alignment_rounding",
+        "zero_exponent",
+        "round_each_group",
+    ),
+    Family.FP64: ("fraction_bits", "sum_fraction_bits", "alignment_rounding", "c_alignment_rounding", "zero_exponent"),
 }
 
 
@@ -205,9 +222,21 @@ _NV = {
     "b200": ("Blackwell", 16, 25, -133, -21),
 }
 ALIASES = MappingProxyType(
-    {"a2": "a100", "a30": "a100", "l40s": "ada", "rtx4090": "ada", "h200": "h100", "cdna1": "mi100",
-     "cdna2": "mi200", "cdna3": "mi300", "mi210": "mi200", "mi250": "mi200", "mi250x": "mi200",
-     "mi300x": "mi300", "fma": "fma32"}
+    {
+        "a2": "a100",
+        "a30": "a100",
+        "l40s": "ada",
+        "rtx4090": "ada",
+        "h200": "h100",
+        "cdna1": "mi100",
+        "cdna2": "mi200",
+        "cdna3": "mi300",
+        "mi210": "mi200",
+        "mi250": "mi200",
+        "mi250x": "mi200",
+        "mi300x": "mi300",
+        "fma": "fma32",
+    }
 )
 UNIT_NAMES = ("mi100", "mi200", "mi300", "v100", "t4", "a100", "ada", "h100", "b200", "fma32", "fp64")
 

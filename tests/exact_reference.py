@@ -50,7 +50,7 @@ Semantics (MMA-Sim, PyPI mmasim 2.1.1, ``mmasim/arithmetic/{fdpa,ftz_mul_add,fma
 from __future__ import annotations
 
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from emu.units import Family, Format, Rounding, UnitParams
 
@@ -109,7 +109,7 @@ def _field_exponent(v: int, emin: int) -> int:
     return max(_log2_floor(abs(v)), emin)
 
 
-@lru_cache(maxsize=None)
+@cache
 def decode_fp16(bits: int):
     bits = int(bits) & 0xFFFF
     neg = bool(bits >> 15)
@@ -143,10 +143,10 @@ def _encode(x, fmt) -> int:
     """Bits of a value that is exactly representable in fmt (FP32 or FP16)."""
     kind, v, neg = x[:3]
     if fmt == Format.FP16:
-        ebits, fbits, (prec, emin, emax) = 5, 10, _FP16
+        ebits, fbits, (_prec, emin, emax) = 5, 10, _FP16
         nan = NAN16
     else:
-        ebits, fbits, (prec, emin, emax) = 8, 23, _FP32
+        ebits, fbits, (_prec, emin, emax) = 8, 23, _FP32
         nan = NAN32
     sign = (1 << (ebits + fbits)) if neg else 0
     if kind == NAN:

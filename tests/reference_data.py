@@ -162,7 +162,7 @@ def _narrow_inputs(words: np.ndarray, input_format: str, path: Path) -> np.ndarr
     return as16.view(np.uint16)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_nvidia_hw(gpu: str, input_format: str = "fp16") -> TensorCoreRows:
     """The measured rows of ``nvidia_tensor_core_hw/<gpu>/<input_format>/`` (skips if absent)."""
     folder = require("nvidia_tensor_core_hw", gpu, input_format)
@@ -195,7 +195,7 @@ def load_nvidia_hw(gpu: str, input_format: str = "fp16") -> TensorCoreRows:
 # Probe vectors
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_json(name: str):
     return json.loads(require(name).read_text())
 

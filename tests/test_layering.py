@@ -30,8 +30,12 @@ def _imports(path: Path, package: str):
 def test_no_wrong_way_imports(package):
     files = sorted((ROOT / package).rglob("*.py"))
     assert files, f"no modules found under {package}/"
-    bad = [(str(f.relative_to(ROOT)), name) for f in files for name in _imports(f, package)
-           if name in ALLOWED and name not in ALLOWED[package]]
+    bad = [
+        (str(f.relative_to(ROOT)), name)
+        for f in files
+        for name in _imports(f, package)
+        if name in ALLOWED and name not in ALLOWED[package]
+    ]
     assert not bad, f"wrong-way imports: {bad}"
 
 

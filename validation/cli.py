@@ -22,37 +22,60 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_run(sub):
-    p = sub.add_parser("run", help="emulate one convolution test: kernel vs validation",
-                       description="CONFIG: a miopen-gen/rocmlir-gen argument string, a lit RUN line, an "
-                                   "MIOpenDriver conv command, or a suite test name (quote it).")
+    p = sub.add_parser(
+        "run",
+        help="emulate one convolution test: kernel vs validation",
+        description="CONFIG: a miopen-gen/rocmlir-gen argument string, a lit RUN line, an "
+        "MIOpenDriver conv command, or a suite test name (quote it).",
+    )
     p.add_argument("config", nargs="?")
     p.add_argument("--config", dest="config_option", default=None, help=argparse.SUPPRESS)
     p.add_argument("--hw", default="mi200", help="mi100, mi200, mi300 (default mi200)")
     p.add_argument("--kernel", default=None, help="xdlops or nonxdlops (default: the config's own)")
-    p.add_argument("--validator", default="cpu",
-                   help="cpu, gpu, cpu-acc4, cpu-ftz, mlir (default cpu), each optionally with +flush (fp16 inputs "
-                        "below 2^-14 flushed) and +inbounds (bwd_weight: only in-bounds products counted into "
-                        "groups); e.g. cpu-acc4+flush+inbounds, the 2022 study's fair_3 MI200 bwd_weight validator")
+    p.add_argument(
+        "--validator",
+        default="cpu",
+        help="cpu, gpu, cpu-acc4, cpu-ftz, mlir (default cpu), each optionally with +flush (fp16 inputs "
+        "below 2^-14 flushed) and +inbounds (bwd_weight: only in-bounds products counted into "
+        "groups); e.g. cpu-acc4+flush+inbounds, the 2022 study's fair_3 MI200 bwd_weight validator",
+    )
     p.add_argument("--perf-config", default=None, help="rocMLIR tuning string (default: the 2022 default)")
     p.add_argument("--rand-min", type=int, default=None)
     p.add_argument("--rand-max", type=int, default=None)
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--rand-type", default=None, choices=("float", "int"),
-                   help="the harness's random generator (default: the config's -rand_type, else int)")
-    p.add_argument("--members", type=int, default=None, metavar="N",
-                   help="split-K atomic kernels: add orders in the ensemble (default 128)")
+    p.add_argument(
+        "--rand-type",
+        default=None,
+        choices=("float", "int"),
+        help="the harness's random generator (default: the config's -rand_type, else int)",
+    )
+    p.add_argument(
+        "--members",
+        type=int,
+        default=None,
+        metavar="N",
+        help="split-K atomic kernels: add orders in the ensemble (default 128)",
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--check", action="store_true",
-                   help="only read the config and print the GEMMs, units and orders that would run")
+    p.add_argument(
+        "--check", action="store_true", help="only read the config and print the GEMMs, units and orders that would run"
+    )
     _add_verdict_options(p)
     return p
 
 
 def _add_verdict_options(p):
-    p.add_argument("--verifier", default=None, help="a verifier preset (rocmlir-2022, rocmlir, study-2022, mlu-ops, torch, miopen)")
-    p.add_argument("--threshold", action="append", default=[], metavar="METRIC=VALUE",
-                   help="a threshold per metric (repeatable); overrides the preset's")
+    p.add_argument(
+        "--verifier", default=None, help="a verifier preset (rocmlir-2022, rocmlir, study-2022, mlu-ops, torch, miopen)"
+    )
+    p.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="METRIC=VALUE",
+        help="a threshold per metric (repeatable); overrides the preset's",
+    )
     p.add_argument("--report", action="store_true", help="histograms and the worst elements")
 
 
@@ -103,17 +126,33 @@ def _emit(comparison, verdict, args, header: dict, extra: dict | None = None) ->
 def _cmd_check(args) -> int:
     from .run import plan
 
-    config, kmodel, vmodel = plan(args.config, hw=args.hw, kernel=args.kernel, validator=args.validator,
-                                  perf_config=args.perf_config)
+    config, kmodel, vmodel = plan(
+        args.config, hw=args.hw, kernel=args.kernel, validator=args.validator, perf_config=args.perf_config
+    )
     p = config.problem
-    doc = {"config": config.name or " ".join(config.source.split())[:100], "direction": p.direction,
-           "result_shape": list(p.tensor_shape(p.result_role)), "models": []}
+    doc = {
+        "config": config.name or " ".join(config.source.split())[:100],
+        "direction": p.direction,
+        "result_shape": list(p.tensor_shape(p.result_role)),
+        "models": [],
+    }
     for model in (kmodel, vmodel):
         gemms = []
         for sub, g in zip(config.gemms, model.plan(p)):
-            gemms.append({"G": sub.g, "M": sub.m, "N": sub.n, "K": sub.k, "unit": g.unit.name,
-                          "group_size": g.unit.group_size, "k_order": "custom" if g.order.k_order else "ascending",
-                          "pad_k": g.order.pad_k, "split_k": g.order.split_k, "notes": g.order.notes})
+            gemms.append(
+                {
+                    "G": sub.g,
+                    "M": sub.m,
+                    "N": sub.n,
+                    "K": sub.k,
+                    "unit": g.unit.name,
+                    "group_size": g.unit.group_size,
+                    "k_order": "custom" if g.order.k_order else "ascending",
+                    "pad_k": g.order.pad_k,
+                    "split_k": g.order.split_k,
+                    "notes": g.order.notes,
+                }
+            )
         doc["models"].append({"name": model.key, "gemms": gemms})
     if args.format == "json":
         print(json.dumps(doc, indent=1))
@@ -121,8 +160,10 @@ def _cmd_check(args) -> int:
         print(f"{doc['config']}: {p.direction}, result {'x'.join(map(str, doc['result_shape']))}")
         for m in doc["models"]:
             for g in m["gemms"]:
-                print(f"  {m['name']}: G{g['G']} M{g['M']} N{g['N']} K{g['K']} unit {g['unit']} (group {g['group_size']}), "
-                      f"k order {g['k_order']}, pad_k {g['pad_k']}, split_k {g['split_k']}")
+                print(
+                    f"  {m['name']}: G{g['G']} M{g['M']} N{g['N']} K{g['K']} unit {g['unit']} (group {g['group_size']}), "
+                    f"k order {g['k_order']}, pad_k {g['pad_k']}, split_k {g['split_k']}"
+                )
     return 0
 
 
@@ -130,8 +171,10 @@ def _inputs_text(used: dict) -> str:
     seed = used.get("seed")
     if seed is None:
         return "the harness's fixed pattern 0.5, -1, 0.75 (no -rand)"
-    return (f"seed {seed}, {used.get('rand_type', 'int')} generator in [{used.get('rand_min')}, {used.get('rand_max')}), "
-            f"random side {used.get('rand_side', 'both')}")
+    return (
+        f"seed {seed}, {used.get('rand_type', 'int')} generator in [{used.get('rand_min')}, {used.get('rand_max')}), "
+        f"random side {used.get('rand_side', 'both')}"
+    )
 
 
 def _ensemble_summary(result, args) -> dict:
@@ -151,9 +194,14 @@ def _ensemble_summary(result, args) -> dict:
         for k in keys:
             values[k].append(float(d[k]))
         passed += verdict is not None and verdict.exit_code == 0
-    return {"n_split": result.ensemble.n_split, "members": members, "granularity": ATOMIC_ORDERS.granularity,
-            "seed": ATOMIC_ORDERS.seed, "ranges": {k: [min(v), max(v)] for k, v in values.items()},
-            "members_passing": passed if (args.verifier or args.threshold) else None}
+    return {
+        "n_split": result.ensemble.n_split,
+        "members": members,
+        "granularity": ATOMIC_ORDERS.granularity,
+        "seed": ATOMIC_ORDERS.seed,
+        "ranges": {k: [min(v), max(v)] for k, v in values.items()},
+        "members_passing": passed if (args.verifier or args.threshold) else None,
+    }
 
 
 def _cmd_run(args) -> int:
@@ -162,24 +210,44 @@ def _cmd_run(args) -> int:
     if args.check:
         return _cmd_check(args)
 
-    result = run(args.config, hw=args.hw, kernel=args.kernel, validator=args.validator,
-                 perf_config=args.perf_config, rand_min=args.rand_min, rand_max=args.rand_max,
-                 seed=args.seed, rand_type=args.rand_type, progress=False if args.no_progress else None)
-    comparison, verdict = _measure(result.validation_output.reshape(result.shape),
-                                   result.kernel_output.reshape(result.shape), args)
+    result = run(
+        args.config,
+        hw=args.hw,
+        kernel=args.kernel,
+        validator=args.validator,
+        perf_config=args.perf_config,
+        rand_min=args.rand_min,
+        rand_max=args.rand_max,
+        seed=args.seed,
+        rand_type=args.rand_type,
+        progress=False if args.no_progress else None,
+    )
+    comparison, verdict = _measure(
+        result.validation_output.reshape(result.shape), result.kernel_output.reshape(result.shape), args
+    )
     p = result.problem
-    header = {"config": result.config.name or " ".join(result.config.source.split())[:100],
-              "direction": p.direction, "kernel": result.kernel.key, "validator": result.validator.key,
-              "hw": args.hw, "shape": "x".join(map(str, result.shape)), "inputs": _inputs_text(result.inputs_used)}
+    header = {
+        "config": result.config.name or " ".join(result.config.source.split())[:100],
+        "direction": p.direction,
+        "kernel": result.kernel.key,
+        "validator": result.validator.key,
+        "hw": args.hw,
+        "shape": "x".join(map(str, result.shape)),
+        "inputs": _inputs_text(result.inputs_used),
+    }
     ensemble = _ensemble_summary(result, args) if result.ensemble is not None else None
     if ensemble is not None:
-        header["atomics"] = (f"split-K adds {ensemble['n_split']} partial sums per output with fp32 atomics: the "
-                             f"GPU's result depends on their order, which varies run to run; the line below is the "
-                             f"ascending order, the ensemble ({ensemble['members']} orders) follows")
+        header["atomics"] = (
+            f"split-K adds {ensemble['n_split']} partial sums per output with fp32 atomics: the "
+            f"GPU's result depends on their order, which varies run to run; the line below is the "
+            f"ascending order, the ensemble ({ensemble['members']} orders) follows"
+        )
     code = _emit(comparison, verdict, args, header, extra={"ensemble": ensemble} if ensemble else None)
     if ensemble is not None and args.format == "text":
-        print(f"ensemble over {ensemble['members']} atomic add orders (random per output {ensemble['granularity']}, "
-              f"seed {ensemble['seed']}), range of each metric:")
+        print(
+            f"ensemble over {ensemble['members']} atomic add orders (random per output {ensemble['granularity']}, "
+            f"seed {ensemble['seed']}), range of each metric:"
+        )
         for k, (lo, hi) in ensemble["ranges"].items():
             print(f"{k:>18s}: {lo:.6g} .. {hi:.6g}")
         if ensemble["members_passing"] is not None:
@@ -207,7 +275,9 @@ def _load_array(path: str, what: str):
         raise UsageError(f"{what}: cannot read {path!r} as .npy/.npz ({' '.join(str(err).split())})") from None
     if hasattr(data, "files"):
         if len(data.files) != 1:
-            raise UsageError(f"{what}: {path!r} holds {len(data.files)} arrays ({', '.join(data.files)}); give an .npz with one")
+            raise UsageError(
+                f"{what}: {path!r} holds {len(data.files)} arrays ({', '.join(data.files)}); give an .npz with one"
+            )
         data = data[data.files[0]]
     if data.dtype.kind != "f" and str(data.dtype) != "bfloat16":
         raise UsageError(f"{what}: dtype {data.dtype} is not a float type (fp16, bf16, fp32, fp64)")
@@ -215,7 +285,10 @@ def _load_array(path: str, what: str):
 
 
 def _build_parser():
-    parser = _Parser(prog="fp16emu", description="Bit-exact CPU emulation of GPU fp16 kernels, and why they differ from their reference.")
+    parser = _Parser(
+        prog="fp16emu",
+        description="Bit-exact CPU emulation of GPU fp16 kernels, and why they differ from their reference.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(sub).set_defaults(func=_cmd_run)
     p = sub.add_parser("compare", help="compare two arrays you already have (.npy / .npz)")
@@ -233,8 +306,12 @@ def _build_parser():
 
 def _config_first(argv: list[str]) -> list[str]:
     """``fp16emu run "-batchsize=64 …"``: a config text that starts with '-' is not an option."""
-    if len(argv) >= 2 and argv[0] in ("run", "explain") and argv[1].startswith("-") and (" " in argv[1] or argv[1].count("=") == 1
-                                                                              and not argv[1].startswith("--")):
+    if (
+        len(argv) >= 2
+        and argv[0] in ("run", "explain")
+        and argv[1].startswith("-")
+        and (" " in argv[1] or argv[1].count("=") == 1 and not argv[1].startswith("--"))
+    ):
         return [argv[0], f"--config={argv[1]}"] + argv[2:]
     return argv
 
@@ -246,7 +323,9 @@ def main(argv=None) -> int:
         if args.command in ("run", "explain"):
             args.config = args.config if args.config is not None else args.config_option
             if not args.config:
-                raise UsageError("run: give a CONFIG (an argument string, a RUN line, an MIOpenDriver command or a suite test name)")
+                raise UsageError(
+                    "run: give a CONFIG (an argument string, a RUN line, an MIOpenDriver command or a suite test name)"
+                )
         return args.func(args)
     except UsageError as err:
         print(f"fp16emu: error: {err}", file=sys.stderr)

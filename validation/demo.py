@@ -17,17 +17,46 @@ import models
 # name, products as (a, b) pairs, c, what it shows
 PROBES = [
     ("fp16 subnormal input", [(2.0**-20, 1024.0)], 0.0, "MI200 flushes |x| < 2^-14 to 0"),
-    ("pairing tie lost", [(1.0, 1.0), (2.0**-12, 2.0**-12), (2.0**-12, 2.0**-12), (0.0, 0.0)], 0.0,
-     "MI200 rounds 1 + 2^-24 before adding the second 2^-24"),
-    ("sticky beyond tie", [(1.0, 1.0), (2.0**-12, 2.0**-12), (2.0**-14, 2.0**-14), (0.0, 0.0)], 0.0,
-     "only an exact fused sum keeps the sticky bit"),
-    ("cancellation 2^24", [(4096.0, 4096.0), (1.0, 1.0), (-4096.0, 4096.0), (0.0, 0.0)], 0.0,
-     "exact: 1; a rounding tree loses the 1"),
+    (
+        "pairing tie lost",
+        [(1.0, 1.0), (2.0**-12, 2.0**-12), (2.0**-12, 2.0**-12), (0.0, 0.0)],
+        0.0,
+        "MI200 rounds 1 + 2^-24 before adding the second 2^-24",
+    ),
+    (
+        "sticky beyond tie",
+        [(1.0, 1.0), (2.0**-12, 2.0**-12), (2.0**-14, 2.0**-14), (0.0, 0.0)],
+        0.0,
+        "only an exact fused sum keeps the sticky bit",
+    ),
+    (
+        "cancellation 2^24",
+        [(4096.0, 4096.0), (1.0, 1.0), (-4096.0, 4096.0), (0.0, 0.0)],
+        0.0,
+        "exact: 1; a rounding tree loses the 1",
+    ),
     ("MI300 c round-down", [(1.0, 1.0)], -(2.0**-30), "MI300 floors c at 24 bits below the larger exponent"),
-    ("MI300 product truncation", [(1.0, 1.0), (-1.5 * 2.0**-13, 2.0**-12)], 0.0,
-     "truncating products at 24 fraction bits"),
-    ("group boundary k3|k4", [(1.0, 1.0), (0.0, 0.0), (0.0, 0.0), (2.0**-12, 2.0**-12), (2.0**-12, 2.0**-12),
-                              (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)], 0.0, "groups of 4 vs one group of 8"),
+    (
+        "MI300 product truncation",
+        [(1.0, 1.0), (-1.5 * 2.0**-13, 2.0**-12)],
+        0.0,
+        "truncating products at 24 fraction bits",
+    ),
+    (
+        "group boundary k3|k4",
+        [
+            (1.0, 1.0),
+            (0.0, 0.0),
+            (0.0, 0.0),
+            (2.0**-12, 2.0**-12),
+            (2.0**-12, 2.0**-12),
+            (0.0, 0.0),
+            (0.0, 0.0),
+            (0.0, 0.0),
+        ],
+        0.0,
+        "groups of 4 vs one group of 8",
+    ),
     ("V100 alignment", [(1.0, 2.0**-24)] * 4, 1.0, "products below the 24-bit window vanish (Fasi et al.)"),
 ]
 

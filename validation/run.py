@@ -28,15 +28,33 @@ from models.kernels import ATOMIC_ORDERS
 
 from .configs import Config, parse_config
 
-__all__ = ["RunResult", "run", "plan", "choice", "parse_validator", "KERNEL_CHOICES", "VALIDATOR_CHOICES",
-           "VALIDATOR_MODIFIERS", "HW_CHOICES", "RAND_TYPES", "progress_bar"]
+__all__ = [
+    "RunResult",
+    "run",
+    "plan",
+    "choice",
+    "parse_validator",
+    "KERNEL_CHOICES",
+    "VALIDATOR_CHOICES",
+    "VALIDATOR_MODIFIERS",
+    "HW_CHOICES",
+    "RAND_TYPES",
+    "progress_bar",
+]
 
 KERNEL_CHOICES = {"xdlops": "rocmlir-2022-xdlops", "nonxdlops": "rocmlir-2022-nonxdlops"}
-VALIDATOR_CHOICES = {"cpu": "cpu-validation-2022", "gpu": "gpu-validation", "cpu-acc4": "cpu-acc4",
-                     "cpu-ftz": "cpu-ftz", "mlir": "cpu-validation-mlir"}
+VALIDATOR_CHOICES = {
+    "cpu": "cpu-validation-2022",
+    "gpu": "gpu-validation",
+    "cpu-acc4": "cpu-acc4",
+    "cpu-ftz": "cpu-ftz",
+    "mlir": "cpu-validation-mlir",
+}
 #: ``VALIDATOR+MODIFIER…``: what each modifier changes.
-VALIDATOR_MODIFIERS = {"flush": "fp16 inputs below 2^-14 flushed to +0 first",
-                       "inbounds": "only in-bounds products counted into the groups (bwd_weight CPU loops)"}
+VALIDATOR_MODIFIERS = {
+    "flush": "fp16 inputs below 2^-14 flushed to +0 first",
+    "inbounds": "only in-bounds products counted into the groups (bwd_weight CPU loops)",
+}
 HW_CHOICES = ("mi100", "mi200", "mi300")
 RAND_TYPES = ("float", "int")
 PROGRESS_MIN_MACS = 2e9  # show a progress bar above this much work
@@ -105,12 +123,15 @@ def parse_validator(text: str, *, hw: str, validating: str) -> kernel_models.Ker
                 raise ValueError(f"validator: +inbounds applies to a CPU validation function, not {model.name}")
             model = model.counting_inbounds()
         else:
-            raise ValueError(f"validator: modifier {mod!r} is not one of {', '.join('+' + m for m in VALIDATOR_MODIFIERS)}")
+            raise ValueError(
+                f"validator: modifier {mod!r} is not one of {', '.join('+' + m for m in VALIDATOR_MODIFIERS)}"
+            )
     return model
 
 
-def plan(config, *, hw: str = "mi200", kernel: str | None = None, validator: str = "cpu",
-         perf_config: str | None = None):
+def plan(
+    config, *, hw: str = "mi200", kernel: str | None = None, validator: str = "cpu", perf_config: str | None = None
+):
     """(Config, kernel model, validator model) for ``config``: everything but the arithmetic."""
     if not isinstance(config, Config):
         config = parse_config(config)
@@ -134,10 +155,20 @@ def progress_bar(total: int, enabled: bool, desc: str):
     return tqdm(total=total, desc=desc, unit="col", unit_scale=True, leave=False, dynamic_ncols=True)
 
 
-def run(config, *, hw: str = "mi200", kernel: str | None = None, validator: str = "cpu",
-        perf_config: str | None = None, rand_min: int | None = None, rand_max: int | None = None,
-        seed: int | None = None, rand_type: str | None = None, progress: bool | None = None,
-        n_chunk: int | None = None) -> RunResult:
+def run(
+    config,
+    *,
+    hw: str = "mi200",
+    kernel: str | None = None,
+    validator: str = "cpu",
+    perf_config: str | None = None,
+    rand_min: int | None = None,
+    rand_max: int | None = None,
+    seed: int | None = None,
+    rand_type: str | None = None,
+    progress: bool | None = None,
+    n_chunk: int | None = None,
+) -> RunResult:
     """Emulate ``config`` (a Config or any text ``parse_config`` accepts) on ``hw``.
 
     ``kernel``: "xdlops" / "nonxdlops" (default: the config's own flag, else xdlops);
@@ -162,17 +193,30 @@ def run(config, *, hw: str = "mi200", kernel: str | None = None, validator: str 
 
     atomic = kmodel.atomic_split(problem) > 0
     macs = sum(s.m * s.n * s.k for s in op.subs) * problem.groups
-    bar = progress_bar(sum(s.n for s in op.subs) * problem.groups,
-                    progress if progress is not None else macs > PROGRESS_MIN_MACS, f"{kmodel.key} + {vmodel.key}")
+    bar = progress_bar(
+        sum(s.n for s in op.subs) * problem.groups,
+        progress if progress is not None else macs > PROGRESS_MIN_MACS,
+        f"{kmodel.key} + {vmodel.key}",
+    )
     try:
-        kout, validation = op.compute([kmodel.arithmetic(problem, keep_partials=atomic, seed=ATOMIC_ORDERS.seed),
-                                       vmodel.arithmetic(problem)], n_chunk=n_chunk,
-                                      progress=None if bar is None else bar.update)
+        kout, validation = op.compute(
+            [kmodel.arithmetic(problem, keep_partials=atomic, seed=ATOMIC_ORDERS.seed), vmodel.arithmetic(problem)],
+            n_chunk=n_chunk,
+            progress=None if bar is None else bar.update,
+        )
     finally:
         if bar is not None:
             bar.close()
     ensemble = kout if atomic else None
     kernel_fp32 = kout.ascending() if atomic else kout
-    return RunResult(config=config, kernel=kmodel, validator=vmodel, kernel_fp32=kernel_fp32,
-                     kernel_output=fp32_to_fp16(kernel_fp32), validation_output=validation, inputs=inputs,
-                     inputs_used=kw, ensemble=ensemble)
+    return RunResult(
+        config=config,
+        kernel=kmodel,
+        validator=vmodel,
+        kernel_fp32=kernel_fp32,
+        kernel_output=fp32_to_fp16(kernel_fp32),
+        validation_output=validation,
+        inputs=inputs,
+        inputs_used=kw,
+        ensemble=ensemble,
+    )

@@ -118,9 +118,7 @@ class Check:
 
     def __post_init__(self) -> None:
         if self.metric not in METRIC_NAMES:
-            raise ValueError(
-                f"unknown metric {self.metric!r}; valid metrics: {', '.join(sorted(METRIC_NAMES))}"
-            )
+            raise ValueError(f"unknown metric {self.metric!r}; valid metrics: {', '.join(sorted(METRIC_NAMES))}")
         object.__setattr__(self, "limit", float(self.limit))
         if not self.label:
             object.__setattr__(self, "label", self.metric)
@@ -188,18 +186,19 @@ class Thresholds:
         if q != self.study_quirks:
             problems.append(f"study run set {q} (needs {self.study_quirks})")
         rv = result.round_validation
-        if rv != self.round_validation and not (rv is None
-                                                and result.validation_dtype == self.round_validation):
+        if rv != self.round_validation and not (rv is None and result.validation_dtype == self.round_validation):
             problems.append(f"validation rounding {rv} (needs {self.round_validation})")
-        if self.allclose is not None and (result.allclose.rtol, result.allclose.atol) != tuple(
-                self.allclose):
-            problems.append(f"allclose (rtol, atol) = ({result.allclose.rtol}, "
-                            f"{result.allclose.atol}) (needs {tuple(self.allclose)})")
+        if self.allclose is not None and (result.allclose.rtol, result.allclose.atol) != tuple(self.allclose):
+            problems.append(
+                f"allclose (rtol, atol) = ({result.allclose.rtol}, "
+                f"{result.allclose.atol}) (needs {tuple(self.allclose)})"
+            )
         if result.allclose.equal_nan != self.equal_nan:
             problems.append(f"equal_nan {result.allclose.equal_nan} (needs {self.equal_nan})")
         if problems:
             raise ValueError(
-                f"the comparison does not fit verifier {self.name!r}: " + "; ".join(problems)
+                f"the comparison does not fit verifier {self.name!r}: "
+                + "; ".join(problems)
                 + ". Measure with compare(..., **thresholds.compare_options()) or use verify()."
             )
 

@@ -121,9 +121,7 @@ def resolve_study_quirks(quirks: Any) -> StudyQuirks | None:
         return quirks
     if isinstance(quirks, str) and quirks in STUDY_RUN_SETS:
         return STUDY_RUN_SETS[quirks]
-    raise ValueError(
-        f"unknown study run set {quirks!r}; valid names: {', '.join(STUDY_RUN_SETS)}"
-    )
+    raise ValueError(f"unknown study run set {quirks!r}; valid names: {', '.join(STUDY_RUN_SETS)}")
 
 
 def study_interval(m32: np.ndarray, rule: str) -> np.ndarray:
@@ -202,7 +200,7 @@ def compare_differing(
     flat_v = va.reshape(-1)
     flat_k = ka.reshape(-1)
     for start in range(0, where.size, chunk):
-        sel = where[start:start + chunk]
+        sel = where[start : start + chunk]
         comparison.add(start, flat_v[sel], flat_k[sel])
     comparison.add_equal(int(va.size) - int(where.size), max_mag)
     return comparison.result(positions=where)
@@ -354,9 +352,15 @@ def study_line(result: ComparisonResult, *, tail: StudyTail | None = None,
     )
 
 
-def study_line_of(validation: Any, kernel: Any, run_set: str | StudyQuirks, *,
-                  tail: StudyTail | None = None, line_format: str | None = None,
-                  differing: tuple[np.ndarray, float] | None = None) -> StudyLine:
+def study_line_of(
+    validation: Any,
+    kernel: Any,
+    run_set: str | StudyQuirks,
+    *,
+    tail: StudyTail | None = None,
+    line_format: str | None = None,
+    differing: tuple[np.ndarray, float] | None = None,
+) -> StudyLine:
     """The study verifier's line for a (validation, kernel) pair, computed on the differing
     elements only: the same line as ``study_line(compare(validation, kernel, dtype_hint="fp16",
     study_quirks=run_set))``, several times faster when most elements are equal. ``differing``:
@@ -378,14 +382,12 @@ def format_study_line(line: StudyLine | ComparisonResult, *, tail: StudyTail | N
     if not isinstance(line, StudyLine):  # a ComparisonResult
         line = study_line(line, tail=tail, line_format=line_format)
     elif line_format is not None and line_format != line.line_format:
-        raise ValueError(f"this line is format {line.line_format}; cannot print it as "
-                         f"{line_format}")
+        raise ValueError(f"this line is format {line.line_format}; cannot print it as {line_format}")
     f = line.fields()
     head = (f"{line.n:<10d} ({f['n_exact']} {f['n_eps1']} {f['n_eps_ge2']} {f['n_eps_other']}) "
             f"{f['max_epsilon_diff']} ({f['val_at_max_eps']} {f['kern_at_max_eps']})")  # fmt: skip
     if line.line_format == "A":
-        last_six = ("max_abs_diff", "ave_abs_diff", "max_rel_diff", "max_rel_diff_old",
-                    "ave_rel_diff", "rms")
+        last_six = ("max_abs_diff", "ave_abs_diff", "max_rel_diff", "max_rel_diff_old", "ave_rel_diff", "rms")
         body = "".join("  " + f[k] for k in last_six)
     else:
         body = (f" {f['max_abs_diff']} {f['ave_abs_diff']} {f['max_rel_diff']} "

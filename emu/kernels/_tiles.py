@@ -33,8 +33,23 @@ K_BLOCK = 256
 FP16_EMIN = -14
 
 # Layout of the int64 parameter vector every kernel takes (emu.units.UnitParams order).
-(P_FAMILY, P_GROUP, P_F, P_F2, P_ALIGN, P_CALIGN, P_OUT_ROUND, P_ZERO_EXP, P_OUT_FMT, P_FLUSH_IN,
- P_FLUSH_C, P_FLUSH_PROD, P_FLUSH_PART, P_FLUSH_OUT, P_ROUND_EACH) = range(15)
+(
+    P_FAMILY,
+    P_GROUP,
+    P_F,
+    P_F2,
+    P_ALIGN,
+    P_CALIGN,
+    P_OUT_ROUND,
+    P_ZERO_EXP,
+    P_OUT_FMT,
+    P_FLUSH_IN,
+    P_FLUSH_C,
+    P_FLUSH_PROD,
+    P_FLUSH_PART,
+    P_FLUSH_OUT,
+    P_ROUND_EACH,
+) = range(15)
 
 
 @jit(inline="always")
@@ -63,13 +78,13 @@ def c_at(C, m, n):
 def a_of(A, m, k, n0, w):
     """The a operand(s) of row m at k for the lanes n0 … n0+w−1: a scalar (GEMM layout) or a
     1-D view of w values (batched layout); index it with :func:`lane`."""
-    return A[0, k, n0:n0 + w] if A.ndim == 3 else A[m, k]
+    return A[0, k, n0 : n0 + w] if A.ndim == 3 else A[m, k]
 
 
 @overload(a_of, inline="always")
 def _a_of(A, m, k, n0, w):
     if A.ndim == 3:
-        return lambda A, m, k, n0, w: A[0, k, n0:n0 + w]
+        return lambda A, m, k, n0, w: A[0, k, n0 : n0 + w]
     return lambda A, m, k, n0, w: A[m, k]
 
 

@@ -44,13 +44,13 @@ def fma32(A, B, C, out, prm):
                 am = acc[m - m0]
                 for k in range(k0, k1):
                     ak = a_of(A, m, k, n0, w)
-                    Bk = B[k, n0:n0 + w]
+                    Bk = B[k, n0 : n0 + w]
                     for j in range(w):
                         am[j] = am[j] + lane(ak, j) * Bk[j]
                     if flush_out and k == 0:
                         for j in range(w):
                             am[j] = flush_keep_sign(am[j], TINY32)
         for m in range(m0, m1):
-            outm = out[m, n0:n0 + w]
+            outm = out[m, n0 : n0 + w]
             for j in range(w):
                 outm[j] = acc[m - m0, j]

@@ -40,13 +40,13 @@ def fp64_acc(A, B, C, out, prm):
                 am = acc[m - m0]
                 for k in range(k0, k1):
                     ak = a_of(A, m, k, n0, w)
-                    Bk = B[k, n0:n0 + w]
+                    Bk = B[k, n0 : n0 + w]
                     for j in range(w):
                         am[j] = am[j] + np.float64(lane(ak, j) * Bk[j])
                     if each and (k + 1) % L == 0 and k + 1 < K:
                         for j in range(w):
                             am[j] = np.float64(round_to_fp32_bf(am[j], out_mode))
         for m in range(m0, m1):
-            outm = out[m, n0:n0 + w]
+            outm = out[m, n0 : n0 + w]
             for j in range(w):
                 outm[j] = round_to_fp32_bf(acc[m - m0, j], out_mode)

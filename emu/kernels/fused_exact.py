@@ -60,10 +60,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import jit, prange
-from ._scalar import (RNE, FP32_MIN_NORMAL, add_round_to_odd, flush_keep_sign, flush_to_plus_zero,
-                      round_to_fp32_bf, two_sum)
-from ._tiles import (LANES, P_FLUSH_C, P_FLUSH_OUT, P_GROUP, P_OUT_ROUND, a_of, c_at, lane,
-                     task_bounds, task_grid)
+from ._scalar import (
+    FP32_MIN_NORMAL,
+    RNE,
+    add_round_to_odd,
+    flush_keep_sign,
+    flush_to_plus_zero,
+    round_to_fp32_bf,
+    two_sum,
+)
+from ._tiles import LANES, P_FLUSH_C, P_FLUSH_OUT, P_GROUP, P_OUT_ROUND, a_of, c_at, lane, task_bounds, task_grid
 
 EXACT_BELOW = 32.0  # sums of multiples of 2^-48 below 2^5 are exact in float64
 C_ON_GRID = 2.0**-25  # an fp32 value at least this large is a multiple of 2^-48
@@ -109,8 +115,8 @@ def _plain4(A, B, m, g0, n0, w, acc, nxt, mode):
     it is not tested in the loop."""
     a0, a1 = a_of(A, m, g0, n0, w), a_of(A, m, g0 + 1, n0, w)
     a2, a3 = a_of(A, m, g0 + 2, n0, w), a_of(A, m, g0 + 3, n0, w)
-    B0, B1 = B[g0, n0:n0 + w], B[g0 + 1, n0:n0 + w]
-    B2, B3 = B[g0 + 2, n0:n0 + w], B[g0 + 3, n0:n0 + w]
+    B0, B1 = B[g0, n0 : n0 + w], B[g0 + 1, n0 : n0 + w]
+    B2, B3 = B[g0 + 2, n0 : n0 + w], B[g0 + 3, n0 : n0 + w]
     accepted = np.int64(0)
     for j in range(w):
         s01 = np.float64(lane(a0, j)) * np.float64(B0[j]) + np.float64(lane(a1, j)) * np.float64(B1[j])
@@ -138,8 +144,8 @@ def _settle4(A, B, m, g0, n0, w, acc, nxt, ok, mode):
     (module docstring); returns the number of such lanes."""
     a0, a1 = a_of(A, m, g0, n0, w), a_of(A, m, g0 + 1, n0, w)
     a2, a3 = a_of(A, m, g0 + 2, n0, w), a_of(A, m, g0 + 3, n0, w)
-    B0, B1 = B[g0, n0:n0 + w], B[g0 + 1, n0:n0 + w]
-    B2, B3 = B[g0 + 2, n0:n0 + w], B[g0 + 3, n0:n0 + w]
+    B0, B1 = B[g0, n0 : n0 + w], B[g0 + 1, n0 : n0 + w]
+    B2, B3 = B[g0 + 2, n0 : n0 + w], B[g0 + 3, n0 : n0 + w]
     proven = np.int64(0)
     for j in range(w):
         p0 = np.float64(lane(a0, j)) * np.float64(B0[j])
@@ -223,7 +229,7 @@ def fused_exact(A, B, C, out, prm):
                 else:
                     for i in range(g):  # plain path, left to right; err holds the worst partial,
                         ai = a_of(A, m, g0 + i, n0, w)  # tot the sum of the partials' magnitudes
-                        Bi = B[g0 + i, n0:n0 + w]
+                        Bi = B[g0 + i, n0 : n0 + w]
                         if i == 0:
                             for j in range(w):
                                 p = np.float64(lane(ai, j)) * np.float64(Bi[j])
@@ -247,7 +253,7 @@ def fused_exact(A, B, C, out, prm):
                     if accepted != w:  # exact path: TwoSum cascade, left to right
                         for i in range(g):
                             ai = a_of(A, m, g0 + i, n0, w)
-                            Bi = B[g0 + i, n0:n0 + w]
+                            Bi = B[g0 + i, n0 : n0 + w]
                             if i == 0:
                                 for j in range(w):
                                     s[j] = np.float64(lane(ai, j)) * np.float64(Bi[j])
@@ -263,6 +269,6 @@ def fused_exact(A, B, C, out, prm):
                     for j in range(w):
                         nxt[j] = flush_keep_sign(nxt[j], FP32_MIN_NORMAL)
                 acc, nxt = nxt, acc
-            outm = out[m, n0:n0 + w]
+            outm = out[m, n0 : n0 + w]
             for j in range(w):
                 outm[j] = np.float32(acc[j])

@@ -51,8 +51,8 @@ def pairwise(A, B, C, out, prm):
                 if L == 4 and g == 4:  # the MI200 case, fused into one pass
                     a0, a1 = a_of(A, m, g0, n0, w), a_of(A, m, g0 + 1, n0, w)
                     a2, a3 = a_of(A, m, g0 + 2, n0, w), a_of(A, m, g0 + 3, n0, w)
-                    B0, B1 = B[g0, n0:n0 + w], B[g0 + 1, n0:n0 + w]
-                    B2, B3 = B[g0 + 2, n0:n0 + w], B[g0 + 3, n0:n0 + w]
+                    B0, B1 = B[g0, n0 : n0 + w], B[g0 + 1, n0 : n0 + w]
+                    B2, B3 = B[g0 + 2, n0 : n0 + w], B[g0 + 3, n0 : n0 + w]
                     for j in range(w):
                         s01 = lane(a0, j) * B0[j] + lane(a1, j) * B1[j]
                         s23 = lane(a2, j) * B2[j] + lane(a3, j) * B3[j]
@@ -62,7 +62,7 @@ def pairwise(A, B, C, out, prm):
                         Ti = tree[i]
                         if i < g:
                             ai = a_of(A, m, g0 + i, n0, w)
-                            Bi = B[g0 + i, n0:n0 + w]
+                            Bi = B[g0 + i, n0 : n0 + w]
                             for j in range(w):
                                 Ti[j] = lane(ai, j) * Bi[j]
                         else:
@@ -81,6 +81,6 @@ def pairwise(A, B, C, out, prm):
                 if flush_out and g0 == 0:
                     for j in range(w):
                         acc[j] = flush_keep_sign(acc[j], TINY32)
-            outm = out[m, n0:n0 + w]
+            outm = out[m, n0 : n0 + w]
             for j in range(w):
                 outm[j] = acc[j]

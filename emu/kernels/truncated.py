@@ -58,10 +58,36 @@ import numpy as np
 from numba.extending import overload
 
 from ..jit import jit, prange
-from ._scalar import (RD, RNE, RZ, EXP_CLAMP, exp_pow16, exp_pow64, inv_pow2, pow2, round_to_fp16_rne,
-                      round_to_fp32_bf, rz_mask)
-from ._tiles import (LANES, P_ALIGN, P_CALIGN, P_F, P_F2, P_GROUP, P_OUT_FMT, P_OUT_ROUND,
-                     P_ZERO_EXP, a_of, a_table, c_at, lane, task_bounds, task_grid)
+from ._scalar import (
+    EXP_CLAMP,
+    RD,
+    RNE,
+    RZ,
+    exp_pow16,
+    exp_pow64,
+    inv_pow2,
+    pow2,
+    round_to_fp16_rne,
+    round_to_fp32_bf,
+    rz_mask,
+)
+from ._tiles import (
+    LANES,
+    P_ALIGN,
+    P_CALIGN,
+    P_F,
+    P_F2,
+    P_GROUP,
+    P_OUT_FMT,
+    P_OUT_ROUND,
+    P_ZERO_EXP,
+    a_of,
+    a_table,
+    c_at,
+    lane,
+    task_bounds,
+    task_grid,
+)
 
 # no non-zero product: stage 1 of TR-FDPA scales by 2^(F+900) (a finite scale; the sum is 0)
 LOWEST_SCALE_POWER = 2.0**-900
@@ -85,17 +111,20 @@ def _fill_a_pows(A, m, n0, w, T):
 @overload(_fill_a_pows, inline="always")
 def _fill_a_pows_impl(A, m, n0, w, T):
     if A.ndim == 3:
+
         def fill(A, m, n0, w, T):
             for k in range(T.shape[0]):
-                Ak = A[0, k, n0:n0 + w]
+                Ak = A[0, k, n0 : n0 + w]
                 Tk = T[k]
                 for j in range(w):
                     Tk[j] = exp_pow16(Ak[j])
+
         return fill
 
     def fill_row(A, m, n0, w, T):
         for k in range(T.shape[0]):
             T[k] = exp_pow16(A[m, k])
+
     return fill_row
 
 
@@ -105,7 +134,7 @@ def _b_pows(B, n0, w):
     K = B.shape[0]
     T = np.empty((K, LANES), np.float32)
     for k in range(K):
-        Bk = B[k, n0:n0 + w]
+        Bk = B[k, n0 : n0 + w]
         Tk = T[k]
         for j in range(w):
             Tk[j] = exp_pow16(Bk[j])
@@ -181,16 +210,17 @@ def _add_cut_products(A, B, m, n0, w, g0, g, sc32, total, mode):
     while k + 4 <= g0 + g:
         a0, a1 = a_of(A, m, k, n0, w), a_of(A, m, k + 1, n0, w)
         a2, a3 = a_of(A, m, k + 2, n0, w), a_of(A, m, k + 3, n0, w)
-        B0, B1 = B[k, n0:n0 + w], B[k + 1, n0:n0 + w]
-        B2, B3 = B[k + 2, n0:n0 + w], B[k + 3, n0:n0 + w]
+        B0, B1 = B[k, n0 : n0 + w], B[k + 1, n0 : n0 + w]
+        B2, B3 = B[k + 2, n0 : n0 + w], B[k + 3, n0 : n0 + w]
         for j in range(w):
             sc = sc32[j]
-            total[j] = (((total[j] + _cut_p(a0, B0, j, sc, mode)) + _cut_p(a1, B1, j, sc, mode))
-                        + _cut_p(a2, B2, j, sc, mode)) + _cut_p(a3, B3, j, sc, mode)
+            total[j] = (
+                ((total[j] + _cut_p(a0, B0, j, sc, mode)) + _cut_p(a1, B1, j, sc, mode)) + _cut_p(a2, B2, j, sc, mode)
+            ) + _cut_p(a3, B3, j, sc, mode)
         k += 4
     while k < g0 + g:
         ak = a_of(A, m, k, n0, w)
-        Bk = B[k, n0:n0 + w]
+        Bk = B[k, n0 : n0 + w]
         for j in range(w):
             total[j] += _cut_p(ak, Bk, j, sc32[j], mode)
         k += 1
@@ -217,8 +247,8 @@ def _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, align,
     this large)."""
     a0, a1 = a_of(A, m, g0, n0, w), a_of(A, m, g0 + 1, n0, w)
     a2, a3 = a_of(A, m, g0 + 2, n0, w), a_of(A, m, g0 + 3, n0, w)
-    B0, B1 = B[g0, n0:n0 + w], B[g0 + 1, n0:n0 + w]
-    B2, B3 = B[g0 + 2, n0:n0 + w], B[g0 + 3, n0:n0 + w]
+    B0, B1 = B[g0, n0 : n0 + w], B[g0 + 1, n0 : n0 + w]
+    B2, B3 = B[g0 + 2, n0 : n0 + w], B[g0 + 3, n0 : n0 + w]
     ea0, ea1, ea2, ea3 = EA[g0], EA[g0 + 1], EA[g0 + 2], EA[g0 + 3]
     EB0, EB1, EB2, EB3 = EB[g0], EB[g0 + 1], EB[g0 + 2], EB[g0 + 3]
     for j in range(w):
@@ -235,8 +265,9 @@ def _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, align,
             e = zpow if ((x if x < y else y) == 0.0) & (zpow > e) else e
         sc = two_f * inv_pow2(e)
         tot = _cut(c * sc, align)
-        tot = ((((tot + _cut_p64(a0, B0, j, sc, align)) + _cut_p64(a1, B1, j, sc, align))
-                + _cut_p64(a2, B2, j, sc, align)) + _cut_p64(a3, B3, j, sc, align))
+        tot = (
+            ((tot + _cut_p64(a0, B0, j, sc, align)) + _cut_p64(a1, B1, j, sc, align)) + _cut_p64(a2, B2, j, sc, align)
+        ) + _cut_p64(a3, B3, j, sc, align)
         acc[j] = np.float64(_round_out(tot * (e * two_mf), mode, align)) + 0.0
 
 
@@ -285,8 +316,7 @@ def truncated_fused(A, B, C, out, prm):
                     if zero_low and out_mode == RZ and align == RZ:  # V100: all literal, no tests in the loop
                         _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, RZ, RZ, True)
                     else:
-                        _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, align, out_mode,
-                                zero_low)
+                        _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, align, out_mode, zero_low)
                     continue
                 for j in range(w):
                     pmax[j] = F32_ZERO
@@ -312,7 +342,7 @@ def truncated_fused(A, B, C, out, prm):
                     _finish32(total, emax, acc, w, two_mf, RZ, RZ)
                 else:
                     _finish32(total, emax, acc, w, two_mf, out_mode, align)
-            outm = out[m, n0:n0 + w]
+            outm = out[m, n0 : n0 + w]
             for j in range(w):
                 outm[j] = np.float32(acc[j])
 
@@ -329,8 +359,9 @@ def _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, c_mode, out_mode
         ec = exp_pow64(c, c_pmin, C_POW_MAX)
         e_max = e if e > ec else ec
         inv_e = inv_pow2(e_max)
-        v = (np.floor(s_dot * (inv_e * (2.0 * two_f2))) * (e_max * (0.5 * two_mf2))
-             + _cut(c * (inv_e * two_f), c_mode) * (e_max * two_mf))
+        v = np.floor(s_dot * (inv_e * (2.0 * two_f2))) * (e_max * (0.5 * two_mf2)) + _cut(
+            c * (inv_e * two_f), c_mode
+        ) * (e_max * two_mf)
         ev = exp_pow64(v, c_pmin, V_POW_MAX)
         q = ev * two_mf2
         acc[j] = np.float64(round_to_fp32_bf(np.floor(v * (inv_pow2(ev) * two_f2)) * q, out_mode))
@@ -375,6 +406,6 @@ def two_stage(A, B, C, out, prm):
                     _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, RD, RNE)
                 else:
                     _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, c_mode, out_mode)
-            outm = out[m, n0:n0 + w]
+            outm = out[m, n0 : n0 + w]
             for j in range(w):
                 outm[j] = np.float32(acc[j])

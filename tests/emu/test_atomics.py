@@ -29,7 +29,7 @@ def test_ensemble_members_are_sums_in_some_order_and_draw_every_order():
     s, size = 3, 4000
     parts = SplitPartials(s, size, seed=2022)
     # 1, 2^-24 and −1 in shuffled roles: the six orders give 0, 2^-24 or 2^-23-ish sums
-    base = np.array([1.0, 2.0 ** -24, -1.0], np.float32)
+    base = np.array([1.0, 2.0**-24, -1.0], np.float32)
     parts.parts[:] = np.stack([rng.permutation(base) for _ in range(size)], axis=1)
     parts.tiles[:] = np.arange(size) // 8
     seen = set()

@@ -277,7 +277,7 @@ def test_bwd_weight_gemm_k_order():
     x_canon[:] = (np.arange(2) + 1)[:, None, None, None, None]  # value n + 1
     calls = []
     conv(p, to_memory(x_canon, p, "input"), None, to_memory(dy, p, "output"), gemm=recording(calls))
-    (a, b), = calls
+    ((a, b),) = calls
     expected = [100 * n + 10 * ho + wo + 1 for n in range(2) for ho in range(p.out_h) for wo in range(p.out_w)]
     for row in a:
         np.testing.assert_array_equal(row, expected)

@@ -9,16 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-
-import models  # noqa: E402
-from emu.units import Family, Format, Rounding, UnitParams  # noqa: E402
 from exact_reference import (  # noqa: E402
     decode_fp16,
     decode_fp32,
     reference_dot_add,
     to_fraction,
 )
+
+import models  # noqa: E402
+from emu.units import Family, Format, Rounding, UnitParams  # noqa: E402
 
 REF = Path(__file__).resolve().parents[3] / "shared" / "reference"
 NEED_REF = pytest.mark.skipif(
@@ -69,8 +68,10 @@ def test_decode_fp16_all_patterns_match_numpy():
 def test_decode_fp32_samples_match_numpy():
     rng = np.random.default_rng(1)
     bits = np.concatenate(
-        [rng.integers(0, 1 << 32, 20000, dtype=np.uint64).astype(np.uint32),
-         np.array([0, 0x80000000, 1, 0x807FFFFF, 0x7F7FFFFF, 0x00800000, 0x7F800000, 0xFF800000], np.uint32)]
+        [
+            rng.integers(0, 1 << 32, 20000, dtype=np.uint64).astype(np.uint32),
+            np.array([0, 0x80000000, 1, 0x807FFFFF, 0x7F7FFFFF, 0x00800000, 0x7F800000, 0xFF800000], np.uint32),
+        ]
     )
     with np.errstate(invalid="ignore"):
         vals = bits.view(np.float32).astype(np.float64)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from exact_reference import reference_dot_add
 
 import emu
 import models
-from exact_reference import reference_dot_add
 
 MI100 = models.unit("mi100")
 
@@ -31,8 +31,13 @@ def _dot(a_bits, b_bits, c_bits, unit=MI100):
 
 
 def _oracle(a_bits, b_bits, c_bits, unit=MI100):
-    return np.array([reference_dot_add(list(map(int, a)), list(map(int, b)), int(c), unit.params)
-                     for a, b, c in zip(a_bits, b_bits, c_bits)], np.uint32)
+    return np.array(
+        [
+            reference_dot_add(list(map(int, a)), list(map(int, b)), int(c), unit.params)
+            for a, b, c in zip(a_bits, b_bits, c_bits)
+        ],
+        np.uint32,
+    )
 
 
 def _tie_case(sign: float):
@@ -77,6 +82,11 @@ def test_study_ranges_long_k_match_the_oracle(lo, hi):
     c = np.zeros((M, N), np.float32)
     got = emu.dot_add(a[:, None, :], b.T[None], c, MI100).view(np.uint32)
     a_bits, b_bits = a.view(np.uint16), b.view(np.uint16)
-    want = np.array([[reference_dot_add(a_bits[m].tolist(), b_bits[:, n].tolist(), 0, MI100.params)
-                      for n in range(N)] for m in range(M)], np.uint32)
+    want = np.array(
+        [
+            [reference_dot_add(a_bits[m].tolist(), b_bits[:, n].tolist(), 0, MI100.params) for n in range(N)]
+            for m in range(M)
+        ],
+        np.uint32,
+    )
     assert np.array_equal(got, want)

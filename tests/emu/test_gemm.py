@@ -34,7 +34,9 @@ def test_order_matters_for_a_rounding_unit(operands):
     A, B = operands
     unit = models.unit("fma32")
     perm = tuple(range(44, -1, -1))
-    assert not np.array_equal(_bits(emu.gemm(A, B, None, unit)), _bits(emu.gemm(A, B, None, unit, emu.GemmOrder(k_order=perm))))
+    assert not np.array_equal(
+        _bits(emu.gemm(A, B, None, unit)), _bits(emu.gemm(A, B, None, unit, emu.GemmOrder(k_order=perm)))
+    )
 
 
 def test_split_k_is_chunks_from_zero_then_atomic_adds(operands):
@@ -66,12 +68,15 @@ def test_ensemble_members_are_orders_of_the_same_partials(operands):
                 ws = np.float32(ws + partial[s][m, n])
             assert _bits(members[i, m, n]) == _bits(ws)
     assert len({e.tobytes() for e in members}) > 1, "random combination orders never differed"
-    np.testing.assert_array_equal(_bits(members[3]), _bits(emu.split_partials(A, B, unit, order, seed=2).member_fp32(3).reshape(6, 150)))
+    np.testing.assert_array_equal(
+        _bits(members[3]), _bits(emu.split_partials(A, B, unit, order, seed=2).member_fp32(3).reshape(6, 150))
+    )
     # ascending order is what gemm computes; a random combination is member 0 keyed per GEMM
     np.testing.assert_array_equal(_bits(ens.ascending().reshape(6, 150)), _bits(emu.gemm(A, B, None, unit, order)))
     rnd = emu.GemmOrder(split_k=5, combine="random", combine_seed=2)
-    np.testing.assert_array_equal(_bits(ens.member_fp32(0, "gemm").reshape(6, 150)),
-                                  _bits(emu.gemm(A, B, None, unit, rnd)))
+    np.testing.assert_array_equal(
+        _bits(ens.member_fp32(0, "gemm").reshape(6, 150)), _bits(emu.gemm(A, B, None, unit, rnd))
+    )
 
 
 def test_k_padding_appends_zero_products(operands):
@@ -111,8 +116,10 @@ def test_gemm_and_dot_add_share_one_convention(operands):
         got = emu.gemm(A, B, C, unit)
         want = emu.dot_add(A[:, None, :], B.T[None], C, unit)
         assert got.dtype == want.dtype == (np.float16 if fp16_out else np.float32)
-        np.testing.assert_array_equal(np.asarray(got).view(np.uint16 if fp16_out else np.uint32),
-                                      np.asarray(want).view(np.uint16 if fp16_out else np.uint32))
+        np.testing.assert_array_equal(
+            np.asarray(got).view(np.uint16 if fp16_out else np.uint32),
+            np.asarray(want).view(np.uint16 if fp16_out else np.uint32),
+        )
     with pytest.raises(TypeError, match="c"):
         emu.gemm(A, B, np.full((6, 150), 0.1), models.unit("mi200"))
     with pytest.raises(TypeError, match="c"):

@@ -20,8 +20,10 @@ def _operands(seed, M, N, K):
     # magnitudes spread over 2^-12 … 2^12 so that fp32 rounding acts at every step
     scale = np.float32(2.0) ** rng.integers(-6, 7, size=(M, K)).astype(np.float32)
     a = (rng.uniform(-1, 1, (M, K)).astype(np.float32) * scale).astype(np.float16)
-    b = (rng.uniform(-1, 1, (K, N)).astype(np.float32) * np.float32(2.0) ** rng.integers(-6, 7, size=(K, N))
-         .astype(np.float32)).astype(np.float16)
+    b = (
+        rng.uniform(-1, 1, (K, N)).astype(np.float32)
+        * np.float32(2.0) ** rng.integers(-6, 7, size=(K, N)).astype(np.float32)
+    ).astype(np.float16)
     c = rng.uniform(-4, 4, (M, N)).astype(np.float32)
     return a, b, c
 
@@ -30,7 +32,7 @@ def _reference_fma32(a, b, c):
     acc = c.copy()
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     for k in range(a.shape[1]):
-        acc = acc + a32[:, k:k + 1] * b32[k:k + 1, :]  # fp16·fp16 is exact in fp32: one rounding
+        acc = acc + a32[:, k : k + 1] * b32[k : k + 1, :]  # fp16·fp16 is exact in fp32: one rounding
     return acc
 
 
@@ -39,7 +41,7 @@ def _reference_fp64(a, b, c, group, each):
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     K = a.shape[1]
     for k in range(K):
-        acc = acc + a64[:, k:k + 1] * b64[k:k + 1, :]
+        acc = acc + a64[:, k : k + 1] * b64[k : k + 1, :]
         if each and (k + 1) % group == 0 and k + 1 < K:
             acc = acc.astype(np.float32).astype(np.float64)
     return acc.astype(np.float32)
@@ -56,8 +58,9 @@ def test_fma32_long_k(M, N, K):
 
 
 @pytest.mark.parametrize("M,N,K", SHAPES)
-@pytest.mark.parametrize("name,validating", [("cpu-validation-2022", "nonxdlops"), ("cpu-validation-2022", "xdlops"),
-                                             ("cpu-acc4", None)])
+@pytest.mark.parametrize(
+    "name,validating", [("cpu-validation-2022", "nonxdlops"), ("cpu-validation-2022", "xdlops"), ("cpu-acc4", None)]
+)
 def test_fp64_validators_long_k(M, N, K, name, validating):
     u = kernel_models.kernel(name, validating=validating).unit if validating else kernel_models.kernel(name).unit
     p = u.params

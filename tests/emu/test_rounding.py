@@ -62,7 +62,7 @@ def with_negatives(x: np.ndarray) -> np.ndarray:
 
 def fp16_midpoints() -> np.ndarray:
     """Every exact tie between consecutive finite fp16 values, 65520 (max + ulp/2) included."""
-    values = values_of(ALL16[: 0x7C00], F.FP16)
+    values = values_of(ALL16[:0x7C00], F.FP16)
     upper = np.append(values[1:], 65536.0)  # the overflow threshold acts as the next value
     return (values + upper) / 2  # exact in float64
 
@@ -419,7 +419,7 @@ def test_truncate_every_fp16_value_round_trips():
 
 
 def test_truncate_between_values_goes_toward_zero():
-    pos = ALL16[: 0x7C00]
+    pos = ALL16[:0x7C00]
     lo = values_of(pos, F.FP16).astype(np.float32)
     hi = np.append(lo[1:], np.float32(65536.0))
     inner = np.stack([
@@ -459,9 +459,7 @@ def test_truncate_examples(x, fp16_bits):
 
 
 def test_truncate_nan_per_table():
-    b = np.array(
-        [0x7FC00000, 0xFFC00000, 0x7F802000, 0x7F800001, 0xFF801FFF, 0x7FFFFFFF], np.uint32
-    )
+    b = np.array([0x7FC00000, 0xFFC00000, 0x7F802000, 0x7F800001, 0xFF801FFF, 0x7FFFFFFF], np.uint32)
     got = fp32_to_fp16_truncate(b)
     assert [int(v) for v in got] == [0x7E00, 0xFE00, 0x7C01, 0x7C00, 0xFC00, 0x7FFF]
     assert np.isnan(fp32_to_fp16_truncate(np.array([np.nan], np.float32)).view(np.float16)).all()
@@ -527,9 +525,29 @@ def test_fp32_to_fp16_random_patterns_and_specials():
 
     rng = np.random.default_rng(16)
     bits = rng.integers(0, 1 << 32, 2_000_000, dtype=np.uint64).astype(np.uint32)
-    specials = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFF800001,
-                         0x7F802000, 0x7FFFFFFF, 0x00000001, 0x807FFFFF, 0x477FEFFF, 0x477FF000,
-                         0x33000000, 0x33000001, 0xB3000000, 0x38800000, 0x387FFFFF], np.uint32)
+    specials = np.array(
+        [
+            0,
+            0x80000000,
+            0x7F800000,
+            0xFF800000,
+            0x7FC00000,
+            0x7F800001,
+            0xFF800001,
+            0x7F802000,
+            0x7FFFFFFF,
+            0x00000001,
+            0x807FFFFF,
+            0x477FEFFF,
+            0x477FF000,
+            0x33000000,
+            0x33000001,
+            0xB3000000,
+            0x38800000,
+            0x387FFFFF,
+        ],
+        np.uint32,
+    )
     x = np.concatenate([bits, specials]).view(np.float32)
     assert_bits_equal(fp32_to_fp16(x).view(np.uint16), _numpy_f16_bits(x))
     # uint32 patterns in, any shape, non-contiguous input
@@ -596,8 +614,9 @@ def test_fp16_rne_differs_contract():
         k32 = v32.astype(np.float16).astype(np.float32)
     flip = rng.random(n) < 0.1
     k32[flip] = np.nextafter(k32[flip], np.float32(np.inf))
-    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 65520.0, 65519.0, 2**-25, 3 * 2**-26,
-                         -(2**-25), 1 + 2**-11], np.float32)
+    specials = np.array(
+        [np.nan, np.inf, -np.inf, 0.0, -0.0, 65520.0, 65519.0, 2**-25, 3 * 2**-26, -(2**-25), 1 + 2**-11], np.float32
+    )
     for arr in (v32, k32):
         at = rng.random(n) < 0.02
         arr[at] = specials[rng.integers(0, specials.size, int(at.sum()))]

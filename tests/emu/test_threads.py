@@ -6,7 +6,6 @@ import pytest
 
 import emu
 import models
-
 from tests.adversarial import all_families, concat
 
 
@@ -22,8 +21,12 @@ def test_same_bits_for_one_and_two_threads(name):
     try:
         for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
             numba.set_num_threads(threads)
-            results.append((emu.dot_add(a, b, c.view(np.float32), unit).view(np.uint32),
-                            emu.gemm(gemm_a, gemm_b, None, unit).view(np.uint32)))
+            results.append(
+                (
+                    emu.dot_add(a, b, c.view(np.float32), unit).view(np.uint32),
+                    emu.gemm(gemm_a, gemm_b, None, unit).view(np.uint32),
+                )
+            )
     finally:
         numba.set_num_threads(before)
     (d1, g1), (d2, g2) = results

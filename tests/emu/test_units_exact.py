@@ -15,19 +15,17 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
-import sys
 import zlib
 from collections import Counter
 
 import numpy as np
 import pytest
-
+from adversarial import FAMILIES, all_families, concat  # noqa: E402
+from exact_reference import reference_batch  # noqa: E402
 
 import emu  # noqa: E402
 import models  # noqa: E402
-from adversarial import FAMILIES, all_families, concat  # noqa: E402
 from emu.units import Family, Rounding  # noqa: E402
-from exact_reference import reference_batch  # noqa: E402
 
 CASES_PER_UNIT = 10_000
 VARIANT_CASES = 1_000
@@ -135,15 +133,22 @@ def _variants():
     v = {
         "mi100 group 2": r(u("mi100"), group_size=2),
         "mi100 group 8": r(u("mi100"), group_size=8),
-        "mi100 all flushes": r(u("mi100"), flush_inputs=True, flush_c=True, flush_products=True,
-                               flush_partials=True, flush_output=True),
+        "mi100 all flushes": r(
+            u("mi100"), flush_inputs=True, flush_c=True, flush_products=True, flush_partials=True, flush_output=True
+        ),
         "mi100 flush inputs": r(u("mi100"), flush_inputs=True),
         "mi100 RZ": r(u("mi100"), output_rounding=Rounding.RZ),
         "mi100 RD": r(u("mi100"), output_rounding=Rounding.RD),
         "mi200 group 2": r(u("mi200"), group_size=2),
         "mi200 group 8": r(u("mi200"), group_size=8),
-        "mi200 no flush": r(u("mi200"), flush_inputs=False, flush_c=False, flush_products=False,
-                            flush_partials=False, flush_output=False),
+        "mi200 no flush": r(
+            u("mi200"),
+            flush_inputs=False,
+            flush_c=False,
+            flush_products=False,
+            flush_partials=False,
+            flush_output=False,
+        ),
         "mi300 group 4": r(u("mi300"), group_size=4),
         "mi300 F 23": r(u("mi300"), fraction_bits=23),
         "mi300 F 25, F2 30": r(u("mi300"), fraction_bits=25, sum_fraction_bits=30),

@@ -155,7 +155,9 @@ def test_float_values_equal_compiled_c(tmp_path):
     exe = tmp_path / "gen"
     subprocess.run(["cc", "-O2", "-o", str(exe), str(src)], check=True, capture_output=True)
     for seed, lo, hi in [(1, -1, 1), (2, -10, 10), (12345, 1, 5), (1, 5, 10)]:
-        out = subprocess.run([str(exe), str(seed), str(lo), str(hi), "50000"], check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            [str(exe), str(seed), str(lo), str(hi), "50000"], check=True, capture_output=True, text=True
+        )
         want = np.array([int(w, 16) for w in out.stdout.split()], dtype=np.uint32)
         got = harness_float_values(50_000, seed, lo, hi).view(np.uint32)
         np.testing.assert_array_equal(got, want)
@@ -210,8 +212,19 @@ def test_fixed_pattern():
 # Whole-problem inputs
 
 SMALL = ConvProblem(
-    direction="fwd", n=2, c=4, h=5, w=6, k=6, y=3, x=2, groups=2, pad_h=(1, 1),
-    in_layout="nhwgc", fil_layout="gkyxc", out_layout="nhwgk",
+    direction="fwd",
+    n=2,
+    c=4,
+    h=5,
+    w=6,
+    k=6,
+    y=3,
+    x=2,
+    groups=2,
+    pad_h=(1, 1),
+    in_layout="nhwgc",
+    fil_layout="gkyxc",
+    out_layout="nhwgk",
 )
 
 
@@ -235,7 +248,8 @@ def test_inputs_reseed_per_tensor_and_fill_in_memory_order():
 
 
 @pytest.mark.parametrize(
-    "direction,names", [("fwd", ["filter", "input"]), ("bwd_data", ["filter", "output"]), ("bwd_weight", ["input", "output"])]
+    "direction,names",
+    [("fwd", ["filter", "input"]), ("bwd_data", ["filter", "output"]), ("bwd_weight", ["input", "output"])],
 )
 def test_inputs_per_direction(direction, names):
     p = ConvProblem(direction=direction, n=1, c=2, h=4, w=4, k=3, y=3, x=3)

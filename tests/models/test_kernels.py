@@ -37,8 +37,12 @@ def test_unknown_name_lists_the_valid_names():
 
 
 def test_xdlops_units_by_hw():
-    for hw, family in (("mi100", Family.FUSED_EXACT), ("mi200", Family.PAIRWISE), ("mi300", Family.TWO_STAGE),
-                       ("MI250X", Family.PAIRWISE)):
+    for hw, family in (
+        ("mi100", Family.FUSED_EXACT),
+        ("mi200", Family.PAIRWISE),
+        ("mi300", Family.TWO_STAGE),
+        ("MI250X", Family.PAIRWISE),
+    ):
         m = K.kernel("rocmlir-2022-xdlops", hw=hw)
         assert m.unit.family == family and m.xdlops and not m.validator and m.order == "rocmlir-xdlops"
     assert K.kernel("rocmlir-2022-xdlops", hw="mi200").flush_inputs
@@ -143,10 +147,13 @@ def test_cpu_order_makes_kyxc_equal_kcyx_and_the_kernel_does_not():
     assert not np.array_equal(kern_b.view(np.uint32), cpu_b.view(np.uint32))
 
 
-@pytest.mark.parametrize("fil_layout, in_layout, out_layout, groups", [
-    ("kcyx", "nchw", "nkhw", 1),  # gemmN (c, y, x): a tap's columns spread over the whole row
-    ("kyxc", "nhwc", "nhwk", 2),  # gemmN (y, x, c): a tap's columns side by side
-])
+@pytest.mark.parametrize(
+    "fil_layout, in_layout, out_layout, groups",
+    [
+        ("kcyx", "nchw", "nkhw", 1),  # gemmN (c, y, x): a tap's columns spread over the whole row
+        ("kyxc", "nhwc", "nhwk", 2),  # gemmN (y, x, c): a tap's columns side by side
+    ],
+)
 def test_in_bounds_cpu_loop_equals_each_weight_summed_alone(monkeypatch, fil_layout, in_layout, out_layout, groups):
     """fair_3's backward-weight CPU loop skips the products whose input pixel is padding. Every
     weight, summed alone over exactly the (n, ho, wo) whose pixel is inside (found here by plain
@@ -158,12 +165,31 @@ def test_in_bounds_cpu_loop_equals_each_weight_summed_alone(monkeypatch, fil_lay
     from emu.gemm import GemmOrder
     from models.kernels import kernel
 
-    p = ConvProblem("bwd_weight", n=2, c=2 * groups, h=5, w=6, k=3 * groups, y=3, x=2, groups=groups,
-                    pad_h=(1, 2), pad_w=(1, 0), stride=(2, 1), dilation=(1, 2),
-                    in_layout=in_layout, fil_layout=fil_layout, out_layout=out_layout)
+    p = ConvProblem(
+        "bwd_weight",
+        n=2,
+        c=2 * groups,
+        h=5,
+        w=6,
+        k=3 * groups,
+        y=3,
+        x=2,
+        groups=groups,
+        pad_h=(1, 2),
+        pad_w=(1, 0),
+        stride=(2, 1),
+        dilation=(1, 2),
+        in_layout=in_layout,
+        fil_layout=fil_layout,
+        out_layout=out_layout,
+    )
     rng = np.random.default_rng(3)
-    x = (rng.standard_normal(p.tensor_size("input")) * 2.0 ** rng.integers(-16, 4, p.tensor_size("input"))).astype(np.float16)
-    dy = (rng.standard_normal(p.tensor_size("output")) * 2.0 ** rng.integers(-16, 4, p.tensor_size("output"))).astype(np.float16)
+    x = (rng.standard_normal(p.tensor_size("input")) * 2.0 ** rng.integers(-16, 4, p.tensor_size("input"))).astype(
+        np.float16
+    )
+    dy = (rng.standard_normal(p.tensor_size("output")) * 2.0 ** rng.integers(-16, 4, p.tensor_size("output"))).astype(
+        np.float16
+    )
     op = ConvGemm(p, x=x, dy=dy)
     acc4 = kernel("cpu-acc4").counting_inbounds()
     specs = [acc4, acc4.with_input_flush()]
@@ -184,7 +210,9 @@ def test_in_bounds_cpu_loop_equals_each_weight_summed_alone(monkeypatch, fil_lay
                 a, b = op.a(sub, group), op.b(sub, group)
                 res = np.zeros((sg.m, sg.n), np.float32)
                 for col in range(sg.n):
-                    ndig = dict(zip(nd, np.unravel_index(col, [{"c": p.c // p.groups, "y": p.y, "x": p.x}[d] for d in nd])))
+                    ndig = dict(
+                        zip(nd, np.unravel_index(col, [{"c": p.c // p.groups, "y": p.y, "x": p.x}[d] for d in nd]))
+                    )
                     keep = []
                     for j in range(full.size):
                         ho, wo = int(kdig[kd.index("ho")][j]), int(kdig[kd.index("wo")][j])
@@ -192,8 +220,13 @@ def test_in_bounds_cpu_loop_equals_each_weight_summed_alone(monkeypatch, fil_lay
                         wi = wo * p.stride[1] + int(ndig["x"]) * p.dilation[1] - p.pad_w[0]
                         keep.append(0 <= hi < p.h and 0 <= wi < p.w)
                     seq = full[np.array(keep, bool)]
-                    res[:, col] = emu.gemm(np.ascontiguousarray(a[:, seq]), np.ascontiguousarray(b[seq, col:col + 1]),
-                                           None, g.unit, GemmOrder())[:, 0]
+                    res[:, col] = emu.gemm(
+                        np.ascontiguousarray(a[:, seq]),
+                        np.ascontiguousarray(b[seq, col : col + 1]),
+                        None,
+                        g.unit,
+                        GemmOrder(),
+                    )[:, 0]
                 op.scatter(want, res, sub, group, 0)
         assert np.array_equal(whole[spec].view(np.uint32), want.view(np.uint32))
         assert np.array_equal(chunked[spec].view(np.uint32), want.view(np.uint32))

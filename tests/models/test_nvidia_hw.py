@@ -9,17 +9,12 @@ H100/H200/B200), taken with CUDA wmma. For the fp16-output runs the authors roun
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
+import reference_data as ref  # noqa: E402  (registered by conftest.py)
 
 import emu
 import models
-
-
-
-
-import reference_data as ref  # noqa: E402  (registered by conftest.py)
 
 SHOW = 5  # mismatching rows printed on failure
 
@@ -32,8 +27,7 @@ def _mismatch_report(rows: ref.TensorCoreRows, c_bits, expected, got, output: st
         a = " ".join(ref.hex16(x) for x in rows.a[i])
         b = " ".join(ref.hex16(x) for x in rows.b[i])
         lines.append(
-            f"  row {i}: a=[{a}] b=[{b}] c={hx(c_bits[i])} "
-            f"expected={ref.hex32(expected[i])} got={ref.hex32(got[i])}"
+            f"  row {i}: a=[{a}] b=[{b}] c={hx(c_bits[i])} expected={ref.hex32(expected[i])} got={ref.hex32(got[i])}"
         )
     return "\n".join(lines)
 

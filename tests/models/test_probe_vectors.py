@@ -16,21 +16,17 @@ import re
 
 import numpy as np
 import pytest
+import reference_data as ref  # noqa: E402  (registered by conftest.py)
 
 import emu
 import models
-
-
-
-
-import reference_data as ref  # noqa: E402  (registered by conftest.py)
 
 # ---------------------------------------------------------------------------------------------
 # probe_vectors.json (NVIDIA, published outputs)
 
 
 def _unit_names(hardware: str) -> list[str]:
-    """"T4,A100" → ["t4", "a100"]; "T4 (Turing)" → ["t4"]."""
+    """ "T4,A100" → ["t4", "a100"]; "T4 (Turing)" → ["t4"]."""
     return [part.split("(")[0].strip().lower() for part in hardware.split(",")]
 
 
@@ -59,7 +55,9 @@ def _nvidia_cases():
                 case_id = f"{e['id']}-{name}{'-padded' if padded else ''}"
                 marks = ()
                 if not _has_unit(name):
-                    marks = pytest.mark.skip(reason=f"no unit for hardware {name!r} (entry {e['id']}, {e['hardware']!r})")
+                    marks = pytest.mark.skip(
+                        reason=f"no unit for hardware {name!r} (entry {e['id']}, {e['hardware']!r})"
+                    )
                 cases.append(pytest.param(e, name, padded, id=case_id, marks=marks))
     return cases
 

@@ -21,6 +21,7 @@ def require(name: str) -> Path:
         pytest.skip(f"reference data not found: {path} (expected ../shared/reference beside the repo)")
     return path
 
+
 # --- perf-config strings ------------------------------------------------------------------------
 
 
@@ -45,18 +46,21 @@ def test_nonxdlops_perf_config_both_ways():
         assert T.parse_perf_config(entry.to_perf_config(), xdlops=False) == entry
 
 
-@pytest.mark.parametrize("text, xdlops, names", [
-    ("128,128,4,64,64", True, ["6 or 8", "m_per_block"]),
-    ("64,32,32,4,2,2,0,0", False, ["6", "block_size"]),
-    ("128,128,four,64,64,4", True, ["k_per_block", "'four'"]),
-    ("128,128,4,64,64,-4", True, ["kpack"]),
-    ("128,128,4,64,64,2", True, ["kpack", "allowed: 1, 4, 5, 6, 7, 8"]),
-    ("128,128,4,128,128,4", True, ["m_per_wave x n_per_wave", "128x128", "allowed:", "64x64", "16x16"]),
-    ("128,128,4,64,64,4,2,0", True, ["a_copy_more_gemm_k", "0 or 1"]),
-    ("512,128,128,16,4,4", False, ["block_size", "allowed: 64, 128, 256"]),
-    ("256,128,128,16,8,4", False, ["m_per_thread", "allowed: 2, 3, 4"]),
-    ("0,128,128,16,4,4", False, ["block_size"]),
-])
+@pytest.mark.parametrize(
+    "text, xdlops, names",
+    [
+        ("128,128,4,64,64", True, ["6 or 8", "m_per_block"]),
+        ("64,32,32,4,2,2,0,0", False, ["6", "block_size"]),
+        ("128,128,four,64,64,4", True, ["k_per_block", "'four'"]),
+        ("128,128,4,64,64,-4", True, ["kpack"]),
+        ("128,128,4,64,64,2", True, ["kpack", "allowed: 1, 4, 5, 6, 7, 8"]),
+        ("128,128,4,128,128,4", True, ["m_per_wave x n_per_wave", "128x128", "allowed:", "64x64", "16x16"]),
+        ("128,128,4,64,64,4,2,0", True, ["a_copy_more_gemm_k", "0 or 1"]),
+        ("512,128,128,16,4,4", False, ["block_size", "allowed: 64, 128, 256"]),
+        ("256,128,128,16,8,4", False, ["m_per_thread", "allowed: 2, 3, 4"]),
+        ("0,128,128,16,4,4", False, ["block_size"]),
+    ],
+)
 def test_perf_config_errors_name_the_field(text, xdlops, names):
     with pytest.raises(T.PerfConfigError) as err:
         T.parse_perf_config(text, xdlops=xdlops)
@@ -77,14 +81,22 @@ def test_as_tuning_kinds():
 # --- instruction selection ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("wave, name, k, tile", [
-    ((128, 64), "v_mfma_f32_32x32x4f16", 4, None), ((64, 128), "v_mfma_f32_32x32x4f16", 4, None),
-    ((64, 64), "v_mfma_f32_32x32x4f16", 4, None), ((64, 32), "v_mfma_f32_32x32x4f16", 4, None),
-    ((32, 64), "v_mfma_f32_32x32x4f16", 4, None),
-    ((64, 16), "v_mfma_f32_16x16x4f16", 4, None), ((16, 64), "v_mfma_f32_16x16x4f16", 4, None),
-    ((8, 64), "v_mfma_f32_4x4x4f16", 4, None), ((4, 64), "v_mfma_f32_4x4x4f16", 4, None),
-    ((32, 32), "v_mfma_f32_32x32x8f16", 8, 8), ((16, 16), "v_mfma_f32_16x16x16f16", 16, 16),
-])
+@pytest.mark.parametrize(
+    "wave, name, k, tile",
+    [
+        ((128, 64), "v_mfma_f32_32x32x4f16", 4, None),
+        ((64, 128), "v_mfma_f32_32x32x4f16", 4, None),
+        ((64, 64), "v_mfma_f32_32x32x4f16", 4, None),
+        ((64, 32), "v_mfma_f32_32x32x4f16", 4, None),
+        ((32, 64), "v_mfma_f32_32x32x4f16", 4, None),
+        ((64, 16), "v_mfma_f32_16x16x4f16", 4, None),
+        ((16, 64), "v_mfma_f32_16x16x4f16", 4, None),
+        ((8, 64), "v_mfma_f32_4x4x4f16", 4, None),
+        ((4, 64), "v_mfma_f32_4x4x4f16", 4, None),
+        ((32, 32), "v_mfma_f32_32x32x8f16", 8, 8),
+        ((16, 16), "v_mfma_f32_16x16x16f16", 16, 16),
+    ],
+)
 def test_selection_table(wave, name, k, tile):
     """rocmlir_kernels_2022.md §2(c) selection table (XdlopsCodeSelection.h), KPack 1."""
     m, n = wave
@@ -111,7 +123,7 @@ def test_16x16x16_groups_match_spec():
     order = T.mfma_k_order(48, _instr((16, 16)), 1)
     assert sorted(order) == list(range(48))
     for t0 in (0, 16, 32):
-        groups = [order[t0 + 4 * b: t0 + 4 * b + 4] for b in range(4)]
+        groups = [order[t0 + 4 * b : t0 + 4 * b + 4] for b in range(4)]
         assert groups == [tuple(t0 + b + 4 * i for i in range(4)) for b in range(4)]
 
 
@@ -221,11 +233,24 @@ def _rows():
 
 def _problem(r) -> ConvProblem:
     i = int
-    return ConvProblem(_OPS[r["operation"]], i(r["batch_N"]), i(r["in_channels_C"]), i(r["in_h"]), i(r["in_w"]),
-                       i(r["out_channels_K"]), i(r["fil_h_Y"]), i(r["fil_w_X"]), i(r["groups_G"]),
-                       (i(r["pad_h_l"]), i(r["pad_h_r"])), (i(r["pad_w_l"]), i(r["pad_w_r"])),
-                       (i(r["stride_h"]), i(r["stride_w"])), (i(r["dilation_h"]), i(r["dilation_w"])),
-                       r["in_layout"], r["fil_layout"], r["out_layout"])
+    return ConvProblem(
+        _OPS[r["operation"]],
+        i(r["batch_N"]),
+        i(r["in_channels_C"]),
+        i(r["in_h"]),
+        i(r["in_w"]),
+        i(r["out_channels_K"]),
+        i(r["fil_h_Y"]),
+        i(r["fil_w_X"]),
+        i(r["groups_G"]),
+        (i(r["pad_h_l"]), i(r["pad_h_r"])),
+        (i(r["pad_w_l"]), i(r["pad_w_r"])),
+        (i(r["stride_h"]), i(r["stride_w"])),
+        (i(r["dilation_h"]), i(r["dilation_w"])),
+        r["in_layout"],
+        r["fil_layout"],
+        r["out_layout"],
+    )
 
 
 def _row(source_stem: str, prefix: str):
@@ -248,15 +273,18 @@ def test_suite_rows_have_no_perf_config_and_every_order_is_a_permutation():
                 assert len(seq) % plan.pad_k == 0
 
 
-@pytest.mark.parametrize("stem, prefix, tuning, instruction, pad_k", [
-    ("conv2d_host_validation_f16_fwd", "CHECK_KYXC_NHWC_NHWK1", (128, 128, 4, 64, 64, 4), "32x32x4f16", 1),
-    ("conv2d_host_validation_f16_fwd", "CHECK_KYXC_NHWC_NHWK2", (32, 64, 4, 32, 64, 1), "32x32x4f16", 1),
-    ("conv2d_host_validation_f16_fwd", "CHECK_ISSUE_41_7", (128, 128, 8, 64, 64, 1), "32x32x4f16", 1),
-    ("conv2d_host_validation_f16_fwd", "CHECK_ISSUE_41_2", (8, 64, 8, 8, 64, 1), "4x4x4f16", 1),
-    ("padding_kernel_gemmK", "CHECK_RESNET50_F16_CONFIG1", (32, 64, 4, 32, 64, 4), "32x32x4f16", 4),
-    ("conv2d_host_validation_f16_bwd", "CHECK_ISSUE_71_1", (16, 16, 16, 16, 16, 1), "16x16x16f16", 1),
-    ("conv2d_host_validation_f16_bwd", "CHECK_BWD_WEIGHT1", (8, 64, 8, 8, 64, 1), "4x4x4f16", 1),
-])
+@pytest.mark.parametrize(
+    "stem, prefix, tuning, instruction, pad_k",
+    [
+        ("conv2d_host_validation_f16_fwd", "CHECK_KYXC_NHWC_NHWK1", (128, 128, 4, 64, 64, 4), "32x32x4f16", 1),
+        ("conv2d_host_validation_f16_fwd", "CHECK_KYXC_NHWC_NHWK2", (32, 64, 4, 32, 64, 1), "32x32x4f16", 1),
+        ("conv2d_host_validation_f16_fwd", "CHECK_ISSUE_41_7", (128, 128, 8, 64, 64, 1), "32x32x4f16", 1),
+        ("conv2d_host_validation_f16_fwd", "CHECK_ISSUE_41_2", (8, 64, 8, 8, 64, 1), "4x4x4f16", 1),
+        ("padding_kernel_gemmK", "CHECK_RESNET50_F16_CONFIG1", (32, 64, 4, 32, 64, 4), "32x32x4f16", 4),
+        ("conv2d_host_validation_f16_bwd", "CHECK_ISSUE_71_1", (16, 16, 16, 16, 16, 1), "16x16x16f16", 1),
+        ("conv2d_host_validation_f16_bwd", "CHECK_BWD_WEIGHT1", (8, 64, 8, 8, 64, 1), "4x4x4f16", 1),
+    ],
+)
 def test_default_tuning_of_suite_shapes(stem, prefix, tuning, instruction, pad_k):
     (plan,) = T.plan(_problem(_row(stem, prefix)), "xdlops")
     assert plan.tuning == T.XdlopsTuning(*tuning)
@@ -291,5 +319,6 @@ def test_both_rule_sets_give_the_same_orders_outside_kblocks():
     for r in _rows():
         p = _problem(r)
         a, b = T.plan(p, "xdlops", rules="2022-08"), T.plan(p, "xdlops", rules="2022-09")
-        assert [(x.order.k_order, x.pad_k, x.instruction.k_tile) for x in a] == \
-               [(y.order.k_order, y.pad_k, y.instruction.k_tile) for y in b], r["check_prefix"]
+        assert [(x.order.k_order, x.pad_k, x.instruction.k_tile) for x in a] == [
+            (y.order.k_order, y.pad_k, y.instruction.k_tile) for y in b
+        ], r["check_prefix"]

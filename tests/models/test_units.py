@@ -43,10 +43,19 @@ def test_units_are_frozen():
         models.unit("mi100").group_size = 8
 
 
-@pytest.mark.parametrize("name,family,group", [
-    ("mi100", Family.FUSED_EXACT, 4), ("mi200", Family.PAIRWISE, 4), ("mi300", Family.TWO_STAGE, 8),
-    ("v100", Family.TRUNCATED_FUSED, 4), ("a100", Family.TRUNCATED_FUSED, 8),
-    ("h100", Family.TRUNCATED_FUSED, 16), ("b200", Family.TRUNCATED_FUSED, 16), ("fma32", Family.FMA, 1)])
+@pytest.mark.parametrize(
+    "name,family,group",
+    [
+        ("mi100", Family.FUSED_EXACT, 4),
+        ("mi200", Family.PAIRWISE, 4),
+        ("mi300", Family.TWO_STAGE, 8),
+        ("v100", Family.TRUNCATED_FUSED, 4),
+        ("a100", Family.TRUNCATED_FUSED, 8),
+        ("h100", Family.TRUNCATED_FUSED, 16),
+        ("b200", Family.TRUNCATED_FUSED, 16),
+        ("fma32", Family.FMA, 1),
+    ],
+)
 def test_table_of_spec_section_4(name, family, group):
     unit = models.unit(name)
     assert (unit.family, unit.group_size) == (family, group)
@@ -59,7 +68,7 @@ def test_a_variant_changes_the_bits():
     c = np.float32(2**-24)
     four = emu.dot_add(a, b, c, models.unit("mi100"))
     eight = emu.dot_add(a, b, c, dataclasses.replace(models.unit("mi100"), group_size=8))
-    assert four.view(np.uint32) == np.float32(1).view(np.uint32)          # 1 + 2^-24 rounds to 1
+    assert four.view(np.uint32) == np.float32(1).view(np.uint32)  # 1 + 2^-24 rounds to 1
     assert eight.view(np.uint32) == np.float32(1 + 2**-23).view(np.uint32)  # 1 + 2^-24 + 2^-24 exact
 
 
@@ -70,5 +79,6 @@ def test_bad_inputs_are_clear_errors():
     with pytest.raises(ValueError, match="K differs"):
         emu.dot_add(np.ones(4, np.float16), np.ones(8, np.float16), np.float32(0), unit)
     with pytest.raises(ValueError, match="power of two"):
-        emu.dot_add(np.ones(4, np.float16), np.ones(4, np.float16), np.float32(0),
-                    dataclasses.replace(unit, group_size=3))
+        emu.dot_add(
+            np.ones(4, np.float16), np.ones(4, np.float16), np.float32(0), dataclasses.replace(unit, group_size=3)
+        )

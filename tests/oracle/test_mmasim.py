@@ -29,14 +29,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import reference_data as ref  # noqa: E402  (registered by conftest.py)
 
 import emu
 import models
-
-
-
-
-import reference_data as ref  # noqa: E402  (registered by conftest.py)
 
 pytestmark = pytest.mark.oracle
 
@@ -259,8 +255,12 @@ class Inputs:
         exactly or are all zero, so that c alone is the result."""
         shape = (n, k)
         a = self.pick(shape, (0.45, self.f16_subnormal(shape)), (0.1, 0.0), (0.45, self.f16_normal(shape, -14, -8)))
-        b = self.pick(shape, (0.3, self.f16_subnormal(shape)), (0.3, self.f16_normal(shape, -14, -8)),
-                      (0.4, self.f16_normal(shape, 0, 15)))
+        b = self.pick(
+            shape,
+            (0.3, self.f16_subnormal(shape)),
+            (0.3, self.f16_normal(shape, -14, -8)),
+            (0.4, self.f16_normal(shape, 0, 15)),
+        )
         half = k // 2
         pairs = self.rng.random(n) < 0.3  # products cancel exactly: the result is c alone
         a[pairs, half:] = -a[pairs, :half]
@@ -268,8 +268,13 @@ class Inputs:
         none = self.rng.random(n) < 0.15  # every product ±0: the result is c alone
         a[none] = self.sign((int(none.sum()), k)) * 0.0
         a, b = self.shuffle_k(a, b)
-        c = self.pick(n, (0.4, self.c_subnormal(n)), (0.1, 0.0), (0.2, self.c_normal(n, -126, -100)),
-                      (0.3, self.c_normal(n, -50, -14)))
+        c = self.pick(
+            n,
+            (0.4, self.c_subnormal(n)),
+            (0.1, 0.0),
+            (0.2, self.c_normal(n, -126, -100)),
+            (0.3, self.c_normal(n, -50, -14)),
+        )
         return self.pack(a, b, c)
 
     def cancel(self, n, k):
@@ -286,8 +291,14 @@ class Inputs:
         b[resid, 0] = self.f16_normal(int(resid.sum()), -10, 2)
         a[resid, half] = 0.0
         a, b = self.shuffle_k(a, b)
-        c = self.pick(n, (0.2, 0.0), (0.1, -0.0), (0.3, self.c_normal(n, -30, 0)), (0.2, self.c_normal(n, 10, 30)),
-                      (0.2, self.c_subnormal(n)))
+        c = self.pick(
+            n,
+            (0.2, 0.0),
+            (0.1, -0.0),
+            (0.3, self.c_normal(n, -30, 0)),
+            (0.2, self.c_normal(n, 10, 30)),
+            (0.2, self.c_subnormal(n)),
+        )
         return self.pack(a, b, c)
 
     def ties(self, n, k):
@@ -484,8 +495,7 @@ def compare(target: Target, a, b, c, labels, expected, got) -> tuple[int, str]:
         aa = " ".join(ref.hex16(x) for x in a[i])
         bb = " ".join(ref.hex16(x) for x in b[i])
         lines.append(
-            f"  [{labels[i]}] row {i}: a=[{aa}] b=[{bb}] c={_hex(c, i)} "
-            f"mmasim={_hex(expected, i)} emu={_hex(got, i)}"
+            f"  [{labels[i]}] row {i}: a=[{aa}] b=[{bb}] c={_hex(c, i)} mmasim={_hex(expected, i)} emu={_hex(got, i)}"
         )
     return int(bad.size), "\n".join(lines)
 
@@ -548,8 +558,12 @@ def test_oracle_reproduces_measured_rows(gpu: str, mmasim):
 
 def test_oracle_reproduces_amd_predictions(mmasim):
     data = ref.load_amd_predicted()
-    keys = {"MI100_CDNA1_E-FDPA": "mi100", "MI200_CDNA2_FTZ-AddMul": "mi200", "MI300_CDNA3_TR-FDPA": "mi300",
-            "sequential_fp32_fma_RNE": "fma32"}
+    keys = {
+        "MI100_CDNA1_E-FDPA": "mi100",
+        "MI200_CDNA2_FTZ-AddMul": "mi200",
+        "MI300_CDNA3_TR-FDPA": "mi300",
+        "sequential_fp32_fma_RNE": "fma32",
+    }
     for key, name in keys.items():
         [t] = [t for t in TARGETS if t.unit == name]
         a = np.array([ref.parse_hex(v["a_fp16_hex"], np.uint16) for v in data["vectors"]])
@@ -557,5 +571,7 @@ def test_oracle_reproduces_amd_predictions(mmasim):
         c = np.array([int(v["c_fp32_hex"], 16) for v in data["vectors"]], np.uint32).view(np.float32)
         want = np.array([int(v["predicted_fp32_hex"][key], 16) for v in data["vectors"]], np.uint32)
         got = run_oracle(t, mmasim, a, b, c).view(np.uint32)
-        assert np.array_equal(got, want), (key, [(v["name"], ref.hex32(g), ref.hex32(w))
-                                                 for v, g, w in zip(data["vectors"], got, want) if g != w])
+        assert np.array_equal(got, want), (
+            key,
+            [(v["name"], ref.hex32(g), ref.hex32(w)) for v, g, w in zip(data["vectors"], got, want) if g != w],
+        )

@@ -10,10 +10,30 @@ from hypothesis import strategies as st
 from validation.cli import main
 from validation.configs import ConfigError, parse_config
 
-SMALL = ("--operation conv2d -t f16 -fil_layout=kcyx -in_layout=nchw -out_layout=nkhw -batchsize=2 "
-         "-in_channels=4 -out_channels=8 -in_h=6 -in_w=6 -fil_h=3 -fil_w=3 --rand_type float")
-STABLE = ["n", "n_exact", "n_eps1", "n_eps_ge2", "n_eps_other", "max_epsilon_diff", "max_abs_diff", "ave_abs_diff",
-          "max_rel_diff", "max_rel_diff_old", "ave_rel_diff", "rms", "diff1", "diff2", "diff3", "diff4", "flags", "verdict"]
+SMALL = (
+    "--operation conv2d -t f16 -fil_layout=kcyx -in_layout=nchw -out_layout=nkhw -batchsize=2 "
+    "-in_channels=4 -out_channels=8 -in_h=6 -in_w=6 -fil_h=3 -fil_w=3 --rand_type float"
+)
+STABLE = [
+    "n",
+    "n_exact",
+    "n_eps1",
+    "n_eps_ge2",
+    "n_eps_other",
+    "max_epsilon_diff",
+    "max_abs_diff",
+    "ave_abs_diff",
+    "max_rel_diff",
+    "max_rel_diff_old",
+    "ave_rel_diff",
+    "rms",
+    "diff1",
+    "diff2",
+    "diff3",
+    "diff4",
+    "flags",
+    "verdict",
+]
 
 
 def _run(capsys, *argv):
@@ -33,21 +53,36 @@ def test_run_json_has_the_stable_keys(capsys):
 
 def test_verifier_pass_and_fail_exit_codes(capsys):
     assert _run(capsys, "run", SMALL, "--verifier", "rocmlir", "--no-progress")[0] == 0
-    code, out, _ = _run(capsys, "run", SMALL, "--threshold", "max_abs_diff=0", "--seed", "1", "--rand-min", "-10", "--rand-max", "10",
-                        "--no-progress")
+    code, out, _ = _run(
+        capsys,
+        "run",
+        SMALL,
+        "--threshold",
+        "max_abs_diff=0",
+        "--seed",
+        "1",
+        "--rand-min",
+        "-10",
+        "--rand-max",
+        "10",
+        "--no-progress",
+    )
     assert code == 1 and "[0]" in out
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["run", "no_such_test"], "suite"),
-    (["run", SMALL, "--hw", "mi900"], "hw"),
-    (["run", SMALL, "--validator", "gpu2"], "validator"),
-    (["run", SMALL, "--verifier", "strict"], "rocmlir"),
-    (["run", SMALL, "--threshold", "rms"], "METRIC=VALUE"),
-    (["run", "-batchsize=0 -in_channels=4"], "batchsize"),
-    (["frobnicate"], "invalid choice"),
-    (["compare", "missing_a.npy", "missing_b.npy"], "no such file"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["run", "no_such_test"], "suite"),
+        (["run", SMALL, "--hw", "mi900"], "hw"),
+        (["run", SMALL, "--validator", "gpu2"], "validator"),
+        (["run", SMALL, "--verifier", "strict"], "rocmlir"),
+        (["run", SMALL, "--threshold", "rms"], "METRIC=VALUE"),
+        (["run", "-batchsize=0 -in_channels=4"], "batchsize"),
+        (["frobnicate"], "invalid choice"),
+        (["compare", "missing_a.npy", "missing_b.npy"], "no such file"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, needle):
     code, out, err = _run(capsys, *argv)
     assert code == 2
@@ -62,8 +97,9 @@ def test_compare_npy(tmp_path, capsys):
     k = v.astype(np.float16)
     np.save(tmp_path / "v.npy", v)
     np.savez(tmp_path / "k.npz", k=k)
-    code, out, err = _run(capsys, "compare", str(tmp_path / "v.npy"), str(tmp_path / "k.npz"), "--format", "json",
-                          "--verifier", "rocmlir")
+    code, out, err = _run(
+        capsys, "compare", str(tmp_path / "v.npy"), str(tmp_path / "k.npz"), "--format", "json", "--verifier", "rocmlir"
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["n"] == 150 and doc["flags"] == [1, 1, 1] and doc["verdict"] == "pass"
@@ -87,8 +123,30 @@ TEMPLATES = [
     "MIOpenDriver convfp16 -n 2 -c 4 -H 6 -W 6 -k 4 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 -l 1 -j 1 -F 1",
     "--operation conv2d_bwd_weight -t f16 -batchsize=2 -in_channels=4 -out_channels=4 -in_h=6 -in_w=6 -fil_h=3 -fil_w=3",
 ]
-_TOKENS = ["-", "=", " ", "0", "-1", "99999", "x", "%pv", "--padding_h=", "-groupsize=3", "kcyx", "nchw", "-t f32",
-           "|", "\\", "'", "--conv_stride_h=0", "-fil_layout=qqqq", "-F 3", "%xdlops", "-p", "-x2"]
+_TOKENS = [
+    "-",
+    "=",
+    " ",
+    "0",
+    "-1",
+    "99999",
+    "x",
+    "%pv",
+    "--padding_h=",
+    "-groupsize=3",
+    "kcyx",
+    "nchw",
+    "-t f32",
+    "|",
+    "\\",
+    "'",
+    "--conv_stride_h=0",
+    "-fil_layout=qqqq",
+    "-F 3",
+    "%xdlops",
+    "-p",
+    "-x2",
+]
 
 
 @st.composite
@@ -98,7 +156,7 @@ def mutated(draw):
         pos = draw(st.integers(0, len(text)))
         action = draw(st.sampled_from(["insert", "delete", "token"]))
         if action == "delete":
-            text = text[:pos] + text[pos + draw(st.integers(1, 6)):]
+            text = text[:pos] + text[pos + draw(st.integers(1, 6)) :]
         elif action == "insert":
             text = text[:pos] + draw(st.text(alphabet="-=0123456789abcxyz %|", max_size=4)) + text[pos:]
         else:
@@ -126,10 +184,30 @@ def test_any_config_runs_or_fails_cleanly(capsys, text):
 
 
 def test_run_on_a_split_k_test_reports_its_ensemble(capsys):
-    code, out, err = _run(capsys, "run", "conv2d_host_validation_f16_bwd_CHECK_ISSUE_71_4", "--hw", "mi200",
-                          "--kernel", "xdlops", "--rand-type", "float", "--rand-min", "-1", "--rand-max", "1",
-                          "--seed", "1", "--verifier", "study-2022", "--members", "8", "--format", "json",
-                          "--no-progress")
+    code, out, err = _run(
+        capsys,
+        "run",
+        "conv2d_host_validation_f16_bwd_CHECK_ISSUE_71_4",
+        "--hw",
+        "mi200",
+        "--kernel",
+        "xdlops",
+        "--rand-type",
+        "float",
+        "--rand-min",
+        "-1",
+        "--rand-max",
+        "1",
+        "--seed",
+        "1",
+        "--verifier",
+        "study-2022",
+        "--members",
+        "8",
+        "--format",
+        "json",
+        "--no-progress",
+    )
     assert code in (0, 1), err
     doc = json.loads(out)
     ens = doc["ensemble"]
@@ -137,8 +215,9 @@ def test_run_on_a_split_k_test_reports_its_ensemble(capsys):
     assert 0 <= ens["members_passing"] <= 8
     assert "float generator in [-1, 1)" in doc["inputs"]
     assert ens["ranges"]["max_abs_diff"][0] < ens["ranges"]["max_abs_diff"][1]
-    code, out, _ = _run(capsys, "run", "conv2d_host_validation_f16_bwd_CHECK_ISSUE_71_2", "--members", "4",
-                        "--no-progress")
+    code, out, _ = _run(
+        capsys, "run", "conv2d_host_validation_f16_bwd_CHECK_ISSUE_71_2", "--members", "4", "--no-progress"
+    )
     assert "fp32 atomics" in out and "ensemble over 4 atomic add orders" in out
 
 

@@ -30,7 +30,7 @@ from validation.configs import (  # noqa: E402
 from validation.suites import suite_config, suite_entries, suite_entry, suite_names  # noqa: E402
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _reference_rows() -> tuple[dict, ...]:
     path = ref.require("rocmlir_f16_configs_2022.tsv")
     with open(path, newline="") as f:
@@ -65,8 +65,7 @@ def test_all_146_reference_strings_parse_and_match_the_table():
         assert cfg.dtype == r["data_type"], where
         got = (p.n, p.groups, p.c, p.h, p.w, p.k, p.y, p.x, p.stride, p.pad_h, p.pad_w, p.dilation)
         want = tuple(
-            int(r[c])
-            for c in "batch_N groups_G in_channels_C in_h in_w out_channels_K fil_h_Y fil_w_X".split()
+            int(r[c]) for c in "batch_N groups_G in_channels_C in_h in_w out_channels_K fil_h_Y fil_w_X".split()
         ) + (
             (int(r["stride_h"]), int(r["stride_w"])),
             (int(r["pad_h_l"]), int(r["pad_h_r"])),
@@ -187,7 +186,10 @@ def test_populate_defaults_with_and_without_x2():
     assert parse_config("-p -x2 -t f16", x2_defaults=False).n_out_elements == 14_745_600
     # -p overwrites sizes given explicitly, as miopen-gen does
     assert parse_config("-p -batchsize=7 --padding_h=2").problem.n == 128
-    assert parse_config("-p=false -batchsize=7 -in_channels=2 -out_channels=2 -in_h=5 -in_w=5 -fil_h=1 -fil_w=1").problem.n == 7
+    assert (
+        parse_config("-p=false -batchsize=7 -in_channels=2 -out_channels=2 -in_h=5 -in_w=5 -fil_h=1 -fil_w=1").problem.n
+        == 7
+    )
     e2e = "-p -pv -rand 1 -t f16 -fil_layout=gkyxc -in_layout=nhwgc -out_layout=nhwgk %s"
     assert parse_config(e2e).n_out_elements == 14_745_600
     assert parse_config(e2e, x2_defaults=True).n_out_elements == 25_690_112
@@ -197,10 +199,30 @@ def test_populate_defaults_with_and_without_x2():
 # Spellings
 
 BASE = dict(
-    operation="conv2d_bwd_weight", t="f16", fil_layout="kyxc", in_layout="nhwc", out_layout="nhwk",
-    batchsize="16", in_channels="8", out_channels="12", in_h="9", in_w="11", fil_h="3", fil_w="3",
-    dilation_h="2", dilation_w="1", conv_stride_h="2", conv_stride_w="1", padding_h="1", padding_w="2",
-    groupsize="4", rand="3", rand_type="float", rand_min="1", rand_max="5", perf_config="64,32,32,4,2,2",
+    operation="conv2d_bwd_weight",
+    t="f16",
+    fil_layout="kyxc",
+    in_layout="nhwc",
+    out_layout="nhwk",
+    batchsize="16",
+    in_channels="8",
+    out_channels="12",
+    in_h="9",
+    in_w="11",
+    fil_h="3",
+    fil_w="3",
+    dilation_h="2",
+    dilation_w="1",
+    conv_stride_h="2",
+    conv_stride_w="1",
+    padding_h="1",
+    padding_w="2",
+    groupsize="4",
+    rand="3",
+    rand_type="float",
+    rand_min="1",
+    rand_max="5",
+    perf_config="64,32,32,4,2,2",
 )
 
 
@@ -223,7 +245,9 @@ def test_every_spelling_gives_the_same_config():
     assert (p.fil_layout, p.in_layout, p.out_layout) == ("gkyxc", "nhwgc", "nhwgk")
     assert first.random.range == (1, 5) and first.seed == 3 and first.perf_config == "64,32,32,4,2,2"
     assert first.validation == "cpu" and first.xdlops and first.dtype == "f16"
-    assert first.harness_kwargs() == dict(seed=3, rand_min=1, rand_max=5, rand_type="float", rand_side="both", dtype="f16")
+    assert first.harness_kwargs() == dict(
+        seed=3, rand_min=1, rand_max=5, rand_type="float", rand_side="both", dtype="f16"
+    )
 
 
 def test_aliases_padding_sides_and_layout_normalisation():
@@ -233,7 +257,9 @@ def test_aliases_padding_sides_and_layout_normalisation():
     )
     assert c.problem.pad_h == (1, 2) and c.problem.fil_layout == "gyxck" and c.validation == "gpu"
     # miopen-gen pads the right side when the padded input is shorter than the filter and stride need
-    c = parse_config("-p=false -batchsize=1 -in_channels=1 -out_channels=1 -in_h=3 -in_w=5 -fil_h=5 -fil_w=1 --conv_stride_h=3")
+    c = parse_config(
+        "-p=false -batchsize=1 -in_channels=1 -out_channels=1 -in_h=3 -in_w=5 -fil_h=5 -fil_w=1 --conv_stride_h=3"
+    )
     assert c.problem.pad_h == (0, 2) and c.problem.out_h == 1
 
 
@@ -314,7 +340,10 @@ def test_miopen_driver_commands():
         parse_config("MIOpenDriver convfp16 -n 2")
     assert parse_config("MIOpenDriver convfp16 -n 2", direction="bwd_weight").problem.direction == "bwd_weight"
     same = parse_config("MIOpenDriver convfp16 -H 8 -W 8 -y 3 -x 3 -u 2 -v 2 -z same -F 1")
-    assert same.problem.pad_h == (0, 0) and parse_config("MIOpenDriver conv -y 3 -x 3 -z same -F 1").problem.pad_h == (1, 1)
+    assert same.problem.pad_h == (0, 0) and parse_config("MIOpenDriver conv -y 3 -x 3 -z same -F 1").problem.pad_h == (
+        1,
+        1,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -385,7 +414,9 @@ def test_unknown_option_suggests():
 
 
 def test_gemms_of_a_strided_bwd_data_config():
-    c = parse_config(VALID + " --operation conv2d_bwd_data --conv_stride_h=2 --conv_stride_w=2 --padding_h=1 --padding_w=1")
+    c = parse_config(
+        VALID + " --operation conv2d_bwd_data --conv_stride_h=2 --conv_stride_w=2 --padding_h=1 --padding_w=1"
+    )
     subs = c.gemms
     assert len(subs) == 4 and {s.m for s in subs} == {8}
     assert sum(s.k for s in subs) == 8 * 3 * 3
@@ -397,7 +428,13 @@ def test_gemms_of_a_strided_bwd_data_config():
 
 
 def _seed_texts() -> list[str]:
-    texts = [VALID, RUN_LINE, spelled(0), spelled(3), "MIOpenDriver convfp16 -n 4 -c 8 -H 9 -W 9 -k 8 -y 3 -x 3 -p 1 -q 1 -F 1"]
+    texts = [
+        VALID,
+        RUN_LINE,
+        spelled(0),
+        spelled(3),
+        "MIOpenDriver convfp16 -n 4 -c 8 -H 9 -W 9 -k 8 -y 3 -x 3 -p 1 -q 1 -F 1",
+    ]
     texts.append("-p -x2 -t f16 %pv %random_data")
     try:
         rows = reference_rows()
@@ -409,9 +446,38 @@ def _seed_texts() -> list[str]:
 
 _SEEDS = _seed_texts()
 _WORDS = [
-    "-p", "-x2", "-pv", "%pv", "%xdlops", "%random_data", "%s", "|", "-rand", "0", "-1", "99999999999",
-    "-groupsize=3", "-fil_layout=kcyx", "-in_layout=nhwgc", "--operation=conv2d_bwd_data", "-F", "4", "RUN:",
-    "-t", "f16", "--padding_h_l=2", "-in_h=1", "=", "--", "-", "'", '"', "\\", "MIOpenDriver", "convfp16", "-g",
+    "-p",
+    "-x2",
+    "-pv",
+    "%pv",
+    "%xdlops",
+    "%random_data",
+    "%s",
+    "|",
+    "-rand",
+    "0",
+    "-1",
+    "99999999999",
+    "-groupsize=3",
+    "-fil_layout=kcyx",
+    "-in_layout=nhwgc",
+    "--operation=conv2d_bwd_data",
+    "-F",
+    "4",
+    "RUN:",
+    "-t",
+    "f16",
+    "--padding_h_l=2",
+    "-in_h=1",
+    "=",
+    "--",
+    "-",
+    "'",
+    '"',
+    "\\",
+    "MIOpenDriver",
+    "convfp16",
+    "-g",
 ]
 
 

@@ -30,12 +30,23 @@ NCHW = "kcyx -in_layout=nchw -out_layout=nkhw"
 
 
 def cfg(layout=NHWC, n=4, c=16, k=32, hw=8, fil=3, op="conv2d", kernel="-x2", rand_type="float"):
-    return (f"-pv -rand 1 {kernel} --operation {op} --rand_type {rand_type} -fil_layout={layout} -batchsize={n} "
-            f"-in_channels={c} -out_channels={k} -in_h={hw} -in_w={hw} -fil_h={fil} -fil_w={fil} -p=false -t f16")
+    return (
+        f"-pv -rand 1 {kernel} --operation {op} --rand_type {rand_type} -fil_layout={layout} -batchsize={n} "
+        f"-in_channels={c} -out_channels={k} -in_h={hw} -in_w={hw} -fil_h={fil} -fil_w={fil} -p=false -t f16"
+    )
 
 
-ALL_METRICS = ("rms", "max_abs_diff", "max_epsilon_diff", "max_rel_diff", "ave_abs_diff", "diff1", "diff2",
-               "n_exact", "n_nonfinite")
+ALL_METRICS = (
+    "rms",
+    "max_abs_diff",
+    "max_epsilon_diff",
+    "max_rel_diff",
+    "ave_abs_diff",
+    "diff1",
+    "diff2",
+    "n_exact",
+    "n_nonfinite",
+)
 SMALL_NHWC = "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16"  # 102,400 outputs, gemmK 36 (y,x,c)
 SMALL_NCHW = "conv2d_host_validation_f16_fwd_CHECK_KCYX_NCHW_NKHW5_f16"  # the same shape, gemmK (c,y,x)
 
@@ -94,13 +105,23 @@ def test_no_subnormal_inputs_no_flush_share():
     assert_efficient(f)
 
 
-@pytest.mark.parametrize("hw,kernel", [("mi200", "xdlops"), ("mi100", "xdlops"), ("mi300", "xdlops"),
-                                       ("mi200", "nonxdlops")])
+@pytest.mark.parametrize(
+    "hw,kernel", [("mi200", "xdlops"), ("mi100", "xdlops"), ("mi300", "xdlops"), ("mi200", "nonxdlops")]
+)
 def test_small_integers_give_no_order_or_rounding_share(hw, kernel):
     # integers in [-5, 5), gemmK 144: every partial sum is an integer below 2^12, exact in fp32 and
     # fp16 alike, so no order, accumulation or output rounding can change a bit
-    e = explain(cfg(c=16, fil=3), hw=hw, kernel=kernel, rand_type="int", rand_min=-5, rand_max=5,
-                metrics=ALL_METRICS, top=3, keep_arrays=True)
+    e = explain(
+        cfg(c=16, fil=3),
+        hw=hw,
+        kernel=kernel,
+        rand_type="int",
+        rand_min=-5,
+        rand_max=5,
+        metrics=ALL_METRICS,
+        top=3,
+        keep_arrays=True,
+    )
     assert "order" not in e.inactive  # the orders differ (kyxc filter vs the CPU's c, y, x loop) ...
     for source in ("order", "accumulation_rounding", "output_rounding", "subnormal_flush", "overflow"):
         assert not zero_shares(e, source), source  # ... and change nothing
@@ -117,8 +138,9 @@ def test_one_by_one_nchw_forward_has_no_order_share():
     vplan = kernel_models.kernel("cpu-validation-2022", validating="xdlops").plan(problem)
     # the precondition: the same gemmK sequence (the kernel's pad_k 4 pads nothing on K = 64), no split
     K = problem.c
-    assert [(list(g.order.sequence(K)), g.order.split_k) for g in kplan] == \
-        [(list(g.order.sequence(K)), g.order.split_k) for g in vplan]
+    assert [(list(g.order.sequence(K)), g.order.split_k) for g in kplan] == [
+        (list(g.order.sequence(K)), g.order.split_k) for g in vplan
+    ]
     e = explain(config, hw="mi200", rand_min=-1, rand_max=1, metrics=ALL_METRICS, top=3)
     assert e.inactive["order"].startswith("the kernel's accumulation order")
     assert not zero_shares(e, "order")
@@ -131,8 +153,15 @@ def test_one_by_one_nchw_forward_has_no_order_share():
 
 def test_overflow_and_efficiency_with_every_source_active():
     # inputs in [5, 10], gemmK 1152: the sums come near 65504 and a few outputs overflow
-    e = explain(cfg(layout=NHWC, n=2, c=128, k=16, hw=6, fil=3), hw="mi200", rand_min=5, rand_max=10,
-                metrics=ALL_METRICS, top=5, keep_arrays=True)
+    e = explain(
+        cfg(layout=NHWC, n=2, c=128, k=16, hw=6, fil=3),
+        hw="mi200",
+        rand_min=5,
+        rand_max=10,
+        metrics=ALL_METRICS,
+        top=5,
+        keep_arrays=True,
+    )
     assert_efficient(e)
     n_inf = e.metrics["n_nonfinite"]
     assert n_inf.total > 0 and n_inf.shares["overflow"] >= 0.9 * n_inf.total
@@ -163,12 +192,15 @@ def test_ends_are_the_kernel_and_the_fp64_reference(hw, kernel, validator):
     e = explain(name, hw=hw, kernel=kernel, validator=validator, top=5, keep_arrays=True)
     r = run(name, hw=hw, kernel=kernel, validator=validator, progress=False)
     kern = e.arrays["+".join(SOURCES)]
-    np.testing.assert_array_equal(kern.reshape(-1).view(np.uint32),
-                                  r.kernel_output.astype(np.float32).view(np.uint32))
+    np.testing.assert_array_equal(kern.reshape(-1).view(np.uint32), r.kernel_output.astype(np.float32).view(np.uint32))
     vplan = r.validator.plan(r.problem)
     fp64 = unit("fp64")
-    ref = conv(r.problem, x=r.inputs.get("input"), w=r.inputs.get("filter"),
-               gemm=lambda a, b: emu.gemm(a, b, None, fp64, vplan[0].order))
+    ref = conv(
+        r.problem,
+        x=r.inputs.get("input"),
+        w=r.inputs.get("filter"),
+        gemm=lambda a, b: emu.gemm(a, b, None, fp64, vplan[0].order),
+    )
     np.testing.assert_array_equal(e.arrays["none"].view(np.uint32), ref.reshape(e.arrays["none"].shape).view(np.uint32))
     assert e.comparison.to_dict() == metrics.compare(ref, kern, dtype_hint="fp16", top=5).to_dict()
 
@@ -185,8 +217,9 @@ def test_smallest_reproducing_set():
         assert x.kernel == kern[x.index]
         for size in range(x.size):  # no smaller set reproduces it
             for subset in combinations(SOURCES, size):
-                assert e.arrays["+".join(subset) or "none"].reshape(-1)[x.index].view(np.uint32) != \
-                    kern[x.index].view(np.uint32)
+                assert e.arrays["+".join(subset) or "none"].reshape(-1)[x.index].view(np.uint32) != kern[x.index].view(
+                    np.uint32
+                )
         assert math.fsum(x.epsilon_shares.values()) == pytest.approx(x.epsilon_diff, rel=1e-9)
 
 
@@ -230,15 +263,23 @@ def test_study_nonxdlops_orders_differ_from_the_cpu_loop_only_in_nhwc_filters_ab
             seq_k, seq_v = g_k.order.sequence(sub.k), g_v.order.sequence(sub.k)
             if not np.array_equal(seq_k[seq_k >= 0], seq_v[seq_v >= 0]) or g_k.order.split_k != g_v.order.split_k:
                 differing.append(entry.name)
-                assert problem.direction == "fwd" and problem.gemm_k_order == ("y", "x", "c") and problem.y * problem.x > 1
+                assert (
+                    problem.direction == "fwd" and problem.gemm_k_order == ("y", "x", "c") and problem.y * problem.x > 1
+                )
                 break
     assert len(differing) == 34
 
 
-@pytest.mark.parametrize("name,differs", [(SMALL_NHWC, True), (SMALL_NCHW, False),
-                                          ("padding_kernel_all_fwd_CHECK_RESNET50_CONFIG4_f16", True),
-                                          ("padding_kernel_all_fwd_CHECK_RESNET50_CONFIG2_f16", False),
-                                          ("conv2d_host_validation_f16_fwd_CHECK_ISSUE_114_1_f16", False)])
+@pytest.mark.parametrize(
+    "name,differs",
+    [
+        (SMALL_NHWC, True),
+        (SMALL_NCHW, False),
+        ("padding_kernel_all_fwd_CHECK_RESNET50_CONFIG4_f16", True),
+        ("padding_kernel_all_fwd_CHECK_RESNET50_CONFIG2_f16", False),
+        ("conv2d_host_validation_f16_fwd_CHECK_ISSUE_114_1_f16", False),
+    ],
+)
 def test_study_nonxdlops_vs_cpu_differs_by_order_alone(name, differs):
     """Non-xdlops kernel against the 2022 CPU validation: they differ only in NHWC tests with a
     filter larger than 1×1 (gemmK y, x, c against the CPU's c, y, x), and there by order alone."""
@@ -250,8 +291,18 @@ def test_study_nonxdlops_vs_cpu_differs_by_order_alone(name, differs):
         assert problem.y * problem.x == 1
         assert [list(g.order.sequence(K)) for g in k] == [list(g.order.sequence(K)) for g in v]
         return
-    e = explain(name, hw="mi200", kernel="nonxdlops", validator="cpu", reference="validator",
-                rand_type="float", rand_min=-1, rand_max=1, metrics=ALL_METRICS, top=5)
+    e = explain(
+        name,
+        hw="mi200",
+        kernel="nonxdlops",
+        validator="cpu",
+        reference="validator",
+        rand_type="float",
+        rand_min=-1,
+        rand_max=1,
+        metrics=ALL_METRICS,
+        top=5,
+    )
     assert_efficient(e)
     for source in ("subnormal_flush", "accumulation_rounding", "output_rounding", "overflow"):
         assert not zero_shares(e, source), source
@@ -280,8 +331,24 @@ def _cli(argv):
 
 
 def test_cli_json():
-    code, out = _cli(["explain", SMALL_NCHW, "--hw", "mi200", "--rand-min", "-1", "--rand-max", "1",
-                      "--metric", "rms,max_epsilon_diff", "--top", "4", "--format", "json"])
+    code, out = _cli(
+        [
+            "explain",
+            SMALL_NCHW,
+            "--hw",
+            "mi200",
+            "--rand-min",
+            "-1",
+            "--rand-max",
+            "1",
+            "--metric",
+            "rms,max_epsilon_diff",
+            "--top",
+            "4",
+            "--format",
+            "json",
+        ]
+    )
     assert code == 0
     doc = json.loads(out)
     assert list(doc)[:3] == ["metrics", "elements", "verdict"]
@@ -295,12 +362,14 @@ def test_cli_json():
 def test_cli_text_and_bad_options():
     code, out = _cli(["explain", SMALL_NCHW, "--top", "2"])
     assert code == 0 and "verdict:" in out and "subnormal_flush" in out
-    for argv, words in [(["--format", "xml"], ("--format", "text, json")),
-                        (["--metric", "rms,nope"], ("metric", "max_abs_diff")),
-                        (["--top", "-1"], ("--top",)),
-                        (["--hw", "mi999"], ("hw", "mi100, mi200, mi300")),
-                        (["--reference", "gpu"], ("reference", "exact, validator")),
-                        (["--validator", "fpga"], ("validator", "cpu"))]:
+    for argv, words in [
+        (["--format", "xml"], ("--format", "text, json")),
+        (["--metric", "rms,nope"], ("metric", "max_abs_diff")),
+        (["--top", "-1"], ("--top",)),
+        (["--hw", "mi999"], ("hw", "mi100, mi200, mi300")),
+        (["--reference", "gpu"], ("reference", "exact, validator")),
+        (["--validator", "fpga"], ("validator", "cpu")),
+    ]:
         with pytest.raises(ValueError) as err:
             _cli(["explain", SMALL_NCHW] + argv)
         assert all(w in str(err.value) for w in words), (argv, str(err.value))

@@ -97,8 +97,15 @@ def test_allclose_and_native(basic):
 def test_histograms(basic):
     r = basic
     assert r.epsilon_histogram.labels == EPSILON_BUCKETS
-    assert r.epsilon_histogram.as_dict() == {"0": 2, "(0,1]": 1, "(1,2]": 1, "(2,10]": 0,
-                                             "(10,100]": 0, ">100": 0, "nonfinite": 0}
+    assert r.epsilon_histogram.as_dict() == {
+        "0": 2,
+        "(0,1]": 1,
+        "(1,2]": 1,
+        "(2,10]": 0,
+        "(10,100]": 0,
+        ">100": 0,
+        "nonfinite": 0,
+    }
     assert r.epsilon_histogram.percent[:3] == (50.0, 25.0, 25.0)
     rel = r.rel_old_histogram.as_dict()
     assert r.rel_old_histogram.labels == REL_OLD_BUCKETS
@@ -233,8 +240,18 @@ def test_empty_inputs():
         r = compare(np.zeros(0, F16), np.zeros((0, 3), F16).reshape(0))
         d = r.to_dict()
     assert r.n == 0 and r.n_exact == 0
-    for key in ("max_epsilon_diff", "max_abs_diff", "ave_abs_diff", "max_rel_diff",
-                "max_rel_diff_old", "ave_rel_diff", "rms", "diff1", "diff2", "miopen_rms"):
+    for key in (
+        "max_epsilon_diff",
+        "max_abs_diff",
+        "ave_abs_diff",
+        "max_rel_diff",
+        "max_rel_diff_old",
+        "ave_rel_diff",
+        "rms",
+        "diff1",
+        "diff2",
+        "miopen_rms",
+    ):
         assert d[key] == 0.0, key
     assert r.epsilon_histogram.percent == (0.0,) * len(EPSILON_BUCKETS)
     assert r.worst == () and r.at_max["epsilon_diff"] is None
@@ -482,8 +499,10 @@ def _c_verifier_line(cpu, gpu, quirks):
         ave_rel = float(np.float64(sum_rel) / nn)
         rms = float(np.sqrt(np.float64(sum_sq)) / (np.float64(max_mag) * np.sqrt(nn)))
     p = _c_printf
-    head = (f"{n:<10d} ({cnt_exact} {cnt_eps} {cnt_large} {cnt_unknown}) "
-            f"{p('%.1f', float(max_eps))} ({p('%.10f', float(max_c))} {p('%.10f', float(max_g))})")
+    head = (
+        f"{n:<10d} ({cnt_exact} {cnt_eps} {cnt_large} {cnt_unknown}) "
+        f"{p('%.1f', float(max_eps))} ({p('%.10f', float(max_c))} {p('%.10f', float(max_g))})"
+    )
     if quirks.line_format == "A":
         return head + "".join("  " + p(s, float(x)) for s, x in (
             ("%f", max_abs), ("%f", ave_abs), ("%.1e", max_rel), ("%.1e", max_old),

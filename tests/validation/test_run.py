@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from emu.conv import ConvProblem
 from models import kernels as kernel_models
 from validation.run import run
 from validation.suites import suite_config, suite_entries
@@ -73,10 +72,14 @@ def test_bad_choices_are_value_errors_naming_the_field():
 def _measured_line(run_set: str, gpu: str, kernel: str, flag: str, rng: str, test: str):
     """One measured verifier line of the 2022 study (skips without ../shared/reference)."""
     from reference_data import require
+
     from validation.verifier import parse_study_line
 
-    path = require("fp16_study_raw_results", f"verify_results_{run_set}_{gpu.upper()}",
-                   f"verify_f16_{kernel}_{flag}_rand{rng[1:]}.txt")
+    path = require(
+        "fp16_study_raw_results",
+        f"verify_results_{run_set}_{gpu.upper()}",
+        f"verify_f16_{kernel}_{flag}_rand{rng[1:]}.txt",
+    )
     for text in path.read_text().splitlines():
         if text.strip() and text.rstrip().endswith(test) or f" {test} " in text:
             return parse_study_line(text)
@@ -93,8 +96,17 @@ def test_the_study_fair3_mi200_validator_from_run_reproduces_a_measured_line(val
 
     test = "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16"
     measured = _measured_line("fair_3", "mi200", "xdlops", "pv", "r0", test)
-    r = run(test, hw="mi200", kernel="xdlops", validator=validator, rand_type="float", rand_min=-1, rand_max=1,
-            seed=1, progress=False)
+    r = run(
+        test,
+        hw="mi200",
+        kernel="xdlops",
+        validator=validator,
+        rand_type="float",
+        rand_min=-1,
+        rand_max=1,
+        seed=1,
+        progress=False,
+    )
     assert r.validator.key == validator and r.inputs_used["rand_type"] == "float"
     line = study_line_of(r.validation_output, r.kernel_output, "fair_3")
     assert line.n_exact == 102356 if reproduces else line.n_exact != 102356
@@ -115,8 +127,17 @@ def test_a_split_k_atomic_kernel_keeps_its_ensemble():
     the partials; the kernel output is their ascending order, the members are other orders of the
     same partials, and kernels without atomics have no ensemble."""
     test = "conv2d_host_validation_f16_bwd_CHECK_ISSUE_71_4"
-    r = run(test, hw="mi200", kernel="xdlops", validator="cpu", rand_type="float", rand_min=-1, rand_max=1,
-            seed=1, progress=False)
+    r = run(
+        test,
+        hw="mi200",
+        kernel="xdlops",
+        validator="cpu",
+        rand_type="float",
+        rand_min=-1,
+        rand_max=1,
+        seed=1,
+        progress=False,
+    )
     ens = r.ensemble
     assert ens is not None and ens.n_split >= 3 and ens.size == r.kernel_output.size
     np.testing.assert_array_equal(ens.ascending().view(np.uint32), r.kernel_fp32.view(np.uint32))

@@ -12,6 +12,7 @@ import csv
 
 import numpy as np
 import pytest
+import reference_data as ref  # noqa: E402  (registered by conftest.py)
 
 import validation.study as study
 from validation.study import emulate
@@ -19,11 +20,6 @@ from validation.study.lines import line_fields, zero_line
 from validation.study.recipes import NONXDLOPS_KERNEL, cpu_validator
 from validation.study.report import cell
 from validation.suites import suite_entries
-
-
-
-
-import reference_data as ref  # noqa: E402  (registered by conftest.py)
 
 #: the quick subset (issue 5): the 20 smallest tests (fwd NCHW and NHWC, 1x1 and padded, bwd_weight
 #: with 2, 4, 16 and 64 split-K partial sums, with and without padding), every combination
@@ -57,8 +53,12 @@ def test_read_measured_keys_every_line(measured):
     assert not any(k[:4] == ("fair_3", "mi200", "nonxdlops", "gpu") for k in keys)
     names = {e.name for e in suite_entries()}
     assert {m.test_name for m in measured} == names
-    m = next(x for x in measured if x.combo == ("fair_1", "mi200", "xdlops", "cpu", "r0")
-             and x.test_name.endswith("padding_kernel_all_fwd_CHECK_RESNET50_CONFIG4_f16"))
+    m = next(
+        x
+        for x in measured
+        if x.combo == ("fair_1", "mi200", "xdlops", "cpu", "r0")
+        and x.test_name.endswith("padding_kernel_all_fwd_CHECK_RESNET50_CONFIG4_f16")
+    )
     assert (m.line.n, m.line.n_exact, m.line.max_epsilon_diff) == (30720, 30694, 432.0)
     assert m.line.line_format == "A"
 
@@ -91,8 +91,10 @@ def test_the_73_bit_exact_nonxdlops_cpu_tests_are_those_whose_plans_share_the_cp
         problem = suite_config(test).problem
         k, v = NONXDLOPS_KERNEL.plan(problem), cpu_validator("cpu-validation-2022", "nonxdlops").plan(problem)
         assert len(k) == len(v)
-        if all(_in_order(g_k.order.k_order) == _in_order(g_v.order.k_order) and g_k.order.split_k == g_v.order.split_k == 1
-               for g_k, g_v in zip(k, v)):
+        if all(
+            _in_order(g_k.order.k_order) == _in_order(g_v.order.k_order) and g_k.order.split_k == g_v.order.split_k == 1
+            for g_k, g_v in zip(k, v)
+        ):
             same_order.add(test)
     assert same_order == measured_exact
 
@@ -107,12 +109,20 @@ def test_read_measured_rejects_a_folder_without_results(tmp_path):
 # --- options ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kw, option", [
-    (dict(gpu="mi300"), "--gpu"), (dict(range="r2"), "--range"), (dict(run_set="fair_9"), "--run-set"),
-    (dict(kernel="tensorcore"), "--kernel"), (dict(validator="mlir"), "--validator"),
-    (dict(tests="NO_SUCH_TEST_ANYWHERE"), "--tests"), (dict(smallest=0), "--smallest"),
-    (dict(members=0), "--members"), (dict(granularity="wave"), "--granularity"),
-])
+@pytest.mark.parametrize(
+    "kw, option",
+    [
+        (dict(gpu="mi300"), "--gpu"),
+        (dict(range="r2"), "--range"),
+        (dict(run_set="fair_9"), "--run-set"),
+        (dict(kernel="tensorcore"), "--kernel"),
+        (dict(validator="mlir"), "--validator"),
+        (dict(tests="NO_SUCH_TEST_ANYWHERE"), "--tests"),
+        (dict(smallest=0), "--smallest"),
+        (dict(members=0), "--members"),
+        (dict(granularity="wave"), "--granularity"),
+    ],
+)
 def test_bad_options_are_one_line_value_errors_naming_the_option(kw, option):
     with pytest.raises(ValueError) as err:
         study.Selection.from_options(**kw)
@@ -141,15 +151,19 @@ def test_order_dependent_atomics():
 def test_recipes_per_run_set():
     r = study.default_recipe("fair_1", "mi200", "nonxdlops", "cpu", "fwd")
     assert r.validator == cpu_validator("cpu-validation-2022", "nonxdlops") and r.quirks == "fair_1"
-    assert study.default_recipe("fair_2", "mi100", "xdlops", "cpu", "fwd").validator == \
-        cpu_validator("cpu-validation-2022", "xdlops")
+    assert study.default_recipe("fair_2", "mi100", "xdlops", "cpu", "fwd").validator == cpu_validator(
+        "cpu-validation-2022", "xdlops"
+    )
     assert study.default_recipe("fair_1", "mi100", "xdlops", "gpu", "fwd").validator == NONXDLOPS_KERNEL
-    assert study.default_recipe("fair_3", "mi200", "xdlops", "cpu", "fwd").validator == \
-        cpu_validator("cpu-acc4", flush=True)
-    assert study.default_recipe("fair_3", "mi100", "nonxdlops", "cpu", "bwd_weight").validator == \
-        cpu_validator("cpu-acc4", inbounds=True)
-    assert study.default_recipe("fair_3", "mi200", "xdlops", "cpu", "bwd_data").validator == \
-        cpu_validator("cpu-validation-2022", "xdlops")
+    assert study.default_recipe("fair_3", "mi200", "xdlops", "cpu", "fwd").validator == cpu_validator(
+        "cpu-acc4", flush=True
+    )
+    assert study.default_recipe("fair_3", "mi100", "nonxdlops", "cpu", "bwd_weight").validator == cpu_validator(
+        "cpu-acc4", inbounds=True
+    )
+    assert study.default_recipe("fair_3", "mi200", "xdlops", "cpu", "bwd_data").validator == cpu_validator(
+        "cpu-validation-2022", "xdlops"
+    )
 
 
 def test_all_exact_shortcut_prints_what_compare_prints():
@@ -204,8 +218,18 @@ def test_quick_subset_report_files(quick_report):
     assert "Tally per combination" in md and "aggregated tables" in md
     with open(out / "reproduce.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert list(rows[0])[:10] == ["run_set", "gpu", "kernel", "validator", "range", "test_name", "field",
-                                  "measured", "emulated", "equal"]
+    assert list(rows[0])[:10] == [
+        "run_set",
+        "gpu",
+        "kernel",
+        "validator",
+        "range",
+        "test_name",
+        "field",
+        "measured",
+        "emulated",
+        "equal",
+    ]
     n_fields = sum(len(x.fields) for x in quick_report.lines)
     assert len(rows) == n_fields
     assert all(row["equal"] == "1" for row in rows)
@@ -226,8 +250,9 @@ def test_cache_resumes(quick_report, measured):
 
 
 def test_separate_passes_give_the_same_lines(measured, monkeypatch):
-    sel = study.Selection.from_options(run_set="fair_1,fair_3", range="r0",
-                                       tests="CHECK_PADDING3_f16,CHECK_ISSUE_70_1", diagnose=False)
+    sel = study.Selection.from_options(
+        run_set="fair_1,fair_3", range="r0", tests="CHECK_PADDING3_f16,CHECK_ISSUE_70_1", diagnose=False
+    )
     one = study.reproduce(sel, measured, cache_dir=False)
     monkeypatch.setattr(emulate, "PASS_ELEMENTS", 1)  # kernels first, then each validator alone
     two = study.reproduce(sel, measured, cache_dir=False)
@@ -237,11 +262,21 @@ def test_separate_passes_give_the_same_lines(measured, monkeypatch):
 def test_a_mismatch_gets_a_diagnosis(measured):
     """A fair_2 line presented as fair_1 differs (fair_1 prints no relOld pair and uses the signed
     relOld rule); the diagnosis finds the verifier quirks that reproduce it."""
-    src = next(m for m in measured if m.combo == ("fair_2", "mi100", "xdlops", "cpu", "r0")
-               and m.test_name == "conv2d_host_validation_f16_fwd_CHECK_PADDING3_f16")
+    src = next(
+        m
+        for m in measured
+        if m.combo == ("fair_2", "mi100", "xdlops", "cpu", "r0")
+        and m.test_name == "conv2d_host_validation_f16_fwd_CHECK_PADDING3_f16"
+    )
     fake = study.MeasuredLine("fair_1", src.gpu, src.kernel, src.validator, src.range, src.test_name, src.line)
-    sel = study.Selection(run_sets=("fair_1",), gpus=("mi100",), kernels=("xdlops",), validators=("cpu",),
-                          ranges=("r0",), tests=(src.test_name,))
+    sel = study.Selection(
+        run_sets=("fair_1",),
+        gpus=("mi100",),
+        kernels=("xdlops",),
+        validators=("cpu",),
+        ranges=("r0",),
+        tests=(src.test_name,),
+    )
     report = study.reproduce(sel, [fake], cache_dir=False)
     (line,) = report.lines
     assert line.status == "differs" and not report.ok and report.exit_code == 1
@@ -264,9 +299,25 @@ def _parser():
 
 
 def test_cli_smoke(raw_dir, tmp_path, capsys):
-    args = _parser().parse_args(["study", "reproduce", "--measured", str(raw_dir), "--tests",
-                                 "CHECK_PADDING3_f16,CHECK_ISSUE_71_2", "--gpu", "mi200", "--range", "r0",
-                                 "--out", str(tmp_path), "--no-progress", "--members", "16"])
+    args = _parser().parse_args(
+        [
+            "study",
+            "reproduce",
+            "--measured",
+            str(raw_dir),
+            "--tests",
+            "CHECK_PADDING3_f16,CHECK_ISSUE_71_2",
+            "--gpu",
+            "mi200",
+            "--range",
+            "r0",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+            "--members",
+            "16",
+        ]
+    )
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert "[fair_1 MI200 xdlops/cpu r0] conv2d_host_validation_f16_fwd_CHECK_PADDING3_f16: OK (14/14 fields)" in out
@@ -276,8 +327,9 @@ def test_cli_smoke(raw_dir, tmp_path, capsys):
 
 
 def test_cli_bad_option_is_a_value_error(raw_dir, tmp_path):
-    args = _parser().parse_args(["study", "reproduce", "--measured", str(raw_dir), "--gpu", "mi250",
-                                 "--out", str(tmp_path)])
+    args = _parser().parse_args(
+        ["study", "reproduce", "--measured", str(raw_dir), "--gpu", "mi250", "--out", str(tmp_path)]
+    )
     with pytest.raises(ValueError, match=r"^--gpu: 'mi250' is not one of mi100,mi200$"):
         args.func(args)
     with pytest.raises(ValueError):

@@ -29,8 +29,6 @@ from validation.verifier import (
 F16 = np.float16
 
 
-
-
 from reference_data import require  # noqa: E402  (registered by conftest.py)
 
 
@@ -266,12 +264,12 @@ def test_parse_format_b():
                                                                       5984, 0)  # fmt: skip
     assert (s.max_epsilon_diff, s.val_at_max_eps, s.kern_at_max_eps) == (896.0, -0.0000211,
                                                                          -0.0000745058)  # fmt: skip
-    assert (s.max_abs_diff, s.ave_abs_diff, s.max_rel_diff, s.max_rel_diff_old) == (
-        0.03125, 0.000004, 12.0, 0.077)
+    assert (s.max_abs_diff, s.ave_abs_diff, s.max_rel_diff, s.max_rel_diff_old) == (0.03125, 0.000004, 12.0, 0.077)
     assert (s.val_at_max_rel_old, s.kern_at_max_rel_old) == (0.0010471344, 0.0011281967)
     assert (s.ave_rel_diff, s.rms) == (4.2e-06, 4.3e-07)
-    assert s.tail == StudyTail((1, 0, 0, 0, 0, 1, 0), "fwd",
-                               "conv2d_harness_cpu_verifier_kyxc_nhwc_nhwk_f16_E2E_f16", 1, 107)
+    assert s.tail == StudyTail(
+        (1, 0, 0, 0, 0, 1, 0), "fwd", "conv2d_harness_cpu_verifier_kyxc_nhwc_nhwk_f16_E2E_f16", 1, 107
+    )
     assert format_study_line(s) == _B_LINE
 
 
@@ -287,8 +285,13 @@ def test_parse_format_a_with_inf_and_negative_nan():
 
 
 def test_parse_rejects_other_text():
-    for bad in ("", "hello", _B_LINE.replace("(1 of 107)", "(1 of)"),
-                _B_LINE.replace(" 896.0 ", " 896 "), _A_LINE.replace("  inf  inf", " inf inf", 1)):
+    for bad in (
+        "",
+        "hello",
+        _B_LINE.replace("(1 of 107)", "(1 of)"),
+        _B_LINE.replace(" 896.0 ", " 896 "),
+        _A_LINE.replace("  inf  inf", " inf inf", 1),
+    ):
         with pytest.raises(ValueError):
             parse_study_line(bad)
 
@@ -360,8 +363,27 @@ def _adversarial_values(rng, n, k_dtype):
     k = np.where(pick < 0.15, k + ulp, k)
     k = np.where((pick >= 0.15) & (pick < 0.2), -k, k)
     k = np.where((pick >= 0.2) & (pick < 0.23), (k.astype(np.float32) * 3).astype(np.float16), k)
-    specials32 = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 6e-8, -3e-8, 1e-5, 65504.0, 65520.0, 70000.0,
-                           1.0004e-3, -1.0004e-3, 1.0e-3, 1 + 2.0 ** -11, 2048 + 1.0], np.float32)
+    specials32 = np.array(
+        [
+            np.nan,
+            np.inf,
+            -np.inf,
+            0.0,
+            -0.0,
+            6e-8,
+            -3e-8,
+            1e-5,
+            65504.0,
+            65520.0,
+            70000.0,
+            1.0004e-3,
+            -1.0004e-3,
+            1.0e-3,
+            1 + 2.0**-11,
+            2048 + 1.0,
+        ],
+        np.float32,
+    )
     for arr in (v, k):
         at = rng.random(n) < 0.05
         arr[at] = specials32[rng.integers(0, specials32.size, int(at.sum()))].astype(arr.dtype)
@@ -386,7 +408,7 @@ def test_study_line_of_equals_the_full_comparison(run_set, k_dtype, seed):
     if seed == 2:  # finite, and the largest magnitude (the RMS denominator) on an equal element
         v = rng.uniform(-2, 2, n).astype(np.float32)
         k = v.astype(np.float16)
-        k[::7] += np.float16(2.0 ** -9)
+        k[::7] += np.float16(2.0**-9)
         v[n // 3], k[n // 3] = 1000.0, 1000.0
         k = k.astype(k_dtype)
     want = study_line(compare(v, k, dtype_hint="fp16", study_quirks=run_set, chunk=257))
@@ -394,6 +416,9 @@ def test_study_line_of_equals_the_full_comparison(run_set, k_dtype, seed):
     assert format_study_line(got) == format_study_line(want)
     assert got.fields() == want.fields()
     # chunk boundaries of the fast path
-    got_small = study_line(compare_differing(v.reshape(-1, 1) if n % 2 else v, k.reshape(-1, 1) if n % 2 else k,
-                                               study_quirks=run_set, chunk=97))
+    got_small = study_line(
+        compare_differing(
+            v.reshape(-1, 1) if n % 2 else v, k.reshape(-1, 1) if n % 2 else k, study_quirks=run_set, chunk=97
+        )
+    )
     assert got_small.fields() == want.fields()

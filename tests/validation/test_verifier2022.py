@@ -19,8 +19,16 @@ from validation.verifier2022 import (
 
 
 def test_public_names_are_re_exported_where_callers_find_them():
-    for name in ("study_line_of", "format_study_line", "StudyLine", "StudyTail", "parse_study_line",
-                 "study_line", "STUDY_RUN_SETS", "resolve_study_quirks"):
+    for name in (
+        "study_line_of",
+        "format_study_line",
+        "StudyLine",
+        "StudyTail",
+        "parse_study_line",
+        "study_line",
+        "STUDY_RUN_SETS",
+        "resolve_study_quirks",
+    ):
         assert getattr(verifier, name) is getattr(verifier2022, name)
     for name in ("resolve_study_quirks", "StudyQuirks", "STUDY_RUN_SETS",
                  "STUDY_REL_OLD_THRESHOLD"):  # fmt: skip
@@ -33,7 +41,10 @@ def test_run_sets():
     assert resolve_study_quirks(q) is q is STUDY_RUN_SETS["fair_1"]
     assert (q.line_format, q.epsilon_rule, q.rel_old_signed) == ("A", "binade_below", True)
     assert {r: STUDY_RUN_SETS[r].epsilon_rule for r in ("fair_2", "fair_3", "fair_rand0")} == {
-        "fair_2": "binade_below", "fair_3": "ulp", "fair_rand0": "ulp"}
+        "fair_2": "binade_below",
+        "fair_3": "ulp",
+        "fair_rand0": "ulp",
+    }
     with pytest.raises(ValueError, match="fair_1, fair_2, fair_3, fair_rand0"):
         resolve_study_quirks("fair_9")
 

@@ -75,9 +75,24 @@ _DRIVER_FLAGS: dict[str, tuple[str, str]] = {
 }
 _DRIVER_SHORT = {short: long for long, (short, _) in _DRIVER_FLAGS.items()}
 _DRIVER_INT = [
-    "spatial_dim", "forw", "batchsize", "in_channels", "in_h", "in_w", "out_channels", "fil_h",
-    "fil_w", "conv_stride_h", "conv_stride_w", "pad_h", "pad_w", "pad_val", "dilation_h",
-    "dilation_w", "group_count", "verify",
+    "spatial_dim",
+    "forw",
+    "batchsize",
+    "in_channels",
+    "in_h",
+    "in_w",
+    "out_channels",
+    "fil_h",
+    "fil_w",
+    "conv_stride_h",
+    "conv_stride_w",
+    "pad_h",
+    "pad_w",
+    "pad_val",
+    "dilation_h",
+    "dilation_w",
+    "group_count",
+    "verify",
 ]
 _DRIVER_LAYOUTS = {
     "in_layout": {"NCHW": "nchw", "NHWC": "nhwc"},
@@ -165,10 +180,14 @@ def parse_driver(tokens: list[str], *, source: str, direction: str | None) -> Co
         raise ConfigError(f"group_count (-g): {g} is not allowed; it must be a positive integer")
     for name in ("batchsize", "in_channels", "out_channels", "in_h", "in_w", "fil_h", "fil_w"):
         if ints[name] < 1:
-            raise ConfigError(f"{name} (-{_DRIVER_FLAGS[name][0]}): {ints[name]} is not allowed; it must be a positive integer")
+            raise ConfigError(
+                f"{name} (-{_DRIVER_FLAGS[name][0]}): {ints[name]} is not allowed; it must be a positive integer"
+            )
     for name in ("conv_stride_h", "conv_stride_w", "dilation_h", "dilation_w"):
         if ints[name] < 1:
-            raise ConfigError(f"{name} (-{_DRIVER_FLAGS[name][0]}): {ints[name]} is not allowed; it must be a positive integer")
+            raise ConfigError(
+                f"{name} (-{_DRIVER_FLAGS[name][0]}): {ints[name]} is not allowed; it must be a positive integer"
+            )
     for name in ("pad_h", "pad_w"):
         if ints[name] < 0:
             raise ConfigError(f"{name} (-{_DRIVER_FLAGS[name][0]}): {ints[name]} is negative; it must be >= 0")
@@ -206,7 +225,15 @@ def parse_driver(tokens: list[str], *, source: str, direction: str | None) -> Co
         stride=strides,
         dilation=dils,
         layouts=layouts,
-        names=("group_count (-g)", "in_channels (-c)", "out_channels (-k)", "in_h (-H)", "in_w (-W)", "fil_h (-y)", "fil_w (-x)"),
+        names=(
+            "group_count (-g)",
+            "in_channels (-c)",
+            "out_channels (-k)",
+            "in_h (-H)",
+            "in_w (-W)",
+            "fil_h (-y)",
+            "fil_w (-x)",
+        ),
     )
     return Config(
         problem=problem,

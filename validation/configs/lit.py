@@ -163,9 +163,7 @@ def parse_config(
     if "RUN:" in stripped:
         commands = _run_commands(stripped)
         if len(commands) != 1:
-            raise ConfigError(
-                f"lit text: {len(commands)} RUN commands; pass one (parse_lit_file reads a whole file)"
-            )
+            raise ConfigError(f"lit text: {len(commands)} RUN commands; pass one (parse_lit_file reads a whole file)")
         return _parse_command(split_words(commands[0]), source=text, is_lit=True, **kw)
     tokens = split_words(stripped)
     if not tokens:

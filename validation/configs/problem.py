@@ -22,7 +22,9 @@ def normalise_layout(opt: str, value: str) -> str:
         return normalize_layout(value, _LAYOUT_ROLES[opt])
     except ValueError:
         _check_layout(opt, "g" + value if len(value) == 4 and "g" not in value else value, shown=value)
-        raise ConfigError(f"{opt}: {one_line(value)!r} is not a layout over {', '.join(_LAYOUT_LETTERS[opt])}") from None
+        raise ConfigError(
+            f"{opt}: {one_line(value)!r} is not a layout over {', '.join(_LAYOUT_LETTERS[opt])}"
+        ) from None
 
 
 def _check_layout(opt: str, value: str, shown: str | None = None) -> None:

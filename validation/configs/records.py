@@ -52,7 +52,9 @@ class RandomSpec:
     def harness_kwargs(self) -> dict:
         """Keyword arguments for :func:`models.harness.harness_inputs`."""
         if self.mode == "miopen_driver":
-            raise ConfigError("random data: MIOpenDriver's own generator is not reproduced; only rocMLIR harness data is")
+            raise ConfigError(
+                "random data: MIOpenDriver's own generator is not reproduced; only rocMLIR harness data is"
+            )
         seed: int | str | None = {"fixed": None, "none": "none"}.get(self.mode, self.seed)
         return {
             "seed": seed,

@@ -14,23 +14,30 @@ def register_cli(subparsers):
     returns the exit code (0). Bad option values raise ValueError naming the option and the
     allowed values."""
     p = subparsers.add_parser(
-        "explain", help="attribute a test's error to its sources (Shapley shares over 5 switches)",
+        "explain",
+        help="attribute a test's error to its sources (Shapley shares over 5 switches)",
         description="CONFIG: a miopen-gen/rocmlir-gen argument string, a lit RUN line, an MIOpenDriver conv command, "
-                    "or a suite test name (quote it). Runs the 2^5 factorial design over the error sources "
-                    f"({', '.join(SOURCES)}) between the exact fp64 convolution and the emulated kernel.")
+        "or a suite test name (quote it). Runs the 2^5 factorial design over the error sources "
+        f"({', '.join(SOURCES)}) between the exact fp64 convolution and the emulated kernel.",
+    )
     p.add_argument("config", nargs="?")
     p.add_argument("--config", dest="config_option", default=None, help="the CONFIG, when it starts with '-'")
     p.add_argument("--hw", default="mi200", help=f"{', '.join(HW_CHOICES)} (default mi200)")
     p.add_argument("--kernel", default=None, help="xdlops or nonxdlops (default: the config's own)")
-    p.add_argument("--validator", default="cpu", help=f"{', '.join(VALIDATOR_CHOICES)} (default cpu): the reference's order")
+    p.add_argument(
+        "--validator", default="cpu", help=f"{', '.join(VALIDATOR_CHOICES)} (default cpu): the reference's order"
+    )
     p.add_argument("--reference", default="exact", help="exact (fp64 convolution, default) or validator")
     p.add_argument("--perf-config", default=None, help="rocMLIR tuning string (default: the 2022 default)")
     p.add_argument("--rand-min", type=int, default=None)
     p.add_argument("--rand-max", type=int, default=None)
     p.add_argument("--rand-type", default=None, help="float or int (default: the config's)")
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--metric", default=",".join(DEFAULT_METRICS),
-                   help=f"comma-separated metrics (default {','.join(DEFAULT_METRICS)})")
+    p.add_argument(
+        "--metric",
+        default=",".join(DEFAULT_METRICS),
+        help=f"comma-separated metrics (default {','.join(DEFAULT_METRICS)})",
+    )
     p.add_argument("--top", default="10", help="worst elements to explain (default 10)")
     p.add_argument("--format", default="text", help="text or json")
     p.add_argument("--plot", default=None, metavar="FILE", help="save the stacked-bar chart of the shares")
@@ -45,8 +52,9 @@ def _cmd_explain(args) -> int:
     fmt = choice(args.format, FORMATS, "--format")
     config = args.config if args.config is not None else args.config_option
     if not config:
-        raise ValueError("explain: give a CONFIG (an argument string, a RUN line, an MIOpenDriver command or a suite "
-                         "test name)")
+        raise ValueError(
+            "explain: give a CONFIG (an argument string, a RUN line, an MIOpenDriver command or a suite test name)"
+        )
     try:
         top = check_top(args.top)
     except ValueError:
@@ -55,10 +63,21 @@ def _cmd_explain(args) -> int:
         names = metric_names(args.metric)
     except ValueError as err:
         raise ValueError(f"--{err}") from None
-    result = explain(config, hw=args.hw, kernel=args.kernel, validator=args.validator, reference=args.reference,
-                     perf_config=args.perf_config, rand_min=args.rand_min, rand_max=args.rand_max,
-                     rand_type=args.rand_type, seed=args.seed, metrics=names, top=top,
-                     progress=False if args.no_progress else None)
+    result = explain(
+        config,
+        hw=args.hw,
+        kernel=args.kernel,
+        validator=args.validator,
+        reference=args.reference,
+        perf_config=args.perf_config,
+        rand_min=args.rand_min,
+        rand_max=args.rand_max,
+        rand_type=args.rand_type,
+        seed=args.seed,
+        metrics=names,
+        top=top,
+        progress=False if args.no_progress else None,
+    )
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1, allow_nan=False))
     else:

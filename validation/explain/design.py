@@ -67,9 +67,22 @@ def check_top(top) -> int:
     return value
 
 
-def explain_problem(problem: ConvProblem, kernel_model, validator_model, *, x=None, w=None, dy=None,
-                    reference: str = "exact", metrics=DEFAULT_METRICS, top: int = 10, progress: bool = False,
-                    n_chunk: int | None = None, name: str | None = None, keep_arrays: bool = False) -> Explanation:
+def explain_problem(
+    problem: ConvProblem,
+    kernel_model,
+    validator_model,
+    *,
+    x=None,
+    w=None,
+    dy=None,
+    reference: str = "exact",
+    metrics=DEFAULT_METRICS,
+    top: int = 10,
+    progress: bool = False,
+    n_chunk: int | None = None,
+    name: str | None = None,
+    keep_arrays: bool = False,
+) -> Explanation:
     """Attribute the error of ``kernel_model`` (a :class:`models.kernels.KernelModel`) on
     ``problem`` with the tensors ``x`` / ``w`` / ``dy`` (float16 or uint16, as
     :class:`emu.conv.ConvGemm` takes them) to the five sources. ``validator_model`` gives the
@@ -88,8 +101,9 @@ def explain_problem(problem: ConvProblem, kernel_model, validator_model, *, x=No
 
     inactive: dict[str, str] = {}
     if kend.flush == rend.flush:
-        inactive["subnormal_flush"] = ("neither end flushes subnormal inputs" if not kend.flush
-                                       else "both ends flush subnormal inputs")
+        inactive["subnormal_flush"] = (
+            "neither end flushes subnormal inputs" if not kend.flush else "both ends flush subnormal inputs"
+        )
     elif not flush_matters:
         inactive["subnormal_flush"] = "no input is subnormal (or −0)"
     ks = [sub.k for sub in op.subs]
@@ -177,15 +191,21 @@ def explain_problem(problem: ConvProblem, kernel_model, validator_model, *, x=No
         with np.errstate(invalid="ignore"):
             interaction = total - math.fsum(shares) if all(map(math.isfinite, shares)) else math.nan
         table[mname] = MetricShares(
-            name=mname, total=total, shares=dict(zip(SOURCES, shares)), interaction=interaction,
+            name=mname,
+            total=total,
+            shares=dict(zip(SOURCES, shares)),
+            interaction=interaction,
             main_effects={s: values[1 << i] - values[0] for i, s in enumerate(SOURCES)},
-            values={subset_label(mask): values[mask] for mask in range(1 << N_SOURCES)})
+            values={subset_label(mask): values[mask] for mask in range(1 << N_SOURCES)},
+        )
 
     # 4. the worst elements: smallest reproducing set, per-element shares of epsilonDiff
     primary = primary_metric(table)
     rank = _shapley_rank(table.get(primary) if primary else None)
-    subsets = sorted(range(1 << N_SOURCES),
-                     key=lambda m: (m.bit_count(), sorted(rank.index(i) for i in range(N_SOURCES) if m >> i & 1)))
+    subsets = sorted(
+        range(1 << N_SOURCES),
+        key=lambda m: (m.bit_count(), sorted(rank.index(i) for i in range(N_SOURCES) if m >> i & 1)),
+    )
     ref_flat = ref.reshape(-1)
     elements = []
     for j, e in enumerate(picked):
@@ -193,24 +213,41 @@ def explain_problem(problem: ConvProblem, kernel_model, validator_model, *, x=No
         kbits = np.float32(at[keys[ALL_ON]][j]).view(np.uint32)
         smallest = next(m for m in subsets if np.float32(at[keys[m]][j]).view(np.uint32) == kbits)
         eps = [_epsilon(r, at[keys[mask]][j]) for mask in range(1 << N_SOURCES)]
-        elements.append(ElementExplanation(
-            index=int(e.index), coords=tuple(e.coords), reference=float(r), kernel=float(at[keys[ALL_ON]][j]),
-            epsilon_diff=float(e.epsilon_diff), abs_diff=float(e.abs_diff),
-            sources=tuple(s for i, s in enumerate(SOURCES) if smallest >> i & 1),
-            epsilon_shares=dict(zip(SOURCES, shapley(eps)))))
+        elements.append(
+            ElementExplanation(
+                index=int(e.index),
+                coords=tuple(e.coords),
+                reference=float(r),
+                kernel=float(at[keys[ALL_ON]][j]),
+                epsilon_diff=float(e.epsilon_diff),
+                abs_diff=float(e.abs_diff),
+                sources=tuple(s for i, s in enumerate(SOURCES) if smallest >> i & 1),
+                epsilon_shares=dict(zip(SOURCES, shapley(eps))),
+            )
+        )
 
     out = Explanation(
-        config=name or "problem", direction=problem.direction, shape=tuple(shape),
-        hw=getattr(kernel_model, "hw", None), kernel=kernel_model.name, validator=validator_model.name,
-        reference=reference, metrics=table, elements=elements, verdict="", inactive=inactive,
-        comparison=kernel_cmp, gemm_variants=len(settings), compared_variants=len(measured),
+        config=name or "problem",
+        direction=problem.direction,
+        shape=tuple(shape),
+        hw=getattr(kernel_model, "hw", None),
+        kernel=kernel_model.name,
+        validator=validator_model.name,
+        reference=reference,
+        metrics=table,
+        elements=elements,
+        verdict="",
+        inactive=inactive,
+        comparison=kernel_cmp,
+        gemm_variants=len(settings),
+        compared_variants=len(measured),
         seconds={"gemm": t_gemm, "compare": t_cmp},
-        arrays={subset_label(mask): kept[keys[mask]] for mask in range(1 << N_SOURCES)} if keep_arrays else None)
+        arrays={subset_label(mask): kept[keys[mask]] for mask in range(1 << N_SOURCES)} if keep_arrays else None,
+    )
     eps_shares = table.get("max_epsilon_diff")
     if eps_shares is None:
         values = [measured[keys[mask]].metric("max_epsilon_diff") for mask in range(1 << N_SOURCES)]
-        eps_shares = MetricShares("max_epsilon_diff", values[ALL_ON], dict(zip(SOURCES, shapley(values))), 0.0, {},
-                                  {})
+        eps_shares = MetricShares("max_epsilon_diff", values[ALL_ON], dict(zip(SOURCES, shapley(values))), 0.0, {}, {})
     out.verdict = write_verdict(out, kend, eps_shares)
     out.seconds["total"] = time.perf_counter() - t_start
     return out
@@ -230,15 +267,29 @@ def _shapley_rank(m: MetricShares | None) -> list[int]:
     """Source indices by descending share (ties and no metric: switch order)."""
     if m is None:
         return list(range(N_SOURCES))
-    return sorted(range(N_SOURCES),
-                  key=lambda i: (-m.shares[SOURCES[i]] if math.isfinite(m.shares[SOURCES[i]]) else 0.0, i))
+    return sorted(
+        range(N_SOURCES), key=lambda i: (-m.shares[SOURCES[i]] if math.isfinite(m.shares[SOURCES[i]]) else 0.0, i)
+    )
 
 
-def explain(config, *, hw: str = "mi200", kernel: str | None = None, validator: str = "cpu",
-            reference: str = "exact", perf_config: str | None = None, rand_min: int | None = None,
-            rand_max: int | None = None, rand_type: str | None = None, seed: int | None = None,
-            metrics=DEFAULT_METRICS, top: int = 10, progress: bool | None = None,
-            n_chunk: int | None = None, keep_arrays: bool = False) -> Explanation:
+def explain(
+    config,
+    *,
+    hw: str = "mi200",
+    kernel: str | None = None,
+    validator: str = "cpu",
+    reference: str = "exact",
+    perf_config: str | None = None,
+    rand_min: int | None = None,
+    rand_max: int | None = None,
+    rand_type: str | None = None,
+    seed: int | None = None,
+    metrics=DEFAULT_METRICS,
+    top: int = 10,
+    progress: bool | None = None,
+    n_chunk: int | None = None,
+    keep_arrays: bool = False,
+) -> Explanation:
     """Explain ``config`` (a :class:`validation.configs.Config` or any text
     :func:`validation.configs.parse_config` accepts, e.g. a suite test name) on ``hw``.
 
@@ -251,8 +302,10 @@ def explain(config, *, hw: str = "mi200", kernel: str | None = None, validator: 
     hw = kmodel.hw or choice(hw, HW_CHOICES, "hw")
     reference = choice(reference, REFERENCES, "reference")
     if vmodel.count == "inbounds":
-        raise ValueError("validator: +inbounds is not one of the explanation's switches; explain the test with "
-                         "the same validator without it")
+        raise ValueError(
+            "validator: +inbounds is not one of the explanation's switches; explain the test with "
+            "the same validator without it"
+        )
     names = metric_names(metrics)
     top = check_top(top)
     if rand_type is not None:
@@ -268,10 +321,21 @@ def explain(config, *, hw: str = "mi200", kernel: str | None = None, validator: 
         inputs = harness.harness_inputs(problem, **kw)
     t_inputs = time.perf_counter() - t0
     macs = sum(s.g * s.m * s.n * s.k for s in config.gemms)
-    out = explain_problem(problem, kmodel, vmodel, x=inputs.get("input"), w=inputs.get("filter"),
-                          dy=inputs.get("output"), reference=reference, metrics=names, top=top,
-                          progress=progress if progress is not None else macs > 2e9, n_chunk=n_chunk,
-                          name=config.name or " ".join(config.source.split())[:100], keep_arrays=keep_arrays)
+    out = explain_problem(
+        problem,
+        kmodel,
+        vmodel,
+        x=inputs.get("input"),
+        w=inputs.get("filter"),
+        dy=inputs.get("output"),
+        reference=reference,
+        metrics=names,
+        top=top,
+        progress=progress if progress is not None else macs > 2e9,
+        n_chunk=n_chunk,
+        name=config.name or " ".join(config.source.split())[:100],
+        keep_arrays=keep_arrays,
+    )
     out.hw = hw
     out.seconds = {"inputs": t_inputs, **out.seconds, "total": out.seconds["total"] + t_inputs}
     return out

@@ -15,9 +15,16 @@ from .. import metrics as metrics_mod
 from .sources import SOURCES
 
 #: How the text and the chart name each metric.
-METRIC_TITLES = {"rms": "RMS", "max_abs_diff": "maxAbsDiff", "max_epsilon_diff": "maxEpsilonDiff",
-                 "max_rel_diff": "maxRelDiff", "max_rel_diff_old": "maxRelDiff_old",
-                 "ave_abs_diff": "aveAbsDiff", "ave_rel_diff": "aveRelDiff", "n_nonfinite": "non-finite count"}
+METRIC_TITLES = {
+    "rms": "RMS",
+    "max_abs_diff": "maxAbsDiff",
+    "max_epsilon_diff": "maxEpsilonDiff",
+    "max_rel_diff": "maxRelDiff",
+    "max_rel_diff_old": "maxRelDiff_old",
+    "ave_abs_diff": "aveAbsDiff",
+    "ave_rel_diff": "aveRelDiff",
+    "n_nonfinite": "non-finite count",
+}
 
 _jf = metrics_mod.json_float  # JSON-safe float: non-finite as "inf" / "-inf" / "nan"
 
@@ -40,10 +47,13 @@ class MetricShares:
         return self.shares[source] / self.total if self.total else math.nan
 
     def to_dict(self) -> dict[str, Any]:
-        return {"total": _jf(self.total), "shares": {s: _jf(v) for s, v in self.shares.items()},
-                "interaction": _jf(self.interaction),
-                "main_effects": {s: _jf(v) for s, v in self.main_effects.items()},
-                "variants": {k: _jf(v) for k, v in self.values.items()}}
+        return {
+            "total": _jf(self.total),
+            "shares": {s: _jf(v) for s, v in self.shares.items()},
+            "interaction": _jf(self.interaction),
+            "main_effects": {s: _jf(v) for s, v in self.main_effects.items()},
+            "variants": {k: _jf(v) for k, v in self.values.items()},
+        }
 
 
 @dataclass(frozen=True)
@@ -65,10 +75,17 @@ class ElementExplanation:
         return len(self.sources)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "coords": list(self.coords), "reference": _jf(self.reference),
-                "kernel": _jf(self.kernel), "epsilon_diff": _jf(self.epsilon_diff), "abs_diff": _jf(self.abs_diff),
-                "sources": list(self.sources), "size": self.size,
-                "epsilon_shares": {s: _jf(v) for s, v in self.epsilon_shares.items()}}
+        return {
+            "index": self.index,
+            "coords": list(self.coords),
+            "reference": _jf(self.reference),
+            "kernel": _jf(self.kernel),
+            "epsilon_diff": _jf(self.epsilon_diff),
+            "abs_diff": _jf(self.abs_diff),
+            "sources": list(self.sources),
+            "size": self.size,
+            "epsilon_shares": {s: _jf(v) for s, v in self.epsilon_shares.items()},
+        }
 
 
 @dataclass
@@ -104,19 +121,31 @@ class Explanation:
             "metrics": {k: m.to_dict() for k, m in self.metrics.items()},
             "elements": [e.to_dict() for e in self.elements],
             "verdict": self.verdict,
-            "config": self.config, "direction": self.direction, "shape": list(self.shape), "hw": self.hw,
-            "kernel": self.kernel, "validator": self.validator, "reference": self.reference,
-            "sources": list(SOURCES), "inactive": dict(self.inactive),
+            "config": self.config,
+            "direction": self.direction,
+            "shape": list(self.shape),
+            "hw": self.hw,
+            "kernel": self.kernel,
+            "validator": self.validator,
+            "reference": self.reference,
+            "sources": list(SOURCES),
+            "inactive": dict(self.inactive),
             "element_sizes": _size_counts(self.elements),
-            "gemm_variants": self.gemm_variants, "compared_variants": self.compared_variants,
+            "gemm_variants": self.gemm_variants,
+            "compared_variants": self.compared_variants,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
 
     def format_text(self) -> str:
-        ref = ("exact fp64 convolution (fp64 accumulation in the validator's order, rounded once to fp32)"
-               if self.reference == "exact" else f"the validator {self.validator} (rounded to fp16 as the verifier did)")
-        lines = [f"{self.config}: {self.direction}, result {'x'.join(map(str, self.shape))}",
-                 f"kernel {self.kernel}" + (f" on {self.hw}" if self.hw else "") + f"; reference: {ref}"]
+        ref = (
+            "exact fp64 convolution (fp64 accumulation in the validator's order, rounded once to fp32)"
+            if self.reference == "exact"
+            else f"the validator {self.validator} (rounded to fp16 as the verifier did)"
+        )
+        lines = [
+            f"{self.config}: {self.direction}, result {'x'.join(map(str, self.shape))}",
+            f"kernel {self.kernel}" + (f" on {self.hw}" if self.hw else "") + f"; reference: {ref}",
+        ]
         for s, why in self.inactive.items():
             lines.append(f"  {s}: no effect here ({why})")
         width = max(len(s) for s in SOURCES)
@@ -128,16 +157,22 @@ class Explanation:
                 lines.append(f"  {s:<{width}}  {v:12.6g}  {pct}")
             lines.append(f"  {'interaction':<{width}}  {m.interaction:12.6g}")
         if self.elements:
-            lines.append(f"worst {len(self.elements)} elements by epsilonDiff (smallest set of sources reproducing "
-                         f"the kernel's value bit for bit):")
+            lines.append(
+                f"worst {len(self.elements)} elements by epsilonDiff (smallest set of sources reproducing "
+                f"the kernel's value bit for bit):"
+            )
             for e in self.elements:
-                lines.append(f"  {e.coords}: ref {e.reference!r} kernel {e.kernel!r} eps {e.epsilon_diff:g} "
-                             f"← {' + '.join(e.sources) or 'none'} ({e.size})")
+                lines.append(
+                    f"  {e.coords}: ref {e.reference!r} kernel {e.kernel!r} eps {e.epsilon_diff:g} "
+                    f"← {' + '.join(e.sources) or 'none'} ({e.size})"
+                )
             sizes = _size_counts(self.elements)
             lines.append("  sizes: " + ", ".join(f"{k} source(s): {v}" for k, v in sizes.items()))
         lines.append("verdict: " + self.verdict)
-        lines.append(f"({self.gemm_variants} GEMM variants, {self.compared_variants} distinct outputs measured, "
-                     f"{self.seconds.get('total', 0.0):.1f} s)")
+        lines.append(
+            f"({self.gemm_variants} GEMM variants, {self.compared_variants} distinct outputs measured, "
+            f"{self.seconds.get('total', 0.0):.1f} s)"
+        )
         return "\n".join(lines)
 
     def summary(self) -> str:

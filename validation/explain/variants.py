@@ -91,8 +91,11 @@ def run_gemms(op: ConvGemm, settings, n_chunk, progress: bool, desc: str) -> lis
     """Every GEMM setting over the convolution in one pass: each operand chunk is gathered once."""
     bar = progress_bar(sum(s.n for s in op.subs) * op.problem.groups, progress, desc)
     try:
-        return op.compute([ConvArithmetic(tuple(units), tuple(orders)) for units, orders in settings], n_chunk,
-                          progress=None if bar is None else bar.update)
+        return op.compute(
+            [ConvArithmetic(tuple(units), tuple(orders)) for units, orders in settings],
+            n_chunk,
+            progress=None if bar is None else bar.update,
+        )
     finally:
         if bar is not None:
             bar.close()

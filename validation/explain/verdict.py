@@ -18,8 +18,14 @@ _AGREEMENT = ("n", "n_exact")
 
 def primary_metric(table: Mapping[str, MetricShares]) -> str | None:
     """The metric the verdict speaks of: RMS if asked for and non-zero, else the first non-zero."""
-    ok = [n for n, m in table.items() if n not in _AGREEMENT and m.total and math.isfinite(m.total)
-          and all(math.isfinite(v) for v in m.shares.values())]
+    ok = [
+        n
+        for n, m in table.items()
+        if n not in _AGREEMENT
+        and m.total
+        and math.isfinite(m.total)
+        and all(math.isfinite(v) for v in m.shares.values())
+    ]
     if "rms" in ok:
         return "rms"
     return ok[0] if ok else None
@@ -58,11 +64,11 @@ def _describe(source: str, expl: Explanation, kend: End) -> str:
 
 _ADVICE = {
     "subnormal_flush": "use inputs away from zero (e.g. [1, 5]) or flush subnormal inputs in the validator "
-                       "(--validator cpu-ftz)",
+    "(--validator cpu-ftz)",
     "order": "accumulate the validation in the kernel's gemmK order, or budget the order's error in the threshold "
-             "(it grows with the reduction length)",
+    "(it grows with the reduction length)",
     "accumulation_rounding": "let the validator mimic the unit (e.g. cpu-acc4 for fused groups of 4) or derive the "
-                             "threshold from the unit's rounding error bound",
+    "threshold from the unit's rounding error bound",
     "output_rounding": "round the validation to fp16 (RNE) before comparing, or allow one fp16 ulp",
     "overflow": "use a smaller input range, or count infinities apart from the error metrics",
 }
@@ -95,8 +101,10 @@ def write_verdict(expl: Explanation, kend: End, eps_shares: MetricShares | None)
     ref = "the validator" if expl.reference == "validator" else "the exact (fp64) convolution"
     lead = ""
     if nonfinite:
-        lead = (f"{nonfinite:,} of {cmp_.n:,} outputs ({_pct(nonfinite, cmp_.n)}) are ±inf where {ref} is finite: "
-                f"overflow beyond the fp16 range (the finite metrics skip them). ")
+        lead = (
+            f"{nonfinite:,} of {cmp_.n:,} outputs ({_pct(nonfinite, cmp_.n)}) are ±inf where {ref} is finite: "
+            f"overflow beyond the fp16 range (the finite metrics skip them). "
+        )
     if primary is None:
         if nonfinite:
             return lead + f"Nothing else differs. Advice: {_ADVICE['overflow']}."
@@ -106,12 +114,16 @@ def write_verdict(expl: Explanation, kend: End, eps_shares: MetricShares | None)
     m = expl.metrics[primary]
     title = METRIC_TITLES.get(primary, primary)
     first, besides = _culprit(m)
-    text = lead + (f"{_pct(m.shares[first], m.total)} of the {title} ({m.total:.3g}) against {ref} comes from "
-                   f"{_describe(first, expl, kend)}")
+    text = lead + (
+        f"{_pct(m.shares[first], m.total)} of the {title} ({m.total:.3g}) against {ref} comes from "
+        f"{_describe(first, expl, kend)}"
+    )
     if first == "output_rounding" and besides is not None:
         rest = m.total - m.shares["output_rounding"]
-        text += (f", which every fp16 output carries; of the remaining {rest:.3g}, {_pct(m.shares[besides], rest)} "
-                 f"comes from {_describe(besides, expl, kend)}")
+        text += (
+            f", which every fp16 output carries; of the remaining {rest:.3g}, {_pct(m.shares[besides], rest)} "
+            f"comes from {_describe(besides, expl, kend)}"
+        )
     else:
         others = [s for s in SOURCES if s != first and m.shares[s] / m.total >= 0.05]
         if others:
@@ -123,19 +135,25 @@ def write_verdict(expl: Explanation, kend: End, eps_shares: MetricShares | None)
     if cmp_ is not None:
         eps = cmp_.max_epsilon_diff
         if eps <= 1:
-            text += f" Every {'finite ' if nonfinite else ''}error stays within one fp16 ulp (maxEpsilonDiff {eps:.3g})."
+            text += (
+                f" Every {'finite ' if nonfinite else ''}error stays within one fp16 ulp (maxEpsilonDiff {eps:.3g})."
+            )
         elif eps_shares is not None and eps_shares.total:
             e_first = max(SOURCES, key=lambda s: eps_shares.shares[s])
-            text += (f" The largest {'finite ' if nonfinite else ''}error, {eps:.3g} fp16 ulps, is "
-                     f"{_pct(eps_shares.shares[e_first], eps_shares.total)} {SOURCE_TITLES[e_first]}.")
+            text += (
+                f" The largest {'finite ' if nonfinite else ''}error, {eps:.3g} fp16 ulps, is "
+                f"{_pct(eps_shares.shares[e_first], eps_shares.total)} {SOURCE_TITLES[e_first]}."
+            )
             if e_first != "output_rounding":
                 culprit = e_first
     if nonfinite:
         culprit = "overflow"
     n_in = sum(culprit in e.sources for e in expl.elements)
     if n_in:
-        text += (f" {SOURCE_TITLES[culprit].capitalize()} is in the smallest set of sources that reproduces "
-                 f"{n_in} of the {len(expl.elements)} worst elements bit for bit.")
+        text += (
+            f" {SOURCE_TITLES[culprit].capitalize()} is in the smallest set of sources that reproduces "
+            f"{n_in} of the {len(expl.elements)} worst elements bit for bit."
+        )
     if cmp_ is not None and cmp_.max_epsilon_diff <= 1 and not nonfinite:
         return text + " Nothing beyond one fp16 ulp: a threshold of one ulp (maxEpsilonDiff ≤ 1) passes this kernel."
     return text + f" Advice: {_ADVICE[culprit]}."

@@ -161,8 +161,7 @@ class Accumulator:
             if nbad:
                 self.close_fail += nbad
                 first = int(np.argmax(bad)) + start
-                self.close_first = first if self.close_first is None else min(self.close_first,
-                                                                              first)
+                self.close_first = first if self.close_first is None else min(self.close_first, first)
 
         # 6. The old rocMLIR verifier's quotient in the data type's arithmetic.
         self._native_rel(v[diff_all], k[diff_all])
@@ -402,8 +401,7 @@ class Accumulator:
             diff4=_shares(*distinct) if distinct else _shares(self.all_gt, self.all_lt),
             diff4_distinct=distinct is not None,
             diff4_all=_shares(self.all_gt, self.all_lt),
-            allclose=AllClose(self.rtol, self.atol, self.equal_nan, self.close_fail,
-                              self.close_first),
+            allclose=AllClose(self.rtol, self.atol, self.equal_nan, self.close_fail, self.close_first),
             max_rel_diff_old_native=self.native.value,
             nonfinite=nonfinite,
             epsilon_histogram=Histogram(EPSILON_BUCKETS, tuple(int(c) for c in self.eps_hist), n),

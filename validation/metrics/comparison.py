@@ -112,10 +112,10 @@ def _element_reader(va: np.ndarray, ka: np.ndarray, fmt: FloatFormat, quirks: St
             coords=coords,
             validation=v,
             kernel=k,
-            validation_bits=_orig_bits(va, i, v_fmt) if v_fmt.short_name == v_name and rv is None
+            validation_bits=_orig_bits(va, i, v_fmt)
+            if v_fmt.short_name == v_name and rv is None
             else _bits_hex(v, v_fmt),
-            kernel_bits=(_orig_bits(ka, i, k_fmt) if k_fmt.short_name == k_name
-                         else _bits_hex(k, k_fmt)),
+            kernel_bits=(_orig_bits(ka, i, k_fmt) if k_fmt.short_name == k_name else _bits_hex(k, k_fmt)),
             validation_format=v_fmt.short_name,
             kernel_format=k_fmt.short_name,
             validation_input=float(np.asarray(v_in, dtype=np.float64)[0]),

@@ -280,32 +280,38 @@ class ComparisonResult:
             head += f", validation rounded to {self.round_validation}"
         lines = [
             head,
-            (f"exact {self.n_exact}  eps=1 {self.n_eps1}  eps>=2 {self.n_eps_ge2}  "
-             f"other {self.n_eps_other}"),
-            (f"nonfinite: NaN {nf.n_nan}  inf {nf.n_inf} (equal {nf.n_inf_equal}, "
-             f"mismatched {nf.n_inf_mismatch})"),
-            (f"maxEpsilonDiff {self.max_epsilon_diff:g}  maxAbsDiff {self.max_abs_diff:g}  "
-             f"aveAbsDiff {self.ave_abs_diff:g}"),
-            (f"maxRelDiff {self.max_rel_diff:g}  maxRelDiff_old {self.max_rel_diff_old:g}  "
-             f"aveRelDiff {self.ave_rel_diff:g}  RMS {self.rms:g}"),
-            (f"MLU-OPS diff1 {self.diff1:g}  diff2 {self.diff2:g}  diff3 ({self.diff3[0]:g}, "
-             f"{self.diff3[1]:g})  diff4 {self.diff4}"),
-            (f"allclose(rtol={self.allclose.rtol:g}, atol={self.allclose.atol:g}): "
-             f"{self.allclose.n_fail} fail"),
+            (f"exact {self.n_exact}  eps=1 {self.n_eps1}  eps>=2 {self.n_eps_ge2}  other {self.n_eps_other}"),
+            (f"nonfinite: NaN {nf.n_nan}  inf {nf.n_inf} (equal {nf.n_inf_equal}, mismatched {nf.n_inf_mismatch})"),
+            (
+                f"maxEpsilonDiff {self.max_epsilon_diff:g}  maxAbsDiff {self.max_abs_diff:g}  "
+                f"aveAbsDiff {self.ave_abs_diff:g}"
+            ),
+            (
+                f"maxRelDiff {self.max_rel_diff:g}  maxRelDiff_old {self.max_rel_diff_old:g}  "
+                f"aveRelDiff {self.ave_rel_diff:g}  RMS {self.rms:g}"
+            ),
+            (
+                f"MLU-OPS diff1 {self.diff1:g}  diff2 {self.diff2:g}  diff3 ({self.diff3[0]:g}, "
+                f"{self.diff3[1]:g})  diff4 {self.diff4}"
+            ),
+            (f"allclose(rtol={self.allclose.rtol:g}, atol={self.allclose.atol:g}): {self.allclose.n_fail} fail"),
         ]
         hists = [("epsilonDiff", self.epsilon_histogram)]
         if report:
             hists.append(("relDiff_old", self.rel_old_histogram))
         for name, h in hists:
-            lines.append(f"{name}: " + "  ".join(
-                f"{lab} {c} ({p:.4g}%)" for lab, c, p in zip(h.labels, h.counts, h.percent)))
+            lines.append(
+                f"{name}: " + "  ".join(f"{lab} {c} ({p:.4g}%)" for lab, c, p in zip(h.labels, h.counts, h.percent))
+            )
         if not report:
             return "\n".join(lines)
 
         def show(e: Element) -> str:
-            return (f"  {e.coords}: v {e.validation!r} ({e.validation_bits}) k {e.kernel!r} "
-                    f"({e.kernel_bits}) eps {e.epsilon_diff:g} abs {e.abs_diff:g} "
-                    f"rel {e.rel_diff:g}")
+            return (
+                f"  {e.coords}: v {e.validation!r} ({e.validation_bits}) k {e.kernel!r} "
+                f"({e.kernel_bits}) eps {e.epsilon_diff:g} abs {e.abs_diff:g} "
+                f"rel {e.rel_diff:g}"
+            )
 
         for key, e in self.at_max.items():
             if e is not None:

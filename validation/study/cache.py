@@ -40,23 +40,37 @@ def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def request_key(test: str, range_key: str, seed: int, recipe: Recipe, members: int, granularity: str,
-                problem, entry, combo: tuple) -> str:
+def request_key(
+    test: str, range_key: str, seed: int, recipe: Recipe, members: int, granularity: str, problem, entry, combo: tuple
+) -> str:
     """The cache key of one emulated line."""
     atomic = recipe.kernel.atomic_split(problem) > 0
-    return _digest({
-        "v": CACHE_VERSION, "fp16emu": fp16emu_version(), "test": test, "args": entry.args,
-        "problem": repr(problem), "seed": seed, "range": RANGES[range_key], "combo": combo,
-        "quirks": repr(resolve_study_quirks(recipe.quirks)), "rand_type": recipe.rand_type,
-        "kernel": [recipe.kernel.key, recipe.kernel.identity(problem)],
-        "validator": [recipe.validator.key, recipe.validator.identity(problem)],
-        "ensemble": [members, granularity, *dataclasses.astuple(ATOMIC_ORDERS)] if atomic else None,
-    })
+    return _digest(
+        {
+            "v": CACHE_VERSION,
+            "fp16emu": fp16emu_version(),
+            "test": test,
+            "args": entry.args,
+            "problem": repr(problem),
+            "seed": seed,
+            "range": RANGES[range_key],
+            "combo": combo,
+            "quirks": repr(resolve_study_quirks(recipe.quirks)),
+            "rand_type": recipe.rand_type,
+            "kernel": [recipe.kernel.key, recipe.kernel.identity(problem)],
+            "validator": [recipe.validator.key, recipe.validator.identity(problem)],
+            "ensemble": [members, granularity, *dataclasses.astuple(ATOMIC_ORDERS)] if atomic else None,
+        }
+    )
 
 
 def _valid_line(x) -> bool:
-    return isinstance(x, dict) and isinstance(x.get("fields"), dict) and isinstance(x.get("line"), str) and all(
-        isinstance(k, str) and isinstance(v, str) for k, v in x["fields"].items())
+    return (
+        isinstance(x, dict)
+        and isinstance(x.get("fields"), dict)
+        and isinstance(x.get("line"), str)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in x["fields"].items())
+    )
 
 
 def valid_entry(value) -> bool:
@@ -102,4 +116,3 @@ class Cache:
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(value, fh)
         os.replace(tmp, p)
-

@@ -23,8 +23,12 @@ emulated line next to the measured one with each printed field marked equal or n
 
 
 def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--measured", required=True, metavar="DIR",
-                   help="the study's raw_results folder (e.g. ../shared/reference/fp16_study_raw_results)")
+    p.add_argument(
+        "--measured",
+        required=True,
+        metavar="DIR",
+        help="the study's raw_results folder (e.g. ../shared/reference/fp16_study_raw_results)",
+    )
     p.add_argument("--run-set", default="fair_1", help=f"comma-separated, of {','.join(RUN_SETS)} (default fair_1)")
     p.add_argument("--gpu", default="mi100,mi200", help="mi100,mi200 (default both)")
     p.add_argument("--kernel", default="xdlops,nonxdlops", help="xdlops,nonxdlops (default both)")
@@ -33,17 +37,32 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tests", default=None, metavar="NAME,...", help="suite test names (default all 107)")
     p.add_argument("--smallest", type=int, default=None, metavar="N", help="only the N smallest tests (by work)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
-    p.add_argument("--out", default="out/study", metavar="DIR", help="report.md, reproduce.csv and .cache/ (default out/study)")
-    p.add_argument("--members", type=int, default=ATOMIC_ORDERS.members, help=f"atomic add orders per ensemble (default {ATOMIC_ORDERS.members})")
-    p.add_argument("--granularity", default="element",
-                   help="atomic add order random per 'element' (default) or per output 'tile'")
-    p.add_argument("--rand0-seeds", default=",".join(map(str, RAND0_SEEDS)), metavar="S,...",
-                   help="seeds standing in for fair_rand0's clock seeds")
+    p.add_argument(
+        "--out", default="out/study", metavar="DIR", help="report.md, reproduce.csv and .cache/ (default out/study)"
+    )
+    p.add_argument(
+        "--members",
+        type=int,
+        default=ATOMIC_ORDERS.members,
+        help=f"atomic add orders per ensemble (default {ATOMIC_ORDERS.members})",
+    )
+    p.add_argument(
+        "--granularity", default="element", help="atomic add order random per 'element' (default) or per output 'tile'"
+    )
+    p.add_argument(
+        "--rand0-seeds",
+        default=",".join(map(str, RAND0_SEEDS)),
+        metavar="S,...",
+        help="seeds standing in for fair_rand0's clock seeds",
+    )
     p.add_argument("--show", default="all", help="print lines side by side: all (default), mismatches, none")
     p.add_argument("--no-diagnose", action="store_true", help="skip the diagnosis of lines that differ")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    p.add_argument("--cached-only", action="store_true",
-                   help="emulate nothing: report the lines already in the cache (a partial report of a running reproduction)")
+    p.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="emulate nothing: report the lines already in the cache (a partial report of a running reproduction)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -54,21 +73,46 @@ def run_reproduce(args) -> int:
         seeds = tuple(int(s) for s in str(args.rand0_seeds).split(",") if s.strip())
     except ValueError:
         raise ValueError(f"--rand0-seeds: {args.rand0_seeds!r} is not a comma-separated list of integers") from None
-    selection = Selection.from_options(run_set=args.run_set, gpu=args.gpu, kernel=args.kernel,
-                                       validator=args.validator, range=args.range, tests=args.tests,
-                                       smallest=args.smallest, members=args.members,
-                                       granularity=args.granularity, rand0_seeds=seeds,
-                                       diagnose=not args.no_diagnose)
+    selection = Selection.from_options(
+        run_set=args.run_set,
+        gpu=args.gpu,
+        kernel=args.kernel,
+        validator=args.validator,
+        range=args.range,
+        tests=args.tests,
+        smallest=args.smallest,
+        members=args.members,
+        granularity=args.granularity,
+        rand0_seeds=seeds,
+        diagnose=not args.no_diagnose,
+    )
     command = "fp16emu study reproduce " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in (("measured", args.measured), ("run_set", args.run_set),
-                                                    ("gpu", args.gpu), ("kernel", args.kernel),
-                                                    ("validator", args.validator), ("range", args.range),
-                                                    ("tests", args.tests), ("smallest", args.smallest),
-                                                    ("jobs", args.jobs), ("out", args.out)) if v is not None)
-    report = reproduce(selection, args.measured, jobs=args.jobs, out=args.out,
-                       cache_dir=False if args.no_cache else None,
-                       progress=not args.no_progress, show=args.show, command=command,
-                       cached_only=args.cached_only)
+        f"--{k.replace('_', '-')} {v}"
+        for k, v in (
+            ("measured", args.measured),
+            ("run_set", args.run_set),
+            ("gpu", args.gpu),
+            ("kernel", args.kernel),
+            ("validator", args.validator),
+            ("range", args.range),
+            ("tests", args.tests),
+            ("smallest", args.smallest),
+            ("jobs", args.jobs),
+            ("out", args.out),
+        )
+        if v is not None
+    )
+    report = reproduce(
+        selection,
+        args.measured,
+        jobs=args.jobs,
+        out=args.out,
+        cache_dir=False if args.no_cache else None,
+        progress=not args.no_progress,
+        show=args.show,
+        command=command,
+        cached_only=args.cached_only,
+    )
     print_summary(report, sys.stdout)
     print(f"report: {Path(args.out) / 'report.md'}, {Path(args.out) / 'reproduce.csv'}")
     return report.exit_code
@@ -77,11 +121,15 @@ def run_reproduce(args) -> int:
 def register_cli(subparsers) -> argparse.ArgumentParser:
     """Add ``study`` (subcommand ``reproduce``) to an argparse subparsers object; the handler is
     ``args.func(args)`` and returns the exit code."""
-    p = subparsers.add_parser("study", help="the 2022 fp16 study: reproduce its measured lines",
-                              description="The 2022 AMD fp16 study (MI100/MI200, rocMLIR).")
+    p = subparsers.add_parser(
+        "study",
+        help="the 2022 fp16 study: reproduce its measured lines",
+        description="The 2022 AMD fp16 study (MI100/MI200, rocMLIR).",
+    )
     sub = p.add_subparsers(dest="study_command", required=True)
-    r = sub.add_parser("reproduce", help="emulate the study's tests and compare every printed field",
-                       description=_DESCRIPTION)
+    r = sub.add_parser(
+        "reproduce", help="emulate the study's tests and compare every printed field", description=_DESCRIPTION
+    )
     add_reproduce_arguments(r)
     r.set_defaults(func=run_reproduce)
     return p

@@ -19,8 +19,9 @@ from .selection import Selection
 __all__ = ["diagnose"]
 
 
-def diagnose(report_lines: list[LineResult], selection: Selection, jobs_n: int, cache_dir: str | None,
-              progress: bool) -> None:
+def diagnose(
+    report_lines: list[LineResult], selection: Selection, jobs_n: int, cache_dir: str | None, progress: bool
+) -> None:
     """Try the alternatives the models offer (one assumption changed at a time) on every line that
     differs, and write down which reproduce it."""
     bad = [r for r in report_lines if r.counts_as_failure]
@@ -44,14 +45,25 @@ def diagnose(report_lines: list[LineResult], selection: Selection, jobs_n: int, 
                 continue
             members = selection.members if atomic_alt else 0
             g = gran or selection.granularity
-            key = request_key(m.test_name, m.range, STUDY_SEED, recipe, members, g, problem, entry,
-                               (m.gpu, m.kernel, m.validator, m.run_set))
+            key = request_key(
+                m.test_name,
+                m.range,
+                STUDY_SEED,
+                recipe,
+                members,
+                g,
+                problem,
+                entry,
+                (m.gpu, m.kernel, m.validator, m.run_set),
+            )
             alts.append((cat, desc, key, "ensemble" if members else "exact"))
             hit = cache.get(key)
             if hit is not None:
                 cached[key] = hit
             else:
-                todo[(m.test_name, m.range, STUDY_SEED, recipe.rand_type)][key] = Request(key, recipe, STUDY_SEED, members, g)
+                todo[(m.test_name, m.range, STUDY_SEED, recipe.rand_type)][key] = Request(
+                    key, recipe, STUDY_SEED, members, g
+                )
         plans.append((r, alts))
     jobs = make_jobs(todo)
     cached.update(execute(jobs, jobs_n, cache_dir, progress))
@@ -64,7 +76,10 @@ def diagnose(report_lines: list[LineResult], selection: Selection, jobs_n: int, 
             alt = judge(r.measured, [res], mode if res["mode"] == "exact" else "ensemble")
             n_eq = sum(alt.equal.values())
             if alt.ok:
-                found.append(f"{cat}: {desc}" + (f" ({alt.exact_members}/{alt.n_members} members exact)" if alt.n_members else ""))
+                found.append(
+                    f"{cat}: {desc}"
+                    + (f" ({alt.exact_members}/{alt.n_members} members exact)" if alt.n_members else "")
+                )
             scored.append((n_eq, cat, desc, alt.differing))
         if found:
             r.diagnosis = "reproduced when one assumption changes — " + "; ".join(found)
@@ -72,8 +87,15 @@ def diagnose(report_lines: list[LineResult], selection: Selection, jobs_n: int, 
             scored.sort(key=lambda t: -t[0])
             best = scored[0] if scored else None
             tried = Counter(c for _, c, _, _ in scored)
-            r.diagnosis = ("no single alternative the models offer reproduces it (tried " +
-                           ", ".join(f"{n} {c}" for c, n in tried.items()) + ")" +
-                           (f"; closest: {best[1]}: {best[2]} ({best[0]}/{len(r.equal)} fields; still differs in "
-                            f"{', '.join(best[3])})" if best else "") +
-                           f"; the recipe itself gets {sum(r.equal.values())}/{len(r.equal)}")
+            r.diagnosis = (
+                "no single alternative the models offer reproduces it (tried "
+                + ", ".join(f"{n} {c}" for c, n in tried.items())
+                + ")"
+                + (
+                    f"; closest: {best[1]}: {best[2]} ({best[0]}/{len(r.equal)} fields; still differs in "
+                    f"{', '.join(best[3])})"
+                    if best
+                    else ""
+                )
+                + f"; the recipe itself gets {sum(r.equal.values())}/{len(r.equal)}"
+            )

@@ -75,8 +75,9 @@ def job_inputs(problem, range_key: str, seed: int, rand_type: str) -> dict:
     """The harness's tensors for one of the study's ranges (``-rand SEED -rand_type T -rand_min
     lo -rand_max hi``, every tensor random)."""
     lo, hi = RANGES[range_key]
-    return harness.harness_inputs(problem, seed=seed, rand_min=lo, rand_max=hi, rand_type=rand_type,
-                                  rand_side="both", dtype="f16")
+    return harness.harness_inputs(
+        problem, seed=seed, rand_min=lo, rand_max=hi, rand_type=rand_type, rand_side="both", dtype="f16"
+    )
 
 
 class _JobRun:
@@ -100,8 +101,9 @@ class _JobRun:
     def compute(self, models: Sequence[KernelModel]) -> dict:
         """One pass over the convolution for ``models``: flat fp32 outputs, SplitPartials for the
         atomic kernels."""
-        arithmetic = [m.arithmetic(self.problem, keep_partials=m in self.atomic, seed=ATOMIC_ORDERS.seed)
-                      for m in models]
+        arithmetic = [
+            m.arithmetic(self.problem, keep_partials=m in self.atomic, seed=ATOMIC_ORDERS.seed) for m in models
+        ]
         return dict(zip(models, self.op.compute(arithmetic)))
 
     def store(self, req: Request, res: dict) -> None:
@@ -121,12 +123,15 @@ class _JobRun:
             pair = (validator, kernel)
             if pair not in self.differing:
                 self.differing[pair] = differing_elements(validation, self.kernels16[kernel])
-            self.memo[same] = {"mode": "exact", **line_fields(validation, self.kernels16[kernel], req.recipe.quirks,
-                                                              self.differing[pair])}
+            self.memo[same] = {
+                "mode": "exact",
+                **line_fields(validation, self.kernels16[kernel], req.recipe.quirks, self.differing[pair]),
+            }
         self.store(req, dict(self.memo[same]))
 
-    def finish_ensemble(self, kernel: KernelModel, reqs: Sequence[Request],
-                        validation_of: Callable[[KernelModel], np.ndarray]) -> None:
+    def finish_ensemble(
+        self, kernel: KernelModel, reqs: Sequence[Request], validation_of: Callable[[KernelModel], np.ndarray]
+    ) -> None:
         groups: dict[tuple, list[Request]] = defaultdict(list)
         for r in reqs:
             groups[(r.members, r.granularity)].append(r)
@@ -163,7 +168,7 @@ class _JobRun:
         # validator needs it), then one validator at a time
         per_pass = max(1, PASS_ELEMENTS // max(self.size, 1))
         for i in range(0, len(self.kernels), per_pass):
-            group = self.kernels[i:i + per_pass]
+            group = self.kernels[i : i + per_pass]
             outs = self.compute(group)
             for m in group:
                 self.set_kernel(m, outs[m])
@@ -178,7 +183,7 @@ class _JobRun:
             self.finish_all(lambda _v, validation=validation: validation, {v})
             del validation
             self.differing.clear()
-            later = self.validators[j + 1:]
+            later = self.validators[j + 1 :]
             for m in list(self.kernels32):  # keep fp32 kernels only while a later validator needs them
                 if m not in later and m not in self.atomic:
                     self.kernels32.pop(m)

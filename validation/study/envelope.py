@@ -28,8 +28,14 @@ MEMBER_ELEMENTS = 40_000_000
 ENVELOPE_NAMES = ("closest", "farthest", "closest, deep", "farthest, deep")
 
 
-def ensemble_results(partials: SplitPartials, validations: Mapping, lines: Sequence[tuple], n_members: int,
-                     granularity: str, orders: AtomicOrders = ATOMIC_ORDERS) -> dict[tuple, dict]:
+def ensemble_results(
+    partials: SplitPartials,
+    validations: Mapping,
+    lines: Sequence[tuple],
+    n_members: int,
+    granularity: str,
+    orders: AtomicOrders = ATOMIC_ORDERS,
+) -> dict[tuple, dict]:
     """The ensemble result of every line ``(validator, quirks)`` of one atomic kernel:
     ``{"mode": "ensemble", "members": [line fields …], "granularity", "n_split"}``, the members
     first, then the envelope lines (marked ``envelope``). ``validations[validator]``: its flat
@@ -41,8 +47,9 @@ def ensemble_results(partials: SplitPartials, validations: Mapping, lines: Seque
     n_orders = orders.envelope_order_count(n_members, partials.parts.size)
     keep = n_members if n_members * size <= MEMBER_ELEMENTS else 0
     v16s = [fp32_to_fp16(validations[v]).astype(np.float64) for v in vs]
-    pairs, kept = partials.envelopes(v16s, n_orders, granularity, keep=keep, deep_elements=orders.deep_elements,
-                                     deep_orders=orders.deep_orders)
+    pairs, kept = partials.envelopes(
+        v16s, n_orders, granularity, keep=keep, deep_elements=orders.deep_elements, deep_orders=orders.deep_orders
+    )
     envelope = dict(zip(vs, pairs))
     member_fields: dict[tuple, list] = {line: [] for line in lines}
     for i in range(n_members):
@@ -55,8 +62,14 @@ def ensemble_results(partials: SplitPartials, validations: Mapping, lines: Seque
     del kept
     out = {}
     for v, q in lines:
-        out[(v, q)] = {"mode": "ensemble",
-                       "members": member_fields[(v, q)] + [dict(line_fields(validations[v], k16, q), envelope=name)
-                                                          for name, k16 in zip(ENVELOPE_NAMES, envelope[v])],
-                       "granularity": granularity, "n_split": partials.n_split}
+        out[(v, q)] = {
+            "mode": "ensemble",
+            "members": member_fields[(v, q)]
+            + [
+                dict(line_fields(validations[v], k16, q), envelope=name)
+                for name, k16 in zip(ENVELOPE_NAMES, envelope[v])
+            ],
+            "granularity": granularity,
+            "n_split": partials.n_split,
+        }
     return out

@@ -31,8 +31,14 @@ def _worker(args):
     return job, run_job(job, Cache(cache_dir)), time.time() - t0
 
 
-def execute(jobs: Sequence[Job], jobs_n: int, cache_dir: str | None, progress: bool,
-            on_done: Callable[[Job, dict], None] | None = None, log_path=None) -> dict[str, dict]:
+def execute(
+    jobs: Sequence[Job],
+    jobs_n: int,
+    cache_dir: str | None,
+    progress: bool,
+    on_done: Callable[[Job, dict], None] | None = None,
+    log_path=None,
+) -> dict[str, dict]:
     """Run ``jobs`` (a process pool when ``jobs_n`` > 1); returns {cache key: result}.
     ``log_path``: append one line per finished job (test, range, seed, inputs, lines, seconds)."""
     results: dict[str, dict] = {}
@@ -42,9 +48,16 @@ def execute(jobs: Sequence[Job], jobs_n: int, cache_dir: str | None, progress: b
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=round(sum(j.weight for j in jobs) / 1e9, 1), unit="Gw", unit_scale=True, desc="emulating",
-                   dynamic_ncols=True, file=sys.stderr, smoothing=0.05,
-                   mininterval=0.5 if sys.stderr.isatty() else 30.0)
+        bar = tqdm(
+            total=round(sum(j.weight for j in jobs) / 1e9, 1),
+            unit="Gw",
+            unit_scale=True,
+            desc="emulating",
+            dynamic_ncols=True,
+            file=sys.stderr,
+            smoothing=0.05,
+            mininterval=0.5 if sys.stderr.isatty() else 30.0,
+        )
 
     def done(job: Job, res: dict, seconds: float) -> None:
         results.update(res)

@@ -101,8 +101,15 @@ def judge(m: MeasuredLine, results: list[dict], mode: str) -> LineResult:
     if mode == "exact":
         em = results[0]["fields"]
         equal = {f: em.get(f) == v for f, v in fields.items()}
-        return LineResult(m, "exact", fields, {f: em.get(f, "") for f in fields}, equal,
-                          emulated_line=results[0]["line"], recipe=results[0].get("recipe", ""))
+        return LineResult(
+            m,
+            "exact",
+            fields,
+            {f: em.get(f, "") for f in fields},
+            equal,
+            emulated_line=results[0]["line"],
+            recipe=results[0].get("recipe", ""),
+        )
     members = [mem for r in results for mem in (r["members"] if r["mode"] == "ensemble" else [r])]
     equal, emulated = {}, {}
     for f, v in fields.items():
@@ -112,12 +119,21 @@ def judge(m: MeasuredLine, results: list[dict], mode: str) -> LineResult:
             equal[f], emulated[f] = True, "(varies)"
             continue
         equal[f], emulated[f] = range_check(v, values)
-    exact = sum(all(mem["fields"].get(f) == v for f, v in fields.items()) for mem in members
-                if "envelope" not in mem)
+    exact = sum(all(mem["fields"].get(f) == v for f, v in fields.items()) for mem in members if "envelope" not in mem)
     n_sampled = sum("envelope" not in mem for mem in members)
     bounds = {}
     for f in fields:
         nums = [x for x in (num(mem["fields"].get(f, "nan")) for mem in members) if not math.isnan(x)]
         bounds[f] = (min(nums), max(nums)) if nums else (math.nan, math.nan)
-    return LineResult(m, mode, fields, emulated, equal, exact_members=exact, n_members=n_sampled,
-                      emulated_line=members[0]["line"], recipe=results[0].get("recipe", ""), bounds=bounds)
+    return LineResult(
+        m,
+        mode,
+        fields,
+        emulated,
+        equal,
+        exact_members=exact,
+        n_members=n_sampled,
+        emulated_line=members[0]["line"],
+        recipe=results[0].get("recipe", ""),
+        bounds=bounds,
+    )

@@ -13,10 +13,25 @@ def zero_line(n: int, fmt: str) -> StudyLine:
     """The line the C verifier prints when every element is equal: it skips exact elements and
     starts every maximum and sum at 0."""
     pair = 0.0 if fmt == "B" else None
-    return StudyLine(n=n, n_exact=n, n_eps1=0, n_eps_ge2=0, n_eps_other=0, max_epsilon_diff=0.0,
-                     val_at_max_eps=0.0, kern_at_max_eps=0.0, max_abs_diff=0.0, ave_abs_diff=0.0,
-                     max_rel_diff=0.0, max_rel_diff_old=0.0, val_at_max_rel_old=pair, kern_at_max_rel_old=pair,
-                     ave_rel_diff=0.0, rms=0.0, line_format=fmt)
+    return StudyLine(
+        n=n,
+        n_exact=n,
+        n_eps1=0,
+        n_eps_ge2=0,
+        n_eps_other=0,
+        max_epsilon_diff=0.0,
+        val_at_max_eps=0.0,
+        kern_at_max_eps=0.0,
+        max_abs_diff=0.0,
+        ave_abs_diff=0.0,
+        max_rel_diff=0.0,
+        max_rel_diff_old=0.0,
+        val_at_max_rel_old=pair,
+        kern_at_max_rel_old=pair,
+        ave_rel_diff=0.0,
+        rms=0.0,
+        line_format=fmt,
+    )
 
 
 def line_fields(validation: np.ndarray, kernel16: np.ndarray, quirks: str, differing=None) -> dict:

@@ -10,8 +10,17 @@ from typing import Any
 
 from ..verifier import parse_study_line
 
-__all__ = ["RANGES", "RUN_SETS", "GPUS", "KERNELS", "VALIDATORS", "STUDY_SEED", "RAND0_SEEDS", "MeasuredLine",
-           "read_measured"]
+__all__ = [
+    "RANGES",
+    "RUN_SETS",
+    "GPUS",
+    "KERNELS",
+    "VALIDATORS",
+    "STUDY_SEED",
+    "RAND0_SEEDS",
+    "MeasuredLine",
+    "read_measured",
+]
 
 #: The study's input ranges (``batch_run.sh``: rand0, rand1, rand4, rand5).
 RANGES: Mapping[str, tuple[int, int]] = {"r0": (-1, 1), "r1": (-10, 10), "r4": (1, 5), "r5": (5, 10)}
@@ -58,8 +67,10 @@ def read_measured(directory) -> list[MeasuredLine]:
     out: list[MeasuredLine] = []
     folders = sorted(p for p in root.iterdir() if p.is_dir() and _DIR_RE.match(p.name))
     if not folders:
-        raise ValueError(f"--measured: {str(root)!r} holds no verify_results_<run set>_<GPU> folders "
-                         f"(expected the study's raw_results folder)")
+        raise ValueError(
+            f"--measured: {str(root)!r} holds no verify_results_<run set>_<GPU> folders "
+            f"(expected the study's raw_results folder)"
+        )
     for folder in folders:
         run_set, gpu = _DIR_RE.match(folder.name).groups()
         for path in sorted(folder.iterdir()):
@@ -69,8 +80,9 @@ def read_measured(directory) -> list[MeasuredLine]:
             kernel, flag, r = m.groups()
             rng = f"r{int(r)}"
             if rng not in RANGES:
-                raise ValueError(f"--measured: {path}: range rand{r} is not one of "
-                                 f"{', '.join('rand' + k[1:] for k in RANGES)}")
+                raise ValueError(
+                    f"--measured: {path}: range rand{r} is not one of {', '.join('rand' + k[1:] for k in RANGES)}"
+                )
             with open(path, encoding="utf-8") as fh:
                 for lineno, text in enumerate(fh, 1):
                     if not text.strip():
@@ -81,8 +93,17 @@ def read_measured(directory) -> list[MeasuredLine]:
                         raise ValueError(f"--measured: {path}:{lineno}: {err}") from None
                     if line.tail is None:
                         raise ValueError(f"--measured: {path}:{lineno}: no test name after the verifier line")
-                    out.append(MeasuredLine(run_set=run_set, gpu=gpu.lower(), kernel=kernel,
-                                            validator=_VALIDATOR_OF_FLAG[flag], range=rng,
-                                            test_name=line.tail.test_name, line=line,
-                                            test_index=line.tail.test_index, source=str(path)))
+                    out.append(
+                        MeasuredLine(
+                            run_set=run_set,
+                            gpu=gpu.lower(),
+                            kernel=kernel,
+                            validator=_VALIDATOR_OF_FLAG[flag],
+                            range=rng,
+                            test_name=line.tail.test_name,
+                            line=line,
+                            test_index=line.tail.test_index,
+                            source=str(path),
+                        )
+                    )
     return out

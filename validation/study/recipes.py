@@ -17,8 +17,16 @@ from models.tuning import DEFAULT_RULES
 from ..suites import suite_config
 from .measured import RUN_SETS
 
-__all__ = ["Recipe", "default_recipe", "alternatives", "atomic_reorders", "xdlops_kernel", "NONXDLOPS_KERNEL",
-           "cpu_validator", "describe"]
+__all__ = [
+    "Recipe",
+    "default_recipe",
+    "alternatives",
+    "atomic_reorders",
+    "xdlops_kernel",
+    "NONXDLOPS_KERNEL",
+    "cpu_validator",
+    "describe",
+]
 
 #: The non-xdlops kernel: fp32 FMA in ascending gemmK. It is also ``-pv_with_gpu``'s arithmetic
 #: (the same kernel on exact fp32 copies of the inputs), so one model serves both roles.
@@ -30,8 +38,9 @@ def xdlops_kernel(hw: str, rules: str | None = None, kblocks: int | None = None)
     return km.kernel("rocmlir-2022-xdlops", hw=hw, kblocks=kblocks, rules=rules or DEFAULT_RULES)
 
 
-def cpu_validator(name: str = "cpu-validation-2022", validating: str | None = None, flush: bool = False,
-                  inbounds: bool = False) -> KernelModel:
+def cpu_validator(
+    name: str = "cpu-validation-2022", validating: str | None = None, flush: bool = False, inbounds: bool = False
+) -> KernelModel:
     """A CPU validation function of :mod:`models.kernels`; ``flush``: fp16 inputs below 2^-14 set
     to 0 first; ``inbounds``: a grouped validator ('acc 4') counts only the products the loop adds
     (it skips out-of-bounds taps) into its groups. ``validating`` matters to the validators whose
@@ -58,11 +67,13 @@ def describe(model: KernelModel) -> str:
         return f"xdlops kernel on the {model.hw.upper()} unit" + (f" ({', '.join(extra)})" if extra else "")
     if model.name == "rocmlir-2022-nonxdlops":
         return "non-xdlops fp32 FMA chain" + (" in the CPU loop order" if model.k_sequence != "kernel" else "")
-    desc = {"cpu-validation-2022": "CPU validation v1 ("
-                                   + ("fp32 after every step" if model.validating == "rocmlir-2022-nonxdlops"
-                                      else "fp64") + ")",
-            "cpu-acc4": "CPU validation 'acc 4' (fp64 over 4 products, fp32 per group)",
-            "cpu-validation-mlir": "CPU validation fp32 multiply-then-add (Sep 2022)"}.get(model.name, model.name)
+    desc = {
+        "cpu-validation-2022": "CPU validation v1 ("
+        + ("fp32 after every step" if model.validating == "rocmlir-2022-nonxdlops" else "fp64")
+        + ")",
+        "cpu-acc4": "CPU validation 'acc 4' (fp64 over 4 products, fp32 per group)",
+        "cpu-validation-mlir": "CPU validation fp32 multiply-then-add (Sep 2022)",
+    }.get(model.name, model.name)
     if model.count == "inbounds":
         desc += " counting only in-bounds products into the groups"
     return desc + (" with inputs < 2^-14 flushed" if model.unit.name.endswith("+flush") else "")
@@ -79,8 +90,9 @@ class Recipe:
     rand_type: str = "float"
 
     def label(self) -> str:
-        return (f"{describe(self.kernel)} vs {describe(self.validator)}, verifier {self.quirks}, "
-                f"rand_type {self.rand_type}")
+        return (
+            f"{describe(self.kernel)} vs {describe(self.validator)}, verifier {self.quirks}, rand_type {self.rand_type}"
+        )
 
 
 def default_recipe(run_set: str, gpu: str, kernel: str, validator: str, direction: str) -> Recipe:
@@ -111,11 +123,16 @@ def alternatives(recipe: Recipe, problem, atomic: bool) -> list[tuple[str, str, 
     for q in RUN_SETS:
         if q != recipe.quirks and q != "fair_rand0":
             alts.append(("verifier quirk", f"the {q} verifier's quirks", dataclasses.replace(recipe, quirks=q), None))
-    validators = [NONXDLOPS_KERNEL, cpu_validator("cpu-validation-2022", "xdlops"),
-                  cpu_validator("cpu-validation-2022", "nonxdlops"),
-                  cpu_validator("cpu-validation-2022", "xdlops", True),
-                  cpu_validator("cpu-validation-2022", "nonxdlops", True),
-                  cpu_validator("cpu-acc4"), cpu_validator("cpu-acc4", flush=True), cpu_validator("cpu-validation-mlir")]
+    validators = [
+        NONXDLOPS_KERNEL,
+        cpu_validator("cpu-validation-2022", "xdlops"),
+        cpu_validator("cpu-validation-2022", "nonxdlops"),
+        cpu_validator("cpu-validation-2022", "xdlops", True),
+        cpu_validator("cpu-validation-2022", "nonxdlops", True),
+        cpu_validator("cpu-acc4"),
+        cpu_validator("cpu-acc4", flush=True),
+        cpu_validator("cpu-validation-mlir"),
+    ]
     if problem.direction == "bwd_weight":
         validators += [cpu_validator("cpu-acc4", inbounds=True), cpu_validator("cpu-acc4", flush=True, inbounds=True)]
     for v in validators:
@@ -131,13 +148,21 @@ def alternatives(recipe: Recipe, problem, atomic: bool) -> list[tuple[str, str, 
 
         for other in ("mi100", "mi200", "mi300"):
             if other != k.hw:
-                alts.append(("unit model", f"the {other.upper()} unit", dataclasses.replace(recipe, kernel=xdl(other)),
-                             None))
-        alts.append(("gemmK order", "tuning rules 2022-09", dataclasses.replace(recipe, kernel=xdl(rules="2022-09")),
-                     None))
+                alts.append(
+                    ("unit model", f"the {other.upper()} unit", dataclasses.replace(recipe, kernel=xdl(other)), None)
+                )
+        alts.append(
+            ("gemmK order", "tuning rules 2022-09", dataclasses.replace(recipe, kernel=xdl(rules="2022-09")), None)
+        )
         if cpu_order_differs:
-            alts.append(("gemmK order", "gemmK in the CPU loop order (c, y, x)",
-                         dataclasses.replace(recipe, kernel=xdl().in_cpu_loop_order()), None))
+            alts.append(
+                (
+                    "gemmK order",
+                    "gemmK in the CPU loop order (c, y, x)",
+                    dataclasses.replace(recipe, kernel=xdl().in_cpu_loop_order()),
+                    None,
+                )
+            )
         if atomic:
             for n in (2, 4, 8, 16, 32, 64):
                 try:
@@ -145,15 +170,34 @@ def alternatives(recipe: Recipe, problem, atomic: bool) -> list[tuple[str, str, 
                 except ValueError:
                     continue
                 alts.append(("gemmK order", f"KBlocks {n}", dataclasses.replace(recipe, kernel=xdl(kblocks=n)), None))
-            alts.append(("gemmK order", "atomic add order random per output tile instead of per element", recipe,
-                         "tile"))
+            alts.append(
+                ("gemmK order", "atomic add order random per output tile instead of per element", recipe, "tile")
+            )
     else:
         if cpu_order_differs:
-            alts.append(("gemmK order", "gemmK in the CPU loop order (c, y, x)",
-                         dataclasses.replace(recipe, kernel=NONXDLOPS_KERNEL.in_cpu_loop_order()), None))
+            alts.append(
+                (
+                    "gemmK order",
+                    "gemmK in the CPU loop order (c, y, x)",
+                    dataclasses.replace(recipe, kernel=NONXDLOPS_KERNEL.in_cpu_loop_order()),
+                    None,
+                )
+            )
         for hw in ("mi100", "mi200"):
-            alts.append(("unit model", f"the xdlops kernel's {hw.upper()} unit instead of fp32 FMA",
-                         dataclasses.replace(recipe, kernel=xdlops_kernel(hw)), None))
-    alts.append(("input generation", "integer random generator (-rand_type int)",
-                 dataclasses.replace(recipe, rand_type="int"), None))
+            alts.append(
+                (
+                    "unit model",
+                    f"the xdlops kernel's {hw.upper()} unit instead of fp32 FMA",
+                    dataclasses.replace(recipe, kernel=xdlops_kernel(hw)),
+                    None,
+                )
+            )
+    alts.append(
+        (
+            "input generation",
+            "integer random generator (-rand_type int)",
+            dataclasses.replace(recipe, rand_type="int"),
+            None,
+        )
+    )
     return alts

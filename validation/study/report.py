@@ -20,8 +20,15 @@ __all__ = ["Report", "print_line", "print_summary", "side_by_side", "aggregate_c
 
 #: The three combinations the study averaged in its summary tables.
 STUDY_COMBOS = (("xdlops", "cpu"), ("xdlops", "gpu"), ("nonxdlops", "cpu"))
-AGG_METRICS = ("max_epsilon_diff", "max_abs_diff", "ave_abs_diff", "max_rel_diff", "max_rel_diff_old",
-               "ave_rel_diff", "rms")
+AGG_METRICS = (
+    "max_epsilon_diff",
+    "max_abs_diff",
+    "ave_abs_diff",
+    "max_rel_diff",
+    "max_rel_diff_old",
+    "ave_rel_diff",
+    "rms",
+)
 
 
 @dataclass
@@ -57,12 +64,22 @@ class Report:
             rs = groups[combo]
             c = Counter(r.status for r in rs)
             fields = Counter(f for r in rs if not r.ok for f in r.differing)
-            rows.append({"run_set": combo[0], "gpu": combo[1], "kernel": combo[2], "validator": combo[3],
-                         "range": combo[4], "tests": len(rs), "reproduced": c["reproduced"],
-                         "in_ensemble": c["in_ensemble"] + c["in_distribution"],
-                         "differs": c["differs"], "outside": c["outside_ensemble"] + c["outside_distribution"],
-                         "ensemble_tests": sum(r.mode == "ensemble" for r in rs),
-                         "fields": dict(fields)})
+            rows.append(
+                {
+                    "run_set": combo[0],
+                    "gpu": combo[1],
+                    "kernel": combo[2],
+                    "validator": combo[3],
+                    "range": combo[4],
+                    "tests": len(rs),
+                    "reproduced": c["reproduced"],
+                    "in_ensemble": c["in_ensemble"] + c["in_distribution"],
+                    "differs": c["differs"],
+                    "outside": c["outside_ensemble"] + c["outside_distribution"],
+                    "ensemble_tests": sum(r.mode == "ensemble" for r in rs),
+                    "fields": dict(fields),
+                }
+            )
         return rows
 
     def per_run_set(self) -> dict[str, Counter]:
@@ -114,8 +131,14 @@ class Report:
         for key in sorted(by):
             for metric in ("max_epsilon_diff", "max_abs_diff", "max_rel_diff", "rms"):
                 for stat in ("ave", "max"):
-                    row = {"run_set": key[0], "gpu": key[1], "kernel": key[2], "validator": key[3],
-                           "metric": metric, "stat": stat}
+                    row = {
+                        "run_set": key[0],
+                        "gpu": key[1],
+                        "kernel": key[2],
+                        "validator": key[3],
+                        "metric": metric,
+                        "stat": stat,
+                    }
                     row.update(aggregate_cell(list(by[key].values()), metric, stat))
                     rows.append(row)
         return rows
@@ -127,16 +150,45 @@ class Report:
         for r in self.lines:
             m = r.measured
             for f, v in r.fields.items():
-                rows.append([m.run_set, m.gpu, m.kernel, m.validator, m.range, m.test_name, f, v,
-                             r.emulated.get(f, ""), int(r.equal.get(f, False)), r.mode,
-                             r.exact_members if r.mode != "exact" else "", r.n_members if r.mode != "exact" else ""])
+                rows.append(
+                    [
+                        m.run_set,
+                        m.gpu,
+                        m.kernel,
+                        m.validator,
+                        m.range,
+                        m.test_name,
+                        f,
+                        v,
+                        r.emulated.get(f, ""),
+                        int(r.equal.get(f, False)),
+                        r.mode,
+                        r.exact_members if r.mode != "exact" else "",
+                        r.n_members if r.mode != "exact" else "",
+                    ]
+                )
         return rows
 
     def write_csv(self, path) -> None:
         with open(path, "w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
-            w.writerow(["run_set", "gpu", "kernel", "validator", "range", "test_name", "field", "measured",
-                        "emulated", "equal", "compare", "exact_members", "members"])
+            w.writerow(
+                [
+                    "run_set",
+                    "gpu",
+                    "kernel",
+                    "validator",
+                    "range",
+                    "test_name",
+                    "field",
+                    "measured",
+                    "emulated",
+                    "equal",
+                    "compare",
+                    "exact_members",
+                    "members",
+                ]
+            )
             w.writerows(self.csv_rows())
 
     def markdown(self) -> str:
@@ -147,35 +199,55 @@ class Report:
         p("# fp16emu study reproduce: the 2022 fp16 study's measured lines, emulated\n")
         p(f"* command: `{self.command}`" if self.command else "* command: (library call)")
         p(f"* measured: `{self.measured_dir}`; fp16emu {fp16emu_version()}")
-        p(f"* selection: run sets {','.join(s.run_sets)}; GPUs {','.join(s.gpus)}; kernels {','.join(s.kernels)}; "
-          f"validators {','.join(s.validators)}; ranges {','.join(s.ranges)}; "
-          f"tests {'all' if s.tests is None else len(s.tests)}")
+        p(
+            f"* selection: run sets {','.join(s.run_sets)}; GPUs {','.join(s.gpus)}; kernels {','.join(s.kernels)}; "
+            f"validators {','.join(s.validators)}; ranges {','.join(s.ranges)}; "
+            f"tests {'all' if s.tests is None else len(s.tests)}"
+        )
         orders = ATOMIC_ORDERS
-        p(f"* atomic ensembles: {s.members} add orders per line, random per output {s.granularity}, plus the "
-          f"per-element envelope (closest and farthest outcome of each element over up to {orders.envelope_orders} orders and "
-          f"the 4 sorted ones), and its deep search ({orders.deep_orders} more orders for the {orders.deep_elements} farthest elements "
-          f"by absolute, relative and ulp distance); "
-          f"fair_rand0 stand-in seeds {','.join(map(str, s.rand0_seeds))}")
-        p(f"* {len(self.lines)} lines, {len({r.measured.test_name for r in self.lines})} tests; "
-          f"{self.emulated} lines emulated, {self.cache_hits} from the cache; wall time {self.wall_s:.1f} s")
+        p(
+            f"* atomic ensembles: {s.members} add orders per line, random per output {s.granularity}, plus the "
+            f"per-element envelope (closest and farthest outcome of each element over up to {orders.envelope_orders} orders and "
+            f"the 4 sorted ones), and its deep search ({orders.deep_orders} more orders for the {orders.deep_elements} farthest elements "
+            f"by absolute, relative and ulp distance); "
+            f"fair_rand0 stand-in seeds {','.join(map(str, s.rand0_seeds))}"
+        )
+        p(
+            f"* {len(self.lines)} lines, {len({r.measured.test_name for r in self.lines})} tests; "
+            f"{self.emulated} lines emulated, {self.cache_hits} from the cache; wall time {self.wall_s:.1f} s"
+        )
         if self.not_cached:
             p(f"* **partial**: {self.not_cached} selected lines are not in the cache yet and are left out")
-        p(f"* **verdict: {'every selected line reproduced or inside its ensemble' if self.ok else f'{n_fail} lines differ'}**\n")
+        p(
+            f"* **verdict: {'every selected line reproduced or inside its ensemble' if self.ok else f'{n_fail} lines differ'}**\n"
+        )
         p("## Per run set\n")
-        p("| run set | lines | reproduced exactly | inside ensemble / seed spread | differ | outside ensemble / seed spread |")
+        p(
+            "| run set | lines | reproduced exactly | inside ensemble / seed spread | differ | outside ensemble / seed spread |"
+        )
         p("|---|---|---|---|---|---|")
-        for rs, c in sorted(self.per_run_set().items(), key=lambda kv: RUN_SETS.index(kv[0]) if kv[0] in RUN_SETS else 9):
-            p(f"| {rs} | {sum(c.values())} | {c['reproduced']} | {c['in_ensemble'] + c['in_distribution']} | "
-              f"{c['differs']} | {c['outside_ensemble'] + c['outside_distribution']} |")
+        for rs, c in sorted(
+            self.per_run_set().items(), key=lambda kv: RUN_SETS.index(kv[0]) if kv[0] in RUN_SETS else 9
+        ):
+            p(
+                f"| {rs} | {sum(c.values())} | {c['reproduced']} | {c['in_ensemble'] + c['in_distribution']} | "
+                f"{c['differs']} | {c['outside_ensemble'] + c['outside_distribution']} |"
+            )
         p("\n## Tally per combination\n")
-        p("`exact`: every printed field equal; `ensemble`: atomic-order tests (or fair_rand0 lines) whose every "
-          "field lies inside the emulated spread; `differ`/`outside`: the others, with the fields that differ.\n")
-        p("| run set | gpu | kernel | validator | range | tests | exact | ensemble | differ | outside | fields that differ (lines) |")
+        p(
+            "`exact`: every printed field equal; `ensemble`: atomic-order tests (or fair_rand0 lines) whose every "
+            "field lies inside the emulated spread; `differ`/`outside`: the others, with the fields that differ.\n"
+        )
+        p(
+            "| run set | gpu | kernel | validator | range | tests | exact | ensemble | differ | outside | fields that differ (lines) |"
+        )
         p("|---|---|---|---|---|---|---|---|---|---|---|")
         for t in self.tallies():
             fields = ", ".join(f"{k} ({v})" for k, v in sorted(t["fields"].items(), key=lambda kv: -kv[1])) or "–"
-            p(f"| {t['run_set']} | {t['gpu']} | {t['kernel']} | {t['validator']} | {t['range']} | {t['tests']} | "
-              f"{t['reproduced']} | {t['in_ensemble']} | {t['differs']} | {t['outside']} | {fields} |")
+            p(
+                f"| {t['run_set']} | {t['gpu']} | {t['kernel']} | {t['validator']} | {t['range']} | {t['tests']} | "
+                f"{t['reproduced']} | {t['in_ensemble']} | {t['differs']} | {t['outside']} | {fields} |"
+            )
         bad = [r for r in self.lines if r.counts_as_failure]
         p("\n## Lines that differ\n")
         if not bad:
@@ -183,7 +255,10 @@ class Report:
         for r in bad:
             m = r.measured
             p(f"### {m.run_set} {m.gpu} {m.kernel}/{m.validator} {m.range} {m.test_name}\n")
-            p(f"* {r.status}: fields {', '.join(r.differing)}" + (f"; {r.exact_members}/{r.n_members} members exact" if r.n_members else ""))
+            p(
+                f"* {r.status}: fields {', '.join(r.differing)}"
+                + (f"; {r.exact_members}/{r.n_members} members exact" if r.n_members else "")
+            )
             p(f"* recipe: {r.recipe}")
             if r.diagnosis:
                 p(f"* diagnosis: {r.diagnosis}")
@@ -194,58 +269,86 @@ class Report:
         ens = [r for r in self.lines if r.mode == "ensemble"]
         if ens:
             p("## Atomic-order (split-K) ensembles\n")
-            p("`inside range`: every field lies within the range of the sampled members and the two envelope "
-              "members; `members exact`: sampled members whose line equals the measured one in every field.\n")
+            p(
+                "`inside range`: every field lies within the range of the sampled members and the two envelope "
+                "members; `members exact`: sampled members whose line equals the measured one in every field.\n"
+            )
             p("| run set | gpu | kernel/validator | range | test | inside range | members exact | fields outside |")
             p("|---|---|---|---|---|---|---|---|")
             for r in ens:
                 m = r.measured
-                p(f"| {m.run_set} | {m.gpu} | {m.kernel}/{m.validator} | {m.range} | {m.test_name} | "
-                  f"{'yes' if r.ok else 'no'} | {r.exact_members}/{r.n_members} | {', '.join(r.differing) or '–'} |")
+                p(
+                    f"| {m.run_set} | {m.gpu} | {m.kernel}/{m.validator} | {m.range} | {m.test_name} | "
+                    f"{'yes' if r.ok else 'no'} | {r.exact_members}/{r.n_members} | {', '.join(r.differing) or '–'} |"
+                )
             p("")
         seeds = [r for r in self.lines if r.mode == "seeds"]
         if seeds:
             p("## fair_rand0: distributions only\n")
-            p("fair_rand0 ran with `-rand 0` (time seed, unrecorded): no line can be reproduced. Each measured line "
-              f"is set against the lines of seeds {','.join(map(str, s.rand0_seeds))}; the seed-invariant fields "
-              "(equal for every seed) must match exactly, the others are compared with the seeds' spread; the "
-              "(val, kern) pairs at the maxima are compared only where every seed gives the same pair. "
-              "These lines never count as failures.\n")
+            p(
+                "fair_rand0 ran with `-rand 0` (time seed, unrecorded): no line can be reproduced. Each measured line "
+                f"is set against the lines of seeds {','.join(map(str, s.rand0_seeds))}; the seed-invariant fields "
+                "(equal for every seed) must match exactly, the others are compared with the seeds' spread; the "
+                "(val, kern) pairs at the maxima are compared only where every seed gives the same pair. "
+                "These lines never count as failures.\n"
+            )
             c = Counter(r.status for r in seeds)
             inv = sum(all(("..") not in v for v in r.emulated.values()) for r in seeds)
-            p(f"* {len(seeds)} lines: {c['in_distribution']} inside the seeds' spread in every field, "
-              f"{c['outside_distribution']} outside in some field; {inv} lines are seed-invariant in every field; "
-              f"{sum(r.exact_members > 0 for r in seeds)} equal a seed's line exactly.\n")
+            p(
+                f"* {len(seeds)} lines: {c['in_distribution']} inside the seeds' spread in every field, "
+                f"{c['outside_distribution']} outside in some field; {inv} lines are seed-invariant in every field; "
+                f"{sum(r.exact_members > 0 for r in seeds)} equal a seed's line exactly.\n"
+            )
             fields = Counter(f for r in seeds for f in r.differing)
             if fields:
-                p("* fields outside the spread (lines): " + ", ".join(f"{k} ({v})" for k, v in fields.most_common()) + "\n")
+                p(
+                    "* fields outside the spread (lines): "
+                    + ", ".join(f"{k} ({v})" for k, v in fields.most_common())
+                    + "\n"
+                )
             inv_bad = [r for r in seeds if any(not r.equal[f] and ".." not in r.emulated[f] for f in r.fields)]
-            p(f"* lines where a seed-invariant field differs: {len(inv_bad)}"
-              + ("" if not inv_bad else " — " + "; ".join(
-                  f"{r.measured.gpu} {r.measured.kernel}/{r.measured.validator} {r.measured.range} {r.measured.test_name}"
-                  for r in inv_bad[:20]) + (" …" if len(inv_bad) > 20 else "")) + "\n")
+            p(
+                f"* lines where a seed-invariant field differs: {len(inv_bad)}"
+                + (
+                    ""
+                    if not inv_bad
+                    else " — "
+                    + "; ".join(
+                        f"{r.measured.gpu} {r.measured.kernel}/{r.measured.validator} {r.measured.range} {r.measured.test_name}"
+                        for r in inv_bad[:20]
+                    )
+                    + (" …" if len(inv_bad) > 20 else "")
+                )
+                + "\n"
+            )
         agg = self.aggregate()
         if agg:
             p("## The study's aggregated tables, emulated next to measured\n")
-            p("Rule (the study's summary tables): per combination the mean (`ave`) or max over the "
-              "selected tests, non-numeric values skipped, then the mean of xdlops/cpu, xdlops/gpu and "
-              "nonxdlops/cpu; pass rate = share of (combination, test) pairs with maxEpsilonDiff ≤ 2. Raw values "
-              "(the study's r4/r5 'max 1' correction is not applied). Where atomic-order ensembles or fair_rand0 "
-              "seeds enter, the emulated value is the interval their members span (`inside`: the measured "
-              "value lies in it).\n")
+            p(
+                "Rule (the study's summary tables): per combination the mean (`ave`) or max over the "
+                "selected tests, non-numeric values skipped, then the mean of xdlops/cpu, xdlops/gpu and "
+                "nonxdlops/cpu; pass rate = share of (combination, test) pairs with maxEpsilonDiff ≤ 2. Raw values "
+                "(the study's r4/r5 'max 1' correction is not applied). Where atomic-order ensembles or fair_rand0 "
+                "seeds enter, the emulated value is the interval their members span (`inside`: the measured "
+                "value lies in it).\n"
+            )
             p("| run set | gpu | range | metric | stat | measured | emulated | equal |")
             p("|---|---|---|---|---|---|---|---|")
             for row in agg:
                 em, eq = cell(row)
-                p(f"| {row['run_set']} | {row['gpu']} | {row['range']} | {row['metric']} | {row['stat']} | "
-                  f"{fmt_g(row['measured'])} | {em} | {eq} |")
+                p(
+                    f"| {row['run_set']} | {row['gpu']} | {row['range']} | {row['metric']} | {row['stat']} | "
+                    f"{fmt_g(row['measured'])} | {em} | {eq} |"
+                )
             p("\n### Validation methods (mean over the selected ranges)\n")
             p("| run set | gpu | kernel | validator | metric | stat | measured | emulated | equal |")
             p("|---|---|---|---|---|---|---|---|---|")
             for row in self.validation_methods():
                 em, eq = cell(row)
-                p(f"| {row['run_set']} | {row['gpu']} | {row['kernel']} | {row['validator']} | {row['metric']} | "
-                  f"{row['stat']} | {fmt_g(row['measured'])} | {em} | {eq} |")
+                p(
+                    f"| {row['run_set']} | {row['gpu']} | {row['kernel']} | {row['validator']} | {row['metric']} | "
+                    f"{row['stat']} | {fmt_g(row['measured'])} | {em} | {eq} |"
+                )
         return out.getvalue()
 
     def write(self, out_dir) -> tuple[Path, Path]:
@@ -261,9 +364,11 @@ def aggregate_cell(groups: list[list[LineResult]], metric: str, stat: str) -> di
     """Mean over ``groups`` of each group's mean (``ave``) or max over its lines, non-numeric values
     skipped: measured, and the emulated interval."""
     out = {}
-    for side, pick in (("measured", lambda r: num(r.fields.get(metric, "nan"))),
-                       ("emulated_lo", lambda r: r.bound(metric)[0]),
-                       ("emulated_hi", lambda r: r.bound(metric)[1])):
+    for side, pick in (
+        ("measured", lambda r: num(r.fields.get(metric, "nan"))),
+        ("emulated_lo", lambda r: r.bound(metric)[0]),
+        ("emulated_hi", lambda r: r.bound(metric)[1]),
+    ):
         per = []
         for rs in groups:
             vals = [v for v in (pick(r) for r in rs) if math.isfinite(v)]
@@ -290,18 +395,35 @@ def fmt_g(x: float) -> str:
 def same(a: float, b: float) -> str:
     if math.isnan(a) and math.isnan(b):
         return "yes"
-    return "yes" if a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= 1e-12 * max(abs(a), abs(b))) else "no"
+    return (
+        "yes"
+        if a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= 1e-12 * max(abs(a), abs(b)))
+        else "no"
+    )
 
 
 def side_by_side(r: LineResult) -> str:
     """Measured and emulated fields in aligned columns, with a row marking each field:
     ``=`` equal (or inside the ensemble), ``X`` different."""
     names = list(r.fields)
-    short = {"n": "N", "n_exact": "exact", "n_eps1": "eps1", "n_eps_ge2": "eps>=2", "n_eps_other": "other",
-             "max_epsilon_diff": "maxEps", "val_at_max_eps": "val@eps", "kern_at_max_eps": "kern@eps",
-             "max_abs_diff": "maxAbs", "ave_abs_diff": "aveAbs", "max_rel_diff": "maxRel",
-             "max_rel_diff_old": "maxRelOld", "val_at_max_rel_old": "val@old", "kern_at_max_rel_old": "kern@old",
-             "ave_rel_diff": "aveRel", "rms": "RMS"}
+    short = {
+        "n": "N",
+        "n_exact": "exact",
+        "n_eps1": "eps1",
+        "n_eps_ge2": "eps>=2",
+        "n_eps_other": "other",
+        "max_epsilon_diff": "maxEps",
+        "val_at_max_eps": "val@eps",
+        "kern_at_max_eps": "kern@eps",
+        "max_abs_diff": "maxAbs",
+        "ave_abs_diff": "aveAbs",
+        "max_rel_diff": "maxRel",
+        "max_rel_diff_old": "maxRelOld",
+        "val_at_max_rel_old": "val@old",
+        "kern_at_max_rel_old": "kern@old",
+        "ave_rel_diff": "aveRel",
+        "rms": "RMS",
+    }
     em_label = "emulated" if r.mode == "exact" else ("ensemble" if r.mode == "ensemble" else "seeds")
     cols = []
     for f in names:
@@ -314,46 +436,71 @@ def side_by_side(r: LineResult) -> str:
 
 def print_line(r: LineResult, file) -> None:
     m = r.measured
-    mark = {"reproduced": "OK", "in_ensemble": "OK (ensemble)", "in_distribution": "OK (seed spread)",
-            "differs": "DIFFERS", "outside_ensemble": "OUTSIDE ENSEMBLE",
-            "outside_distribution": "outside seed spread"}[r.status]
+    mark = {
+        "reproduced": "OK",
+        "in_ensemble": "OK (ensemble)",
+        "in_distribution": "OK (seed spread)",
+        "differs": "DIFFERS",
+        "outside_ensemble": "OUTSIDE ENSEMBLE",
+        "outside_distribution": "outside seed spread",
+    }[r.status]
     n_eq = sum(r.equal.values())
     extra = f", {r.exact_members}/{r.n_members} members exact" if r.n_members else ""
-    print(f"[{m.run_set} {m.gpu.upper()} {m.kernel}/{m.validator} {m.range}] {m.test_name}: {mark} "
-          f"({n_eq}/{len(r.equal)} fields{extra})", file=file)
+    print(
+        f"[{m.run_set} {m.gpu.upper()} {m.kernel}/{m.validator} {m.range}] {m.test_name}: {mark} "
+        f"({n_eq}/{len(r.equal)} fields{extra})",
+        file=file,
+    )
     print(side_by_side(r), file=file)
 
 
 def print_summary(report: Report, file) -> None:
-    print("\nTally per combination (exact = every printed field equal; ensemble = inside the atomic-order or "
-          "seed spread):", file=file)
+    print(
+        "\nTally per combination (exact = every printed field equal; ensemble = inside the atomic-order or "
+        "seed spread):",
+        file=file,
+    )
     hdr = f"{'run set':<11}{'gpu':<6}{'kernel':<10}{'valid.':<7}{'range':<6}{'tests':>6}{'exact':>6}{'ens.':>6}{'differ':>7}{'outside':>8}  fields that differ"
     print(hdr, file=file)
     for t in report.tallies():
         fields = ", ".join(f"{k}({v})" for k, v in sorted(t["fields"].items(), key=lambda kv: -kv[1]))
-        print(f"{t['run_set']:<11}{t['gpu']:<6}{t['kernel']:<10}{t['validator']:<7}{t['range']:<6}{t['tests']:>6}"
-              f"{t['reproduced']:>6}{t['in_ensemble']:>6}{t['differs']:>7}{t['outside']:>8}  {fields}", file=file)
+        print(
+            f"{t['run_set']:<11}{t['gpu']:<6}{t['kernel']:<10}{t['validator']:<7}{t['range']:<6}{t['tests']:>6}"
+            f"{t['reproduced']:>6}{t['in_ensemble']:>6}{t['differs']:>7}{t['outside']:>8}  {fields}",
+            file=file,
+        )
     bad = [r for r in report.lines if r.counts_as_failure]
     if bad:
         print(f"\n{len(bad)} lines differ:", file=file)
         for r in bad:
             m = r.measured
-            print(f"  {m.run_set} {m.gpu} {m.kernel}/{m.validator} {m.range} {m.test_name}: {', '.join(r.differing)}"
-                  + (f"\n    diagnosis: {r.diagnosis}" if r.diagnosis else ""), file=file)
+            print(
+                f"  {m.run_set} {m.gpu} {m.kernel}/{m.validator} {m.range} {m.test_name}: {', '.join(r.differing)}"
+                + (f"\n    diagnosis: {r.diagnosis}" if r.diagnosis else ""),
+                file=file,
+            )
     agg = report.aggregate()
     if agg:
         cells = [(row, *cell(row)) for row in agg]
         bad_cells = [c for c in cells if c[2] == "no"]
-        print(f"\nThe study's aggregated tables: {len(cells)} cells, {sum(c[2] == 'yes' for c in cells)} equal, "
-              f"{sum(c[2] == 'inside' for c in cells)} inside the ensemble/seed interval, {len(bad_cells)} differ"
-              + (" (measured | emulated):" if bad_cells else " (tables in the report)."), file=file)
+        print(
+            f"\nThe study's aggregated tables: {len(cells)} cells, {sum(c[2] == 'yes' for c in cells)} equal, "
+            f"{sum(c[2] == 'inside' for c in cells)} inside the ensemble/seed interval, {len(bad_cells)} differ"
+            + (" (measured | emulated):" if bad_cells else " (tables in the report)."),
+            file=file,
+        )
         for row, em, _ in bad_cells:
-            print(f"  {row['run_set']:<11}{row['gpu']:<6}{row['range']:<4}{row['metric']:<18}{row['stat']:<10}"
-                  f"{fmt_g(row['measured']):>14} | {em}", file=file)
+            print(
+                f"  {row['run_set']:<11}{row['gpu']:<6}{row['range']:<4}{row['metric']:<18}{row['stat']:<10}"
+                f"{fmt_g(row['measured']):>14} | {em}",
+                file=file,
+            )
     s = Counter(r.status for r in report.lines)
-    print(f"\n{len(report.lines)} lines: {s['reproduced']} reproduced exactly, {s['in_ensemble']} inside their "
-          f"atomic-order ensemble, {s['in_distribution']} fair_rand0 lines inside the seed spread; "
-          f"{s['differs']} differ, {s['outside_ensemble']} outside the ensemble, {s['outside_distribution']} "
-          f"fair_rand0 lines outside the seed spread. Wall time {report.wall_s:.1f} s."
-          + (f" Partial: {report.not_cached} selected lines not in the cache yet." if report.not_cached else ""),
-          file=file)
+    print(
+        f"\n{len(report.lines)} lines: {s['reproduced']} reproduced exactly, {s['in_ensemble']} inside their "
+        f"atomic-order ensemble, {s['in_distribution']} fair_rand0 lines inside the seed spread; "
+        f"{s['differs']} differ, {s['outside_ensemble']} outside the ensemble, {s['outside_distribution']} "
+        f"fair_rand0 lines outside the seed spread. Wall time {report.wall_s:.1f} s."
+        + (f" Partial: {report.not_cached} selected lines not in the cache yet." if report.not_cached else ""),
+        file=file,
+    )

@@ -46,14 +46,26 @@ def plan_jobs(selected: list[MeasuredLine], selection: Selection, cache: Cache):
             if hit is not None:
                 cached[key] = hit
             else:
-                todo[(m.test_name, m.range, seed, recipe.rand_type)][key] = Request(key, recipe, seed, members,
-                                                                                    selection.granularity)
+                todo[(m.test_name, m.range, seed, recipe.rand_type)][key] = Request(
+                    key, recipe, seed, members, selection.granularity
+                )
         line_keys[i] = keys
     return make_jobs(todo), line_keys, cached
 
 
-def reproduce(selection: Selection, measured, *, jobs: int = 1, out=None, cache_dir=None, progress: bool = False,
-              show: str = "none", stream=None, command: str = "", cached_only: bool = False) -> Report:
+def reproduce(
+    selection: Selection,
+    measured,
+    *,
+    jobs: int = 1,
+    out=None,
+    cache_dir=None,
+    progress: bool = False,
+    show: str = "none",
+    stream=None,
+    command: str = "",
+    cached_only: bool = False,
+) -> Report:
     """Emulate every measured line ``selection`` picks and compare it field for field.
 
     ``measured``: the raw results folder or lines from :func:`read_measured`; ``jobs``: worker
@@ -73,8 +85,9 @@ def reproduce(selection: Selection, measured, *, jobs: int = 1, out=None, cache_
         measured = read_measured(measured)
     selected = selection.select(measured)
     if not selected:
-        raise ValueError("selection: no measured line matches the chosen run sets, GPUs, kernels, validators, "
-                         "ranges and tests")
+        raise ValueError(
+            "selection: no measured line matches the chosen run sets, GPUs, kernels, validators, ranges and tests"
+        )
     if cache_dir is None and out is not None:
         cache_dir = str(Path(out) / ".cache")
     cache_dir = str(cache_dir) if cache_dir else None
@@ -153,9 +166,16 @@ def reproduce(selection: Selection, measured, *, jobs: int = 1, out=None, cache_
     lines = [judge_line(i) for i in range(len(selected))]
     if selection.diagnose:
         diagnose(lines, selection, jobs, cache_dir, progress)
-    report = Report(selection=selection, lines=lines, wall_s=time.time() - t0,
-                    cache_hits=sum(len(v) for v in line_keys.values()) - n_emulated, emulated=n_emulated,
-                    measured_dir=measured_dir, command=command, not_cached=not_cached)
+    report = Report(
+        selection=selection,
+        lines=lines,
+        wall_s=time.time() - t0,
+        cache_hits=sum(len(v) for v in line_keys.values()) - n_emulated,
+        emulated=n_emulated,
+        measured_dir=measured_dir,
+        command=command,
+        not_cached=not_cached,
+    )
     if out is not None:
         report.write(out)
     return report

@@ -71,8 +71,18 @@ class Selection:
             raise ValueError("--rand0-seeds: need one or more positive seeds")
 
     @classmethod
-    def from_options(cls, *, run_set=None, gpu=None, kernel=None, validator=None, range=None, tests=None,
-                     smallest: int | None = None, **kw) -> Selection:
+    def from_options(
+        cls,
+        *,
+        run_set=None,
+        gpu=None,
+        kernel=None,
+        validator=None,
+        range=None,
+        tests=None,
+        smallest: int | None = None,
+        **kw,
+    ) -> Selection:
         """A selection from comma-separated option strings (the CLI's); ``ValueError`` with one
         line naming the option and its allowed values for anything unknown."""
         names = None
@@ -91,14 +101,25 @@ class Selection:
                 raise ValueError(f"--smallest: must be a positive integer, got {smallest}")
             small = smallest_tests(smallest)
             names = small if names is None else [n for n in names if n in small]
-        return cls(run_sets=_split(run_set if run_set is not None else "fair_1", "--run-set", RUN_SETS),
-                   gpus=_split(gpu, "--gpu", GPUS), kernels=_split(kernel, "--kernel", KERNELS),
-                   validators=_split(validator, "--validator", VALIDATORS), ranges=_split(range, "--range", tuple(RANGES)),
-                   tests=None if names is None else tuple(dict.fromkeys(names)), **kw)
+        return cls(
+            run_sets=_split(run_set if run_set is not None else "fair_1", "--run-set", RUN_SETS),
+            gpus=_split(gpu, "--gpu", GPUS),
+            kernels=_split(kernel, "--kernel", KERNELS),
+            validators=_split(validator, "--validator", VALIDATORS),
+            ranges=_split(range, "--range", tuple(RANGES)),
+            tests=None if names is None else tuple(dict.fromkeys(names)),
+            **kw,
+        )
 
     def select(self, measured: Iterable[MeasuredLine]) -> list[MeasuredLine]:
         tests = None if self.tests is None else set(self.tests)
-        return [m for m in measured
-                if m.run_set in self.run_sets and m.gpu in self.gpus and m.kernel in self.kernels
-                and m.validator in self.validators and m.range in self.ranges
-                and (tests is None or m.test_name in tests)]
+        return [
+            m
+            for m in measured
+            if m.run_set in self.run_sets
+            and m.gpu in self.gpus
+            and m.kernel in self.kernels
+            and m.validator in self.validators
+            and m.range in self.ranges
+            and (tests is None or m.test_name in tests)
+        ]

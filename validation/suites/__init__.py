@@ -80,7 +80,7 @@ def _check_suite(suite: str) -> None:
         raise ConfigError(f"suite: {suite!r} is not one of {', '.join(SUITES)}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(suite: str) -> Mapping[str, SuiteEntry]:
     _check_suite(suite)
     text = resources.files(__name__).joinpath(f"{suite}.tsv").read_text()
