@@ -60,7 +60,6 @@ DOC = (
     "miopen-gen's host harness)"
 )
 STUDY = "the 2022 fp16 study (github.com/zhanglx13/llvm-project-mlir-dev-utils, fp16_experiment @3b042e7)"
-SPEC = STUDY
 FINDINGS = "fp16emu's reproduction of the study's measured lines (`fp16emu study reproduce`)"
 MU = "MMA-Sim (arXiv 2511.10909) and Khattak & Mikaitis (arXiv 2512.07004)"
 #: How a CPU validator counts products: every gemmK position ("all"), or only the in-bounds ones.
@@ -384,7 +383,7 @@ def _fp64_variant(name: str, group_size: int, round_each: bool, flush: bool, why
     sources.update(group_size=why, round_each_group=why, name="fp16emu naming", description=why)
     if flush:
         sources["flush_inputs"] = (
-            f"{SPEC} (study variant 'flush subnormals': fp16 inputs below 2^-14 set to 0); {STUDY}"
+            f"{STUDY} (study variant 'flush subnormals': fp16 inputs below 2^-14 set to 0); {STUDY}"
         )
     desc = (
         "fp64 accumulator"
@@ -416,7 +415,7 @@ def _cite(**specific: str) -> Mapping[str, str]:
 
 _OUTPUT_KERNEL = "fp32 accumulator → fp16 by RNE, overflow to ±inf"
 _OUTPUT_VALIDATOR = "fp32 result; the verifier rounds it to fp16 by RNE before comparing"
-_SRC_OUTPUT_KERNEL = f"{DOC} (arith.truncf → v_cvt_f16_f32, RNE); {SPEC} 'Output'"
+_SRC_OUTPUT_KERNEL = f"{DOC} (arith.truncf → v_cvt_f16_f32, RNE); {STUDY} 'Output'"
 _SRC_OUTPUT_VALIDATOR = f"{DOC} 'Comparison path' (validation value truncf'd to f16, RNE); {FINDINGS} verifier row"
 
 
@@ -499,8 +498,8 @@ def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
         **common,
         sources=_cite(
             name="fp16emu naming",
-            description=f"{DOC}; {SPEC} 'Xdlops kernel'",
-            unit=f"models.units.unit({hw_name!r}): {u.source('family')}; {SPEC}",
+            description=f"{DOC}; {STUDY} 'Xdlops kernel'",
+            unit=f"models.units.unit({hw_name!r}): {u.source('family')}; {STUDY}",
             order=f"{_tuning.SOURCES['k_order']}; {_tuning.SOURCES['instruction']}",
             xdlops=f"{DOC}: -x2 selects the xdlops kernel",
             validator="a GPU kernel, not a validation function",
@@ -509,13 +508,13 @@ def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
             fp64_accumulate=f"{DOC} (f32 accumulators only)",
             fp32_round_every="unused: the unit rounds to fp32 every group",
             output=_SRC_OUTPUT_KERNEL,
-            hw=f"{SPEC} (MI100, MI200, MI300); {DOC} (the kernel is the same on every GPU under -x2)",
+            hw=f"{STUDY} (MI100, MI200, MI300); {DOC} (the kernel is the same on every GPU under -x2)",
             validating="unused by GPU kernels",
             tuning=tuning_src,
             kblocks=f"{_tuning.SOURCES['kblocks']}; override: {_tuning.SOURCES['kblocks_data']}",
             rules=f"{_tuning.SOURCES['validity_2022-08']} (default); {_tuning.SOURCES['validity_2022-09']}",
-            combine=f"{DOC} (atomic add order varies run to run); {SPEC} (model as an ensemble of orders)",
-            combine_seed=f"{SPEC} (ensemble of orders)",
+            combine=f"{DOC} (atomic add order varies run to run); {STUDY} (model as an ensemble of orders)",
+            combine_seed=f"{STUDY} (ensemble of orders)",
             count="unused: a GPU kernel multiplies every gemmK position, padding zeros included",
             k_sequence=f"{DOC}: the filter layout's gemmK order",
         ),
@@ -534,10 +533,10 @@ def _nonxdlops(key: str, hw_name, t, common) -> KernelModel:
             "GPU validation (-pv_with_gpu): the non-xdlops kernel run in fp32 on fp32 copies of the fp16 inputs; "
             "the copies are exact, so the arithmetic is the fp16 non-xdlops kernel's (fp32 FMA, ascending gemmK)"
         )
-        desc_src = f"{DOC} 'GPU validation' (PR #286; miopen-gen populateHostHarnessLogic); {SPEC}"
+        desc_src = f"{DOC} 'GPU validation' (PR #286; miopen-gen populateHostHarnessLogic); {STUDY}"
     else:
         desc = "rocMLIR (Aug 2022) non-xdlops kernel: one fp32 FMA per gemmK value in ascending order, RNE to fp16"
-        desc_src = f"{DOC}; {SPEC} 'Non-xdlops kernel'"
+        desc_src = f"{DOC}; {STUDY} 'Non-xdlops kernel'"
     return KernelModel(
         name=key,
         description=desc,
@@ -617,7 +616,7 @@ def _cpu(key: str, validating, common) -> KernelModel:
             common,
         )
     if key == "cpu-acc4":
-        why = f"{SPEC} study variant 'accumulate 4': sum 4 products in fp64, round to fp32, go on; {STUDY}"
+        why = f"{STUDY} study variant 'accumulate 4': sum 4 products in fp64, round to fp32, go on; {STUDY}"
         u = _fp64_variant("fp64-acc4", 4, True, False, why)
         return _cpu_model(
             key,
@@ -678,7 +677,7 @@ def _cpu_model(key, desc, u, validating, ftz, every, acc, why, loop_src, common)
             xdlops="unused: a CPU validation function has no GPU partition",
             validator=f"{DOC}",
             flush_inputs=(
-                f"{SPEC} study variant 'flush subnormals'"
+                f"{STUDY} study variant 'flush subnormals'"
                 if ftz
                 else f"{DOC}: f16 inputs copied to f32 exactly (extf), nothing flushed"
             ),

@@ -27,7 +27,7 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
         "--measured",
         required=True,
         metavar="DIR",
-        help="the study's raw_results folder (e.g. ../shared/reference/fp16_study_raw_results)",
+        help="the study's raw_results folder (github.com/zhanglx13/llvm-project-mlir-dev-utils, fp16_experiment/raw_results @3b042e7)",
     )
     p.add_argument("--run-set", default="fair_1", help=f"comma-separated, of {','.join(RUN_SETS)} (default fair_1)")
     p.add_argument("--gpu", default="mi100,mi200", help="mi100,mi200 (default both)")

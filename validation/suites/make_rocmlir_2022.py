@@ -29,7 +29,7 @@ COLUMNS = [
     ("fixme", "fixme"),
     ("direction", lambda r: OPERATIONS[r["operation"]]),
     ("dtype", "data_type"),
-    # -p rows: the study ran them with the -x2 defaults for both kernels (kernels doc §1.3)
+    # -p rows: the study ran them with the -x2 defaults for both kernels (batch_run.sh of the study repo)
     ("x2_defaults", lambda r: "1" if r["populate_defaults_p"] == "1" else "0"),
     ("args", "miopen_gen_args"),
     ("n", "batch_N"),
