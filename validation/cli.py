@@ -50,6 +50,13 @@ def _add_run(sub):
         help="the harness's random generator (default: the config's -rand_type, else int)",
     )
     p.add_argument(
+        "--gpu-output",
+        default=None,
+        metavar="FILE.npy",
+        help="the GPU kernel's own output (fp16, or its fp32 copy; the result tensor's shape or flat): compared "
+        "with the emulated kernel bit for bit, an answer of bug or rounding",
+    )
+    p.add_argument(
         "--members",
         type=int,
         default=None,
@@ -242,7 +249,11 @@ def _cmd_run(args) -> int:
             f"GPU's result depends on their order, which varies run to run; the line below is the "
             f"ascending order, the ensemble ({ensemble['members']} orders) follows"
         )
-    code = _emit(comparison, verdict, args, header, extra={"ensemble": ensemble} if ensemble else None)
+    gpu = None
+    if args.gpu_output is not None:
+        gpu = result.against(_load_array(args.gpu_output, "--gpu-output", integers_ok=True))
+    extra = {k: v for k, v in (("ensemble", ensemble), ("gpu", gpu and gpu.to_dict())) if v}
+    code = _emit(comparison, verdict, args, header, extra=extra or None)
     if ensemble is not None and args.format == "text":
         print(
             f"ensemble over {ensemble['members']} atomic add orders (random per output {ensemble['granularity']}, "
@@ -252,6 +263,10 @@ def _cmd_run(args) -> int:
             print(f"{k:>18s}: {lo:.6g} .. {hi:.6g}")
         if ensemble["members_passing"] is not None:
             print(f"{'verdict':>18s}: {ensemble['members_passing']}/{ensemble['members']} add orders pass")
+    if gpu is not None:
+        if args.format == "text":
+            print(gpu.format_text())
+        return 1 if gpu.answer == "differs" else code
     return code
 
 
@@ -264,7 +279,7 @@ def _cmd_compare(args) -> int:
     return _emit(comparison, verdict, args, {"validation": args.validation, "kernel": args.kernel})
 
 
-def _load_array(path: str, what: str):
+def _load_array(path: str, what: str, integers_ok: bool = False):
     import numpy as np
 
     try:
@@ -279,6 +294,8 @@ def _load_array(path: str, what: str):
                 f"{what}: {path!r} holds {len(data.files)} arrays ({', '.join(data.files)}); give an .npz with one"
             )
         data = data[data.files[0]]
+    if integers_ok and data.dtype == np.uint16:  # fp16 bit patterns
+        return data
     if data.dtype.kind != "f" and str(data.dtype) != "bfloat16":
         raise UsageError(f"{what}: dtype {data.dtype} is not a float type (fp16, bf16, fp32, fp64)")
     return data

@@ -27,6 +27,7 @@ from models import kernels as kernel_models
 from models.kernels import ATOMIC_ORDERS
 
 from .configs import Config, parse_config
+from .gpu import GpuComparison, compare_gpu_output
 
 __all__ = [
     "RunResult",
@@ -85,6 +86,13 @@ class RunResult:
     @property
     def shape(self) -> tuple[int, ...]:
         return self.problem.tensor_shape(self.problem.result_role)
+
+    def against(self, gpu) -> GpuComparison:
+        """The GPU's own output (fp16 values or patterns, or their fp32 copy; the result tensor's
+        shape or flat) against the emulated kernel, bit for bit: "identical", "inside-ensemble"
+        (split-K atomics: every element some add order's outcome) or "differs", with the
+        suspects' coordinates and clusters (:mod:`validation.gpu`)."""
+        return compare_gpu_output(self, gpu)
 
     def members(self, count: int = ATOMIC_ORDERS.members, granularity: str = ATOMIC_ORDERS.granularity):
         """Kernel outputs (fp16, flat) of ``count`` random atomic add orders (members 0 …

@@ -1,0 +1,195 @@
+"""Bug or rounding: the user's GPU output against the emulated kernel, element by element, bit for bit.
+
+The emulated kernel computes what the GPU's kernel computes, bit for bit, from the same inputs.
+So where the GPU's output equals the emulation everywhere, the difference from the validation is
+the kernel's arithmetic (rounding), nothing else; an element that differs is a bug suspect (or a
+wrong model: inputs, kernel, tuning). For a kernel whose split-K partial sums are added with fp32
+atomics the GPU's result depends on the add order, so an element passes when some add order of
+its partials gives the GPU's value: the closest outcome to the GPU's value over the ensemble's
+orders (:class:`emu.atomics.SplitPartials`) must equal it.
+
+Suspects are listed with named coordinates (the letters of the result tensor's normalised layout:
+n, g, k, h, w for a forward output; g, k, c, y, x for a weight gradient; n, g, c, h, w for an input
+gradient), and summarised by where they cluster: axes on which every suspect shares one or two
+indices (one channel, one border row), and whether they sit on the first or last index of a
+spatial axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models.kernels import ATOMIC_ORDERS
+
+__all__ = ["GpuComparison", "compare_gpu_output", "gpu_values", "ANSWERS"]
+
+#: The three answers: every element equal to the emulation, every element reachable by some
+#: atomic add order, or some element that no modelled order gives.
+ANSWERS = ("identical", "inside-ensemble", "differs")
+#: Suspects listed in full (all are counted).
+MAX_SUSPECTS = 20
+_SPATIAL = ("h", "w", "y", "x")
+
+
+@dataclass
+class GpuComparison:
+    """The GPU's output against the emulated kernel (see the module docstring)."""
+
+    n: int
+    n_identical: int
+    n_differ: int
+    n_outside_ensemble: int
+    answer: str
+    axes: tuple[str, ...]
+    suspects: list[dict] = field(default_factory=list)
+    clusters: list[str] = field(default_factory=list)
+    ensemble_orders: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "n": self.n,
+            "n_identical": self.n_identical,
+            "n_differ": self.n_differ,
+            "n_outside_ensemble": self.n_outside_ensemble,
+            "answer": self.answer,
+            "ensemble_orders": self.ensemble_orders,
+            "suspects": self.suspects,
+            "clusters": self.clusters,
+        }
+
+    def format_text(self) -> str:
+        if self.answer == "identical":
+            head = (
+                f"GPU output: all {self.n} elements identical to the emulated kernel, bit for bit: any "
+                f"difference from the validation is the kernel's arithmetic (rounding), not a bug"
+            )
+        elif self.answer == "inside-ensemble":
+            head = (
+                f"GPU output: {self.n_identical} of {self.n} elements identical to the emulated kernel's ascending "
+                f"add order; every element is an outcome of some atomic add order of its split-K partials "
+                f"(searched {self.ensemble_orders} orders): rounding, not a bug"
+            )
+        else:
+            what = (
+                f"{self.n_outside_ensemble} elements are no outcome of the {self.ensemble_orders} atomic add "
+                f"orders searched"
+                if self.ensemble_orders
+                else f"{self.n_differ} elements differ"
+            )
+            head = (
+                f"GPU output: {what} of {self.n}: bug suspects (or the emulation's inputs, kernel or tuning "
+                f"are not the GPU's)"
+            )
+        lines = [head]
+        for s in self.suspects:
+            coords = " ".join(f"{k}={v}" for k, v in s["coords"].items())
+            lines.append(f"  {coords}: emulated {s['emulated']!r}, GPU {s['gpu']!r}")
+        if self.answer == "differs" and len(self.suspects) < max(self.n_differ, self.n_outside_ensemble):
+            lines.append(f"  … {max(self.n_differ, self.n_outside_ensemble) - len(self.suspects)} more")
+        lines += [f"  cluster: {c}" for c in self.clusters]
+        return "\n".join(lines)
+
+
+def gpu_values(gpu, size: int, shape: tuple[int, ...]) -> np.ndarray:
+    """The GPU's output as flat float16: float16 values or uint16 patterns, or float32 values that
+    fp16 holds exactly (an fp16 output saved as fp32), in the result tensor's shape or flat."""
+    a = np.asarray(gpu)
+    if a.size != size:
+        raise ValueError(
+            f"gpu output: {a.size} elements (shape {a.shape}); the result tensor has {size} (shape {shape}, or flat)"
+        )
+    if a.shape not in (tuple(shape), (size,)):
+        raise ValueError(
+            f"gpu output: shape {a.shape} is neither the result tensor's {tuple(shape)} nor flat ({size},)"
+        )
+    a = a.reshape(-1)
+    if a.dtype == np.uint16:
+        return a.view(np.float16)
+    if a.dtype == np.float16:
+        return a
+    if a.dtype in (np.float32, np.float64):
+        with np.errstate(over="ignore", invalid="ignore"):
+            h = a.astype(np.float16)
+        same = (h.astype(a.dtype) == a) | (np.isnan(a) & np.isnan(h))
+        if not np.all(same):
+            i = int(np.flatnonzero(~same)[0])
+            raise ValueError(
+                f"gpu output: element {i} = {a[i]!r} is not an fp16 value; the kernel writes fp16 "
+                f"(save its output as float16, or the fp32 copy of it)"
+            )
+        return h
+    raise ValueError(f"gpu output: dtype {a.dtype} is not float16, uint16 (fp16 patterns), float32 or float64")
+
+
+def _same(a16: np.ndarray, b16: np.ndarray) -> np.ndarray:
+    """Equal bit patterns, NaN payloads aside (a NaN equals any NaN)."""
+    return (a16.view(np.uint16) == b16.view(np.uint16)) | (np.isnan(a16) & np.isnan(b16))
+
+
+def _coords(index: int, axes: tuple[str, ...], dims: tuple[int, ...]) -> dict:
+    return {a: int(i) for a, i in zip(axes, np.unravel_index(index, dims))}
+
+
+def _clusters(where: np.ndarray, axes: tuple[str, ...], dims: tuple[int, ...]) -> list[str]:
+    """Where the suspects concentrate: axes on which they take one or two of more indices, and
+    first/last indices of spatial axes (padding borders, edge tiles)."""
+    if where.size == 0:
+        return []
+    idx = np.unravel_index(where, dims)
+    out = []
+    for axis, size, values in zip(axes, dims, idx):
+        if size < 2:
+            continue
+        distinct = np.unique(values)
+        if distinct.size <= 2 and distinct.size < size:
+            out.append(f"all {where.size} on {axis} = {', '.join(map(str, distinct.tolist()))} (of 0..{size - 1})")
+        elif axis in _SPATIAL and size > 2:
+            border = np.isin(values, (0, size - 1))
+            if border.all():
+                out.append(f"all {where.size} on the first or last {axis} (a border)")
+    return out
+
+
+def compare_gpu_output(result, gpu) -> GpuComparison:
+    """``result`` (a :class:`validation.run.RunResult`) against the GPU's output ``gpu``."""
+    problem = result.problem
+    role = problem.result_role
+    axes = tuple(problem.layout5(role))
+    sizes = problem.letter_sizes(role)
+    dims = tuple(sizes[a] for a in axes)
+    emulated = np.asarray(result.kernel_output).reshape(-1)
+    g16 = gpu_values(gpu, emulated.size, result.shape)
+    identical = _same(emulated, g16)
+    n_identical = int(identical.sum())
+    n = int(emulated.size)
+    orders = 0
+    outside = ~identical
+    if result.ensemble is not None and not identical.all():
+        # the closest outcome to the GPU's value over the ensemble's orders: inside iff equal
+        orders = ATOMIC_ORDERS.envelope_order_count(ATOMIC_ORDERS.members, result.ensemble.parts.size)
+        ref = g16.astype(np.float64)
+        near, _ = result.ensemble.envelope(np.where(np.isnan(ref), 0.0, ref), orders, ATOMIC_ORDERS.granularity)
+        reached = _same(near, g16)
+        outside = ~(identical | reached)
+    where = np.flatnonzero(outside)
+    if where.size == 0:
+        answer = "identical" if n_identical == n else "inside-ensemble"
+    else:
+        answer = "differs"
+    suspects = [
+        {"coords": _coords(int(i), axes, dims), "emulated": float(emulated[i]), "gpu": float(g16[i])}
+        for i in where[:MAX_SUSPECTS]
+    ]
+    return GpuComparison(
+        n=n,
+        n_identical=n_identical,
+        n_differ=n - n_identical,
+        n_outside_ensemble=int(where.size) if result.ensemble is not None else 0,
+        answer=answer,
+        axes=axes,
+        suspects=suspects,
+        clusters=_clusters(where, axes, dims),
+        ensemble_orders=orders,
+    )
