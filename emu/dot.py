@@ -41,7 +41,16 @@ def accumulator_values(c, fmt: int) -> np.ndarray:
     """``c`` as the accumulator format's values (float16 for ``Format.FP16``, else float32), from
     values or bit patterns; TypeError for values the format cannot hold exactly."""
     dtype, bits = (np.float16, np.uint16) if fmt == Format.FP16 else (np.float32, np.uint32)
+    if c is None:
+        raise TypeError(
+            f"c: expected {np.dtype(dtype).name} values or {np.dtype(bits).name} bit patterns, got None "
+            f"(pass 0 for a zero accumulator)"
+        )
     c = np.asarray(c)
+    if c.dtype.kind not in "fiu":
+        raise TypeError(
+            f"c: expected {np.dtype(dtype).name} values or {np.dtype(bits).name} bit patterns, got dtype {c.dtype}"
+        )
     if c.dtype == bits:
         return c.view(dtype)
     if c.dtype == dtype:

@@ -29,6 +29,12 @@ from .units import Format
 __all__ = ["GemmOrder", "gemm", "split_partials", "strided_k_order"]
 
 
+#: Bounds of GemmOrder's integer fields: beyond them no kernel runs, and padding alone would
+#: exhaust memory.
+MAX_PAD_K = 1 << 16
+MAX_SPLIT_K = 1 << 12
+
+
 @dataclass(frozen=True)
 class GemmOrder:
     k_order: tuple[int, ...] | None = None
@@ -39,10 +45,18 @@ class GemmOrder:
     notes: str = field(default="", compare=False)
 
     def __post_init__(self):
-        if self.pad_k < 1:
-            raise ValueError(f"pad_k: must be ≥ 1, got {self.pad_k}")
-        if self.split_k < 1:
-            raise ValueError(f"split_k: must be ≥ 1, got {self.split_k}")
+        for name in ("pad_k", "split_k", "combine_seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ValueError(f"{name}: must be a whole number, got {value!r}")
+        if not 1 <= self.pad_k <= MAX_PAD_K:
+            raise ValueError(f"pad_k: must be in 1..{MAX_PAD_K} (a multiple gemmK is padded to), got {self.pad_k}")
+        if not 1 <= self.split_k <= MAX_SPLIT_K:
+            raise ValueError(f"split_k: must be in 1..{MAX_SPLIT_K}, got {self.split_k}")
+        if self.k_order is not None:
+            bad = [k for k in self.k_order if isinstance(k, bool) or not isinstance(k, (int, np.integer))]
+            if bad:
+                raise ValueError(f"k_order: gemmK indices must be whole numbers, got {bad[0]!r}")
         if self.combine not in ("ascending", "random"):
             raise ValueError(f"combine: {self.combine!r} is not one of 'ascending', 'random'")
 
@@ -67,6 +81,9 @@ def strided_k_order(K: int, tile: int, group: int) -> tuple[int, ...]:
     """k order of a k-reduction instruction: within each ``tile``-wide k block the unit's groups
     are {b, b + tile/group, b + 2·tile/group, …} (16x16x16f16: tile 16, group 4 → {b, b+4, b+8,
     b+12}). A trailing partial tile keeps its natural order."""
+    for name, value in (("K", K), ("tile", tile), ("group", group)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (0 if name == "K" else 1):
+            raise ValueError(f"{name}: must be a whole number ≥ {0 if name == 'K' else 1}, got {value!r}")
     if tile % group:
         raise ValueError(f"tile: {tile} is not a multiple of group {group}")
     stride = tile // group

@@ -48,6 +48,32 @@ class Unit:
     round_each_group: bool = True
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
+    def __post_init__(self):
+        # dataclasses.replace(unit, ...) goes through here too: every field keeps its meaning
+        enums = {
+            "family": Family,
+            "alignment_rounding": Rounding,
+            "c_alignment_rounding": Rounding,
+            "output_rounding": Rounding,
+            "output_format": Format,
+        }
+        for name, enum in enums.items():
+            value = getattr(self, name)
+            try:
+                enum(value)
+            except ValueError:
+                accepted = ", ".join(f"{m.name} ({int(m)})" for m in enum)
+                raise ValueError(f"{name}: {value!r} is not one of {accepted}") from None
+        for name in ("group_size", "fraction_bits", "sum_fraction_bits", "zero_exponent"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name}: must be a whole number, got {value!r}")
+        if self.group_size < 1:
+            raise ValueError(f"group_size: must be ≥ 1, got {self.group_size}")
+        for name in ("flush_inputs", "flush_c", "flush_products", "flush_partials", "flush_output", "round_each_group"):
+            if not isinstance(getattr(self, name), (bool, int)) or getattr(self, name) not in (0, 1):
+                raise ValueError(f"{name}: must be True or False, got {getattr(self, name)!r}")
+
     @property
     def params(self) -> UnitParams:
         return UnitParams(**{f: int(getattr(self, f)) for f in UnitParams._fields})

@@ -124,3 +124,38 @@ def test_gemm_and_dot_add_share_one_convention(operands):
         emu.gemm(A, B, np.full((6, 150), 0.1), models.unit("mi200"))
     with pytest.raises(TypeError, match="c"):
         emu.dot_add(A[:, None, :], B.T[None], np.full((6, 150), 0.1), models.unit("mi200"))
+
+
+def test_nonsense_arguments_are_refused_with_the_field_named(operands):
+    """Issue 13: the API refuses what it cannot mean instead of computing something."""
+    A, B = operands
+    unit = models.unit("mi200")
+    a = A[0]
+    with pytest.raises(TypeError, match="c: .* got None"):
+        emu.dot_add(a, a, None, unit)
+    with pytest.raises(TypeError, match="c: .* dtype <U3"):
+        emu.dot_add(a, a, "1.5", unit)
+    with pytest.raises(ValueError, match="k_order: gemmK indices must be whole numbers, got 7.5"):
+        emu.GemmOrder(k_order=(0, 1, 7.5))
+    with pytest.raises(ValueError, match="pad_k: must be in 1..65536"):
+        emu.GemmOrder(pad_k=10**9)
+    with pytest.raises(ValueError, match="split_k: must be a whole number"):
+        emu.GemmOrder(split_k=2.0)
+    with pytest.raises(ValueError, match="tile: must be a whole number ≥ 1, got 0"):
+        emu.strided_k_order(16, 0, 4)
+    with pytest.raises(ValueError, match="tile: must be a whole number ≥ 1, got -16"):
+        emu.strided_k_order(16, -16, 4)
+    assert emu.strided_k_order(16, 16, 4)[:5] == (0, 4, 8, 12, 1)
+
+
+def test_a_unit_variant_keeps_every_field_meaningful():
+    import dataclasses
+
+    h100 = models.unit("h100")
+    with pytest.raises(ValueError, match=r"output_rounding: 9 is not one of RNE"):
+        dataclasses.replace(h100, output_rounding=9)
+    with pytest.raises(ValueError, match="group_size: must be ≥ 1"):
+        dataclasses.replace(h100, group_size=0)
+    with pytest.raises(ValueError, match="fraction_bits: must be a whole number"):
+        dataclasses.replace(h100, fraction_bits=24.5)
+    assert dataclasses.replace(h100, group_size=8).group_size == 8
