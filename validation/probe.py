@@ -330,8 +330,10 @@ class _Gen:
         k1 = rng.integers(0, k, m)
         a[rows, k1] = odd * np.ldexp(1.0, -14)
         b[rows, k1] = np.ldexp(1.0, half + 14) if half + 14 >= -14 else 0.0
-        k2 = (k1 + 1 + rng.integers(0, max(k - 1, 1), m)) % k
-        deep = rng.integers(30, 49, m)  # the sticky is 2^-deep = 2^-24 · 2^-(deep-24)
+        # in the tie's group (the first non-zero one, where c is still zero) for most group
+        # sizes and k orders: the neighbour k1^1, or k1^2, or k1^4
+        k2 = (k1 ^ rng.choice(np.array([1, 1, 2, 4]), m)) % k
+        deep = rng.integers(38, 49, m)  # the sticky 2^-deep = 2^-24 · 2^-(deep-24): z − F for z ≥ −22, F ≤ 26
         sign = np.where(rng.random(m) < 0.5, -1.0, 1.0)
         a[rows, k2] = np.where(k2 != k1, sign * np.ldexp(1.0, -24), a[rows, k2])
         b[rows, k2] = np.where(k2 != k1, np.ldexp(1.0, 24 - deep), b[rows, k2])
