@@ -214,10 +214,13 @@ class _Gen:
         b[rows, kk] = np.ldexp(1.0, eb)
         # a sticky term 2^-s below the tie, on most rows, of either sign
         sticky = rng.random(n) < 0.75
-        s = np.minimum(np.where(rng.random(n) < 0.5, rng.integers(1, 13, n), rng.integers(1, 45, n)), half + 48)
+        # depths: 1…12 bits below the tie, 4…9 (F2 = 28…32 of a two-stage sum) more often, up to 44
+        u = rng.random(n)
+        s = np.where(u < 0.4, rng.integers(1, 13, n), np.where(u < 0.7, rng.integers(4, 10, n), rng.integers(1, 45, n)))
+        s = np.minimum(s, half + 48)
         k2 = (kk + 1 + rng.integers(0, k - 1, n)) % k if k > 1 else kk
         ea2, eb2 = _split_product(rng, np.clip(half - s, -48, 30), n)
-        st_sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+        st_sign = np.where(rng.random(n) < 0.75, tie_sign, -tie_sign)  # mostly beyond the tie
         a[rows, k2] = np.where(sticky, st_sign * np.ldexp(1.0, ea2), a[rows, k2])
         b[rows, k2] = np.where(sticky, np.ldexp(1.0, eb2), b[rows, k2])
         # some rows: the tie of a sum of products with c = 0 (ties inside the products' sum)

@@ -84,6 +84,7 @@ def test_adaptive_identification(pools, name, output):
         return d.view(np.uint16 if fmt == Format.FP16 else np.uint32)
 
     live, asked, answers = ident.adaptive_identify(device, pts, k=16, output_format=fmt, pool=pool)
+    assert len(answers) == len(asked)
     assert live == [_point(name, output)], [space.describe(p) for p in live]
     # ln2(number of points) probes would suffice if each halved the set; allow a generous factor
     assert 1 <= len(asked) <= 30
