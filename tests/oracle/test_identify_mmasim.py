@@ -56,8 +56,8 @@ def mmasim():
     if bindir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
     mm = pytest.importorskip("mmasim")
-    import mmasim.amd  # noqa: F401
-    import mmasim.arithmetic.fma  # noqa: F401
+    import mmasim.amd
+    import mmasim.arithmetic.fma
     import mmasim.nv_ptx  # noqa: F401
 
     return mm
