@@ -334,3 +334,19 @@ def test_probe_gpu_imports_only_numpy_torch_triton():
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module.split(".")[0])
     assert imported <= {"__future__", "argparse", "sys", "numpy", "torch", "triton"}, imported
+
+
+# --- the study's measured lines (forward tests) -------------------------------------------------
+
+
+def test_study_lines_identify_the_unit_of_each_gpu():
+    from validation import identify_study, study
+
+    folder = ref.require("fp16_study_raw_results")
+    test = "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16"
+    measured = [m for m in study.read_measured(folder) if m.test_name == test]
+    result = identify_study.identify_forward(measured, [test])
+    for gpu in ("mi100", "mi200"):
+        units = {c.unit for c in result[(test, gpu)]}
+        assert units == {gpu}, (gpu, [c.label() for c in result[(test, gpu)]])
+        assert identify_study.StudyCandidate(gpu, "kernel") in result[(test, gpu)]
