@@ -16,9 +16,10 @@ Candidate gemmK orders:
 ``ascending``   consecutive groups of gemmK in the kernel's gemmK layout (no stride)
 ``cpu-loop``    the CPU validator's loop order (c, y, x) (``models.kernels.cpu_loop_k_order``)
 
-Backward-weight tests with split-K atomics (the KBlocks question) are not covered: their
-results depend on the order of fp32 atomic adds, and the study reproduction's ensembles
-(``validation.study``) are what judges them; see docs/identify.md.
+Backward-weight tests (:func:`identify_kblocks`): the split-K count KBlocks of the xdlops
+kernel's atomic path, judged on the whole line where the result is one value (two chunks or
+fewer) and on the count of exact elements, over every add order or over sampled ones, where it
+is not (see the section comment below).
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ def candidate_lines(test: str, candidates, ranges=tuple(RANGES), run_set: str = 
             plans = _plans(problem, cand)
             key = tuple((u.params, o.k_order, o.pad_k, o.split_k) for u, o in plans)
             if key not in seen:  # candidates with the same arithmetic share one emulation
-                kernel16 = _run(op, problem, plans).astype(np.float16)
+                with np.errstate(over="ignore"):
+                    kernel16 = _run(op, problem, plans).astype(np.float16)
                 seen[key] = _line(validation, kernel16, run_set)
             out[(cand, r)] = seen[key]
     return out
@@ -165,3 +167,227 @@ def _each_test(tests, ranges, gpus, lines, candidates, run_set, result):
         for g in gpus:
             result[(test, g)] = [c for c in candidates
                                  if all(emulated[(c, r)] == lines[(test, g, r)] for r in have)]
+
+
+# --- split-K KBlocks of the backward-weight tests -------------------------------------------------
+#
+# With S split-K chunks the xdlops kernel adds S fp32 partial sums onto a zeroed workspace with
+# atomics, in an order that varies per element and per run. For S ≤ 2 the result is one value (the
+# adds commute) and a candidate KBlocks is judged on the whole printed line. For S ≥ 3 one number
+# of the line is judged, the count of exact elements n_exact: element e is exact in some order,
+# in every order, or in none, and as the orders of different elements are independent, every
+# count between #always and #ever is reachable. With S ≤ 5 every order is tried, so a measured
+# count outside [#always, #ever] excludes the candidate; with S ≥ 6 sampled orders (random
+# permutations and four sorted ones per element) give an inner range: a count inside it is a
+# witness that the candidate is consistent, a count outside is "not shown" (not an exclusion).
+
+KBLOCKS = (1, 2, 4, 8, 16, 32, 64)
+EXHAUSTIVE_UP_TO = 5
+SAMPLED_ORDERS = 1024
+
+_SORTED_ORDERS = 4
+
+
+def _count_bounds_kernel():
+    from emu._jit import jit, prange
+
+    @jit(parallel=True)
+    def count_bounds(P, perms, lo_mid, hi_mid, lo_inc, hi_inc, always, ever):
+        """always[e] / ever[e]: whether Σ in order (fp32 adds from +0) lands in [lo_mid, hi_mid]
+        (the values rounding to the validation's fp16 value; each end included when its flag is
+        set) for every / some order in ``perms`` and four per-element sorted orders."""
+        S, E = P.shape
+        R = perms.shape[0]
+        for e in prange(E):
+            a = True
+            v = False
+            col = P[:, e].copy()
+            srt = np.argsort(col)
+            mags = np.argsort(np.abs(col))
+            for r in range(R + 4):
+                ws = np.float32(0.0)
+                for s in range(S):
+                    if r < R:
+                        i = perms[r, s]
+                    elif r == R:
+                        i = srt[s]
+                    elif r == R + 1:
+                        i = srt[S - 1 - s]
+                    elif r == R + 2:
+                        i = mags[s]
+                    else:
+                        i = mags[S - 1 - s]
+                    ws = ws + col[i]
+                x = np.float64(ws)
+                ok = (((x > lo_mid[e]) or (lo_inc[e] and x == lo_mid[e]))
+                      and ((x < hi_mid[e]) or (hi_inc[e] and x == hi_mid[e])))
+                a = a and ok
+                v = v or ok
+            always[e] = a
+            ever[e] = v
+
+    return count_bounds
+
+
+_COUNT_BOUNDS = None
+
+
+def _rounding_interval(validation: np.ndarray):
+    """(lo, hi, lo_inclusive, hi_inclusive): the float64 interval of values whose fp16 RNE equals
+    that of each validation value, compared as values (−0 = +0; fp16 overflow to ±inf counts as
+    equal to an infinite validation, as the C verifier's == does); NaN: an empty interval."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        v16 = validation.astype(np.float16)
+        up = np.nextafter(v16, np.float16(np.inf)).astype(np.float64)
+        down = np.nextafter(v16, np.float16(-np.inf)).astype(np.float64)
+        v = v16.astype(np.float64)
+        hi = np.where(np.isinf(up), 65520.0, (v + up) / 2)  # RNE: 65520 (a tie) rounds to inf
+        lo = np.where(np.isinf(down), -65520.0, (v + down) / 2)
+    even = (v16.view(np.uint16) & 1) == 0
+    lo_inc, hi_inc = even.copy(), even.copy()
+    pos_inf, neg_inf = v == np.inf, v == -np.inf
+    lo[pos_inf], hi[pos_inf], lo_inc[pos_inf], hi_inc[pos_inf] = 65520.0, np.inf, True, True
+    lo[neg_inf], hi[neg_inf], lo_inc[neg_inf], hi_inc[neg_inf] = -np.inf, -65520.0, True, True
+    nan = np.isnan(v)
+    lo[nan], hi[nan] = np.inf, -np.inf
+    return lo, hi, lo_inc, hi_inc
+
+
+def _split_partials(op, problem, plans) -> np.ndarray:
+    """(S, elements) fp32: each split-K chunk's result before the atomic adds (``plans``: one
+    (unit, order) per sub-GEMM, all with the same split count S)."""
+    S = plans[0][1].split_k
+    outs = [op.new_result() for _ in range(S)]
+    chunk = op.default_n_chunk()
+    for sub, s in enumerate(op.subs):
+        unit, order = plans[sub]
+        if order.split_k != S:
+            raise ValueError("sub-GEMMs with different split-K counts")
+        for group in range(problem.groups):
+            a = op.a(sub, group)
+            seq = order.sequence(a.shape[1])
+            for start in range(0, s.n, chunk):
+                stop = min(start + chunk, s.n)
+                b = op.b(sub, group, start, stop)
+                for i, sl in enumerate(order.chunks(len(seq))):
+                    idx = seq[sl]
+                    a_bits = np.where(idx[None, :] < 0, np.uint16(0), np.asarray(a).view(np.uint16)[:, np.maximum(idx, 0)])
+                    b_bits = np.where(idx[:, None] < 0, np.uint16(0), np.asarray(b).view(np.uint16)[np.maximum(idx, 0), :])
+                    op.scatter(outs[i], emu.gemm(np.ascontiguousarray(a_bits), np.ascontiguousarray(b_bits), unit),
+                               sub, group, start)
+    return np.stack([o.reshape(-1) for o in outs])
+
+
+def _perms(S: int, seed: int) -> np.ndarray:
+    import itertools
+
+    if S <= EXHAUSTIVE_UP_TO:
+        return np.array(list(itertools.permutations(range(S))), np.int64)
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.permutation(S) for _ in range(SAMPLED_ORDERS)]).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class KBlocksVerdict:
+    """``verdict``: "consistent", "excluded" or "not shown" (see the section comment);
+    ``detail``: per range, the measured value against the emulated value or range."""
+
+    kblocks: int
+    verdict: str
+    detail: tuple[str, ...]
+
+
+def identify_kblocks(measured, tests, *, run_set: str = "fair_1", gpus=("mi100", "mi200"), ranges=tuple(RANGES),
+                     validators=("gpu", "cpu"), kblocks=KBLOCKS, seed: int = 2022) -> dict:
+    """{(test, gpu): [KBlocksVerdict per valid KBlocks]} for backward-weight ``tests`` from the
+    measured xdlops lines of both validators (module section comment)."""
+    from .identify import single_threaded
+    from .study import read_measured
+
+    if isinstance(measured, (str, bytes)) or hasattr(measured, "__fspath__"):
+        measured = read_measured(measured)
+    lines = {}
+    for m in measured:
+        if (m.run_set == run_set and m.kernel == "xdlops" and m.validator in validators and m.gpu in gpus
+                and m.range in ranges and m.test_name in tests):
+            lines[(m.test_name, m.gpu, m.validator, m.range)] = m.line.fields()
+    result = {}
+    with single_threaded():
+        for test in tests:
+            _kblocks_test(test, gpus, ranges, validators, kblocks, lines, run_set, seed, result)
+    return result
+
+
+def _kblocks_test(test, gpus, ranges, validators, kblocks, lines, run_set, seed, result):
+    global _COUNT_BOUNDS
+    from .suites import suite_config
+
+    problem = suite_config(test).problem
+    if problem.direction != "bwd_weight":
+        raise ValueError(f"tests: {test} is a {problem.direction} test; KBlocks is a backward-weight question")
+    if _COUNT_BOUNDS is None:
+        _COUNT_BOUNDS = _count_bounds_kernel()
+    verdicts = {g: {} for g in gpus}
+    details = {g: {} for g in gpus}
+    for r in ranges:
+        lo_r, hi_r = RANGES[r]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            inputs = harness.harness_inputs(problem, seed=SEED, rand_min=lo_r, rand_max=hi_r, rand_type="float",
+                                            rand_side="both", dtype="f16")
+        op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
+        vals = {}
+        if "gpu" in validators:
+            vals["gpu"] = _run(op, problem, [(g.unit, g.order) for g in
+                                              kernel_models.kernel("rocmlir-2022-nonxdlops", hw=None).plan(problem)])
+        if "cpu" in validators:
+            vals["cpu"] = _run(op, problem, [(g.unit, g.order) for g in
+                                              kernel_models.kernel("cpu-validation-2022", validating="xdlops").plan(problem)])
+        for gpu in gpus:
+            for kb in kblocks:
+                try:
+                    plans = [(g.unit, g.order) for g in
+                             kernel_models.kernel("rocmlir-2022-xdlops", hw=gpu, kblocks=kb).plan(problem)]
+                except ValueError:
+                    continue  # not a valid split of this test's gemmK
+                S = max(o.split_k for _, o in plans)
+                state = verdicts[gpu].setdefault(kb, "consistent")
+                notes = details[gpu].setdefault(kb, [])
+                if S <= 2:
+                    with np.errstate(over="ignore"):
+                        kernel16 = _run(op, problem, plans).astype(np.float16)
+                    for v, validation in vals.items():
+                        want = lines.get((test, gpu, v, r))
+                        if want is None:
+                            continue
+                        got = _line(validation, kernel16, run_set)
+                        same = got == want
+                        notes.append(f"{r}/{v}: line {'equal' if same else 'differs'} (n_exact {want['n_exact']} "
+                                     f"measured, {got['n_exact']} emulated)")
+                        if not same:
+                            state = "excluded"
+                else:
+                    P = _split_partials(op, problem, plans)
+                    perms = _perms(S, seed)
+                    for v, validation in vals.items():
+                        want = lines.get((test, gpu, v, r))
+                        if want is None:
+                            continue
+                        lo, hi, lo_inc, hi_inc = _rounding_interval(validation.reshape(-1))
+                        always = np.empty(P.shape[1], np.bool_)
+                        ever = np.empty(P.shape[1], np.bool_)
+                        _COUNT_BOUNDS(P, perms, lo, hi, lo_inc, hi_inc, always, ever)
+                        n_lo, n_hi = int(always.sum()), int(ever.sum())
+                        n = int(want["n_exact"])
+                        inside = n_lo <= n <= n_hi
+                        exhaustive = S <= EXHAUSTIVE_UP_TO
+                        notes.append(f"{r}/{v}: n_exact {n} measured, [{n_lo}, {n_hi}] "
+                                     f"{'over every order' if exhaustive else 'over sampled orders'}")
+                        if not inside:
+                            if exhaustive:
+                                state = "excluded"
+                            elif state == "consistent":
+                                state = "not shown"
+                verdicts[gpu][kb] = state
+    for gpu in gpus:
+        result[(test, gpu)] = [KBlocksVerdict(kb, verdicts[gpu][kb], tuple(details[gpu][kb])) for kb in verdicts[gpu]]

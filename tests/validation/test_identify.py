@@ -350,3 +350,20 @@ def test_study_lines_identify_the_unit_of_each_gpu():
         units = {c.unit for c in result[(test, gpu)]}
         assert units == {gpu}, (gpu, [c.label() for c in result[(test, gpu)]])
         assert identify_study.StudyCandidate(gpu, "kernel") in result[(test, gpu)]
+
+
+def test_study_lines_exclude_the_sep_2022_kblocks_of_bwd_weight1():
+    """BWD_WEIGHT1 (gemm 64×64×3136): calculateKBlockNum with the KPack term gives KBlocks 4; over
+    every order of its 4 atomic adds the exact-element count of r4 is 4094, the GPUs printed 4096
+    (reference: reproduction_findings.md §5). KBlocks 8 reaches 4096 with some orders."""
+    from validation import identify_study, study
+
+    folder = ref.require("fp16_study_raw_results")
+    test = "conv2d_host_validation_f16_bwd_CHECK_BWD_WEIGHT1"
+    measured = [m for m in study.read_measured(folder) if m.test_name == test]
+    result = identify_study.identify_kblocks(measured, [test], gpus=("mi200",), ranges=("r4",), validators=("cpu",),
+                                             kblocks=(4, 8))
+    verdicts = {v.kblocks: v for v in result[(test, "mi200")]}
+    assert verdicts[4].verdict == "excluded", verdicts[4].detail
+    assert verdicts[4].detail == ("r4/cpu: n_exact 4096 measured, [4094, 4094] over every order",)
+    assert verdicts[8].verdict == "consistent", verdicts[8].detail
