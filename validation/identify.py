@@ -447,40 +447,47 @@ def _words(text: str, what: str, path) -> list[int]:
     return out
 
 
-def _fp16_from_words(words: np.ndarray, what: str, path) -> np.ndarray:
-    """uint16 fp16 patterns from words that are fp16 patterns (≤ 0xffff) or fp32 patterns of
-    fp16 values (as the MATLAB-tensor-core files write them)."""
+def _fp16_from_words(words: np.ndarray, what: str, path, fp32: bool | None = None) -> np.ndarray:
+    """uint16 fp16 patterns from words that are fp16 patterns or fp32 patterns of fp16 values
+    (as the MATLAB-tensor-core files write them). ``fp32`` None: fp32 patterns when any word
+    exceeds 0xffff (every non-zero fp16 value's fp32 pattern does, and so does −0)."""
     words = np.asarray(words, np.uint64)
-    if words.size and words.max() > 0xFFFF:
-        as32 = words.astype(np.uint32).view(np.float32)
+    if fp32 is None:
+        fp32 = bool(words.size) and int(words.max()) > 0xFFFF
+    if not fp32:
+        return words.astype(np.uint16)
+    if words.size and int(words.max()) > 0xFFFFFFFF:
+        raise ValueError(f"{path}: {what}: a word is wider than 32 bits")
+    as32 = words.astype(np.uint32).view(np.float32)
+    with np.errstate(over="ignore"):
         as16 = as32.astype(np.float16)
-        if not np.array_equal(as16.astype(np.float32).view(np.uint32), words.astype(np.uint32)):
-            raise ValueError(f"{path}: {what}: a value is not an fp16 value")
-        return as16.view(np.uint16)
-    return words.astype(np.uint16)
+    if not np.array_equal(as16.astype(np.float32).view(np.uint32), words.astype(np.uint32)):
+        raise ValueError(f"{path}: {what}: a value is not an fp16 value")
+    return as16.view(np.uint16)
 
 
 def _rne16(c32: np.ndarray) -> np.ndarray:
     return c32.view(np.float32).astype(np.float16).view(np.uint16)
 
 
-def _finish(a, b, c_words, d_words, output: str | None, path, notes: list[str], d_is_16=None) -> Rows:
-    """Rows from parsed words: c and d as uint32 words (fp32 patterns, or fp16 patterns ≤ 0xffff)."""
+def _finish(a, b, c_words, d_words, output: str | None, path, notes: list[str], *, c16: bool, d16: bool) -> Rows:
+    """Rows from parsed words. ``c16``/``d16``: the c/d words are fp16 patterns (else fp32
+    patterns; fp32 d words of an fp16 output must be fp16 values). ``output`` (None: fp16 when
+    ``d16``): with fp16 outputs an fp32 c is rounded to fp16 (RNE), noted in ``notes``."""
     c_words = np.asarray(c_words, np.uint64)
     d_words = np.asarray(d_words, np.uint64)
     if output is None:
-        output = "fp16" if d_is_16 else "fp32"
+        output = "fp16" if d16 else "fp32"
     if output == "fp16":
-        if d_words.size and d_words.max() > 0xFFFF:  # fp32 patterns of fp16 values
-            d = _fp16_from_words(d_words, "d", path)
+        d = d_words.astype(np.uint16) if d16 else _fp16_from_words(d_words, "d", path, fp32=True)
+        if c16:
+            c = c_words.astype(np.uint16)
         else:
-            d = d_words.astype(np.uint16)
-        if c_words.size and c_words.max() > 0xFFFF:
             c = _rne16(c_words.astype(np.uint32))
             notes.append("c given as fp32: rounded to fp16 (RNE) for the fp16 accumulator")
-        else:
-            c = c_words.astype(np.uint16)
     else:
+        if d16 or c16:
+            raise ValueError(f"{path}: fp32 outputs asked (--output fp32) but {'d' if d16 else 'c'} holds fp16 patterns")
         c = c_words.astype(np.uint32)
         d = d_words.astype(np.uint32)
     return Rows(np.ascontiguousarray(a), np.ascontiguousarray(b), c, d, str(path), tuple(notes))
@@ -507,8 +514,7 @@ def _load_npz(path, output):
         if arr.dtype not in (np.uint16, np.uint32) or arr.shape != (a.shape[0],):
             raise ValueError(f"{path}: {name} must be an ({a.shape[0]},) uint32 or uint16 array of bit patterns, "
                              f"got {arr.shape} {arr.dtype}")
-    notes: list[str] = []
-    return _finish(a, b, c, d, output, path, notes, d_is_16=d.dtype == np.uint16)
+    return _finish(a, b, c, d, output, path, [], c16=c.dtype == np.uint16, d16=d.dtype == np.uint16)
 
 
 def _load_csv(path, output):
@@ -522,7 +528,7 @@ def _load_csv(path, output):
     if missing:
         raise ValueError(f"{path}: CSV needs columns a, b, c, d (a, b: K space-separated hex words); "
                          f"missing {', '.join(missing)}")
-    A, B, C, D, widths = [], [], [], [], set()
+    A, B, C, D, widths, c_widths, d_widths = [], [], [], [], set(), set(), set()
     for line_no, rec in enumerate(reader, start=2):
         try:
             A.append(_words(rec["a"] or "", "a", path))
@@ -534,16 +540,24 @@ def _load_csv(path, output):
         if len(C[-1]) != 1 or len(D[-1]) != 1:
             raise ValueError(f"{path}: line {line_no}: c and d must be one word each")
         widths.add((len(A[-1]), len(B[-1])))
-        if len(rec["d"].strip().removeprefix("0x")) <= 4:
-            widths.add("d16")
+        c_widths.add(_digits(rec["c"]))
+        d_widths.add(_digits(rec["d"]))
     if not A:
         raise ValueError(f"{path}: no rows")
-    kw = {w for w in widths if w != "d16"}
-    if len(kw) != 1 or next(iter(kw))[0] != next(iter(kw))[1] or next(iter(kw))[0] < 1:
-        raise ValueError(f"{path}: every row needs the same number K ≥ 1 of a and b words, got {sorted(kw)}")
+    if len(widths) != 1 or next(iter(widths))[0] != next(iter(widths))[1] or next(iter(widths))[0] < 1:
+        raise ValueError(f"{path}: every row needs the same number K ≥ 1 of a and b words, got {sorted(widths)}")
     a = _fp16_from_words(np.array(A, np.uint64), "a", path)
     b = _fp16_from_words(np.array(B, np.uint64), "b", path)
-    return _finish(a, b, [c[0] for c in C], [d[0] for d in D], output, path, [], d_is_16="d16" in widths)
+    return _finish(a, b, [c[0] for c in C], [d[0] for d in D], output, path, [], c16=c_widths == {4},
+                   d16=d_widths == {4})
+
+
+def _digits(word: str) -> int:
+    """Hex digits of a word (32 for a binary word): 4 marks an fp16 pattern in a CSV."""
+    w = word.strip()
+    if len(w) == 32 and set(w) <= {"0", "1"}:
+        return 32
+    return len(w[2:] if w.lower().startswith("0x") else w)
 
 
 def _read_matrix(path: Path) -> list[list[int]]:
@@ -573,7 +587,7 @@ def _load_directory(path: Path, output):
     notes = []
     if output == "fp16":
         notes.append("fp16 outputs: C rounded to fp16 (RNE) first, as on the GPU side of these measurements")
-    return _finish(a, b, c_words, d_words, output, path, notes)
+    return _finish(a, b, c_words, d_words, output, path, notes, c16=False, d16=False)
 
 
 def load_rows(path, output: str | None = None) -> Rows:
@@ -681,4 +695,7 @@ def _cmd_identify(args) -> int:
         print(json.dumps(result.to_dict(), indent=1))
     else:
         print(result.format_text())
+        if args.next_out:
+            print(f"next probes written to {args.next_out}" if result.next_probes
+                  else f"no next probes: nothing written to {args.next_out}")
     return 0

@@ -367,3 +367,21 @@ def test_study_lines_exclude_the_sep_2022_kblocks_of_bwd_weight1():
     assert verdicts[4].verdict == "excluded", verdicts[4].detail
     assert verdicts[4].detail == ("r4/cpu: n_exact 4096 measured, [4094, 4094] over every order",)
     assert verdicts[8].verdict == "consistent", verdicts[8].detail
+
+
+def test_csv_fp16_outputs_and_output_mismatch(probes, tmp_path):
+    rows = _device_rows(probes["fp16"], models.unit("h100", output="fp16")).take(np.arange(0, PROBE_ROWS, 2))
+    path = tmp_path / "rows16.csv"
+    c32 = rows.c.view(np.float16).astype(np.float32).view(np.uint32)  # c given as fp32 (exact)
+    with path.open("w") as f:
+        f.write("a,b,c,d\n")
+        for i in range(len(rows)):
+            f.write(" ".join(f"{x:04x}" for x in rows.a[i]) + "," + " ".join(f"{x:04x}" for x in rows.b[i])
+                    + f",0x{c32[i]:08x},0x{rows.d[i]:04x}\n")
+    loaded = ident.load_rows(path)
+    assert loaded.output_format == Format.FP16 and loaded.notes  # c rounded to fp16: noted
+    assert np.array_equal(loaded.c, rows.c) and np.array_equal(loaded.d, rows.d)
+    npz = tmp_path / "rows16.npz"
+    np.savez(npz, a=rows.a, b=rows.b, c=rows.c, d=rows.d)
+    code, _, err = _run_cli(["identify", str(npz), "--output", "fp32"])
+    assert code == 2 and "fp16 patterns" in err and err.count("\n") == 1
