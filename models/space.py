@@ -410,7 +410,7 @@ def names_of(point: Point) -> tuple[str, ...]:
 
 #: KPack values of the 2022 rocMLIR xdlops tunings (models.tuning) and split-K counts explored.
 KPACKS = (1, 4, 8)
-SPLIT_KS = (1, 2, 4, 8, 16, 32)
+SPLIT_KS = (1, 2, 4, 8, 16, 32, 64)
 
 
 @dataclass(frozen=True)

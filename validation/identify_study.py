@@ -32,7 +32,7 @@ import numpy as np
 import emu
 from emu.conv import ConvGemm
 from emu.gemm import GemmOrder
-from models import harness
+from models import harness, space
 from models import kernels as kernel_models
 
 __all__ = ["ORDERS", "UNITS", "StudyCandidate", "candidate_lines", "identify_forward"]
@@ -181,7 +181,7 @@ def _each_test(tests, ranges, gpus, lines, candidates, run_set, result):
 # permutations and four sorted ones per element) give an inner range: a count inside it is a
 # witness that the candidate is consistent, a count outside is "not shown" (not an exclusion).
 
-KBLOCKS = (1, 2, 4, 8, 16, 32, 64)
+KBLOCKS = space.SPLIT_KS  # the split-K axis of models.space.KernelAccumulation
 EXHAUSTIVE_UP_TO = 5
 SAMPLED_ORDERS = 1024
 
