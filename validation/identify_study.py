@@ -35,7 +35,8 @@ from emu.gemm import GemmOrder
 from models import harness, space
 from models import kernels as kernel_models
 
-__all__ = ["ORDERS", "UNITS", "StudyCandidate", "candidate_lines", "identify_forward"]
+__all__ = ["KBLOCKS", "ORDERS", "UNITS", "KBlocksVerdict", "StudyCandidate", "candidate_lines", "identify_forward",
+           "identify_kblocks"]
 
 UNITS = ("mi100", "mi200", "mi300")
 ORDERS = ("kernel", "ascending", "cpu-loop")
