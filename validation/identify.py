@@ -635,6 +635,10 @@ def register_cli(subparsers):
     q.add_argument("--format", default="text", help="text or json")
     q.add_argument("--next", default="8", help="splitting probes to propose when several points remain (default 8)")
     q.add_argument("--next-out", default=None, metavar="FILE.npz", help="write the proposed probes as a probe set")
+    q.add_argument("--test", default=None,
+                   help="with the 2022 study's raw results folder as RESULTS: the suite test whose measured lines "
+                        "identify the xdlops kernel (forward: unit and gemmK order; backward weight: KBlocks)")
+    q.add_argument("--gpu", default="mi100,mi200", help="with --test: mi100, mi200 or both (default)")
     q.set_defaults(func=_cmd_identify)
     return p, q
 
@@ -680,6 +684,10 @@ def _cmd_identify(args) -> int:
     if args.format not in ("text", "json"):
         raise ValueError(f"--format: {args.format!r} is not one of text, json")
     count = _int_option(args.next, "--next", 0, 64)
+    if Path(args.results).is_dir() and any(Path(args.results).glob("verify_results_*")):
+        return _cmd_identify_study(args)
+    if args.test is not None:
+        raise ValueError("--test: RESULTS must be the study's raw results folder (verify_results_<run set>_<GPU>/)")
     rows = load_rows(args.results, args.output)
     result = identify(rows, next_count=count)
     if args.next_out and result.next_probes:
@@ -698,4 +706,47 @@ def _cmd_identify(args) -> int:
         if args.next_out:
             print(f"next probes written to {args.next_out}" if result.next_probes
                   else f"no next probes: nothing written to {args.next_out}")
+    return 0
+
+
+def _cmd_identify_study(args) -> int:
+    """``fp16emu identify RAW_RESULTS --test NAME``: the study-line identification of one test."""
+    import json
+
+    from . import identify_study
+    from .suites import suite_entry
+
+    if not args.test:
+        raise ValueError("--test: give the suite test whose measured lines to use (RESULTS is the study's raw "
+                         "results folder)")
+    name = suite_entry(args.test).name
+    gpus = tuple(g.strip().lower() for g in args.gpu.split(",") if g.strip())
+    bad = [g for g in gpus if g not in ("mi100", "mi200")]
+    if bad or not gpus:
+        raise ValueError(f"--gpu: {', '.join(bad) or 'none given'} not among mi100, mi200")
+    from .suites import suite_config
+
+    direction = suite_config(name).problem.direction
+    if direction == "fwd":
+        found = identify_study.identify_forward(args.results, [name], gpus=gpus)
+        doc = {g: [c.label() for c in found.get((name, g), [])] for g in gpus}
+        kind = "forward: units and gemmK orders reproducing every measured -pv_with_gpu xdlops line"
+    elif direction == "bwd_weight":
+        found = identify_study.identify_kblocks(args.results, [name], gpus=gpus)
+        doc = {g: {str(v.kblocks): {"verdict": v.verdict, "detail": list(v.detail)} for v in found.get((name, g), [])}
+               for g in gpus}
+        kind = "backward weight: KBlocks candidates against the measured xdlops lines"
+    else:
+        raise ValueError(f"--test: {name} is a {direction} test; study-line identification covers fwd and bwd_weight")
+    if not any(doc.values()):
+        raise ValueError(f"--test: no measured fair_1 xdlops lines of {name} in {args.results}")
+    if args.format == "json":
+        print(json.dumps({"test": name, "kind": kind, "result": doc}, indent=1))
+        return 0
+    print(f"{name} ({kind})")
+    for g, res in doc.items():
+        if isinstance(res, list):
+            print(f"  {g}: " + ("; ".join(res) if res else "no candidate is consistent"))
+        else:
+            print(f"  {g}: " + ", ".join(f"KBlocks {kb} {v['verdict']}" for kb, v in res.items()))
     return 0

@@ -385,3 +385,16 @@ def test_csv_fp16_outputs_and_output_mismatch(probes, tmp_path):
     np.savez(npz, a=rows.a, b=rows.b, c=rows.c, d=rows.d)
     code, _, err = _run_cli(["identify", str(npz), "--output", "fp32"])
     assert code == 2 and "fp16 patterns" in err and err.count("\n") == 1
+
+
+def test_cli_identify_from_the_study_folder():
+    folder = ref.require("fp16_study_raw_results")
+    code, out, err = _run_cli(["identify", str(folder), "--test", "fwd_CHECK_KYXC_NHWC_NHWK5_f16", "--format", "json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["result"]["mi100"] and all(label.startswith("mi100 unit") for label in doc["result"]["mi100"])
+    assert doc["result"]["mi200"] and all(label.startswith("mi200 unit") for label in doc["result"]["mi200"])
+    code, out, err = _run_cli(["identify", str(folder)])
+    assert code == 2 and "--test" in err and err.count("\n") == 1
+    code, out, err = _run_cli(["identify", str(folder), "--test", "fwd_CHECK_KYXC_NHWC_NHWK5_f16", "--gpu", "mi300"])
+    assert code == 2 and "--gpu" in err
