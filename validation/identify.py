@@ -724,20 +724,19 @@ def _cmd_identify_study(args) -> int:
     bad = [g for g in gpus if g not in ("mi100", "mi200")]
     if bad or not gpus:
         raise ValueError(f"--gpu: {', '.join(bad) or 'none given'} not among mi100, mi200")
+    from .study import atomic_reorders
     from .suites import suite_config
 
     direction = suite_config(name).problem.direction
-    if direction == "fwd":
+    if direction != "bwd_weight" or not atomic_reorders(name):
         found = identify_study.identify_forward(args.results, [name], gpus=gpus)
         doc = {g: [c.label() for c in found.get((name, g), [])] for g in gpus}
-        kind = "forward: units and gemmK orders reproducing every measured -pv_with_gpu xdlops line"
-    elif direction == "bwd_weight":
+        kind = f"{direction}: units and gemmK orders reproducing every measured -pv_with_gpu xdlops line"
+    else:
         found = identify_study.identify_kblocks(args.results, [name], gpus=gpus)
         doc = {g: {str(v.kblocks): {"verdict": v.verdict, "detail": list(v.detail)} for v in found.get((name, g), [])}
                for g in gpus}
-        kind = "backward weight: KBlocks candidates against the measured xdlops lines"
-    else:
-        raise ValueError(f"--test: {name} is a {direction} test; study-line identification covers fwd and bwd_weight")
+        kind = "bwd_weight with split-K atomics: KBlocks candidates against the measured xdlops lines"
     if not any(doc.values()):
         raise ValueError(f"--test: no measured fair_1 xdlops lines of {name} in {args.results}")
     if args.format == "json":

@@ -1,8 +1,8 @@
-"""Identify the unit and the gemmK grouping of the 2022 study's xdlops kernels from its measured lines.
+"""Identify the unit, gemmK grouping and split-K count of the 2022 study's xdlops kernels from its measured lines.
 
 No probes here: the only data are the study verifier's printed counts and maxima for each
 convolution test (``fp16_study_raw_results``, read with :func:`validation.study.read_measured`).
-For a forward test, every candidate — a matrix unit (MI100, MI200, MI300) × a gemmK order fed to
+For a forward test (or any test whose xdlops result does not depend on atomic add order), every candidate — a matrix unit (MI100, MI200, MI300) × a gemmK order fed to
 it — is emulated on the test's own inputs (the harness's seed 1, each input range), its fp16
 output compared with the ``-pv_with_gpu`` validation (the non-xdlops fp32 kernel, whose
 arithmetic does not depend on the candidate) as the study verifier does, and the printed line
@@ -135,11 +135,20 @@ def candidate_lines(test: str, candidates, ranges=tuple(RANGES), run_set: str = 
 
 def identify_forward(measured, tests, *, run_set: str = "fair_1", gpus=("mi100", "mi200"),
                      ranges=tuple(RANGES), candidates=None) -> dict:
-    """{(test, gpu): [consistent candidates]} for forward ``tests`` from the measured lines
-    (``measured``: the raw results folder or :func:`validation.study.read_measured` lines).
+    """{(test, gpu): [consistent candidates]} for ``tests`` from the measured lines (``measured``:
+    the raw results folder or :func:`validation.study.read_measured` lines).
 
     A candidate is consistent when its printed line equals the measured -pv_with_gpu xdlops line
-    in every field, for every range in ``ranges``. Tests without such lines are skipped."""
+    in every field, for every range in ``ranges``. Tests without such lines are skipped. Any
+    direction whose xdlops result is one value: forward and backward-data tests, and
+    backward-weight tests with at most two split-K chunks (ValueError for more: their atomic
+    adds make the result order-dependent, see :func:`identify_kblocks`)."""
+    for test in tests:
+        from .study import atomic_reorders
+
+        if atomic_reorders(test):
+            raise ValueError(f"tests: {test} adds three or more split-K partial sums with atomics; its lines "
+                             "identify KBlocks (identify_kblocks), not one order")
     from .study import read_measured
 
     if isinstance(measured, (str, bytes)) or hasattr(measured, "__fspath__"):
