@@ -398,3 +398,19 @@ def test_cli_identify_from_the_study_folder():
     assert code == 2 and "--test" in err and err.count("\n") == 1
     code, out, err = _run_cli(["identify", str(folder), "--test", "fwd_CHECK_KYXC_NHWC_NHWK5_f16", "--gpu", "mi300"])
     assert code == 2 and "--gpu" in err
+
+
+def test_study_lines_pick_the_strided_groups_of_a_k_reduction_instruction():
+    """ISSUE_71_1 (v_mfma_f32_16x16x16f16, two split-K chunks): the strided groups {b, b+4, b+8,
+    b+12} reproduce the r4 lines; consecutive groups do not (reproduction_findings.md §5)."""
+    from validation import identify_study, study
+
+    folder = ref.require("fp16_study_raw_results")
+    test = "conv2d_host_validation_f16_bwd_CHECK_ISSUE_71_1"
+    measured = [m for m in study.read_measured(folder) if m.test_name == test]
+    result = identify_study.identify_forward(measured, [test], ranges=("r4",))
+    for gpu in ("mi100", "mi200"):
+        orders = {c.order for c in result[(test, gpu)]}
+        assert orders == {"kernel"}, (gpu, [c.label() for c in result[(test, gpu)]])
+    with pytest.raises(ValueError, match="KBlocks"):
+        identify_study.identify_forward(measured, ["conv2d_host_validation_f16_bwd_CHECK_BWD_WEIGHT1"])
