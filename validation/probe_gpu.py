@@ -206,7 +206,7 @@ def _kernel_names(backend, A, B, C) -> list[str]:
             torch.cuda.synchronize()
         names = [e.name for e in prof.events() if getattr(e, "device_type", None) is not None
                  and "cuda" in str(e.device_type).lower()]
-    except Exception as err:  # the profiler is optional: report why, measure anyway
+    except Exception as err:  # noqa: BLE001 (the profiler is optional: report why, measure anyway)
         return [f"(profiler unavailable: {type(err).__name__})"]
     return sorted(set(names))
 
