@@ -1,7 +1,8 @@
 """Identify the unit, gemmK grouping and split-K count of the 2022 study's xdlops kernels from its measured lines.
 
 No probes here: the only data are the study verifier's printed counts and maxima for each
-convolution test (``fp16_study_raw_results``, read with :func:`validation.study.read_measured`).
+convolution test (the study's ``raw_results``, github.com/zhanglx13/llvm-project-mlir-dev-utils
+``fp16_experiment/raw_results``, read with :func:`validation.study.read_measured`).
 For a forward test (or any test whose xdlops result does not depend on atomic add order), every candidate — a matrix unit (MI100, MI200, MI300) × a gemmK order fed to
 it — is emulated on the test's own inputs (the harness's seed 1, each input range), its fp16
 output compared with the ``-pv_with_gpu`` validation (the non-xdlops fp32 kernel, whose
