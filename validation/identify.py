@@ -94,6 +94,8 @@ class Rows:
                              f"{'fp16' if want == np.uint16 else 'fp32'} outputs), got {c.shape} {c.dtype}")
         if a.shape[1] < 1:
             raise ValueError("a, b: K must be at least 1")
+        if R < 1:
+            raise ValueError("rows: no rows to identify from")
 
     def __len__(self) -> int:
         return self.a.shape[0]
