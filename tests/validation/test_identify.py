@@ -238,12 +238,17 @@ def test_csv_rows_match_the_npz(probes, tmp_path):
     ("csv-ragged", "same number K"),
     ("dir-empty", "expected one file a_*.txt"),
     ("garbage.npz", "cannot read as .npz"),
+    ("npz-empty", "no rows"),
 ])
 def test_malformed_inputs_exit_2_with_one_line(tmp_path, content, needle):
     path = tmp_path / "missing.npz"
     if content == "npz-missing-d":
         path = tmp_path / "x.npz"
         np.savez(path, a=np.zeros((2, 16), np.uint16), b=np.zeros((2, 16), np.uint16), c=np.zeros(2, np.uint32))
+    elif content == "npz-empty":
+        path = tmp_path / "x.npz"
+        np.savez(path, a=np.zeros((0, 16), np.uint16), b=np.zeros((0, 16), np.uint16), c=np.zeros(0, np.uint32),
+                 d=np.zeros(0, np.uint32))
     elif content == "npz-bad-dtype":
         path = tmp_path / "x.npz"
         np.savez(path, a=np.zeros((2, 16), np.float32), b=np.zeros((2, 16), np.uint16), c=np.zeros(2, np.uint32),
