@@ -64,7 +64,9 @@ def main(argv=None):
     print("|---|---|---|---|---|---|")
     for label, rows in cases:
         seconds, result = _time(lambda rows=rows: ident.identify(rows, next_count=0), args.repeat)
-        print(f"| {label} | {len(rows)} | {rows.k} | {result.points_searched} | {len(result.consistent)} | {seconds:.2f} |")
+        print(
+            f"| {label} | {len(rows)} | {rows.k} | {result.points_searched} | {len(result.consistent)} | {seconds:.2f} |"
+        )
     # adaptive: the pool once, then the probes
     pts = space.points(Format.FP32, 16)
     t0 = time.perf_counter()
@@ -73,13 +75,18 @@ def main(argv=None):
     u = models.unit("mi100")
     t0 = time.perf_counter()
     live, asked, _ = ident.adaptive_identify(
-        lambda a, b, c: emu.dot_add(a, b, c.view(np.float32), u).view(np.uint32), pts, pool=pool)
+        lambda a, b, c: emu.dot_add(a, b, c.view(np.float32), u).view(np.uint32), pts, pool=pool
+    )
     t_ask = time.perf_counter() - t0
-    print(f"| adaptive, mi100 device: pool of 2048 candidates × {len(pts)} points, then {len(asked)} probes "
-          f"→ {len(live)} point | 2048 | 16 | {len(pts)} | {len(live)} | {t_pool:.2f} + {t_ask:.2f} |")
-    print(f"\nload average {load0:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; "
-          f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
-          f"numpy {np.__version__}")
+    print(
+        f"| adaptive, mi100 device: pool of 2048 candidates × {len(pts)} points, then {len(asked)} probes "
+        f"→ {len(live)} point | 2048 | 16 | {len(pts)} | {len(live)} | {t_pool:.2f} + {t_ask:.2f} |"
+    )
+    print(
+        f"\nload average {load0:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; "
+        f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+        f"numpy {np.__version__}"
+    )
 
 
 if __name__ == "__main__":

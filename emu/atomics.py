@@ -38,6 +38,7 @@ __all__ = [
     "outcome_distance",
     "extreme_elements",
     "add_order",
+    "orders_landing_in",
 ]
 
 #: How add orders are keyed: one order per output element, per output tile, or one per GEMM.
@@ -363,3 +364,41 @@ class SplitPartials:
                 out.append(_to_fp16(ws))
             self._sorted = out
         return self._sorted
+
+
+@jit(parallel=True)
+def orders_landing_in(P, perms, lo_mid, hi_mid, lo_inc, hi_inc, always, ever):
+    """always[e] / ever[e]: whether the partials P[:, e] added in order (fp32 adds onto +0) land in
+    [lo_mid[e], hi_mid[e]] (each end included when its flag is set) for every / some order: the rows of ``perms`` and four
+    per-element sorted orders (by value and by magnitude, each ascending and descending). Parallel
+    over elements only."""
+    S, E = P.shape
+    R = perms.shape[0]
+    for e in prange(E):
+        a = True
+        v = False
+        col = P[:, e].copy()
+        srt = np.argsort(col)
+        mags = np.argsort(np.abs(col))
+        for r in range(R + 4):
+            ws = np.float32(0.0)
+            for s in range(S):
+                if r < R:
+                    i = perms[r, s]
+                elif r == R:
+                    i = srt[s]
+                elif r == R + 1:
+                    i = srt[S - 1 - s]
+                elif r == R + 2:
+                    i = mags[s]
+                else:
+                    i = mags[S - 1 - s]
+                ws = ws + col[i]
+            x = np.float64(ws)
+            ok = ((x > lo_mid[e]) or (lo_inc[e] and x == lo_mid[e])) and (
+                (x < hi_mid[e]) or (hi_inc[e] and x == hi_mid[e])
+            )
+            a = a and ok
+            v = v or ok
+        always[e] = a
+        ever[e] = v

@@ -721,24 +721,21 @@ class ConvGemm:
                             self.scatter(out.parts[0] if m.keep_partials else out, res, sub, group, start)
                             continue
                         seq = order.sequence(a.shape[1])
-                        if (seq < 0).any():
-                            raise ValueError("split-K partials with gemmK padding: no kernel runs this path")
                         for si, sl in enumerate(order.chunks(len(seq))):
                             idx = seq[sl]
-                            part = _unit_gemm(
-                                np.ascontiguousarray(a[:, idx]),
-                                np.ascontiguousarray(b[idx, :]),
-                                None,
-                                unit,
-                                GemmOrder(),
-                            )
+                            a_chunk, b_chunk = np.ascontiguousarray(a[:, idx]), np.ascontiguousarray(b[idx, :])
+                            if (idx < 0).any():  # gemmK padding: zero products in the chunk
+                                a_chunk[:, idx < 0] = 0
+                                b_chunk[idx < 0, :] = 0
+                            part = _unit_gemm(a_chunk, b_chunk, None, unit, GemmOrder())
                             self.scatter(out.parts[si], part, sub, group, start)
-                        m_tile, n_tile = m.tiles[sub]
-                        n_tiles = -(-sg.n // n_tile)
-                        mt = np.arange(sg.m) // m_tile
-                        nt = np.arange(start, stop) // n_tile
-                        tid = tile_base[i] + (mt[:, None] * n_tiles + nt[None, :])
-                        self.scatter(out.tiles, tid.astype(np.float32), sub, group, start)
+                        if m.tiles is not None and m.tiles[sub] is not None:
+                            m_tile, n_tile = m.tiles[sub]
+                            n_tiles = -(-sg.n // n_tile)
+                            mt = np.arange(sg.m) // m_tile
+                            nt = np.arange(start, stop) // n_tile
+                            tid = tile_base[i] + (mt[:, None] * n_tiles + nt[None, :])
+                            self.scatter(out.tiles, tid.astype(np.float32), sub, group, start)
                     if progress is not None:
                         progress(stop - start)
             for i in tile_base:

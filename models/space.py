@@ -96,78 +96,101 @@ _FP32_ZERO_REP = -133
 _FP16_ZERO_REP = -28
 
 #: family → {field: the values the space admits}; fields not listed stay at the UnitParams default.
-AXES: Mapping[Family, Mapping[str, tuple]] = MappingProxyType({
-    Family.FUSED_EXACT: MappingProxyType({
-        "group_size": (2, 4, 8, 16),
-        "output_rounding": (Rounding.RNE, Rounding.RZ, Rounding.RD),
-        "flush_inputs": _BOTH,
-        "flush_c": _BOTH,
-        "flush_output": _BOTH,
-    }),
-    Family.PAIRWISE: MappingProxyType({
-        "group_size": (2, 4, 8, 16),
-        "flush_inputs": _BOTH,
-        "flush_c": _BOTH,
-        "flush_output": _BOTH,  # flush_products and flush_partials follow it (EQUIVALENCES)
-    }),
-    Family.TRUNCATED_FUSED: MappingProxyType({
-        "group_size": (2, 4, 8, 16),
-        "fraction_bits": (22, 23, 24, 25, 26),
-        "alignment_rounding": (Rounding.RZ, Rounding.RD),
-        "output_rounding": (Rounding.RNE, Rounding.RZ, Rounding.RD),  # fp32 output; fp16 output: RNE
-        "output_format": (Format.FP32, Format.FP16),
-        "zero_exponent": (_FP32_ZERO_REP, _FP16_ZERO_REP, -22, -21, -20, -19, -18, -17),
-        "flush_inputs": _BOTH,
-    }),
-    Family.TWO_STAGE: MappingProxyType({
-        "group_size": (4, 8, 16),
-        "fraction_bits": (23, 24, 25),
-        "sum_fraction_bits": (28, 29, 30, 31, 32),
-        "alignment_rounding": (Rounding.RZ, Rounding.RD),
-        "c_alignment_rounding": (Rounding.RZ, Rounding.RD),
-        "output_rounding": (Rounding.RNE, Rounding.RZ, Rounding.RD),
-    }),
-    Family.FMA: MappingProxyType({
-        "group_size": (1,),
-        "flush_inputs": _BOTH,
-        "flush_c": _BOTH,
-        "flush_output": _BOTH,
-    }),
-    Family.FP64: MappingProxyType({
-        "group_size": (1, 2, 4, 8, 16),
-        "output_rounding": (Rounding.RNE, Rounding.RZ, Rounding.RD),
-        "round_each_group": _BOTH,
-        "flush_inputs": _BOTH,
-    }),
-})
+AXES: Mapping[Family, Mapping[str, tuple]] = MappingProxyType(
+    {
+        Family.FUSED_EXACT: MappingProxyType(
+            {
+                "group_size": (2, 4, 8, 16),
+                "output_rounding": (Rounding.RNE, Rounding.RZ, Rounding.RD),
+                "flush_inputs": _BOTH,
+                "flush_c": _BOTH,
+                "flush_output": _BOTH,
+            }
+        ),
+        Family.PAIRWISE: MappingProxyType(
+            {
+                "group_size": (2, 4, 8, 16),
+                "flush_inputs": _BOTH,
+                "flush_c": _BOTH,
+                "flush_output": _BOTH,  # flush_products and flush_partials follow it (EQUIVALENCES)
+            }
+        ),
+        Family.TRUNCATED_FUSED: MappingProxyType(
+            {
+                "group_size": (2, 4, 8, 16),
+                "fraction_bits": (22, 23, 24, 25, 26),
+                "alignment_rounding": (Rounding.RZ, Rounding.RD),
+                "output_rounding": (Rounding.RNE, Rounding.RZ, Rounding.RD),  # fp32 output; fp16 output: RNE
+                "output_format": (Format.FP32, Format.FP16),
+                "zero_exponent": (_FP32_ZERO_REP, _FP16_ZERO_REP, -22, -21, -20, -19, -18, -17),
+                "flush_inputs": _BOTH,
+            }
+        ),
+        Family.TWO_STAGE: MappingProxyType(
+            {
+                "group_size": (4, 8, 16),
+                "fraction_bits": (23, 24, 25),
+                "sum_fraction_bits": (28, 29, 30, 31, 32),
+                "alignment_rounding": (Rounding.RZ, Rounding.RD),
+                "c_alignment_rounding": (Rounding.RZ, Rounding.RD),
+                "output_rounding": (Rounding.RNE, Rounding.RZ, Rounding.RD),
+            }
+        ),
+        Family.FMA: MappingProxyType(
+            {
+                "group_size": (1,),
+                "flush_inputs": _BOTH,
+                "flush_c": _BOTH,
+                "flush_output": _BOTH,
+            }
+        ),
+        Family.FP64: MappingProxyType(
+            {
+                "group_size": (1, 2, 4, 8, 16),
+                "output_rounding": (Rounding.RNE, Rounding.RZ, Rounding.RD),
+                "round_each_group": _BOTH,
+                "flush_inputs": _BOTH,
+            }
+        ),
+    }
+)
 
 #: Parameter values no fp16 input can tell apart (each with its reason); :func:`canonical`
 #: writes every class with one representative.
-EQUIVALENCES: Mapping[str, str] = MappingProxyType({
-    "truncated fp32 zero exponent": (
-        f"an fp32-output truncated unit with zero_exponent ≤ {FP32_ZERO_EXPONENT_CLASS}: a zero term's "
-        "exponent is then below every non-zero term's (products ≥ −28, an fp32 accumulator ≥ −126), so it "
-        "decides the alignment only when every term is zero, and the sum is then +0 whatever it is; "
-        f"written {_FP32_ZERO_REP} (V100 −131, T4/A100/Ada −132 and H100/B200 −133 are this one class)"),
-    "truncated fp16 zero exponent": (
-        f"an fp16-output truncated unit with zero_exponent ≤ {FP16_ZERO_EXPONENT_CLASS}: the same argument "
-        f"with an fp16 accumulator (≥ −14) and products (≥ −28); written {_FP16_ZERO_REP}"),
-    "pairwise product and partial-sum flushes": (
-        "a pairwise unit's products and partial sums of fp16 products are never fp32 subnormals (0 or ≥ "
-        "2^-48 in magnitude), so flush_products and flush_partials cannot act; written equal to flush_output"),
-    "result flush after an accumulator flush": (
-        "with flush_c, a fused-exact, pairwise or FMA unit never produces a subnormal result: c is 0 or "
-        "normal and the products' sum a multiple of 2^-48, so their sum is 0 or normal (emu.kernels.fma) and "
-        "flush_output cannot act; written flush_output = True (as MI200)"),
-    "fp64 per-product rounding": (
-        "an fp64 accumulator rounded to fp32 after every product is fp32 FMA: rounding the exact sum to "
-        "53 bits and then to 24 is rounding it to 24 (53 ≥ 2·24 + 2); the space keeps the FMA point"),
-    "fp64 group size without per-group rounding": (
-        "an fp64 accumulator rounded once at the end does not depend on the group size; written group_size 1"),
-    "k order of a one-group instruction": (
-        "a k order permutes whole k values; when the unit sees all of K as one group (fused and truncated "
-        "sums are order-free) or adds k one by one (FMA, fp64), only ascending k is enumerated"),
-})
+EQUIVALENCES: Mapping[str, str] = MappingProxyType(
+    {
+        "truncated fp32 zero exponent": (
+            f"an fp32-output truncated unit with zero_exponent ≤ {FP32_ZERO_EXPONENT_CLASS}: a zero term's "
+            "exponent is then below every non-zero term's (products ≥ −28, an fp32 accumulator ≥ −126), so it "
+            "decides the alignment only when every term is zero, and the sum is then +0 whatever it is; "
+            f"written {_FP32_ZERO_REP} (V100 −131, T4/A100/Ada −132 and H100/B200 −133 are this one class)"
+        ),
+        "truncated fp16 zero exponent": (
+            f"an fp16-output truncated unit with zero_exponent ≤ {FP16_ZERO_EXPONENT_CLASS}: the same argument "
+            f"with an fp16 accumulator (≥ −14) and products (≥ −28); written {_FP16_ZERO_REP}"
+        ),
+        "pairwise product and partial-sum flushes": (
+            "a pairwise unit's products and partial sums of fp16 products are never fp32 subnormals (0 or ≥ "
+            "2^-48 in magnitude), so flush_products and flush_partials cannot act; written equal to flush_output"
+        ),
+        "result flush after an accumulator flush": (
+            "with flush_c, a fused-exact, pairwise or FMA unit never produces a subnormal result: c is 0 or "
+            "normal and the products' sum a multiple of 2^-48, so their sum is 0 or normal (emu.kernels.fma) and "
+            "flush_output cannot act; written flush_output = True (as MI200)"
+        ),
+        "fp64 per-product rounding": (
+            "an fp64 accumulator rounded to fp32 after every product is fp32 FMA: rounding the exact sum to "
+            "53 bits and then to 24 is rounding it to 24 (53 ≥ 2·24 + 2); the space keeps the FMA point"
+        ),
+        "fp64 group size without per-group rounding": (
+            "an fp64 accumulator rounded once at the end does not depend on the group size; written group_size 1"
+        ),
+        "k order of a one-group instruction": (
+            "a k order permutes whole k values; when the unit sees all of K as one group (fused and truncated "
+            "sums are order-free) or adds k one by one (FMA, fp64), only ascending k is enumerated"
+        ),
+    }
+)
 
 #: family → fields that are not axes but follow another field (EQUIVALENCES)
 _TIED = {Family.PAIRWISE: ("flush_products", "flush_partials")}
@@ -202,8 +225,9 @@ def check_unit(params: UnitParams) -> UnitParams:
     try:
         family = Family(params.family)
     except ValueError:
-        raise ValueError(f"family: {params.family!r} is not one of "
-                         f"{', '.join(f'{f.value} ({f.name})' for f in Family)}") from None
+        raise ValueError(
+            f"family: {params.family!r} is not one of {', '.join(f'{f.value} ({f.name})' for f in Family)}"
+        ) from None
     canon = canonical(params)
     axes = AXES[family]
     for field_name in UnitParams._fields:
@@ -213,22 +237,31 @@ def check_unit(params: UnitParams) -> UnitParams:
         if field_name in axes:
             allowed = axes[field_name]
             if value not in allowed:
-                raise ValueError(f"{field_name}: {value!r} is outside the {family.name} space; accepted values: "
-                                 f"{_accepted(allowed)}")
+                raise ValueError(
+                    f"{field_name}: {value!r} is outside the {family.name} space; accepted values: {_accepted(allowed)}"
+                )
         elif value != getattr(_DEFAULTS, field_name):
-            raise ValueError(f"{field_name}: the {family.name} family does not read it; it must be the "
-                             f"default {getattr(_DEFAULTS, field_name)!r}, got {value!r}")
+            raise ValueError(
+                f"{field_name}: the {family.name} family does not read it; it must be the "
+                f"default {getattr(_DEFAULTS, field_name)!r}, got {value!r}"
+            )
     if family == Family.FP64 and canon.round_each_group and canon.group_size == 1:
-        raise ValueError("group_size: an fp64 unit rounding after every product (group_size 1) is the FMA "
-                         "unit (EQUIVALENCES); accepted values with round_each_group: 2, 4, 8, 16")
+        raise ValueError(
+            "group_size: an fp64 unit rounding after every product (group_size 1) is the FMA "
+            "unit (EQUIVALENCES); accepted values with round_each_group: 2, 4, 8, 16"
+        )
     if family == Family.TRUNCATED_FUSED:
         fp16 = canon.output_format == Format.FP16
         if fp16 and canon.output_rounding != Rounding.RNE:
-            raise ValueError(f"output_rounding: an fp16-output truncated unit rounds RNE (the kernel's only fp16 "
-                             f"rounding); accepted values: {int(Rounding.RNE)}, got {canon.output_rounding!r}")
+            raise ValueError(
+                f"output_rounding: an fp16-output truncated unit rounds RNE (the kernel's only fp16 "
+                f"rounding); accepted values: {int(Rounding.RNE)}, got {canon.output_rounding!r}"
+            )
         if not fp16 and canon.zero_exponent != _FP32_ZERO_REP:
-            raise ValueError(f"zero_exponent: an fp32-output truncated unit in the space has zero_exponent "
-                             f"≤ {FP32_ZERO_EXPONENT_CLASS} (one class); got {params.zero_exponent!r}")
+            raise ValueError(
+                f"zero_exponent: an fp32-output truncated unit in the space has zero_exponent "
+                f"≤ {FP32_ZERO_EXPONENT_CLASS} (one class); got {params.zero_exponent!r}"
+            )
     return canon
 
 
@@ -254,9 +287,12 @@ def canonical(params: UnitParams) -> UnitParams:
             changes["flush_products"] = changes["flush_partials"] = True
     canon = params._replace(**changes) if changes else params
     # booleans as bool, enums as int (UnitParams holds plain values)
-    return canon._replace(**{f: bool(getattr(canon, f)) for f in ("flush_inputs", "flush_c", "flush_products",
-                                                                    "flush_partials", "flush_output",
-                                                                    "round_each_group")})
+    return canon._replace(
+        **{
+            f: bool(getattr(canon, f))
+            for f in ("flush_inputs", "flush_c", "flush_products", "flush_partials", "flush_output", "round_each_group")
+        }
+    )
 
 
 def contains(params: UnitParams) -> bool:
@@ -275,16 +311,18 @@ def unit_points(output_format: int | None = None, k: int | None = None) -> tuple
     ``k``: keeps the units whose group size divides ``k`` (a data set of K-product rows, each
     one instruction, cannot show a group larger than K)."""
     if output_format is not None and output_format not in (Format.FP32, Format.FP16):
-        raise ValueError(f"output_format: {output_format!r} is not one of {int(Format.FP32)} (FP32), "
-                         f"{int(Format.FP16)} (FP16)")
+        raise ValueError(
+            f"output_format: {output_format!r} is not one of {int(Format.FP32)} (FP32), {int(Format.FP16)} (FP16)"
+        )
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise ValueError(f"k: must be a positive integer, got {k!r}")
     out = []
     for family, axes in AXES.items():
         names = list(axes)
         for values in itertools.product(*(axes[n] for n in names)):
-            params = _DEFAULTS._replace(family=int(family), **{n: (v if isinstance(v, bool) else int(v))
-                                                               for n, v in zip(names, values)})
+            params = _DEFAULTS._replace(
+                family=int(family), **{n: (v if isinstance(v, bool) else int(v)) for n, v in zip(names, values)}
+            )
             params = canonical(params)
             try:
                 if check_unit(params) != params:
@@ -327,8 +365,14 @@ def k_permutation(point: Point, k: int):
     return strided_k_order(k, point.k_tile, L)
 
 
-_SHORT = {Family.FUSED_EXACT: "fused_exact", Family.PAIRWISE: "pairwise", Family.TRUNCATED_FUSED: "truncated",
-          Family.TWO_STAGE: "two_stage", Family.FMA: "fma", Family.FP64: "fp64"}
+_SHORT = {
+    Family.FUSED_EXACT: "fused_exact",
+    Family.PAIRWISE: "pairwise",
+    Family.TRUNCATED_FUSED: "truncated",
+    Family.TWO_STAGE: "two_stage",
+    Family.FMA: "fma",
+    Family.FP64: "fp64",
+}
 
 
 def as_dict(point: Point | UnitParams) -> dict:
@@ -436,11 +480,14 @@ class KernelAccumulation:
         if self.split_k not in SPLIT_KS:
             raise ValueError(f"split_k: {self.split_k!r} is not one of {', '.join(map(str, SPLIT_KS))}")
         if self.k_tile and (self.k_tile % self.group_size or self.k_tile <= self.group_size):
-            raise ValueError(f"k_tile: {self.k_tile!r} must be 0 or a multiple of group_size {self.group_size} "
-                             "larger than it")
+            raise ValueError(
+                f"k_tile: {self.k_tile!r} must be 0 or a multiple of group_size {self.group_size} larger than it"
+            )
         if self.kpack > 1 and self.kpack % self.group_size:
-            raise ValueError(f"kpack: {self.kpack} is not a multiple of group_size {self.group_size} "
-                             "(rocMLIR's lowering never pairs them so)")
+            raise ValueError(
+                f"kpack: {self.kpack} is not a multiple of group_size {self.group_size} "
+                "(rocMLIR's lowering never pairs them so)"
+            )
 
 
 def kernel_space(group_size: int, k_tiles: tuple[int, ...] = (0, 8, 16)) -> Iterator[KernelAccumulation]:

@@ -314,11 +314,11 @@ def _build_parser():
     p.add_argument("--format", choices=("text", "json"), default="text")
     _add_verdict_options(p)
     p.set_defaults(func=_cmd_compare)
-    from . import explain, identify, study
+    from . import explain, identify_cli, study
 
     study.register_cli(sub)
     explain.register_cli(sub)
-    identify.register_cli(sub)
+    identify_cli.register_cli(sub)
     return parser
 
 

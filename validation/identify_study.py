@@ -30,14 +30,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import emu
-from emu.conv import ConvGemm
+from emu.atomics import orders_landing_in
+from emu.conv import ConvArithmetic, ConvGemm
 from emu.gemm import GemmOrder
 from models import harness, space
 from models import kernels as kernel_models
 
-__all__ = ["KBLOCKS", "ORDERS", "UNITS", "KBlocksVerdict", "StudyCandidate", "candidate_lines", "identify_forward",
-           "identify_kblocks"]
+__all__ = [
+    "KBLOCKS",
+    "ORDERS",
+    "UNITS",
+    "KBlocksVerdict",
+    "StudyCandidate",
+    "candidate_lines",
+    "identify_forward",
+    "identify_kblocks",
+]
 
 UNITS = ("mi100", "mi200", "mi300")
 ORDERS = ("kernel", "ascending", "cpu-loop")
@@ -66,44 +74,26 @@ def _plans(problem, candidate: StudyCandidate):
         elif candidate.order == "ascending":
             order = GemmOrder(k_order=None, pad_k=g.order.pad_k, split_k=g.order.split_k, notes="ascending")
         else:
-            order = GemmOrder(k_order=kernel_models.cpu_loop_k_order(problem, g.gemm_id), pad_k=g.order.pad_k,
-                              split_k=g.order.split_k, notes="CPU loop order")
+            order = GemmOrder(
+                k_order=kernel_models.cpu_loop_k_order(problem, g.gemm_id),
+                pad_k=g.order.pad_k,
+                split_k=g.order.split_k,
+                notes="CPU loop order",
+            )
         out.append((g.unit, order))
     return out
 
 
 def _run(op, problem, plans) -> np.ndarray:
-    out = op.new_result()
-    chunk = op.default_n_chunk()
-    for sub, s in enumerate(op.subs):
-        unit, order = plans[sub]
-        for group in range(problem.groups):
-            a = op.a(sub, group)
-            for start in range(0, s.n, chunk):
-                stop = min(start + chunk, s.n)
-                op.scatter(out, emu.gemm(a, op.b(sub, group, start, stop), unit, order), sub, group, start)
-    return out
+    units, orders = zip(*plans)
+    return op.compute([ConvArithmetic(tuple(units), tuple(orders))])[0]
 
 
 def _line(validation: np.ndarray, kernel16: np.ndarray, run_set: str) -> dict:
     """The study verifier's printed fields for (fp32 validation, fp16 kernel output)."""
-    from .metrics import resolve_study_quirks
-    from .verifier import StudyLine, study_line_of
+    from .study.lines import line_fields
 
-    q = resolve_study_quirks(run_set)
-    with np.errstate(over="ignore", invalid="ignore"):
-        equal = np.array_equal(validation.astype(np.float16).astype(np.float32), kernel16.astype(np.float32))
-    if equal and np.any(kernel16 != 0):
-        # the C verifier skips exact elements and starts every maximum and sum at 0
-        pair = 0.0 if q.line_format == "B" else None
-        n = int(validation.size)
-        line = StudyLine(n=n, n_exact=n, n_eps1=0, n_eps_ge2=0, n_eps_other=0, max_epsilon_diff=0.0,
-                         val_at_max_eps=0.0, kern_at_max_eps=0.0, max_abs_diff=0.0, ave_abs_diff=0.0,
-                         max_rel_diff=0.0, max_rel_diff_old=0.0, val_at_max_rel_old=pair,
-                         kern_at_max_rel_old=pair, ave_rel_diff=0.0, rms=0.0, line_format=q.line_format)
-    else:
-        line = study_line_of(validation, kernel16, q)
-    return line.fields()
+    return line_fields(validation, kernel16, run_set)["fields"]
 
 
 def candidate_lines(test: str, candidates, ranges=tuple(RANGES), run_set: str = "fair_1") -> dict:
@@ -117,8 +107,9 @@ def candidate_lines(test: str, candidates, ranges=tuple(RANGES), run_set: str = 
         lo, hi = RANGES[r]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            inputs = harness.harness_inputs(problem, seed=SEED, rand_min=lo, rand_max=hi, rand_type="float",
-                                            rand_side="both", dtype="f16")
+            inputs = harness.harness_inputs(
+                problem, seed=SEED, rand_min=lo, rand_max=hi, rand_type="float", rand_side="both", dtype="f16"
+            )
         op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
         gpu_validation = kernel_models.kernel("rocmlir-2022-nonxdlops", hw=None).plan(problem)
         validation = _run(op, problem, [(g.unit, g.order) for g in gpu_validation])
@@ -134,8 +125,9 @@ def candidate_lines(test: str, candidates, ranges=tuple(RANGES), run_set: str = 
     return out
 
 
-def identify_forward(measured, tests, *, run_set: str = "fair_1", gpus=("mi100", "mi200"),
-                     ranges=tuple(RANGES), candidates=None) -> dict:
+def identify_forward(
+    measured, tests, *, run_set: str = "fair_1", gpus=("mi100", "mi200"), ranges=tuple(RANGES), candidates=None
+) -> dict:
     """{(test, gpu): [consistent candidates]} for ``tests`` from the measured lines (``measured``:
     the raw results folder or :func:`validation.study.read_measured` lines).
 
@@ -148,8 +140,10 @@ def identify_forward(measured, tests, *, run_set: str = "fair_1", gpus=("mi100",
         from .study import atomic_reorders
 
         if atomic_reorders(test):
-            raise ValueError(f"tests: {test} adds three or more split-K partial sums with atomics; its lines "
-                             "identify KBlocks (identify_kblocks), not one order")
+            raise ValueError(
+                f"tests: {test} adds three or more split-K partial sums with atomics; its lines "
+                "identify KBlocks (identify_kblocks), not one order"
+            )
     from .study import read_measured
 
     if isinstance(measured, (str, bytes)) or hasattr(measured, "__fspath__"):
@@ -158,8 +152,14 @@ def identify_forward(measured, tests, *, run_set: str = "fair_1", gpus=("mi100",
         candidates = [StudyCandidate(u, o) for u in UNITS for o in ORDERS]
     lines = {}
     for m in measured:
-        if (m.run_set == run_set and m.kernel == "xdlops" and m.validator == "gpu" and m.gpu in gpus
-                and m.range in ranges and m.test_name in tests):
+        if (
+            m.run_set == run_set
+            and m.kernel == "xdlops"
+            and m.validator == "gpu"
+            and m.gpu in gpus
+            and m.range in ranges
+            and m.test_name in tests
+        ):
             lines[(m.test_name, m.gpu, m.range)] = m.line.fields()
     from .identify import single_threaded
 
@@ -176,8 +176,7 @@ def _each_test(tests, ranges, gpus, lines, candidates, run_set, result):
             continue
         emulated = candidate_lines(test, candidates, have, run_set)
         for g in gpus:
-            result[(test, g)] = [c for c in candidates
-                                 if all(emulated[(c, r)] == lines[(test, g, r)] for r in have)]
+            result[(test, g)] = [c for c in candidates if all(emulated[(c, r)] == lines[(test, g, r)] for r in have)]
 
 
 # --- split-K KBlocks of the backward-weight tests -------------------------------------------------
@@ -197,50 +196,6 @@ EXHAUSTIVE_UP_TO = 5
 SAMPLED_ORDERS = 1024
 
 _SORTED_ORDERS = 4
-
-
-def _count_bounds_kernel():
-    from emu._jit import jit, prange
-
-    @jit(parallel=True)
-    def count_bounds(P, perms, lo_mid, hi_mid, lo_inc, hi_inc, always, ever):
-        """always[e] / ever[e]: whether Σ in order (fp32 adds from +0) lands in [lo_mid, hi_mid]
-        (the values rounding to the validation's fp16 value; each end included when its flag is
-        set) for every / some order in ``perms`` and four per-element sorted orders."""
-        S, E = P.shape
-        R = perms.shape[0]
-        for e in prange(E):
-            a = True
-            v = False
-            col = P[:, e].copy()
-            srt = np.argsort(col)
-            mags = np.argsort(np.abs(col))
-            for r in range(R + 4):
-                ws = np.float32(0.0)
-                for s in range(S):
-                    if r < R:
-                        i = perms[r, s]
-                    elif r == R:
-                        i = srt[s]
-                    elif r == R + 1:
-                        i = srt[S - 1 - s]
-                    elif r == R + 2:
-                        i = mags[s]
-                    else:
-                        i = mags[S - 1 - s]
-                    ws = ws + col[i]
-                x = np.float64(ws)
-                ok = (((x > lo_mid[e]) or (lo_inc[e] and x == lo_mid[e]))
-                      and ((x < hi_mid[e]) or (hi_inc[e] and x == hi_mid[e])))
-                a = a and ok
-                v = v or ok
-            always[e] = a
-            ever[e] = v
-
-    return count_bounds
-
-
-_COUNT_BOUNDS = None
 
 
 def _rounding_interval(validation: np.ndarray):
@@ -267,26 +222,10 @@ def _rounding_interval(validation: np.ndarray):
 def _split_partials(op, problem, plans) -> np.ndarray:
     """(S, elements) fp32: each split-K chunk's result before the atomic adds (``plans``: one
     (unit, order) per sub-GEMM, all with the same split count S)."""
-    S = plans[0][1].split_k
-    outs = [op.new_result() for _ in range(S)]
-    chunk = op.default_n_chunk()
-    for sub, s in enumerate(op.subs):
-        unit, order = plans[sub]
-        if order.split_k != S:
-            raise ValueError("sub-GEMMs with different split-K counts")
-        for group in range(problem.groups):
-            a = op.a(sub, group)
-            seq = order.sequence(a.shape[1])
-            for start in range(0, s.n, chunk):
-                stop = min(start + chunk, s.n)
-                b = op.b(sub, group, start, stop)
-                for i, sl in enumerate(order.chunks(len(seq))):
-                    idx = seq[sl]
-                    a_bits = np.where(idx[None, :] < 0, np.uint16(0), np.asarray(a).view(np.uint16)[:, np.maximum(idx, 0)])
-                    b_bits = np.where(idx[:, None] < 0, np.uint16(0), np.asarray(b).view(np.uint16)[np.maximum(idx, 0), :])
-                    op.scatter(outs[i], emu.gemm(np.ascontiguousarray(a_bits), np.ascontiguousarray(b_bits), unit),
-                               sub, group, start)
-    return np.stack([o.reshape(-1) for o in outs])
+    units, orders = zip(*plans)
+    if len({o.split_k for o in orders}) != 1:
+        raise ValueError("sub-GEMMs with different split-K counts")
+    return op.compute([ConvArithmetic(tuple(units), tuple(orders), keep_partials=True)])[0].parts
 
 
 def _perms(S: int, seed: int) -> np.ndarray:
@@ -308,8 +247,17 @@ class KBlocksVerdict:
     detail: tuple[str, ...]
 
 
-def identify_kblocks(measured, tests, *, run_set: str = "fair_1", gpus=("mi100", "mi200"), ranges=tuple(RANGES),
-                     validators=("gpu", "cpu"), kblocks=KBLOCKS, seed: int = 2022) -> dict:
+def identify_kblocks(
+    measured,
+    tests,
+    *,
+    run_set: str = "fair_1",
+    gpus=("mi100", "mi200"),
+    ranges=tuple(RANGES),
+    validators=("gpu", "cpu"),
+    kblocks=KBLOCKS,
+    seed: int = 2022,
+) -> dict:
     """{(test, gpu): [KBlocksVerdict per valid KBlocks]} for backward-weight ``tests`` from the
     measured xdlops lines of both validators (module section comment)."""
     from .identify import single_threaded
@@ -319,8 +267,14 @@ def identify_kblocks(measured, tests, *, run_set: str = "fair_1", gpus=("mi100",
         measured = read_measured(measured)
     lines = {}
     for m in measured:
-        if (m.run_set == run_set and m.kernel == "xdlops" and m.validator in validators and m.gpu in gpus
-                and m.range in ranges and m.test_name in tests):
+        if (
+            m.run_set == run_set
+            and m.kernel == "xdlops"
+            and m.validator in validators
+            and m.gpu in gpus
+            and m.range in ranges
+            and m.test_name in tests
+        ):
             lines[(m.test_name, m.gpu, m.validator, m.range)] = m.line.fields()
     result = {}
     with single_threaded():
@@ -330,35 +284,44 @@ def identify_kblocks(measured, tests, *, run_set: str = "fair_1", gpus=("mi100",
 
 
 def _kblocks_test(test, gpus, ranges, validators, kblocks, lines, run_set, seed, result):
-    global _COUNT_BOUNDS
     from .suites import suite_config
 
     problem = suite_config(test).problem
     if problem.direction != "bwd_weight":
         raise ValueError(f"tests: {test} is a {problem.direction} test; KBlocks is a backward-weight question")
-    if _COUNT_BOUNDS is None:
-        _COUNT_BOUNDS = _count_bounds_kernel()
     verdicts = {g: {} for g in gpus}
     details = {g: {} for g in gpus}
     for r in ranges:
         lo_r, hi_r = RANGES[r]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            inputs = harness.harness_inputs(problem, seed=SEED, rand_min=lo_r, rand_max=hi_r, rand_type="float",
-                                            rand_side="both", dtype="f16")
+            inputs = harness.harness_inputs(
+                problem, seed=SEED, rand_min=lo_r, rand_max=hi_r, rand_type="float", rand_side="both", dtype="f16"
+            )
         op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
         vals = {}
         if "gpu" in validators:
-            vals["gpu"] = _run(op, problem, [(g.unit, g.order) for g in
-                                              kernel_models.kernel("rocmlir-2022-nonxdlops", hw=None).plan(problem)])
+            vals["gpu"] = _run(
+                op,
+                problem,
+                [(g.unit, g.order) for g in kernel_models.kernel("rocmlir-2022-nonxdlops", hw=None).plan(problem)],
+            )
         if "cpu" in validators:
-            vals["cpu"] = _run(op, problem, [(g.unit, g.order) for g in
-                                              kernel_models.kernel("cpu-validation-2022", validating="xdlops").plan(problem)])
+            vals["cpu"] = _run(
+                op,
+                problem,
+                [
+                    (g.unit, g.order)
+                    for g in kernel_models.kernel("cpu-validation-2022", validating="xdlops").plan(problem)
+                ],
+            )
         for gpu in gpus:
             for kb in kblocks:
                 try:
-                    plans = [(g.unit, g.order) for g in
-                             kernel_models.kernel("rocmlir-2022-xdlops", hw=gpu, kblocks=kb).plan(problem)]
+                    plans = [
+                        (g.unit, g.order)
+                        for g in kernel_models.kernel("rocmlir-2022-xdlops", hw=gpu, kblocks=kb).plan(problem)
+                    ]
                 except ValueError:
                     continue  # not a valid split of this test's gemmK
                 S = max(o.split_k for _, o in plans)
@@ -373,8 +336,10 @@ def _kblocks_test(test, gpus, ranges, validators, kblocks, lines, run_set, seed,
                             continue
                         got = _line(validation, kernel16, run_set)
                         same = got == want
-                        notes.append(f"{r}/{v}: line {'equal' if same else 'differs'} (n_exact {want['n_exact']} "
-                                     f"measured, {got['n_exact']} emulated)")
+                        notes.append(
+                            f"{r}/{v}: line {'equal' if same else 'differs'} (n_exact {want['n_exact']} "
+                            f"measured, {got['n_exact']} emulated)"
+                        )
                         if not same:
                             state = "excluded"
                 else:
@@ -387,13 +352,15 @@ def _kblocks_test(test, gpus, ranges, validators, kblocks, lines, run_set, seed,
                         lo, hi, lo_inc, hi_inc = _rounding_interval(validation.reshape(-1))
                         always = np.empty(P.shape[1], np.bool_)
                         ever = np.empty(P.shape[1], np.bool_)
-                        _COUNT_BOUNDS(P, perms, lo, hi, lo_inc, hi_inc, always, ever)
+                        orders_landing_in(P, perms, lo, hi, lo_inc, hi_inc, always, ever)
                         n_lo, n_hi = int(always.sum()), int(ever.sum())
                         n = int(want["n_exact"])
                         inside = n_lo <= n <= n_hi
                         exhaustive = S <= EXHAUSTIVE_UP_TO
-                        notes.append(f"{r}/{v}: n_exact {n} measured, [{n_lo}, {n_hi}] "
-                                     f"{'over every order' if exhaustive else 'over sampled orders'}")
+                        notes.append(
+                            f"{r}/{v}: n_exact {n} measured, [{n_lo}, {n_hi}] "
+                            f"{'over every order' if exhaustive else 'over sampled orders'}"
+                        )
                         if not inside:
                             if exhaustive:
                                 state = "excluded"

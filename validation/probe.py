@@ -37,8 +37,7 @@ import numpy as np
 
 __all__ = ["CATEGORIES", "ProbeSet", "load_inputs", "probe_set", "save"]
 
-CATEGORIES = ("random", "bits", "span", "window", "ties", "cancel", "groups", "subnormal", "tiny", "zeros",
-              "overflow")
+CATEGORIES = ("random", "bits", "span", "window", "ties", "cancel", "groups", "subnormal", "tiny", "zeros", "overflow")
 
 _F16_MAX_EXP = 15
 _F16_MIN_EXP = -14
@@ -141,10 +140,12 @@ class _Gen:
 
     def bits(self):
         rng = self.rng
+
         def finite(shape):
             x = rng.integers(0, 1 << 16, shape, dtype=np.uint32).astype(np.uint16)
             x[(x & 0x7C00) == 0x7C00] &= 0x83FF  # inf/NaN → a subnormal or zero of the same sign
             return x.view(np.float16).astype(np.float64)
+
         a, b = finite((self.n, self.k)), finite((self.n, self.k))
         lo, hi = (-20, 15) if self.fp16_acc else (-60, 60)
         c = _rand_acc(rng, self.n, lo, hi, self.cbits)
@@ -191,8 +192,12 @@ class _Gen:
             # also: a small c at depth s below a leading product
             small_c = (~lead_is_c) & (rng.random(n) < 0.5)
             s = rng.integers(18, 36, n)
-            c = np.where(small_c, np.where(rng.random(n) < 0.5, -1.0, 1.0)
-                         * np.ldexp(1.0 + rng.integers(0, 1 << 23, n) / float(1 << 23), E - s), c)
+            c = np.where(
+                small_c,
+                np.where(rng.random(n) < 0.5, -1.0, 1.0)
+                * np.ldexp(1.0 + rng.integers(0, 1 << 23, n) / float(1 << 23), E - s),
+                c,
+            )
         return a, b, c
 
     def ties(self):
@@ -284,15 +289,18 @@ class _Gen:
         a = np.where(sub_a, sa * rng.integers(1, 1024, (n, k)) * 2.0**-24, a)
         b = np.where(sub_b, rng.integers(1, 1024, (n, k)) * 2.0**-24, b)
         if self.fp16_acc:
-            c = np.where(rng.random(n) < 0.5, rng.integers(-1023, 1024, n) * 2.0**-24,
-                         _rand_acc(rng, n, -14, -10, 11))
+            c = np.where(rng.random(n) < 0.5, rng.integers(-1023, 1024, n) * 2.0**-24, _rand_acc(rng, n, -14, -10, 11))
         else:
-            c = np.where(rng.random(n) < 0.6, rng.integers(-(1 << 23) + 1, 1 << 23, n) * 2.0**-149,
-                         _rand_acc(rng, n, -40, -20, 24))
+            c = np.where(
+                rng.random(n) < 0.6,
+                rng.integers(-(1 << 23) + 1, 1 << 23, n) * 2.0**-149,
+                _rand_acc(rng, n, -40, -20, 24),
+            )
         # a subnormal accumulator alone: zero products, or a pair that cancels exactly
         alone = rng.random(n) < 0.35
-        sub_c = (rng.integers(1, 1 << 10, n) * 2.0**-24 if self.fp16_acc
-                 else rng.integers(1, 1 << 23, n) * 2.0**-149) * np.where(rng.random(n) < 0.5, -1.0, 1.0)
+        sub_c = (
+            rng.integers(1, 1 << 10, n) * 2.0**-24 if self.fp16_acc else rng.integers(1, 1 << 23, n) * 2.0**-149
+        ) * np.where(rng.random(n) < 0.5, -1.0, 1.0)
         c = np.where(alone, sub_c, c)
         a[alone] = np.where(rng.random((int(alone.sum()), k)) < 0.5, 0.0, a[alone])
         b[alone] = np.where(a[alone] == 0.0, b[alone], 0.0)
@@ -381,8 +389,9 @@ class _Gen:
         return a, b, c
 
 
-def probe_set(rows: int = 4096, k: int = 16, *, seed: int = 0, accumulator: str = "fp32",
-              categories=CATEGORIES) -> ProbeSet:
+def probe_set(
+    rows: int = 4096, k: int = 16, *, seed: int = 0, accumulator: str = "fp32", categories=CATEGORIES
+) -> ProbeSet:
     """A probe set of ``rows`` rows of ``k`` products (see the module docstring), deterministic for
     ``seed``. ``accumulator``: "fp32" (c uint32) or "fp16" (c uint16, for fp16-output units).
     ``categories``: a subset of :data:`CATEGORIES`."""
@@ -453,7 +462,8 @@ def load_inputs(path) -> ProbeSet:
     if a.ndim != 2 or a.shape != b.shape:
         raise ValueError(f"{path}: a and b must be (R, K) arrays of one shape, got {a.shape}, {b.shape}")
     if c.dtype not in (np.uint32, np.uint16) or c.shape != (a.shape[0],):
-        raise ValueError(f"{path}: c must be ({a.shape[0]},) uint32 (fp32) or uint16 (fp16) bit patterns, "
-                         f"got {c.shape} {c.dtype}")
+        raise ValueError(
+            f"{path}: c must be ({a.shape[0]},) uint32 (fp32) or uint16 (fp16) bit patterns, got {c.shape} {c.dtype}"
+        )
     category = data["category"].astype(str) if "category" in data.files else np.full(a.shape[0], "")
     return ProbeSet(a, b, c, category)

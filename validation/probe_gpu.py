@@ -137,8 +137,10 @@ def torch_backend(device: str = "cuda"):
         try:
             D = torch.bmm(tA, tB, out_dtype=torch.float32)
         except (TypeError, RuntimeError) as err:
-            raise ProbeError(f"--backend torch: torch.bmm(..., out_dtype=torch.float32) failed on {device} "
-                             f"(needs PyTorch ≥ 2.8): {' '.join(str(err).split())[:200]}") from None
+            raise ProbeError(
+                f"--backend torch: torch.bmm(..., out_dtype=torch.float32) failed on {device} "
+                f"(needs PyTorch ≥ 2.8): {' '.join(str(err).split())[:200]}"
+            ) from None
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         return D.cpu().numpy()
@@ -163,6 +165,7 @@ def triton_backend(device: str = "cuda"):
         raise ProbeError("--backend triton: no CUDA/ROCm device visible to PyTorch")
 
     if _TRITON_KERNEL is None:
+
         @triton.jit
         def _probe_dot(A, B, C, D, K: tl.constexpr, FP16_ACC: tl.constexpr):
             t = tl.program_id(0)
@@ -204,8 +207,11 @@ def _kernel_names(backend, A, B, C) -> list[str]:
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             backend(A, B, C)
             torch.cuda.synchronize()
-        names = [e.name for e in prof.events() if getattr(e, "device_type", None) is not None
-                 and "cuda" in str(e.device_type).lower()]
+        names = [
+            e.name
+            for e in prof.events()
+            if getattr(e, "device_type", None) is not None and "cuda" in str(e.device_type).lower()
+        ]
     except Exception as err:  # noqa: BLE001 (the profiler is optional: report why, measure anyway)
         return [f"(profiler unavailable: {type(err).__name__})"]
     return sorted(set(names))
@@ -222,8 +228,9 @@ def _load(path: str):
         raise ProbeError(f"{path}: expected an .npz with arrays a, b, c (fp16emu probe --out)")
     a, b, c = data["a"], data["b"], data["c"]
     if a.dtype != np.uint16 or b.dtype != np.uint16 or a.ndim != 2 or a.shape != b.shape:
-        raise ProbeError(f"{path}: a, b must be (R, K) uint16 arrays of one shape, got {a.shape} {a.dtype}, "
-                         f"{b.shape} {b.dtype}")
+        raise ProbeError(
+            f"{path}: a, b must be (R, K) uint16 arrays of one shape, got {a.shape} {a.dtype}, {b.shape} {b.dtype}"
+        )
     if c.dtype not in (np.uint32, np.uint16) or c.shape != (a.shape[0],):
         raise ProbeError(f"{path}: c must be ({a.shape[0]},) uint32 or uint16, got {c.shape} {c.dtype}")
     extra = {n: data[n] for n in data.files if n not in ("a", "b", "c", "d")}
@@ -251,15 +258,28 @@ def run_file(path: str, out: str, backend_name: str, device: str = "cuda", backe
     kernels = _kernel_names(backend, *pack(a[:TILE], b[:TILE], c[:TILE])) if backend_name in ("torch", "triton") else []
     checks = notes + [f"invariance: {differing.size} of {a.shape[0]} rows differ when rows are shuffled across tiles"]
     arrays = dict(extra)
-    arrays.update(a=a, b=b, c=c, d=d, backend=np.array(f"{backend_name} on {device}"),
-                  kernels=np.array(kernels if kernels else ["(not recorded)"]), checks=np.array(checks),
-                  differing_rows=differing.astype(np.int64))
+    arrays.update(
+        a=a,
+        b=b,
+        c=c,
+        d=d,
+        backend=np.array(f"{backend_name} on {device}"),
+        kernels=np.array(kernels if kernels else ["(not recorded)"]),
+        checks=np.array(checks),
+        differing_rows=differing.astype(np.int64),
+    )
     try:
         np.savez(out, **arrays)
     except OSError as err:
         raise ProbeError(f"--out: cannot write {out!r} ({err.strerror or err})") from None
-    return {"rows": int(a.shape[0]), "k": int(a.shape[1]), "backend": backend_name, "kernels": kernels,
-            "differing_rows": int(differing.size), "checks": checks}
+    return {
+        "rows": int(a.shape[0]),
+        "k": int(a.shape[1]),
+        "backend": backend_name,
+        "kernels": kernels,
+        "differing_rows": int(differing.size),
+        "checks": checks,
+    }
 
 
 def _default_backend() -> str:

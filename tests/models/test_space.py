@@ -19,7 +19,8 @@ from models import space
 from validation import probe
 
 NAMED = [(n, "fp32") for n in models.units.UNIT_NAMES] + [
-    (n, "fp16") for n in ("v100", "t4", "a100", "ada", "h100", "b200")]
+    (n, "fp16") for n in ("v100", "t4", "a100", "ada", "h100", "b200")
+]
 
 
 @pytest.mark.parametrize("name,output", NAMED, ids=[f"{n}-{o}" for n, o in NAMED])
@@ -45,18 +46,41 @@ def test_enumeration_size_and_uniqueness():
     assert {p.unit.output_format for p in space.points(Format.FP16, 16)} == {Format.FP16}
 
 
-@pytest.mark.parametrize("change,field,accepted", [
-    ({"family": Family.TRUNCATED_FUSED, "group_size": 8, "fraction_bits": 40}, "fraction_bits", "22, 23, 24, 25, 26"),
-    ({"family": Family.PAIRWISE, "group_size": 3}, "group_size", "2, 4, 8, 16"),
-    ({"family": Family.FUSED_EXACT, "group_size": 4, "fraction_bits": 24}, "fraction_bits", "default 0"),
-    ({"family": Family.TWO_STAGE, "group_size": 8, "fraction_bits": 24, "sum_fraction_bits": 40}, "sum_fraction_bits",
-     "28, 29, 30, 31, 32"),
-    ({"family": Family.TRUNCATED_FUSED, "group_size": 8, "fraction_bits": 24, "output_format": Format.FP16,
-          "output_rounding": Rounding.RZ}, "output_rounding", "accepted values: 0"),
-    ({"family": Family.FP64, "group_size": 1, "round_each_group": True}, "group_size", "FMA"),
-    ({"family": Family.TRUNCATED_FUSED, "group_size": 8, "fraction_bits": 24, "zero_exponent": -20}, "zero_exponent", "-126"),
-    ({"family": 9, "group_size": 4}, "family", "FUSED_EXACT"),
-])
+@pytest.mark.parametrize(
+    "change,field,accepted",
+    [
+        (
+            {"family": Family.TRUNCATED_FUSED, "group_size": 8, "fraction_bits": 40},
+            "fraction_bits",
+            "22, 23, 24, 25, 26",
+        ),
+        ({"family": Family.PAIRWISE, "group_size": 3}, "group_size", "2, 4, 8, 16"),
+        ({"family": Family.FUSED_EXACT, "group_size": 4, "fraction_bits": 24}, "fraction_bits", "default 0"),
+        (
+            {"family": Family.TWO_STAGE, "group_size": 8, "fraction_bits": 24, "sum_fraction_bits": 40},
+            "sum_fraction_bits",
+            "28, 29, 30, 31, 32",
+        ),
+        (
+            {
+                "family": Family.TRUNCATED_FUSED,
+                "group_size": 8,
+                "fraction_bits": 24,
+                "output_format": Format.FP16,
+                "output_rounding": Rounding.RZ,
+            },
+            "output_rounding",
+            "accepted values: 0",
+        ),
+        ({"family": Family.FP64, "group_size": 1, "round_each_group": True}, "group_size", "FMA"),
+        (
+            {"family": Family.TRUNCATED_FUSED, "group_size": 8, "fraction_bits": 24, "zero_exponent": -20},
+            "zero_exponent",
+            "-126",
+        ),
+        ({"family": 9, "group_size": 4}, "family", "FUSED_EXACT"),
+    ],
+)
 def test_invalid_points_are_rejected_with_the_field_and_accepted_values(change, field, accepted):
     params = UnitParams(**{"family": 0, "group_size": 4, **change})
     with pytest.raises(ValueError) as err:
@@ -92,8 +116,9 @@ def test_zero_exponent_classes_do_not_split(rows32, rows16):
         assert len({space.canonical(base._replace(zero_exponent=z)) for z in members}) == 1
     # and just above the class bound the exponent does matter (fp16 output)
     base = models.unit("h100", output="fp16").params
-    assert not np.array_equal(_outputs(base._replace(zero_exponent=-28), rows16),
-                              _outputs(base._replace(zero_exponent=-19), rows16))
+    assert not np.array_equal(
+        _outputs(base._replace(zero_exponent=-28), rows16), _outputs(base._replace(zero_exponent=-19), rows16)
+    )
 
 
 def test_flush_equivalences_do_not_split(rows32):
@@ -136,9 +161,16 @@ def test_describe_and_as_dict():
     p = space.named_points()["mi300"]
     assert space.describe(p) == "two_stage L=8 F=24 F2=31 align=RZ c_align=RD out=RNE k=ascending"
     d = space.as_dict(p)
-    assert d == {"family": "TWO_STAGE", "group_size": 8, "fraction_bits": 24, "sum_fraction_bits": 31,
-                 "alignment_rounding": "RZ", "c_alignment_rounding": "RD", "output_rounding": "RNE",
-                 "k_order": "ascending"}
+    assert d == {
+        "family": "TWO_STAGE",
+        "group_size": 8,
+        "fraction_bits": 24,
+        "sum_fraction_bits": 31,
+        "alignment_rounding": "RZ",
+        "c_alignment_rounding": "RD",
+        "output_rounding": "RNE",
+        "k_order": "ascending",
+    }
 
 
 def test_kernel_accumulation_space():

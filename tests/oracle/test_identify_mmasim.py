@@ -95,7 +95,7 @@ def _named(unit, output):
 def test_mmasim_device_is_identified(mmasim, unit, output, isa, arch, instruction, k):
     p = probe.probe_set(ROWS, k, seed=11, accumulator=output)
     device = _device(mmasim, isa, arch, instruction, output)
-    d = np.concatenate([device(p.a[s:s + 1024], p.b[s:s + 1024], p.c[s:s + 1024]) for s in range(0, ROWS, 1024)])
+    d = np.concatenate([device(p.a[s : s + 1024], p.b[s : s + 1024], p.c[s : s + 1024]) for s in range(0, ROWS, 1024)])
     result = ident.identify(ident.Rows(p.a, p.b, p.c, d), next_count=0)
     assert result.consistent == [_named(unit, output)], [space.describe(q) for q in result.consistent]
 
@@ -104,7 +104,8 @@ def test_mmasim_device_is_identified(mmasim, unit, output, isa, arch, instructio
 def test_mmasim_device_adaptively(mmasim, unit, output, isa, arch, instruction, k):
     fmt = Format.FP16 if output == "fp16" else Format.FP32
     pts = space.points(fmt, k)
-    live, asked, _ = ident.adaptive_identify(_device(mmasim, isa, arch, instruction, output), pts, k=k,
-                                             output_format=fmt, pool_rows=2048)
+    live, asked, _ = ident.adaptive_identify(
+        _device(mmasim, isa, arch, instruction, output), pts, k=k, output_format=fmt, pool_rows=2048
+    )
     assert live == [_named(unit, output)], [space.describe(q) for q in live]
     print(f"\n{unit}/{output} (K = {k}, {len(pts)} points): {len(asked)} probes")

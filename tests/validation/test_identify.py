@@ -26,7 +26,8 @@ from validation import cli, probe, probe_gpu
 from validation import identify as ident
 
 NAMED = [(n, "fp32") for n in models.units.UNIT_NAMES] + [
-    (n, "fp16") for n in ("v100", "t4", "a100", "ada", "h100", "b200")]
+    (n, "fp16") for n in ("v100", "t4", "a100", "ada", "h100", "b200")
+]
 IDS = [f"{n}-{o}" for n, o in NAMED]
 PROBE_ROWS = 4096
 
@@ -112,8 +113,12 @@ def test_next_probes_split_the_remaining_points(probes):
     b = np.array([[int(x, 16) for x in p["b"]] for p in result.next_probes], np.uint16)
     c = np.array([int(p["c"], 16) for p in result.next_probes], np.uint32)
     d = emu.dot_add(a, b, c.view(np.float32), models.unit("mi300")).view(np.uint32)
-    more = ident.Rows(np.concatenate([rows.a, a]), np.concatenate([rows.b, b]), np.concatenate([rows.c, c]),
-                      np.concatenate([rows.d, d]))
+    more = ident.Rows(
+        np.concatenate([rows.a, a]),
+        np.concatenate([rows.b, b]),
+        np.concatenate([rows.c, c]),
+        np.concatenate([rows.d, d]),
+    )
     again = ident.identify(more, result.consistent, next_count=0)
     assert _point("mi300", "fp32") in again.consistent
     assert len(again.consistent) < len(result.consistent)
@@ -208,7 +213,9 @@ def test_cli_probe_then_identify(tmp_path):
 
 def test_cli_fp16_probe(tmp_path):
     path = tmp_path / "p16.npz"
-    assert _run_cli(["probe", "--out", str(path), "--rows", "2048", "--accumulator", "fp16", "--emulate", "h100"])[0] == 0
+    assert (
+        _run_cli(["probe", "--out", str(path), "--rows", "2048", "--accumulator", "fp16", "--emulate", "h100"])[0] == 0
+    )
     assert np.load(path)["d"].dtype == np.uint16
     code, out, err = _run_cli(["identify", str(path), "--format", "json"])
     assert code == 0, err
@@ -221,25 +228,32 @@ def test_csv_rows_match_the_npz(probes, tmp_path):
     with path.open("w") as f:
         f.write("a,b,c,d\n")
         for i in range(len(rows)):
-            f.write(" ".join(f"{x:04x}" for x in rows.a[i]) + "," + " ".join(f"{x:04x}" for x in rows.b[i])
-                    + f",0x{rows.c[i]:08x},{rows.d[i]:032b}\n")
+            f.write(
+                " ".join(f"{x:04x}" for x in rows.a[i])
+                + ","
+                + " ".join(f"{x:04x}" for x in rows.b[i])
+                + f",0x{rows.c[i]:08x},{rows.d[i]:032b}\n"
+            )
     loaded = ident.load_rows(path)
     for f in ("a", "b", "c", "d"):
         assert np.array_equal(getattr(loaded, f), getattr(rows, f)), f
     assert ident.identify(loaded, next_count=0).named == "v100"
 
 
-@pytest.mark.parametrize("content,needle", [
-    (None, "no such file"),
-    ("npz-missing-d", "no array d"),
-    ("npz-bad-dtype", "uint16"),
-    ("csv-no-columns", "CSV needs columns a, b, c, d"),
-    ("csv-bad-word", "is not a hex or 32-bit binary word"),
-    ("csv-ragged", "same number K"),
-    ("dir-empty", "expected one file a_*.txt"),
-    ("garbage.npz", "cannot read as .npz"),
-    ("npz-empty", "no rows"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (None, "no such file"),
+        ("npz-missing-d", "no array d"),
+        ("npz-bad-dtype", "uint16"),
+        ("csv-no-columns", "CSV needs columns a, b, c, d"),
+        ("csv-bad-word", "is not a hex or 32-bit binary word"),
+        ("csv-ragged", "same number K"),
+        ("dir-empty", "expected one file a_*.txt"),
+        ("garbage.npz", "cannot read as .npz"),
+        ("npz-empty", "no rows"),
+    ],
+)
 def test_malformed_inputs_exit_2_with_one_line(tmp_path, content, needle):
     path = tmp_path / "missing.npz"
     if content == "npz-missing-d":
@@ -247,17 +261,29 @@ def test_malformed_inputs_exit_2_with_one_line(tmp_path, content, needle):
         np.savez(path, a=np.zeros((2, 16), np.uint16), b=np.zeros((2, 16), np.uint16), c=np.zeros(2, np.uint32))
     elif content == "npz-empty":
         path = tmp_path / "x.npz"
-        np.savez(path, a=np.zeros((0, 16), np.uint16), b=np.zeros((0, 16), np.uint16), c=np.zeros(0, np.uint32),
-                 d=np.zeros(0, np.uint32))
+        np.savez(
+            path,
+            a=np.zeros((0, 16), np.uint16),
+            b=np.zeros((0, 16), np.uint16),
+            c=np.zeros(0, np.uint32),
+            d=np.zeros(0, np.uint32),
+        )
     elif content == "npz-bad-dtype":
         path = tmp_path / "x.npz"
-        np.savez(path, a=np.zeros((2, 16), np.float32), b=np.zeros((2, 16), np.uint16), c=np.zeros(2, np.uint32),
-                 d=np.zeros(2, np.uint32))
+        np.savez(
+            path,
+            a=np.zeros((2, 16), np.float32),
+            b=np.zeros((2, 16), np.uint16),
+            c=np.zeros(2, np.uint32),
+            d=np.zeros(2, np.uint32),
+        )
     elif content is not None and content.startswith("csv"):
         path = tmp_path / "x.csv"
-        text = {"csv-no-columns": "a,b\n1,2\n",
-                "csv-bad-word": "a,b,c,d\n3c00 zz,3c00 3c00,0x0,0x0\n",
-                "csv-ragged": "a,b,c,d\n3c00 3c00,3c00,0x0,0x0\n"}[content]
+        text = {
+            "csv-no-columns": "a,b\n1,2\n",
+            "csv-bad-word": "a,b,c,d\n3c00 zz,3c00 3c00,0x0,0x0\n",
+            "csv-ragged": "a,b,c,d\n3c00 3c00,3c00,0x0,0x0\n",
+        }[content]
         path.write_text(text)
     elif content == "dir-empty":
         path = tmp_path / "d"
@@ -271,11 +297,13 @@ def test_malformed_inputs_exit_2_with_one_line(tmp_path, content, needle):
 
 
 def test_bad_options_exit_2(tmp_path):
-    for argv in (["probe", "--out", str(tmp_path / "p.npz"), "--k", "0"],
-                 ["probe", "--out", str(tmp_path / "p.npz"), "--accumulator", "bf16"],
-                 ["probe", "--out", str(tmp_path / "p.npz"), "--emulate", "nosuchgpu"],
-                 ["identify", str(tmp_path), "--format", "xml"],
-                 ["identify", str(tmp_path), "--next", "-1"]):
+    for argv in (
+        ["probe", "--out", str(tmp_path / "p.npz"), "--k", "0"],
+        ["probe", "--out", str(tmp_path / "p.npz"), "--accumulator", "bf16"],
+        ["probe", "--out", str(tmp_path / "p.npz"), "--emulate", "nosuchgpu"],
+        ["identify", str(tmp_path), "--format", "xml"],
+        ["identify", str(tmp_path), "--next", "-1"],
+    ):
         code, _, err = _run_cli(argv)
         assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
 
@@ -285,10 +313,12 @@ def test_bad_options_exit_2(tmp_path):
 
 def _emulated_backend(unit):
     """A stand-in for the GPU: the tile GEMM D = A·B + C computed by the unit's emulation."""
+
     def backend(A, B, C):
         a = A[:, :, None, :].view(np.uint16)  # (T, 16, 1, K)
         b = np.ascontiguousarray(B.transpose(0, 2, 1))[:, None, :, :].view(np.uint16)  # (T, 1, 16, K)
         return np.asarray(emu.dot_add(a, b, C, unit))
+
     return backend
 
 
@@ -366,8 +396,9 @@ def test_study_lines_exclude_the_sep_2022_kblocks_of_bwd_weight1():
     folder = ref.require("fp16_study_raw_results")
     test = "conv2d_host_validation_f16_bwd_CHECK_BWD_WEIGHT1"
     measured = [m for m in study.read_measured(folder) if m.test_name == test]
-    result = identify_study.identify_kblocks(measured, [test], gpus=("mi200",), ranges=("r4",), validators=("cpu",),
-                                             kblocks=(4, 8))
+    result = identify_study.identify_kblocks(
+        measured, [test], gpus=("mi200",), ranges=("r4",), validators=("cpu",), kblocks=(4, 8)
+    )
     verdicts = {v.kblocks: v for v in result[(test, "mi200")]}
     assert verdicts[4].verdict == "excluded", verdicts[4].detail
     assert verdicts[4].detail == ("r4/cpu: n_exact 4096 measured, [4094, 4094] over every order",)
@@ -381,8 +412,12 @@ def test_csv_fp16_outputs_and_output_mismatch(probes, tmp_path):
     with path.open("w") as f:
         f.write("a,b,c,d\n")
         for i in range(len(rows)):
-            f.write(" ".join(f"{x:04x}" for x in rows.a[i]) + "," + " ".join(f"{x:04x}" for x in rows.b[i])
-                    + f",0x{c32[i]:08x},0x{rows.d[i]:04x}\n")
+            f.write(
+                " ".join(f"{x:04x}" for x in rows.a[i])
+                + ","
+                + " ".join(f"{x:04x}" for x in rows.b[i])
+                + f",0x{c32[i]:08x},0x{rows.d[i]:04x}\n"
+            )
     loaded = ident.load_rows(path)
     assert loaded.output_format == Format.FP16 and loaded.notes  # c rounded to fp16: noted
     assert np.array_equal(loaded.c, rows.c) and np.array_equal(loaded.d, rows.d)

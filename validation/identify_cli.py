@@ -1,0 +1,183 @@
+"""``fp16emu probe`` and ``fp16emu identify``: argument handling and printing only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+import emu
+from emu.units import Format
+
+from . import probe as probe_mod
+from .identify import identify
+from .probe_rows import load_rows
+
+__all__ = ["register_cli"]
+
+
+# --- command line -------------------------------------------------------------------------------
+
+
+def register_cli(subparsers):
+    """Add ``probe`` and ``identify`` to an argparse ``subparsers``; each handler (``func``)
+    returns the exit code. Bad files and values raise ValueError (exit 2, one line)."""
+    p = subparsers.add_parser(
+        "probe",
+        help="write a probe set (.npz) that tells the model space's points apart",
+        description="Writes a, b (R, K) uint16 fp16 patterns and c (R,) uint32 fp32 patterns (uint16 with "
+        "--accumulator fp16). Run it on a GPU with `python -m validation.probe_gpu FILE.npz`, then "
+        "`fp16emu identify FILE.out.npz`.",
+    )
+    p.add_argument("--out", required=True, help="the .npz to write")
+    p.add_argument("--k", default="16", help="products per row (default 16; the GPU's instruction K)")
+    p.add_argument("--rows", default="4096", help="rows (default 4096)")
+    p.add_argument("--seed", default="0", help="generator seed (default 0)")
+    p.add_argument("--accumulator", default="fp32", help="fp32 (default) or fp16")
+    p.add_argument(
+        "--emulate",
+        default=None,
+        metavar="UNIT",
+        help="also write d as the named unit computes it (a stand-in device, e.g. h100)",
+    )
+    p.set_defaults(func=_cmd_probe)
+
+    q = subparsers.add_parser(
+        "identify",
+        help="which arithmetic (model-space points, named units) reproduces measured rows",
+        description="RESULTS: an .npz with a, b, c, d (probe outputs), a CSV with columns a, b, c, d, or a "
+        "directory of MATLAB-tensor-core model_validation files (a_*.txt, b_*.txt, c_*_fp32.txt, d_*).",
+    )
+    q.add_argument("results")
+    q.add_argument("--output", default=None, help="fp32 or fp16: which outputs the data hold (default: from the data)")
+    q.add_argument("--format", default="text", help="text or json")
+    q.add_argument("--next", default="8", help="splitting probes to propose when several points remain (default 8)")
+    q.add_argument("--next-out", default=None, metavar="FILE.npz", help="write the proposed probes as a probe set")
+    q.add_argument(
+        "--test",
+        default=None,
+        help="with the 2022 study's raw results folder as RESULTS: the suite test whose measured lines "
+        "identify the xdlops kernel (forward: unit and gemmK order; backward weight: KBlocks)",
+    )
+    q.add_argument("--gpu", default="mi100,mi200", help="with --test: mi100, mi200 or both (default)")
+    q.set_defaults(func=_cmd_identify)
+    return p, q
+
+
+def _int_option(value: str, name: str, lo: int, hi: int) -> int:
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: {value!r} is not an integer") from None
+    if not lo <= v <= hi:
+        raise ValueError(f"{name}: must be in {lo} … {hi}, got {v}")
+    return v
+
+
+def _cmd_probe(args) -> int:
+    from models import unit
+
+    k = _int_option(args.k, "--k", 1, 64)
+    rows = _int_option(args.rows, "--rows", 1, 10_000_000)
+    seed = _int_option(args.seed, "--seed", 0, 2**63 - 1)
+    if args.accumulator not in ("fp32", "fp16"):
+        raise ValueError(f"--accumulator: {args.accumulator!r} is not one of fp32, fp16")
+    probes = probe_mod.probe_set(rows, k, seed=seed, accumulator=args.accumulator)
+    d = None
+    extra = {}
+    if args.emulate:
+        u = unit(args.emulate, output=args.accumulator)
+        d = emu.dot_add(probes.a, probes.b, probes.c_values(), u)
+        d = d.view(np.uint16 if args.accumulator == "fp16" else np.uint32)
+        extra["device"] = np.array(f"fp16emu emulation of {u.name} ({args.accumulator} output)")
+    try:
+        probe_mod.save(args.out, probes, d, **extra)
+    except OSError as err:
+        raise ValueError(f"--out: cannot write {args.out!r} ({err.strerror or err})") from None
+    print(
+        f"wrote {args.out}: {len(probes)} rows of K = {k}, {args.accumulator} accumulator"
+        + (f", d from {args.emulate}" if d is not None else "")
+    )
+    return 0
+
+
+def _cmd_identify(args) -> int:
+    import json
+
+    if args.format not in ("text", "json"):
+        raise ValueError(f"--format: {args.format!r} is not one of text, json")
+    count = _int_option(args.next, "--next", 0, 64)
+    if Path(args.results).is_dir() and any(Path(args.results).glob("verify_results_*")):
+        return _cmd_identify_study(args)
+    if args.test is not None:
+        raise ValueError("--test: RESULTS must be the study's raw results folder (verify_results_<run set>_<GPU>/)")
+    rows = load_rows(args.results, args.output)
+    result = identify(rows, next_count=count)
+    if args.next_out and result.next_probes:
+        a = np.array([[int(x, 16) for x in p["a"]] for p in result.next_probes], np.uint16)
+        b = np.array([[int(x, 16) for x in p["b"]] for p in result.next_probes], np.uint16)
+        c = np.array(
+            [int(p["c"], 16) for p in result.next_probes], np.uint16 if rows.output_format == Format.FP16 else np.uint32
+        )
+        try:
+            probe_mod.save(
+                args.next_out, probe_mod.ProbeSet(a, b, c, np.array([p["category"] for p in result.next_probes]))
+            )
+        except OSError as err:
+            raise ValueError(f"--next-out: cannot write {args.next_out!r} ({err.strerror or err})") from None
+    if args.format == "json":
+        print(json.dumps(result.to_dict(), indent=1))
+    else:
+        print(result.format_text())
+        if args.next_out:
+            print(
+                f"next probes written to {args.next_out}"
+                if result.next_probes
+                else f"no next probes: nothing written to {args.next_out}"
+            )
+    return 0
+
+
+def _cmd_identify_study(args) -> int:
+    """``fp16emu identify RAW_RESULTS --test NAME``: the study-line identification of one test."""
+    import json
+
+    from . import identify_study
+    from .suites import suite_entry
+
+    if not args.test:
+        raise ValueError(
+            "--test: give the suite test whose measured lines to use (RESULTS is the study's raw results folder)"
+        )
+    name = suite_entry(args.test).name
+    gpus = tuple(g.strip().lower() for g in args.gpu.split(",") if g.strip())
+    bad = [g for g in gpus if g not in ("mi100", "mi200")]
+    if bad or not gpus:
+        raise ValueError(f"--gpu: {', '.join(bad) or 'none given'} not among mi100, mi200")
+    from .study import atomic_reorders
+    from .suites import suite_config
+
+    direction = suite_config(name).problem.direction
+    if direction != "bwd_weight" or not atomic_reorders(name):
+        found = identify_study.identify_forward(args.results, [name], gpus=gpus)
+        doc = {g: [c.label() for c in found.get((name, g), [])] for g in gpus}
+        kind = f"{direction}: units and gemmK orders reproducing every measured -pv_with_gpu xdlops line"
+    else:
+        found = identify_study.identify_kblocks(args.results, [name], gpus=gpus)
+        doc = {
+            g: {str(v.kblocks): {"verdict": v.verdict, "detail": list(v.detail)} for v in found.get((name, g), [])}
+            for g in gpus
+        }
+        kind = "bwd_weight with split-K atomics: KBlocks candidates against the measured xdlops lines"
+    if not any(doc.values()):
+        raise ValueError(f"--test: no measured fair_1 xdlops lines of {name} in {args.results}")
+    if args.format == "json":
+        print(json.dumps({"test": name, "kind": kind, "result": doc}, indent=1))
+        return 0
+    print(f"{name} ({kind})")
+    for g, res in doc.items():
+        if isinstance(res, list):
+            print(f"  {g}: " + ("; ".join(res) if res else "no candidate is consistent"))
+        else:
+            print(f"  {g}: " + ", ".join(f"KBlocks {kb} {v['verdict']}" for kb, v in res.items()))
+    return 0

@@ -1,0 +1,261 @@
+"""Reading measured dot products for identification: :class:`Rows` and :func:`load_rows`.
+
+Inputs (:func:`load_rows`): a probe-output ``.npz`` (a, b (R, K) uint16; c (R,) uint32, or uint16
+for an fp16 accumulator; d (R,) uint32, or uint16 for fp16 outputs), a CSV of rows (columns a,
+b: K space-separated hex words; c, d: hex or 32-character binary words), or a directory in the
+layout of north-numerical-computing/MATLAB-tensor-core ``model_validation/`` (a_*.txt, b_*.txt,
+c_*_fp32.txt, d_*_fp32.txt and d_*_fp16.txt; for fp16 outputs C is rounded to fp16 with RNE
+first, as those measurements did on the GPU).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from emu.units import Format
+
+__all__ = ["Rows", "load_rows"]
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Measured dot products: row i is ``d[i] = c[i] + Σ_k a[i,k]·b[i,k]``.
+
+    ``a``, ``b``: (R, K) uint16 fp16 patterns; ``c``: (R,) uint32 fp32 patterns (uint16 fp16
+    patterns for an fp16 accumulator); ``d``: (R,) uint32 (uint16 for fp16 outputs);
+    ``source``: where they came from; ``notes``: conversions made while reading."""
+
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    d: np.ndarray
+    source: str = ""
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        a, b, c, d = self.a, self.b, self.c, self.d
+        if a.dtype != np.uint16 or b.dtype != np.uint16 or a.ndim != 2 or a.shape != b.shape:
+            raise ValueError(
+                f"a, b: expected two (R, K) uint16 arrays of one shape, got {a.shape} {a.dtype}, {b.shape} {b.dtype}"
+            )
+        R = a.shape[0]
+        if d.dtype not in (np.uint32, np.uint16) or d.shape != (R,):
+            raise ValueError(
+                f"d: expected ({R},) uint32 (fp32 outputs) or uint16 (fp16 outputs), got {d.shape} {d.dtype}"
+            )
+        want = np.uint16 if d.dtype == np.uint16 else np.uint32
+        if c.dtype != want or c.shape != (R,):
+            raise ValueError(
+                f"c: expected ({R},) {np.dtype(want).name} (the accumulator of "
+                f"{'fp16' if want == np.uint16 else 'fp32'} outputs), got {c.shape} {c.dtype}"
+            )
+        if a.shape[1] < 1:
+            raise ValueError("a, b: K must be at least 1")
+        if R < 1:
+            raise ValueError("rows: no rows to identify from")
+
+    def __len__(self) -> int:
+        return self.a.shape[0]
+
+    @property
+    def k(self) -> int:
+        return self.a.shape[1]
+
+    @property
+    def output_format(self) -> Format:
+        return Format.FP16 if self.d.dtype == np.uint16 else Format.FP32
+
+    def take(self, rows) -> Rows:
+        return Rows(self.a[rows], self.b[rows], self.c[rows], self.d[rows], self.source, self.notes)
+
+
+# --- reading results ----------------------------------------------------------------------------
+
+
+def _words(text: str, what: str, path) -> list[int]:
+    out = []
+    for w in text.split():
+        try:
+            out.append(int(w, 2) if len(w) == 32 and set(w) <= {"0", "1"} else int(w, 16))
+        except ValueError:
+            raise ValueError(f"{path}: {what}: {w!r} is not a hex or 32-bit binary word") from None
+    return out
+
+
+def _fp16_from_words(words: np.ndarray, what: str, path, fp32: bool | None = None) -> np.ndarray:
+    """uint16 fp16 patterns from words that are fp16 patterns or fp32 patterns of fp16 values
+    (as the MATLAB-tensor-core files write them). ``fp32`` None: fp32 patterns when any word
+    exceeds 0xffff (every non-zero fp16 value's fp32 pattern does, and so does −0)."""
+    words = np.asarray(words, np.uint64)
+    if fp32 is None:
+        fp32 = bool(words.size) and int(words.max()) > 0xFFFF
+    if not fp32:
+        return words.astype(np.uint16)
+    if words.size and int(words.max()) > 0xFFFFFFFF:
+        raise ValueError(f"{path}: {what}: a word is wider than 32 bits")
+    as32 = words.astype(np.uint32).view(np.float32)
+    with np.errstate(over="ignore"):
+        as16 = as32.astype(np.float16)
+    if not np.array_equal(as16.astype(np.float32).view(np.uint32), words.astype(np.uint32)):
+        raise ValueError(f"{path}: {what}: a value is not an fp16 value")
+    return as16.view(np.uint16)
+
+
+def _rne16(c32: np.ndarray) -> np.ndarray:
+    return c32.view(np.float32).astype(np.float16).view(np.uint16)
+
+
+def _finish(a, b, c_words, d_words, output: str | None, path, notes: list[str], *, c16: bool, d16: bool) -> Rows:
+    """Rows from parsed words. ``c16``/``d16``: the c/d words are fp16 patterns (else fp32
+    patterns; fp32 d words of an fp16 output must be fp16 values). ``output`` (None: fp16 when
+    ``d16``): with fp16 outputs an fp32 c is rounded to fp16 (RNE), noted in ``notes``."""
+    c_words = np.asarray(c_words, np.uint64)
+    d_words = np.asarray(d_words, np.uint64)
+    if output is None:
+        output = "fp16" if d16 else "fp32"
+    if output == "fp16":
+        d = d_words.astype(np.uint16) if d16 else _fp16_from_words(d_words, "d", path, fp32=True)
+        if c16:
+            c = c_words.astype(np.uint16)
+        else:
+            c = _rne16(c_words.astype(np.uint32))
+            notes.append("c given as fp32: rounded to fp16 (RNE) for the fp16 accumulator")
+    else:
+        if d16 or c16:
+            raise ValueError(
+                f"{path}: fp32 outputs asked (--output fp32) but {'d' if d16 else 'c'} holds fp16 patterns"
+            )
+        c = c_words.astype(np.uint32)
+        d = d_words.astype(np.uint32)
+    return Rows(np.ascontiguousarray(a), np.ascontiguousarray(b), c, d, str(path), tuple(notes))
+
+
+def _load_npz(path, output):
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: cannot read as .npz ({' '.join(str(err).split())})") from None
+    if not hasattr(data, "files"):
+        raise ValueError(f"{path}: a single array, not an .npz with a, b, c, d")
+    missing = [n for n in ("a", "b", "c", "d") if n not in data.files]
+    if missing:
+        raise ValueError(
+            f"{path}: no array {', '.join(missing)} (has {', '.join(data.files) or 'none'}); "
+            "a probe file needs its outputs d (run it on the device first)"
+        )
+    a, b, c, d = (data[n] for n in ("a", "b", "c", "d"))
+    for name, arr in (("a", a), ("b", b)):
+        if arr.dtype != np.uint16 or arr.ndim != 2:
+            raise ValueError(
+                f"{path}: {name} must be an (R, K) uint16 array of fp16 bit patterns, got {arr.shape} {arr.dtype}"
+            )
+    if a.shape != b.shape:
+        raise ValueError(f"{path}: a is {a.shape}, b is {b.shape}")
+    for name, arr in (("c", c), ("d", d)):
+        if arr.dtype not in (np.uint16, np.uint32) or arr.shape != (a.shape[0],):
+            raise ValueError(
+                f"{path}: {name} must be an ({a.shape[0]},) uint32 or uint16 array of bit patterns, "
+                f"got {arr.shape} {arr.dtype}"
+            )
+    return _finish(a, b, c, d, output, path, [], c16=c.dtype == np.uint16, d16=d.dtype == np.uint16)
+
+
+def _load_csv(path, output):
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: cannot read ({err})") from None
+    reader = csv.DictReader(text.splitlines())
+    fields = reader.fieldnames or []
+    missing = [n for n in ("a", "b", "c", "d") if n not in fields]
+    if missing:
+        raise ValueError(
+            f"{path}: CSV needs columns a, b, c, d (a, b: K space-separated hex words); missing {', '.join(missing)}"
+        )
+    A, B, C, D, widths, c_widths, d_widths = [], [], [], [], set(), set(), set()
+    for line_no, rec in enumerate(reader, start=2):
+        try:
+            A.append(_words(rec["a"] or "", "a", path))
+            B.append(_words(rec["b"] or "", "b", path))
+            C.append(_words(rec["c"] or "", "c", path))
+            D.append(_words(rec["d"] or "", "d", path))
+        except ValueError as err:
+            raise ValueError(f"{err} (line {line_no})") from None
+        if len(C[-1]) != 1 or len(D[-1]) != 1:
+            raise ValueError(f"{path}: line {line_no}: c and d must be one word each")
+        widths.add((len(A[-1]), len(B[-1])))
+        c_widths.add(_digits(rec["c"]))
+        d_widths.add(_digits(rec["d"]))
+    if not A:
+        raise ValueError(f"{path}: no rows")
+    if len(widths) != 1 or next(iter(widths))[0] != next(iter(widths))[1] or next(iter(widths))[0] < 1:
+        raise ValueError(f"{path}: every row needs the same number K ≥ 1 of a and b words, got {sorted(widths)}")
+    a = _fp16_from_words(np.array(A, np.uint64), "a", path)
+    b = _fp16_from_words(np.array(B, np.uint64), "b", path)
+    return _finish(
+        a, b, [c[0] for c in C], [d[0] for d in D], output, path, [], c16=c_widths == {4}, d16=d_widths == {4}
+    )
+
+
+def _digits(word: str) -> int:
+    """Hex digits of a word (32 for a binary word): 4 marks an fp16 pattern in a CSV."""
+    w = word.strip()
+    if len(w) == 32 and set(w) <= {"0", "1"}:
+        return 32
+    return len(w[2:] if w.lower().startswith("0x") else w)
+
+
+def _read_matrix(path: Path) -> list[list[int]]:
+    return [_words(line, path.name, path) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _load_directory(path: Path, output):
+    def one(pattern):
+        found = sorted(path.glob(pattern))
+        if len(found) != 1:
+            raise ValueError(
+                f"{path}: expected one file {pattern}, found {len(found)}"
+                + (
+                    " (a directory of the study's verifier lines is not supported: see docs/identify.md)"
+                    if not found and pattern == "a_*.txt"
+                    else ""
+                )
+            )
+        return found[0]
+
+    output = output or "fp32"
+    a_words = _read_matrix(one("a_*.txt"))
+    b_words = _read_matrix(one("b_*.txt"))
+    c_words = [r[0] for r in _read_matrix(one("c_*_fp32.txt"))]
+    d_words = [r[0] for r in _read_matrix(one(f"d_*_{output}.txt"))]
+    if len({len(r) for r in a_words + b_words}) != 1:
+        raise ValueError(f"{path}: a and b rows must all hold K words")
+    R = len(a_words)
+    if not (len(b_words) == len(c_words) == len(d_words) == R):
+        raise ValueError(f"{path}: a, b, c, d have {R}, {len(b_words)}, {len(c_words)}, {len(d_words)} rows")
+    a = _fp16_from_words(np.array(a_words, np.uint64), "a", path)
+    b = _fp16_from_words(np.array(b_words, np.uint64), "b", path)
+    notes = []
+    if output == "fp16":
+        notes.append("fp16 outputs: C rounded to fp16 (RNE) first, as on the GPU side of these measurements")
+    return _finish(a, b, c_words, d_words, output, path, notes, c16=False, d16=False)
+
+
+def load_rows(path, output: str | None = None) -> Rows:
+    """Measured rows from ``path`` (module docstring: .npz, .csv or a directory). ``output``:
+    "fp32" or "fp16" to say which outputs the file holds (default: from the data; a directory
+    defaults to fp32). ValueError naming the file and what is wrong."""
+    if output not in (None, "fp32", "fp16"):
+        raise ValueError(f"output: {output!r} is not one of 'fp32', 'fp16'")
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"{path}: no such file or directory")
+    if p.is_dir():
+        return _load_directory(p, output)
+    if p.suffix.lower() == ".csv":
+        return _load_csv(p, output)
+    return _load_npz(p, output)
