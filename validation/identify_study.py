@@ -25,7 +25,6 @@ is not (see the section comment below).
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,8 +32,11 @@ import numpy as np
 from emu.atomics import orders_landing_in
 from emu.conv import ConvArithmetic, ConvGemm
 from emu.gemm import GemmOrder
-from models import harness, space
 from models import kernels as kernel_models
+from models import space
+
+from .study.emulate import job_inputs
+from .study.measured import RANGES
 
 __all__ = [
     "KBLOCKS",
@@ -50,7 +52,6 @@ __all__ = [
 UNITS = ("mi100", "mi200", "mi300")
 ORDERS = ("kernel", "ascending", "cpu-loop")
 #: the study's -rand ranges (batch_run.sh) and seed (-rand 1)
-RANGES = {"r0": (-1, 1), "r1": (-10, 10), "r4": (1, 5), "r5": (5, 10)}
 SEED = 1
 
 
@@ -104,12 +105,7 @@ def candidate_lines(test: str, candidates, ranges=tuple(RANGES), run_set: str = 
     problem = suite_config(test).problem
     out = {}
     for r in ranges:
-        lo, hi = RANGES[r]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            inputs = harness.harness_inputs(
-                problem, seed=SEED, rand_min=lo, rand_max=hi, rand_type="float", rand_side="both", dtype="f16"
-            )
+        inputs = job_inputs(problem, r, SEED, "float")
         op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
         gpu_validation = kernel_models.kernel("rocmlir-2022-nonxdlops", hw=None).plan(problem)
         validation = _run(op, problem, [(g.unit, g.order) for g in gpu_validation])
@@ -292,12 +288,7 @@ def _kblocks_test(test, gpus, ranges, validators, kblocks, lines, run_set, seed,
     verdicts = {g: {} for g in gpus}
     details = {g: {} for g in gpus}
     for r in ranges:
-        lo_r, hi_r = RANGES[r]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            inputs = harness.harness_inputs(
-                problem, seed=SEED, rand_min=lo_r, rand_max=hi_r, rand_type="float", rand_side="both", dtype="f16"
-            )
+        inputs = job_inputs(problem, r, SEED, "float")
         op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
         vals = {}
         if "gpu" in validators:
