@@ -681,7 +681,9 @@ class ConvGemm:
 
         Returns, per model, the flat float32 result in the result tensor's memory order, or, for a
         model with ``keep_partials``, its :class:`emu.atomics.SplitPartials` (partial sums kept
-        apart, tile ids filled, generator seeded with ``model.seed``). Models with
+        apart, each split-K chunk accumulated from +0 with its gemmK padding as zero products;
+        tile ids filled where ``model.tiles`` gives the tiles; generator seeded with
+        ``model.seed``). Models with
         ``inbounds_only`` run in a pass of their own (:meth:`_compute_inbounds`). ``progress`` is
         called with the number of gemmN columns each chunk finished (shared passes only)."""
         problem = self.problem
