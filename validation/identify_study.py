@@ -32,6 +32,7 @@ import numpy as np
 from emu.atomics import orders_landing_in
 from emu.conv import ConvArithmetic, ConvGemm
 from emu.gemm import GemmOrder
+from emu.rounding import fp32_to_fp16
 from models import kernels as kernel_models
 from models import space
 
@@ -108,16 +109,19 @@ def candidate_lines(test: str, candidates, ranges=tuple(RANGES), run_set: str = 
         inputs = job_inputs(problem, r, SEED, "float")
         op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
         gpu_validation = kernel_models.kernel("rocmlir-2022-nonxdlops", hw=None).plan(problem)
-        validation = _run(op, problem, [(g.unit, g.order) for g in gpu_validation])
-        seen = {}
+        distinct: dict[tuple, list] = {}  # candidates with the same arithmetic share one emulation
+        key_of = {}
         for cand in candidates:
             plans = _plans(problem, cand)
-            key = tuple((u.params, o.k_order, o.pad_k, o.split_k) for u, o in plans)
-            if key not in seen:  # candidates with the same arithmetic share one emulation
-                with np.errstate(over="ignore"):
-                    kernel16 = _run(op, problem, plans).astype(np.float16)
-                seen[key] = _line(validation, kernel16, run_set)
-            out[(cand, r)] = seen[key]
+            key_of[cand] = tuple((u.params, o.k_order, o.pad_k, o.split_k) for u, o in plans)
+            distinct.setdefault(key_of[cand], plans)
+        # one pass over the gathered operands for the validation and every distinct candidate
+        models = [[(g.unit, g.order) for g in gpu_validation], *distinct.values()]
+        outs = op.compute([ConvArithmetic(*map(tuple, zip(*plans))) for plans in models])
+        validation = outs[0]
+        lines = {key: _line(validation, fp32_to_fp16(k32), run_set) for key, k32 in zip(distinct, outs[1:])}
+        for cand in candidates:
+            out[(cand, r)] = lines[key_of[cand]]
     return out
 
 
