@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numba
 
-__all__ = ["jit", "prange"]
+__all__ = ["jit", "prange", "specialise"]
 
 prange = numba.prange
 
@@ -20,3 +20,16 @@ def jit(*args, parallel: bool = False, inline: str = "never"):
     if args and callable(args[0]):
         return numba.njit(**options)(args[0])
     return numba.njit(**options)
+
+
+def specialise(func, name: str, *, parallel: bool = False, **names):
+    """A separately compiled (and separately cached) copy of the plain Python function ``func``
+    under the new name ``name``, with the global ``names`` bound as given: how one source gets a
+    serial twin of a parallel kernel, or a driver per kernel it calls. Each copy has its own
+    qualified name, so numba's cache never mixes the copies up."""
+    import types
+
+    copy = types.FunctionType(func.__code__, {**func.__globals__, **names}, name, func.__defaults__)
+    copy.__qualname__ = name
+    copy.__doc__ = func.__doc__
+    return jit(copy, parallel=parallel)

@@ -1,0 +1,67 @@
+"""Batches of independent dot products, a and b given as rows (P, K): one parallel launch.
+
+The unit kernels want operands lane-major (k outer, outputs inner: the batched layout of
+``kernels._tiles``). Decoding the whole (P, K) batch into that layout first and then running the
+kernel reads every operand from memory three times, at a 4·P-byte stride, and two or three
+parallel launches per call cost milliseconds on a loaded machine. Here the outputs are cut into
+chunks of ``width`` (a multiple of the kernels' lane count); one parallel loop runs over the
+chunks, and each chunk decodes its rows transposed into a small buffer (in cache) and runs a
+serial twin of the family kernel on it. Every output is still computed by the same kernel code
+from the same values, so the bits are those of the batched layout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .decode import TILE, decode_tile, fp16_value
+from .jit import prange, specialise
+from .kernels import KERNELS
+
+__all__ = ["rows_driver"]
+
+
+def _rows_body(a2, b2, c1, flush, a_same, b_same, c_same, width, out, prm):
+    """out[p] = KERNEL(a2[p], b2[p], c1[p]) for chunks of ``width`` outputs in parallel."""
+    P, K = a2.shape
+    for ch in prange((P + width - 1) // width):
+        p0 = ch * width
+        w = min(width, P - p0)
+        tmp = np.empty((K, TILE), np.uint16)
+        A = np.empty((1, K, w), np.float32)
+        B = np.empty((K, w), np.float32)
+        if a_same:
+            for k in range(K):
+                v = fp16_value(a2[0, k], flush)
+                for i in range(w):
+                    A[0, k, i] = v
+        else:
+            for q0 in range(0, w, TILE):
+                decode_tile(a2, p0 + q0, min(TILE, w - q0), flush, tmp, A[0], q0)
+        if b_same:
+            for k in range(K):
+                v = fp16_value(b2[0, k], flush)
+                for i in range(w):
+                    B[k, i] = v
+        else:
+            for q0 in range(0, w, TILE):
+                decode_tile(b2, p0 + q0, min(TILE, w - q0), flush, tmp, B, q0)
+        C = np.empty((1, 1 if c_same else w), np.float32)
+        for i in range(C.shape[1]):
+            C[0, i] = c1[p0 + i]
+        o = np.empty((1, w), np.float32)
+        KERNEL(A, B, C, o, prm)  # noqa: F821  (bound by specialise)
+        for i in range(w):
+            out[p0 + i] = o[0, i]
+
+
+_DRIVERS: dict = {}
+
+
+def rows_driver(family):
+    """The one-launch driver for ``family``'s kernel (built once per process, cached on disk)."""
+    if family not in _DRIVERS:
+        kernel = KERNELS[family].py_func
+        serial = specialise(kernel, f"{kernel.__name__}_serial")
+        _DRIVERS[family] = specialise(_rows_body, f"rows_{kernel.__name__}", parallel=True, KERNEL=serial)
+    return _DRIVERS[family]
