@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from models.kernels import ATOMIC_ORDERS
 
+from ..engine import Terminated, check_scheduler
 from .measured import RAND0_SEEDS, RUN_SETS
 from .report import print_summary
 from .reproduce import reproduce
@@ -36,7 +38,21 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--range", default="r0,r1,r4,r5", help="r0 [-1,1], r1 [-10,10], r4 [1,5], r5 [5,10] (default all)")
     p.add_argument("--tests", default=None, metavar="NAME,...", help="suite test names (default all 107)")
     p.add_argument("--smallest", type=int, default=None, metavar="N", help="only the N smallest tests (by work)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="workers (default 1; with --scheduler local, one per core); capped at the jobs to run and the cores",
+    )
+    p.add_argument(
+        "--scheduler",
+        default="auto",
+        metavar="S",
+        help="where jobs run: auto (default: this process for one worker, else local when dask.distributed is "
+        "installed, else processes), local (a Dask LocalCluster of --jobs workers), tcp://HOST:PORT (an existing "
+        "Dask scheduler; shared cache directory), processes (a local process pool, no Dask)",
+    )
     p.add_argument(
         "--out", default="out/study", metavar="DIR", help="report.md, reproduce.csv and .cache/ (default out/study)"
     )
@@ -64,6 +80,15 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
         help="emulate nothing: report the lines already in the cache (a partial report of a running reproduction)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _jobs(args) -> int:
+    """--jobs, or its default: one worker, or every core for ``--scheduler local``."""
+    if args.jobs is not None:
+        if args.jobs < 1:
+            raise ValueError(f"--jobs: must be a positive integer, got {args.jobs}")
+        return args.jobs
+    return (os.cpu_count() or 1) if args.scheduler == "local" else 1
 
 
 def run_reproduce(args) -> int:
@@ -98,6 +123,7 @@ def run_reproduce(args) -> int:
             ("tests", args.tests),
             ("smallest", args.smallest),
             ("jobs", args.jobs),
+            ("scheduler", None if args.scheduler == "auto" else args.scheduler),
             ("out", args.out),
         )
         if v is not None
@@ -105,7 +131,8 @@ def run_reproduce(args) -> int:
     report = reproduce(
         selection,
         args.measured,
-        jobs=args.jobs,
+        jobs=_jobs(args),
+        scheduler=check_scheduler(args.scheduler),
         out=args.out,
         cache_dir=False if args.no_cache else None,
         progress=not args.no_progress,
@@ -151,6 +178,7 @@ def main(argv=None) -> int:
     except ValueError as err:
         print(f"fp16emu: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("fp16emu: interrupted (finished tests are cached; run again to resume)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        what = "terminated" if isinstance(err, Terminated) else "interrupted"
+        print(f"fp16emu: {what} (finished tests are cached; run again to resume)", file=sys.stderr)
+        return getattr(err, "exit_code", 130)
