@@ -13,7 +13,7 @@ SRC     := emu models validation tests benchmarks
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,dask]'
 	touch $@
 
 $(ORACLE): $(STAMP)
