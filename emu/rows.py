@@ -22,8 +22,9 @@ __all__ = ["rows_driver"]
 
 
 def _rows_body(a2, b2, c1, flush, a_same, b_same, c_same, width, out, prm):
-    """out[p] = KERNEL(a2[p], b2[p], c1[p]) for chunks of ``width`` outputs in parallel."""
-    P, K = a2.shape
+    """out[p] = KERNEL(a2[p], b2[p], c1[p]) for chunks of ``width`` outputs in parallel (a2, b2 or c1
+    of one row when ``a_same``, ``b_same``, ``c_same``: the same operand for every output)."""
+    P, K = out.shape[0], a2.shape[1]
     for ch in prange((P + width - 1) // width):
         p0 = ch * width
         w = min(width, P - p0)
@@ -46,9 +47,13 @@ def _rows_body(a2, b2, c1, flush, a_same, b_same, c_same, width, out, prm):
         else:
             for q0 in range(0, w, TILE):
                 decode_tile(b2, p0 + q0, min(TILE, w - q0), flush, tmp, B, q0)
-        C = np.empty((1, 1 if c_same else w), np.float32)
-        for i in range(C.shape[1]):
-            C[0, i] = c1[p0 + i]
+        if c_same:
+            C = np.empty((1, 1), np.float32)
+            C[0, 0] = c1[0]
+        else:
+            C = np.empty((1, w), np.float32)
+            for i in range(w):
+                C[0, i] = c1[p0 + i]
         o = np.empty((1, w), np.float32)
         KERNEL(A, B, C, o, prm)  # noqa: F821  (bound by specialise)
         for i in range(w):
