@@ -19,7 +19,8 @@ k outer with the outputs vectorised inside for ``gemm()`` (B is (K, N)). The rat
 baseline time / emulation time (≥ 1: faster than the plain loop).
 
 Timing: one untimed warm-up call of each job, then ``--repeat`` rounds that time every job once,
-in turn (machine load drifting during the run hits all alike); medians. Prints a Markdown table
+in turn (machine load drifting during the run hits all alike); the best round of each
+(on a shared machine the least disturbed one). Prints a Markdown table
 and writes JSON to --out.
 
     python benchmarks/bench_layouts.py [--outputs 262144] [--k 64] [--units fma32,mi200,mi100,h100] [--repeat 5]
@@ -31,7 +32,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -156,7 +156,7 @@ def time_rounds(jobs: dict, repeat: int) -> dict:
             t0 = time.perf_counter()
             fn()
             times[key].append(time.perf_counter() - t0)
-    return {key: statistics.median(v) for key, v in times.items()}
+    return {key: min(v) for key, v in times.items()}
 
 
 def cpu_model():
@@ -195,7 +195,7 @@ def main():
     macs = args.outputs * args.k
 
     print(
-        f"P = {args.outputs} outputs, K = {args.k}, {args.repeat} rounds, medians; {cpu_model()}, "
+        f"P = {args.outputs} outputs, K = {args.k}, {args.repeat} rounds, best round each; {cpu_model()}, "
         f"{os.cpu_count()} CPUs, numba {numba.__version__} ({numba.config.NUMBA_NUM_THREADS} threads); "
         f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after"
     )

@@ -8,7 +8,7 @@ from numba import get_num_threads
 from .formats import FP16_TO_FP32, FP16_TO_FP32_FTZ
 from .jit import jit, prange
 from .kernels import KERNELS, LANES
-from .rows import rows_driver
+from .rows import driver, rows_driver
 from .units import Family, Format, UnitParams
 
 __all__ = ["dot_add", "unit_params", "fp16_operand", "run_kernel", "decode_operands", "compact_c", "accumulator_values"]
@@ -145,9 +145,9 @@ def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
 #: decoded operand values per chunk of the batched layout (a and b together, float32 values):
 #: small enough to stay in a core's cache between the decode and the kernel
 CHUNK_VALUES = 1 << 17
-#: a batched GEMM (batch, M, 1, K) × (batch, 1, N, K) runs one GEMM-layout call per batch
-#: element when an element has at least this many outputs, else the batched layout
-GEMM_MIN_OUTPUTS = 4096
+#: a batched GEMM (G, M, 1, K) × (G, 1, N, K) runs its G elements in parallel in one launch when
+#: G is at least this (None: the numba thread count), else one parallel GEMM per element
+BATCH_MIN_G = None
 
 
 def _gemm_like(a_batch: tuple, b_batch: tuple, batch: tuple) -> bool:
@@ -168,17 +168,28 @@ def _dot_batch(params, a_bits, b_bits, c32, batch, flush) -> np.ndarray:
         b_cols = np.broadcast_to(b_bits.reshape(b_batch[-1], K), (N, K))
         B = decode_operands(b_cols.T, flush)  # (K, N), transposed while decoding
         return run_kernel(params, A, B, compact_c(c32, batch, M, N))
-    if (
-        nd >= 3
-        and batch[0] > 1
-        and _gemm_like(a_batch[1:], b_batch[1:], batch[1:])
-        and int(np.prod(batch[1:])) >= GEMM_MIN_OUTPUTS
-    ):  # a batched GEMM: one GEMM per element of the leading dimension
+    if nd >= 3 and batch[0] > 1 and _gemm_like(a_batch[1:], b_batch[1:], batch[1:]):  # a batched GEMM
+        G, M, N = batch[0], int(np.prod(batch[1:-1])), batch[-1]
         a_full = a_bits.reshape(a_batch + (K,))
         b_full = b_bits.reshape(b_batch + (K,))
         c_full = np.broadcast_to(c32, batch)
-        out = np.empty(batch, np.float32)
-        for g in range(batch[0]):
+        if G >= (BATCH_MIN_G or get_num_threads()):  # the elements in parallel, one launch
+            a3 = np.broadcast_to(a_full, (a_batch[0],) + batch[1:-1] + (1, K)).reshape(a_batch[0], M, K)
+            b3 = np.broadcast_to(b_full, (b_batch[0],) + (1,) * (nd - 2) + (N, K)).reshape(b_batch[0], N, K)
+            one_c = all(st == 0 for st in c_full.strides)
+            c3 = c_full.reshape(-1)[:1].reshape(1, 1, 1) if one_c else c_full.reshape(G, M, N)
+            out = np.empty((G, M, N), np.float32)
+            driver(Family(params.family), "gemms")(
+                np.ascontiguousarray(a3),
+                np.ascontiguousarray(b3),
+                np.ascontiguousarray(c3),
+                flush,
+                out,
+                np.asarray(params, np.int64),
+            )
+            return out
+        out = np.empty(batch, np.float32)  # few elements: one parallel GEMM each
+        for g in range(G):
             ag, bg = a_full[g if a_batch[0] > 1 else 0], b_full[g if b_batch[0] > 1 else 0]
             out[g] = _dot_batch(params, ag, bg, c_full[g], batch[1:], flush).reshape(batch[1:])
         return out

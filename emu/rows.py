@@ -1,4 +1,5 @@
-"""Batches of independent dot products, a and b given as rows (P, K): one parallel launch.
+"""Batches of independent dot products, a and b given as rows (P, K), and batches of GEMMs: one
+parallel launch each.
 
 The unit kernels want operands lane-major (k outer, outputs inner: the batched layout of
 ``kernels._tiles``). Decoding the whole (P, K) batch into that layout first and then running the
@@ -7,7 +8,8 @@ parallel launches per call cost milliseconds on a loaded machine. Here the outpu
 chunks of ``width`` (a multiple of the kernels' lane count); one parallel loop runs over the
 chunks, and each chunk decodes its rows transposed into a small buffer (in cache) and runs a
 serial twin of the family kernel on it. Every output is still computed by the same kernel code
-from the same values, so the bits are those of the batched layout.
+from the same values, so the bits are those of the batched layout. A batch of GEMMs (G, M, N)
+runs its elements in parallel, each decoded and computed by the serial twin in the GEMM layout.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from .decode import TILE, decode_tile, fp16_value
 from .jit import prange, specialise
 from .kernels import KERNELS
 
-__all__ = ["rows_driver"]
+__all__ = ["rows_driver", "driver"]
 
 
 def _rows_body(a2, b2, c1, flush, a_same, b_same, c_same, width, out, prm):
@@ -60,13 +62,49 @@ def _rows_body(a2, b2, c1, flush, a_same, b_same, c_same, width, out, prm):
             out[p0 + i] = o[0, i]
 
 
+def _gemms_body(a3, b3, c3, flush, out, prm):
+    """out[g] = KERNEL(a3[g] (M, K), b3[g] (N, K), c3[g]) in the GEMM layout, the batch elements
+    in parallel (a3, b3 or c3 of one element when it repeats; c3[g] is (1 or M, 1 or N))."""
+    G, M, N = out.shape
+    K = a3.shape[2]
+    sa = 1 if a3.shape[0] > 1 else 0
+    sb = 1 if b3.shape[0] > 1 else 0
+    sc = 1 if c3.shape[0] > 1 else 0
+    for g in prange(G):
+        ag = a3[g * sa]
+        A = np.empty((M, K), np.float32)
+        for m in range(M):
+            for k in range(K):
+                A[m, k] = fp16_value(ag[m, k], flush)
+        B = np.empty((K, N), np.float32)
+        tmp = np.empty((K, TILE), np.uint16)
+        bg = b3[g * sb]
+        for q0 in range(0, N, TILE):
+            decode_tile(bg, q0, min(TILE, N - q0), flush, tmp, B, q0)
+        o = np.empty((M, N), np.float32)
+        KERNEL(A, B, c3[g * sc], o, prm)  # noqa: F821  (bound by specialise)
+        out[g] = o
+
+
 _DRIVERS: dict = {}
+_BODIES = {"rows": _rows_body, "gemms": _gemms_body}
+
+
+def driver(family, kind: str = "rows"):
+    """The one-launch driver of ``kind`` ("rows": :func:`_rows_body`, "gemms": a batch of GEMMs,
+    :func:`_gemms_body`) for ``family``'s kernel (built once per process, cached on disk)."""
+    if (family, kind) not in _DRIVERS:
+        kernel = KERNELS[family].py_func
+        serial = _SERIAL.get(family)
+        if serial is None:
+            serial = _SERIAL[family] = specialise(kernel, f"{kernel.__name__}_serial")
+        _DRIVERS[family, kind] = specialise(_BODIES[kind], f"{kind}_{kernel.__name__}", parallel=True, KERNEL=serial)
+    return _DRIVERS[family, kind]
+
+
+_SERIAL: dict = {}
 
 
 def rows_driver(family):
-    """The one-launch driver for ``family``'s kernel (built once per process, cached on disk)."""
-    if family not in _DRIVERS:
-        kernel = KERNELS[family].py_func
-        serial = specialise(kernel, f"{kernel.__name__}_serial")
-        _DRIVERS[family] = specialise(_rows_body, f"rows_{kernel.__name__}", parallel=True, KERNEL=serial)
-    return _DRIVERS[family]
+    """:func:`driver` of kind "rows"."""
+    return driver(family, "rows")

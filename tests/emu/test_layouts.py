@@ -61,8 +61,9 @@ def test_broadcast_a_b_and_c_match_the_full_batch(unit, operands, monkeypatch):
         assert _same(emu.dot_add(np.asfortranarray(a_full), b_full[::1], c_full, unit), want)
 
 
-def test_gemm_and_batched_gemm_match_the_full_batch(unit, operands, monkeypatch):
-    monkeypatch.setattr(emu.dot, "GEMM_MIN_OUTPUTS", 16)  # take the one-GEMM-per-batch path
+@pytest.mark.parametrize("min_g", [1, 1000])  # one launch for the batch, or a GEMM per element
+def test_gemm_and_batched_gemm_match_the_full_batch(unit, operands, monkeypatch, min_g):
+    monkeypatch.setattr(emu.dot, "BATCH_MIN_G", min_g)
     rng, a, b, c = operands
     G, M, N = 3, 5, 40
     K = a.shape[1]
@@ -76,6 +77,23 @@ def test_gemm_and_batched_gemm_match_the_full_batch(unit, operands, monkeypatch)
         unit,
     ).reshape(G, M, N)
     assert _same(emu.dot_add(ag[:, :, None, :], bg[:, None, :, :], cg, unit), want)
+    # one c for all; one b-matrix for every element (b broadcast over the batch)
+    assert _same(
+        emu.dot_add(ag[:, :, None, :], bg[:, None, :, :], cg[1, 2, 3], unit),
+        emu.dot_add(
+            np.broadcast_to(ag[:, :, None, :], (G, M, N, K)).reshape(-1, K).copy(),
+            np.broadcast_to(bg[:, None, :, :], (G, M, N, K)).reshape(-1, K).copy(),
+            np.full(G * M * N, cg[1, 2, 3], np.float32),
+            unit,
+        ).reshape(G, M, N),
+    )
+    want0 = emu.dot_add(
+        np.broadcast_to(ag[:, :, None, :], (G, M, N, K)).reshape(-1, K).copy(),
+        np.broadcast_to(bg[:1, None, :, :], (G, M, N, K)).reshape(-1, K).copy(),
+        cg.reshape(-1),
+        unit,
+    ).reshape(G, M, N)
+    assert _same(emu.dot_add(ag[:, :, None, :], bg[:1, None, :, :], cg, unit), want0)
     for g in range(G):
         assert _same(emu.dot_add(ag[g][:, None, :], bg[g][None], cg[g], unit), want[g])
         assert _same(emu.gemm(ag[g], np.ascontiguousarray(bg[g].T), cg[g], unit), want[g])
