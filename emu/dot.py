@@ -65,7 +65,7 @@ def accumulator_values(c, fmt: int) -> np.ndarray:
 
 #: tile of the transposing decode: source columns × source rows (see ``_decode_2d``)
 _T_COLS, _T_ROWS = 16, 256
-_DECODE_ROWS = 64
+_DECODE_ROWS, _DECODE_COLS = 64, 512
 
 
 @jit(parallel=True)
@@ -85,12 +85,17 @@ def _decode_2d(bits, lut, out):
                 src = bits[r0:r1, c]
                 for i in range(r1 - r0):
                     out[r0 + i, c] = lut[src[i]]
-    else:
-        for rb in prange((R + _DECODE_ROWS - 1) // _DECODE_ROWS):
+    else:  # row-major: tiles of 64 rows × 512 columns, each row segment contiguous
+        n_rb = (R + _DECODE_ROWS - 1) // _DECODE_ROWS
+        n_cb = (Ncol + _DECODE_COLS - 1) // _DECODE_COLS
+        for t in prange(n_rb * n_cb):
+            rb, cb = t // n_cb, t % n_cb
+            c0 = cb * _DECODE_COLS
+            c1 = min(Ncol, c0 + _DECODE_COLS)
             for r in range(rb * _DECODE_ROWS, min(R, (rb + 1) * _DECODE_ROWS)):
-                src = bits[r]
-                dst = out[r]
-                for j in range(Ncol):
+                src = bits[r, c0:c1]
+                dst = out[r, c0:c1]
+                for j in range(c1 - c0):
                     dst[j] = lut[src[j]]
 
 
