@@ -174,3 +174,23 @@ def test_numba_cache_falls_back_when_no_location_is_writable(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "imported" in r.stdout
     assert "is not writable; numba's cache is in" in r.stderr and str(tmp_path / "xdg") in r.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_sigterm_during_study_reproduce_is_one_line_and_exit_143(tmp_path):
+    raw = ref.require("fp16_study_raw_results")
+    cmd = [sys.executable, "-m", "validation.cli", "study", "reproduce", "--measured", str(raw), "--smallest", "20"]
+    cmd += ["--jobs", "2", "--scheduler", "processes", "--no-cache", "--show", "none", "--no-progress"]
+    cmd += ["--out", str(tmp_path / "out")]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stderr.readline()
+    while line.startswith("fp16emu: note:"):  # e.g. --jobs capped on a one-core machine
+        line = p.stderr.readline()
+    assert "jobs: process pool" in line, line  # printed once the pool's workers exist
+    kids = _children(p.pid)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143, err
+    assert err.strip() == "fp16emu: terminated (finished tests are cached; run again to resume)"
+    assert _wait_gone(kids) == []

@@ -128,7 +128,18 @@ def run_reproduce(args) -> int:
         )
         if v is not None
     )
-    report = reproduce(
+    try:
+        report = _reproduce(args, selection, command)
+    except Terminated:  # SIGTERM: the workers are stopped; one line, exit 143 (128 + SIGTERM)
+        print("fp16emu: terminated (finished tests are cached; run again to resume)", file=sys.stderr)
+        return Terminated.exit_code
+    print_summary(report, sys.stdout)
+    print(f"report: {Path(args.out) / 'report.md'}, {Path(args.out) / 'reproduce.csv'}")
+    return report.exit_code
+
+
+def _reproduce(args, selection, command):
+    return reproduce(
         selection,
         args.measured,
         jobs=_jobs(args),
@@ -140,9 +151,6 @@ def run_reproduce(args) -> int:
         command=command,
         cached_only=args.cached_only,
     )
-    print_summary(report, sys.stdout)
-    print(f"report: {Path(args.out) / 'report.md'}, {Path(args.out) / 'reproduce.csv'}")
-    return report.exit_code
 
 
 def register_cli(subparsers) -> argparse.ArgumentParser:
