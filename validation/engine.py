@@ -211,6 +211,7 @@ class Engine:
 
         from dask.distributed import Client, LocalCluster
 
+        dashboard = None
         if self.kind == "local":
             import importlib.util
 
@@ -229,7 +230,8 @@ class Engine:
             link = self._client.dashboard_link
         except Exception:  # pragma: no cover
             link = None
-        self.dashboard = link if (self.kind != "local" or self._cluster.dashboard_link) else None
+        # a LocalCluster serves a dashboard only with bokeh installed (the link is formatted anyway)
+        self.dashboard = link if (self.kind != "local" or dashboard is not None) else None
 
     def close(self) -> None:
         for obj in (self._client, self._cluster):
