@@ -23,7 +23,7 @@ import numpy as np
 
 from models.kernels import ATOMIC_ORDERS
 
-__all__ = ["GpuComparison", "compare_gpu_output", "gpu_values", "ANSWERS"]
+__all__ = ["GpuComparison", "compare_gpu_output", "gpu_values", "from_layout", "ANSWERS"]
 
 #: The three answers: every element equal to the emulation, every element reachable by some
 #: atomic add order, or some element that no modelled order gives.
@@ -58,6 +58,19 @@ class GpuComparison:
             "suspects": self.suspects,
             "clusters": self.clusters,
         }
+
+    def __repr__(self) -> str:
+        extra = f", {self.n_outside_ensemble} outside the ensemble" if self.ensemble_orders else ""
+        return (
+            f"<GpuComparison {self.answer}: {self.n_identical}/{self.n} identical, {self.n_differ} differ{extra}"
+            f"{', ' + self.clusters[0] if self.clusters else ''}>"
+        )
+
+    def _repr_html_(self) -> str:
+        import html
+
+        body = "<br>".join(html.escape(line) for line in self.format_text().splitlines())
+        return f"<p><b>{html.escape(self.answer)}</b></p><p style='font-family:monospace'>{body}</p>"
 
     def format_text(self) -> str:
         if self.answer == "identical":
@@ -121,6 +134,29 @@ def gpu_values(gpu, size: int, shape: tuple[int, ...]) -> np.ndarray:
             )
         return h
     raise ValueError(f"gpu output: dtype {a.dtype} is not float16, uint16 (fp16 patterns), float32 or float64")
+
+
+def from_layout(gpu, problem, layout: str) -> np.ndarray:
+    """A GPU output stored in ``layout`` (the result tensor's letters in the dump's memory order,
+    e.g. ``nchw`` or ``ngkhw``), rearranged into the result tensor's own memory order (flat)."""
+    from emu.conv import normalize_layout
+
+    role = problem.result_role
+    want = problem.layout5(role)
+    try:
+        got = normalize_layout(str(layout).strip().lower(), role)
+    except ValueError as err:
+        raise ValueError(f"--layout: {layout!r} is not a layout of the {role} tensor ({err})") from None
+    if sorted(got) != sorted(want):
+        raise ValueError(
+            f"--layout: {layout!r} does not name the {role} tensor's letters (its layout is {problem.layout(role)!r})"
+        )
+    sizes = problem.letter_sizes(role)
+    a = np.asarray(gpu).reshape(-1)
+    if a.size != problem.tensor_size(role):
+        raise ValueError(f"gpu output: {a.size} elements; the result tensor has {problem.tensor_size(role)}")
+    a = a.reshape(tuple(sizes[d] for d in got))
+    return np.ascontiguousarray(a.transpose(tuple(got.index(d) for d in want))).reshape(-1)
 
 
 def _same(a16: np.ndarray, b16: np.ndarray) -> np.ndarray:

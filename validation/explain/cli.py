@@ -31,7 +31,9 @@ def register_cli(subparsers):
     p.add_argument("--perf-config", default=None, help="rocMLIR tuning string (default: the 2022 default)")
     p.add_argument("--rand-min", type=int, default=None)
     p.add_argument("--rand-max", type=int, default=None)
-    p.add_argument("--rand-type", default=None, help="float or int (default: the config's)")
+    p.add_argument(
+        "--rand-type", default=None, help="float or int: the harness's generator (default: the config's -rand_type, else int)"
+    )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument(
         "--metric",
@@ -78,6 +80,10 @@ def _cmd_explain(args) -> int:
         top=top,
         progress=False if args.no_progress else None,
     )
+    import sys
+
+    for w in result.inputs.warnings if result.inputs is not None else ():
+        print(f"fp16emu: warning: {w}", file=sys.stderr)
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1, allow_nan=False))
     else:

@@ -15,7 +15,8 @@ from emu.conv import ConvGemm, ConvProblem
 from models import harness
 
 from .. import metrics as metrics_mod
-from ..run import HW_CHOICES, choice, plan
+from ..inputs import resolve_inputs
+from ..run import HW_CHOICES, auto_progress, choice, plan
 from .records import ElementExplanation, Explanation, MetricShares
 from .sources import (
     ALL_ON,
@@ -311,10 +312,7 @@ def explain(
     if rand_type is not None:
         rand_type = choice(rand_type, ("float", "int"), "rand_type")
     problem = config.problem
-    kw = config.harness_kwargs()
-    for key, value in (("seed", seed), ("rand_min", rand_min), ("rand_max", rand_max), ("rand_type", rand_type)):
-        if value is not None:
-            kw[key] = value
+    kw, inputs_info = resolve_inputs(config, rand_min=rand_min, rand_max=rand_max, seed=seed, rand_type=rand_type)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("default")
@@ -331,11 +329,12 @@ def explain(
         reference=reference,
         metrics=names,
         top=top,
-        progress=progress if progress is not None else macs > 2e9,
+        progress=progress if progress is not None else auto_progress(),
         n_chunk=n_chunk,
-        name=config.name or " ".join(config.source.split())[:100],
+        name=config.name or " ".join(config.source.split()),
         keep_arrays=keep_arrays,
     )
     out.hw = hw
+    out.inputs = inputs_info
     out.seconds = {"inputs": t_inputs, **out.seconds, "total": out.seconds["total"] + t_inputs}
     return out
