@@ -58,7 +58,7 @@ def test_verifier_pass_and_fail_exit_codes(capsys):
         "run",
         SMALL,
         "--threshold",
-        "max_abs_diff=0",
+        "n_exact=0",
         "--seed",
         "1",
         "--rand-min",
@@ -67,7 +67,9 @@ def test_verifier_pass_and_fail_exit_codes(capsys):
         "10",
         "--no-progress",
     )
-    assert code == 1 and "[0]" in out
+    # a threshold adds a check to the default (harness) verifier; the final line names it
+    assert code == 1 and "[1 1 1 0]" in out
+    assert out.rstrip().splitlines()[-1].startswith("FAIL (rocmlir): n_exact 256 > 0")
 
 
 @pytest.mark.parametrize(
@@ -213,7 +215,9 @@ def test_run_on_a_split_k_test_reports_its_ensemble(capsys):
     ens = doc["ensemble"]
     assert ens["n_split"] >= 3 and ens["members"] == 8 and ens["seed"] == 2022
     assert 0 <= ens["members_passing"] <= 8
-    assert "float generator in [-1, 1)" in doc["inputs"]
+    # the float generator draws reals in [min, max] (closed), each value's source named
+    assert doc["inputs"]["distribution"] == "float" and doc["inputs"]["interval"] == "[-1, 1]"
+    assert doc["inputs"]["source"]["distribution"] == "option --rand-type" and doc["verifier"]["run_set"] == "fair_3"
     assert ens["ranges"]["max_abs_diff"][0] < ens["ranges"]["max_abs_diff"][1]
     code, out, _ = _run(
         capsys, "run", "conv2d_host_validation_f16_bwd_CHECK_ISSUE_71_2", "--members", "4", "--no-progress"
