@@ -76,7 +76,8 @@ class GpuComparison:
         if self.answer == "identical":
             head = (
                 f"GPU output: all {self.n} elements identical to the emulated kernel, bit for bit: any "
-                f"difference from the validation is the kernel's arithmetic (rounding), not a bug"
+                f"difference from the validation is the kernel's arithmetic (rounding), not a bug "
+                f"(the verdict below; `fp16emu explain CONFIG` attributes it to its sources)"
             )
         elif self.answer == "inside-ensemble":
             head = (
@@ -185,6 +186,17 @@ def _clusters(where: np.ndarray, axes: tuple[str, ...], dims: tuple[int, ...]) -
             border = np.isin(values, (0, size - 1))
             if border.all():
                 out.append(f"all {where.size} on the first or last {axis} (a border)")
+    # a block (a tile, a K block's outputs): the bounding box, where it is smaller than the tensor
+    box = [(a, int(v.min()), int(v.max()), n) for a, n, v in zip(axes, dims, idx) if n > 1]
+    narrow = [(a, lo, hi, n) for a, lo, hi, n in box if hi - lo + 1 < n]
+    if any(hi - lo + 1 > 2 for _, lo, hi, _ in narrow):
+        volume = int(np.prod([hi - lo + 1 for _, lo, hi, _ in box])) if box else 1
+        total = int(np.prod(dims))
+        out.append(
+            f"all {where.size} inside the block "
+            + ", ".join(f"{a} = {lo}..{hi}" for a, lo, hi, _ in narrow)
+            + f" ({volume} of {total} elements: a tile or block)"
+        )
     return out
 
 
