@@ -99,7 +99,9 @@ def _check_dtype(what: str, path: str, dtype: np.dtype) -> None:
     if dtype.names is not None or dtype.subdtype is not None:
         raise _fail(what, path, f"has a structured dtype {dtype}")
     if dtype.byteorder == ">" and dtype.itemsize > 1:
-        raise _fail(what, path, f"is big-endian ({dtype.str}); save it little-endian (arr.astype(arr.dtype.newbyteorder('<')))")
+        raise _fail(
+            what, path, f"is big-endian ({dtype.str}); save it little-endian (arr.astype(arr.dtype.newbyteorder('<')))"
+        )
     if dtype.newbyteorder("<") not in _ALLOWED:
         raise _fail(what, path, f"has dtype {dtype.name}")
 
@@ -126,7 +128,11 @@ def _load_npy(what: str, path: str, size: int) -> np.ndarray:
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
     need = offset + n * dtype.itemsize
     if need > size:
-        raise _fail(what, path, f"is truncated: its header claims {n} elements of {dtype.name} ({need} bytes), the file has {size}")
+        raise _fail(
+            what,
+            path,
+            f"is truncated: its header claims {n} elements of {dtype.name} ({need} bytes), the file has {size}",
+        )
     try:
         a = np.load(path, allow_pickle=False)
     except (ValueError, OSError) as err:  # pragma: no cover - the header was checked
@@ -186,9 +192,7 @@ def _load_raw(what: str, path: str, size: int, fmt: str, count: int | None) -> n
     return np.fromfile(path, dtype=dtype).astype(dtype.newbyteorder("="), copy=False)
 
 
-def load_array(
-    spec: str, what: str, *, raw_format: str | None = None, count: int | None = None
-) -> LoadedArray:
+def load_array(spec: str, what: str, *, raw_format: str | None = None, count: int | None = None) -> LoadedArray:
     """Read ``spec`` (``FILE.npy``, ``FILE.npz[:KEY]``, or a raw dump when ``raw_format`` is
     given; ``count``: the elements a raw dump must hold) as the module docstring says. ``what``
     names the option in messages (``--gpu-output``)."""

@@ -138,7 +138,11 @@ def _measure(validation, kernel, args, verifier: str, dtype: str | None = None):
 
     thresholds = _parse_thresholds(args.threshold)
     if dtype is None:
-        dtype = metrics.resolve_dtype(kernel.dtype) if kernel.dtype.kind == "f" or str(kernel.dtype) == "bfloat16" else "fp64"
+        dtype = (
+            metrics.resolve_dtype(kernel.dtype)
+            if kernel.dtype.kind == "f" or str(kernel.dtype) == "bfloat16"
+            else "fp64"
+        )
     options = verifier_mod.preset(verifier, dtype).compare_options()
     comparison = metrics.compare(validation, kernel, **options)
     return comparison, verifier_mod.verdict(comparison, preset=verifier, thresholds=thresholds)
@@ -307,13 +311,17 @@ def _cmd_run(args) -> int:
         )
         for k, (lo, hi) in ensemble["ranges"].items():
             middle.append(f"{k:>18s}: {lo:.6g} .. {hi:.6g}")
-        middle.append(f"{'verdict':>18s}: {ensemble['members_passing']}/{ensemble['members']} add orders pass {verifier}")
+        middle.append(
+            f"{'verdict':>18s}: {ensemble['members_passing']}/{ensemble['members']} add orders pass {verifier}"
+        )
     gpu = None
     if args.gpu_output is not None:
         from .arrays import load_array
         from .gpu import from_layout
 
-        loaded = load_array(args.gpu_output, "--gpu-output", raw_format=args.gpu_output_format, count=result.kernel_output.size)
+        loaded = load_array(
+            args.gpu_output, "--gpu-output", raw_format=args.gpu_output_format, count=result.kernel_output.size
+        )
         arr = loaded.array
         if args.layout is not None:
             arr = from_layout(arr, p, args.layout)

@@ -139,7 +139,9 @@ def resolve_inputs(
     if files:
         warns = ()
         if overrides:
-            warns = (f"{'/'.join(overrides)} ha{'s' if len(overrides) == 1 else 've'} no effect: the inputs are your files",)
+            warns = (
+                f"{'/'.join(overrides)} ha{'s' if len(overrides) == 1 else 've'} no effect: the inputs are your files",
+            )
         return None, InputsInfo("user", files=dict(files), source={"files": "option --inputs"}, warnings=warns)
     if spec.mode == "miopen_driver":
         from .configs import ConfigError
@@ -184,7 +186,9 @@ def resolve_inputs(
         what = "ones" if spec.mode == "none" else "fixed"
         pattern = FIXED_TEXT if what == "fixed" else "min = max = 1 (-rand none)"
         for opt in ("--rand-type",) if rand_type is not None else ():
-            warns.append(f"{opt} {rand_type} has no effect: the inputs are {pattern} (the config has no -rand seed); add --seed N for random inputs")
+            warns.append(
+                f"{opt} {rand_type} has no effect: the inputs are {pattern} (the config has no -rand seed); add --seed N for random inputs"
+            )
         if opt_range:
             warns.append(
                 f"--rand-min/--rand-max have no effect: the inputs are {pattern} (the config has no -rand seed); "
@@ -341,7 +345,8 @@ def save_run(result, directory, *, command: str | None = None) -> dict[str, str]
         "validator": result.validator.key,
         "hw": result.kernel.hw,
         "shapes": {
-            ROLE_NAMES[r]: {"layout": p.layout(r), "shape": list(p.tensor_shape(r))} for r in ("input", "filter", "output")
+            ROLE_NAMES[r]: {"layout": p.layout(r), "shape": list(p.tensor_shape(r))}
+            for r in ("input", "filter", "output")
         },
         "result": p.result_role,
         "inputs": result.inputs_info.to_dict() if result.inputs_info is not None else None,

@@ -122,7 +122,9 @@ class RunResult:
             ("inputs", self.inputs_info.text() if self.inputs_info is not None else ""),
         ]
         if self.ensemble is not None:
-            rows.append(("atomics", f"split-K with {self.ensemble.n_split} partials: the result depends on the add order"))
+            rows.append(
+                ("atomics", f"split-K with {self.ensemble.n_split} partials: the result depends on the add order")
+            )
         body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
         return f"<table>{body}</table>"
 
@@ -286,9 +288,7 @@ def run(
     files = None
     if inputs is not None:
         inputs, files = user_tensors(inputs, problem)
-    kw, info = resolve_inputs(
-        config, rand_min=rand_min, rand_max=rand_max, seed=seed, rand_type=rand_type, files=files
-    )
+    kw, info = resolve_inputs(config, rand_min=rand_min, rand_max=rand_max, seed=seed, rand_type=rand_type, files=files)
     if inputs is None:
         with warnings.catch_warnings():
             warnings.simplefilter("default")
@@ -296,7 +296,6 @@ def run(
     op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
 
     atomic = kmodel.atomic_split(problem) > 0
-    macs = sum(s.m * s.n * s.k for s in op.subs) * problem.groups
     bar = progress_bar(
         sum(s.n for s in op.subs) * problem.groups,
         progress if progress is not None else auto_progress(),

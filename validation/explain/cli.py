@@ -32,7 +32,9 @@ def register_cli(subparsers):
     p.add_argument("--rand-min", type=int, default=None)
     p.add_argument("--rand-max", type=int, default=None)
     p.add_argument(
-        "--rand-type", default=None, help="float or int: the harness's generator (default: the config's -rand_type, else int)"
+        "--rand-type",
+        default=None,
+        help="float or int: the harness's generator (default: the config's -rand_type, else int)",
     )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument(

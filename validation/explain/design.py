@@ -318,7 +318,6 @@ def explain(
         warnings.simplefilter("default")
         inputs = harness.harness_inputs(problem, **kw)
     t_inputs = time.perf_counter() - t0
-    macs = sum(s.g * s.m * s.n * s.k for s in config.gemms)
     out = explain_problem(
         problem,
         kmodel,

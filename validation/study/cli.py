@@ -64,7 +64,9 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="emulate nothing: report the lines already in the cache (a partial report of a running reproduction)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (there is one only when stderr is a terminal)")
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (there is one only when stderr is a terminal)"
+    )
 
 
 def run_reproduce(args) -> int:
