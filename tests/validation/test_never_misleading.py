@@ -242,3 +242,35 @@ def test_progress_bar_only_on_a_terminal_and_closed(monkeypatch):
     bar.close()
     assert bar.disable or bar.n == 10
     assert progress_bar(10, False, "t") is None
+
+
+def test_study_progress_counts_small_jobs(monkeypatch):
+    """The study's bar used to count work in rounded tenths of G: jobs under 0.05 G added 0 and the
+    bar stayed at 0 %. Every job's work now counts."""
+    import tqdm as tqdm_mod
+
+    from validation.study import execution
+
+    seen = {}
+
+    class Bar:
+        def __init__(self, total, **kw):
+            seen["total"], seen["n"] = total, 0
+
+        def update(self, n):
+            seen["n"] += n
+
+        def set_postfix_str(self, *a, **k):
+            pass
+
+        def close(self):
+            seen["closed"] = True
+
+    class Job:
+        def __init__(self, w):
+            self.weight, self.test, self.range, self.seed, self.rand_type, self.requests = w, "t", "r0", 1, "float", ()
+
+    monkeypatch.setattr(tqdm_mod, "tqdm", Bar)
+    monkeypatch.setattr(execution, "run_job", lambda job, cache: {})
+    execution.execute([Job(3e6), Job(4e7), Job(1.5e6)], 1, None, True)
+    assert seen["total"] == seen["n"] == int(3e6) + int(4e7) + int(1.5e6) and seen["closed"]
