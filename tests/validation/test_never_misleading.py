@@ -274,3 +274,16 @@ def test_study_progress_counts_small_jobs(monkeypatch):
     monkeypatch.setattr(execution, "run_job", lambda job, cache: {})
     execution.execute([Job(3e6), Job(4e7), Job(1.5e6)], 1, None, True)
     assert seen["total"] == seen["n"] == int(3e6) + int(4e7) + int(1.5e6) and seen["closed"]
+
+
+def test_explain_states_its_inputs_and_warns(capsys):
+    code, out, err = _run(capsys, "explain", SMALL, "--rand-min", "-2", "--no-progress", "--top", "0", "--metric", "rms")
+    assert code == 0 and "inputs: the fixed pattern 0.5, -1, 0.75" in out
+    assert "--rand-min/--rand-max have no effect" in err
+    code, out, err = _run(
+        capsys, "explain", SMALL, "--seed", "2", "--rand-type", "int", "--no-progress", "--top", "0", "--metric", "rms",
+        "--format", "json",
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert doc["inputs"]["distribution"] == "int" and doc["inputs"]["interval"] == "[-5, 5)"
+    assert doc["inputs"]["source"]["seed"] == "option --seed" and doc["config"] == " ".join(SMALL.split())
