@@ -155,7 +155,7 @@ def _verifier_text(name: str, source: str) -> str:
     return f"{name}{extra} ({source})"
 
 
-def _emit(comparison, verdict, args, header: dict, extra: dict | None = None, middle: str = "") -> int:
+def _emit(comparison, verdict, args, header: dict, extra: dict | None = None, middle: str = "", axes=None) -> int:
     """Print the header, the metrics, ``middle`` (ensemble, GPU answer), then the verdict: its
     checks, the NaN/inf check, the flags and the final PASS/FAIL line."""
     if args.format == "json":
@@ -166,7 +166,7 @@ def _emit(comparison, verdict, args, header: dict, extra: dict | None = None, mi
     else:
         for key, value in header.items():
             print(f"{key:>10s}: {value}")
-        print(comparison.format_text(report=args.report))
+        print(comparison.format_text(report=args.report, axes=axes))
         if middle:
             print(middle)
         if verdict is not None:
@@ -336,7 +336,7 @@ def _cmd_run(args) -> int:
         written = save_run(result, args.save, command="fp16emu " + " ".join(sys.argv[1:]))
         extra["saved"] = {"dir": args.save, "files": written}
         print(f"saved: {', '.join(written)} in {args.save}", file=sys.stderr)
-    code = _emit(comparison, verdict, args, header, extra=extra, middle="\n".join(middle))
+    code = _emit(comparison, verdict, args, header, extra=extra, middle="\n".join(middle), axes=result.axes)
     if gpu is not None:
         return 1 if gpu.answer == "differs" else code
     return code

@@ -277,7 +277,9 @@ def test_study_progress_counts_small_jobs(monkeypatch):
 
 
 def test_explain_states_its_inputs_and_warns(capsys):
-    code, out, err = _run(capsys, "explain", SMALL, "--rand-min", "-2", "--no-progress", "--top", "0", "--metric", "rms")
+    code, out, err = _run(
+        capsys, "explain", SMALL, "--rand-min", "-2", "--no-progress", "--top", "0", "--metric", "rms"
+    )
     assert code == 0 and "inputs: the fixed pattern 0.5, -1, 0.75" in out
     assert "--rand-min/--rand-max have no effect" in err
     code, out, err = _run(
@@ -287,3 +289,11 @@ def test_explain_states_its_inputs_and_warns(capsys):
     doc = json.loads(out)
     assert doc["inputs"]["distribution"] == "int" and doc["inputs"]["interval"] == "[-5, 5)"
     assert doc["inputs"]["source"]["seed"] == "option --seed" and doc["config"] == " ".join(SMALL.split())
+
+
+def test_the_quoted_test_with_float_inputs_gives_the_measured_432_with_named_coordinates(capsys):
+    # the issue: the real MI200 measured maxEpsilonDiff 432 on this test (float inputs in [-1, 1])
+    code, out, _ = _run(capsys, "run", PAD, "--kernel", "xdlops", "--rand-type", "float", "--report", "--no-progress")
+    assert "maxEpsilonDiff 432 (fp16 ulps)" in out
+    worst = out.split("worst 10 by epsilonDiff:")[1].splitlines()[1]
+    assert worst.lstrip().startswith("n=") and " h=" in worst and " k=" in worst and "eps 432" in worst

@@ -269,9 +269,10 @@ class ComparisonResult:
         }
         return out
 
-    def format_text(self, *, report: bool = False) -> str:
+    def format_text(self, *, report: bool = False, axes: tuple[str, ...] | None = None) -> str:
         """The metrics as text; ``report`` adds both histograms, the element at each maximum,
-        the worst elements and the non-finite mismatches."""
+        the worst elements and the non-finite mismatches (coordinates named by ``axes``, e.g.
+        ``("n", "k", "h", "w")``, when given)."""
         nf = self.nonfinite
         head = f"N {self.n} {self.dtype} shape {self.shape}"
         if self.study_quirks:
@@ -307,8 +308,10 @@ class ComparisonResult:
             return "\n".join(lines)
 
         def show(e: Element) -> str:
+            named = axes is not None and len(axes) == len(e.coords)
+            where = " ".join(f"{a}={c}" for a, c in zip(axes, e.coords)) if named else f"{e.coords}"
             return (
-                f"  {e.coords}: v {e.validation!r} ({e.validation_bits}) k {e.kernel!r} "
+                f"  {where}: v {e.validation!r} ({e.validation_bits}) k {e.kernel!r} "
                 f"({e.kernel_bits}) eps {e.epsilon_diff:g} abs {e.abs_diff:g} "
                 f"rel {e.rel_diff:g}"
             )
