@@ -102,6 +102,13 @@ class RunResult:
         """The validation's fp32 output in the result tensor's shape (axes :attr:`axes`)."""
         return np.asarray(self.validation_output).reshape(self.shape)
 
+    def save(self, directory, *, command: str | None = None) -> dict[str, str]:
+        """Write kernel.npy, validation.npy, the input tensors and run.json under ``directory``
+        (:func:`validation.inputs.save_run`); returns ``{file: what}``."""
+        from .inputs import save_run
+
+        return save_run(self, directory, command=command)
+
     def __repr__(self) -> str:
         name = self.config.name or " ".join(self.config.source.split())
         ens = f", split-K atomics ({self.ensemble.n_split} partials: order-dependent)" if self.ensemble else ""

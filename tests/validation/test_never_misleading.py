@@ -206,7 +206,7 @@ def test_split_k_atomic_test_says_the_result_varies(capsys):
     assert "add orders pass rocmlir-2022" in out
 
 
-def test_results_have_short_reprs_and_notebook_html():
+def test_results_have_short_reprs_and_notebook_html(tmp_path):
     r = run(SMALL, seed=1, progress=False)
     assert r.kernel_array.shape == r.shape == (2, 1, 8, 4, 4) and r.axes == tuple("ngkhw")
     c = compare(r.validation_array, r.kernel_array)
@@ -216,6 +216,9 @@ def test_results_have_short_reprs_and_notebook_html():
         text = repr(obj)
         assert len(text) < 400 and "\n" not in text and "array(" not in text, text
         assert obj._repr_html_().startswith("<")
+    written = r.save(tmp_path)
+    assert set(written) == {"kernel.npy", "validation.npy", "x.npy", "w.npy", "run.json"}
+    assert np.array_equal(np.load(tmp_path / "kernel.npy"), r.kernel_array)
     assert "ngkhw" in repr(r) and "identical" in repr(g) and "PASS" in repr(v)
 
 
