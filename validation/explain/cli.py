@@ -38,6 +38,12 @@ def register_cli(subparsers):
     )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument(
+        "--inputs",
+        default=None,
+        metavar="DIR|x.npy,w.npy[,dy.npy]",
+        help="explain on your own tensors (as run --inputs; needed for MIOpenDriver commands)",
+    )
+    p.add_argument(
         "--metric",
         default=",".join(DEFAULT_METRICS),
         help=f"comma-separated metrics (default {','.join(DEFAULT_METRICS)})",
@@ -81,6 +87,7 @@ def _cmd_explain(args) -> int:
         metrics=names,
         top=top,
         progress=False if args.no_progress else None,
+        inputs=args.inputs,
     )
     import sys
 

@@ -15,7 +15,7 @@ from emu.conv import ConvGemm, ConvProblem
 from models import harness
 
 from .. import metrics as metrics_mod
-from ..inputs import resolve_inputs
+from ..inputs import resolve_inputs, user_tensors
 from ..run import HW_CHOICES, auto_progress, choice, plan
 from .records import ElementExplanation, Explanation, MetricShares
 from .sources import (
@@ -290,6 +290,7 @@ def explain(
     progress: bool | None = None,
     n_chunk: int | None = None,
     keep_arrays: bool = False,
+    inputs=None,
 ) -> Explanation:
     """Explain ``config`` (a :class:`validation.configs.Config` or any text
     :func:`validation.configs.parse_config` accepts, e.g. a suite test name) on ``hw``.
@@ -298,7 +299,8 @@ def explain(
     cpu-ftz, mlir (the reference's loop order, or the whole reference with
     ``reference="validator"``); ``rand_min``/``rand_max``/``rand_type``/``seed`` override the
     config's random data; ``metrics``: names of :data:`validation.metrics.METRIC_NAMES` (a list or
-    "rms,max_abs_diff"); ``top``: how many worst elements to explain."""
+    "rms,max_abs_diff"); ``top``: how many worst elements to explain; ``inputs``: the user's own
+    tensors instead of the harness's (as :func:`validation.run.run`)."""
     config, kmodel, vmodel = plan(config, hw=hw, kernel=kernel, validator=validator, perf_config=perf_config)
     hw = kmodel.hw or choice(hw, HW_CHOICES, "hw")
     reference = choice(reference, REFERENCES, "reference")
@@ -312,11 +314,17 @@ def explain(
     if rand_type is not None:
         rand_type = choice(rand_type, ("float", "int"), "rand_type")
     problem = config.problem
-    kw, inputs_info = resolve_inputs(config, rand_min=rand_min, rand_max=rand_max, seed=seed, rand_type=rand_type)
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("default")
-        inputs = harness.harness_inputs(problem, **kw)
+    files = None
+    if inputs is not None:
+        inputs, files = user_tensors(inputs, problem)
+    kw, inputs_info = resolve_inputs(
+        config, rand_min=rand_min, rand_max=rand_max, seed=seed, rand_type=rand_type, files=files
+    )
+    if inputs is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            inputs = harness.harness_inputs(problem, **kw)
     t_inputs = time.perf_counter() - t0
     out = explain_problem(
         problem,
