@@ -279,7 +279,7 @@ def test_study_progress_counts_small_jobs(monkeypatch):
     assert seen["total"] == seen["n"] == int(3e6) + int(4e7) + int(1.5e6) and seen["closed"]
 
 
-def test_explain_states_its_inputs_and_warns(capsys, tmp_path):
+def test_explain_states_its_inputs_and_warns(capsys):
     code, out, err = _run(
         capsys, "explain", SMALL, "--rand-min", "-2", "--no-progress", "--top", "0", "--metric", "rms"
     )
@@ -300,7 +300,9 @@ def test_the_quoted_test_with_float_inputs_gives_the_measured_432_with_named_coo
     assert "maxEpsilonDiff 432 (fp16 ulps)" in out
     worst = out.split("worst 10 by epsilonDiff:")[1].splitlines()[1]
     assert worst.lstrip().startswith("n=") and " h=" in worst and " k=" in worst and "eps 432" in worst
-    # an MIOpenDriver command: explain points to --inputs, and runs on them
+
+
+def test_explain_runs_an_miopen_driver_command_on_the_users_inputs(capsys, tmp_path):
     code, _, err = _run(capsys, "explain", DRIVER, "--no-progress")
     assert code == 2 and "--inputs" in err
     run(SMALL, seed=5, progress=False).save(tmp_path)
