@@ -179,6 +179,23 @@ def _warn(messages) -> None:
         print(f"fp16emu: warning: {m}", file=sys.stderr)
 
 
+def _check_inputs(config, args) -> dict:
+    """What a run would fill the tensors with (``--check``: nothing is computed or read)."""
+    from .configs import ConfigError
+    from .inputs import resolve_inputs
+
+    if args.inputs:
+        return {"distribution": "user", "text": f"the user's tensors: {args.inputs}", "warnings": []}
+    try:
+        _, info = resolve_inputs(
+            config, rand_min=args.rand_min, rand_max=args.rand_max, seed=args.seed, rand_type=args.rand_type
+        )
+    except ConfigError as err:
+        return {"distribution": None, "text": str(err), "warnings": []}
+    _warn(info.warnings)
+    return info.to_dict()
+
+
 def _cmd_check(args) -> int:
     from .run import plan
 
@@ -191,6 +208,7 @@ def _cmd_check(args) -> int:
         "direction": p.direction,
         "result_shape": list(p.tensor_shape(p.result_role)),
         "models": [],
+        "inputs": _check_inputs(config, args),
     }
     for model in (kmodel, vmodel):
         gemms = []
@@ -214,6 +232,7 @@ def _cmd_check(args) -> int:
         print(json.dumps(doc, indent=1))
     else:
         print(f"{doc['config']}: {p.direction}, result {'x'.join(map(str, doc['result_shape']))}")
+        print(f"  inputs: {doc['inputs']['text']}")
         for m in doc["models"]:
             for g in m["gemms"]:
                 print(

@@ -194,6 +194,9 @@ def test_config_is_never_truncated_and_unknown_names_get_a_did_you_mean(capsys):
     assert json.loads(out)["config"] == " ".join(long_cfg.split()) and len(long_cfg) > 150
     code, out, _ = _run(capsys, "run", long_cfg, "--check", "--format", "json")
     assert json.loads(out)["config"] == " ".join(long_cfg.split())
+    assert json.loads(out)["inputs"]["distribution"] == "fixed"  # --check says what a run would use too
+    code, out, _ = _run(capsys, "run", DRIVER, "--check")
+    assert code == 0 and "inputs: MIOpenDriver fills its tensors with MIOpen's own generator" in out
     code, _, err = _run(capsys, "run", "padding_kernel_all_fwd_CHECK_RESNET50_CONFIG_f16")
     assert code == 2 and "did you mean padding_kernel_all_fwd_CHECK_RESNET50_CONFIG4_f16" in err
 
