@@ -242,9 +242,9 @@ def auto_progress() -> bool:
         return False
 
 
-def progress_bar(total: int, enabled: bool, desc: str):
-    """A tqdm bar on stderr over ``total`` gemmN columns, or None when not ``enabled``; the
-    caller closes it (``finally``), and it leaves no line behind."""
+def progress_bar(total: int, enabled: bool, desc: str, unit: str = "col"):
+    """A tqdm bar on stderr over ``total`` ``unit`` (gemmN columns by default), or None when not
+    ``enabled``; the caller closes it (``finally``), and it leaves no line behind."""
     if not enabled:
         return None
     from tqdm import tqdm
@@ -252,7 +252,7 @@ def progress_bar(total: int, enabled: bool, desc: str):
     return tqdm(
         total=total,
         desc=desc,
-        unit="col",
+        unit=unit,
         unit_scale=True,
         leave=False,
         dynamic_ncols=True,

@@ -314,3 +314,26 @@ def test_explain_runs_an_miopen_driver_command_on_the_users_inputs(capsys, tmp_p
         "--metric", "rms",
     )  # fmt: skip
     assert code == 0 and "inputs: the user's tensors: x " in out
+
+
+def test_explain_progress_bars_complete_and_close(monkeypatch):
+    from validation.explain import design, explain, variants
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total):
+            self.total, self.n, self.closed = total, 0, False
+            bars.append(self)
+
+        def update(self, n):
+            self.n += n
+
+        def close(self):
+            self.closed = True
+
+    make = lambda total, enabled, desc, unit="col": Bar(total) if enabled else None
+    monkeypatch.setattr(design, "progress_bar", make)
+    monkeypatch.setattr(variants, "progress_bar", make)
+    explain(SMALL, seed=1, progress=True, top=0, metrics="rms")
+    assert len(bars) == 2 and all(b.closed and b.n == b.total for b in bars)

@@ -16,7 +16,7 @@ from models import harness
 
 from .. import metrics as metrics_mod
 from ..inputs import resolve_inputs, user_tensors
-from ..run import HW_CHOICES, auto_progress, choice, plan
+from ..run import HW_CHOICES, auto_progress, choice, plan, progress_bar
 from .records import ElementExplanation, Explanation, MetricShares
 from .sources import (
     ALL_ON,
@@ -165,22 +165,29 @@ def explain_problem(
     idx = np.array([e.index for e in picked], dtype=np.int64)
     at: dict[Any, np.ndarray] = {keys[ALL_ON]: kern.reshape(-1)[idx]}
     kept: dict[Any, np.ndarray] = {keys[ALL_ON]: kern} if keep_arrays else {}
-    for g in dict.fromkeys(rep[key_of_mask[m & 0b111]] for m in range(1 << N_SOURCES)):
-        for mask in range(1 << N_SOURCES):
-            if rep[key_of_mask[mask & 0b111]] != g:
-                continue
-            keys[mask] = key = variant_key(mask)
-            if key in measured:
-                continue
-            arr = array(key)
-            measured[key] = metrics_mod.compare(ref, arr, dtype_hint="fp16", top=0)
-            at[key] = arr.reshape(-1)[idx]
-            if keep_arrays:
-                kept[key] = arr
-            del arr
-        posts.pop(g, None)  # ref and kern keep their arrays alive; the rest is freed
-        if g not in (keys[0][0], keys[ALL_ON][0]):
-            gemm_out[g] = None
+    bar = progress_bar(1 << N_SOURCES, progress, "explain: measuring the variants", unit="variant")
+    try:
+        for g in dict.fromkeys(rep[key_of_mask[m & 0b111]] for m in range(1 << N_SOURCES)):
+            for mask in range(1 << N_SOURCES):
+                if rep[key_of_mask[mask & 0b111]] != g:
+                    continue
+                if bar is not None:
+                    bar.update(1)
+                keys[mask] = key = variant_key(mask)
+                if key in measured:
+                    continue
+                arr = array(key)
+                measured[key] = metrics_mod.compare(ref, arr, dtype_hint="fp16", top=0)
+                at[key] = arr.reshape(-1)[idx]
+                if keep_arrays:
+                    kept[key] = arr
+                del arr
+            posts.pop(g, None)  # ref and kern keep their arrays alive; the rest is freed
+            if g not in (keys[0][0], keys[ALL_ON][0]):
+                gemm_out[g] = None
+    finally:
+        if bar is not None:
+            bar.close()
     t_cmp = time.perf_counter() - t0
 
     # 3. Shapley shares per metric
