@@ -337,3 +337,29 @@ def test_explain_progress_bars_complete_and_close(monkeypatch):
     monkeypatch.setattr(variants, "progress_bar", make)
     explain(SMALL, seed=1, progress=True, top=0, metrics="rms")
     assert len(bars) == 2 and all(b.closed and b.n == b.total for b in bars)
+
+
+def test_run_progress_bar_completes_and_closes(monkeypatch):
+    import validation.run as run_mod
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total):
+            self.total, self.n, self.closed = total, 0, False
+            bars.append(self)
+
+        def update(self, n):
+            self.n += n
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(
+        run_mod, "progress_bar", lambda total, enabled, desc, unit="col": Bar(total) if enabled else None
+    )
+    run(SMALL, seed=1, progress=True)
+    assert len(bars) == 1 and bars[0].closed and bars[0].n == bars[0].total > 0
+    monkeypatch.setattr(sys, "stderr", type("NoTty", (), {"isatty": lambda self: False, "write": print})())
+    run(SMALL, seed=1)  # not a terminal: no bar
+    assert len(bars) == 1
