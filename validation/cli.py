@@ -162,6 +162,11 @@ def _emit(comparison, verdict, args, header: dict, extra: dict | None = None, mi
         doc = dict(header)
         doc.update(verdict.to_dict() if verdict is not None else comparison.to_dict())
         doc.update(extra or {})
+        if axes is not None:  # each reported element's coordinates by axis name too
+            elements = [*doc.get("worst", []), *doc.get("nonfinite_elements", []), *doc.get("at_max", {}).values()]
+            for e in elements:
+                if e is not None and len(e["coords"]) == len(axes):
+                    e["where"] = dict(zip(axes, e["coords"]))
         print(json.dumps(doc, indent=1))
     else:
         for key, value in header.items():

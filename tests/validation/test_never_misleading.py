@@ -303,6 +303,12 @@ def test_the_quoted_test_with_float_inputs_gives_the_measured_432_with_named_coo
     assert "maxEpsilonDiff 432 (fp16 ulps)" in out
     worst = out.split("worst 10 by epsilonDiff:")[1].splitlines()[1]
     assert worst.lstrip().startswith("n=") and " h=" in worst and " k=" in worst and "eps 432" in worst
+    code, out, _ = _run(
+        capsys, "run", PAD, "--kernel", "xdlops", "--rand-type", "float", "--no-progress", "--format", "json"
+    )
+    doc = json.loads(out)
+    assert doc["axes"] == list("nhwgk") and set(doc["worst"][0]["where"]) == set("nhwgk")
+    assert list(doc["worst"][0]["where"].values()) == doc["worst"][0]["coords"]
 
 
 def test_explain_runs_an_miopen_driver_command_on_the_users_inputs(capsys, tmp_path):
