@@ -17,6 +17,7 @@ type matplotlib cannot write here, is a usage error (exit 2).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import struct
@@ -79,7 +80,14 @@ def new_figure(fields: dict, ncols: int = 1, nrows: int = 1, width: float = 5.0,
     axes = fig.subplots(nrows, ncols, squeeze=False)
     fig.suptitle(title_text(fields), fontsize=9)
     fig.fp16emu_fields = {k: fields.get(k) for k in TITLE_FIELDS}
+    fig._repr_png_ = lambda: _png_bytes(fig)  # shown inline by Jupyter without pyplot
     return fig, axes
+
+
+def _png_bytes(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80)
+    return buf.getvalue()
 
 
 def save(fig, path) -> Path:
