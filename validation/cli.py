@@ -116,6 +116,7 @@ def _add_verdict_options(p, default_text="run: the config's harness verifier; co
         "max_epsilon_diff, rms; the labels absDiff, relDiff, epsilonDiff, RMS are accepted); overrides the preset's",
     )
     p.add_argument("--report", action="store_true", help="histograms and the worst elements")
+    p.add_argument("--plot", default=None, metavar="FILE.png", help="save a titled picture (validation.plots)")
 
 
 def _parse_thresholds(items):
@@ -360,6 +361,10 @@ def _cmd_run(args) -> int:
         written = save_run(result, args.save, command="fp16emu " + " ".join(sys.argv[1:]))
         extra["saved"] = {"dir": args.save, "files": written}
         print(f"saved: {', '.join(written)} in {args.save}", file=sys.stderr)
+    if args.plot:
+        from . import plots
+
+        plots.save(plots.run_figure(result, comparison, {"hardware": args.hw, "inputs": info.text()}), args.plot)
     code = _emit(comparison, verdict, args, header, extra=extra, middle="\n".join(middle), axes=result.axes)
     if gpu is not None:
         return 1 if gpu.answer == "differs" else code
@@ -411,6 +416,12 @@ def _cmd_compare(args) -> int:
         "verifier": _verifier_text(verifier, vsource),
     }
     extra = {"verifier": {"name": verifier, "source": vsource}, "warnings": warnings_}
+    if args.plot:
+        from . import plots
+
+        fields = {"config": f"{args.validation} vs {args.kernel}", "kernel": args.kernel, "validator": args.validation}
+        fields["inputs"] = f"arrays {validation.dtype} {'x'.join(map(str, validation.shape))}, your own"
+        plots.save(plots.compare_figure(validation, kernel, comparison, fields), args.plot)
     return _emit(comparison, verdict, args, header, extra=extra)
 
 
@@ -461,8 +472,9 @@ def _build_parser():
     p.add_argument("--format", choices=("text", "json"), default="text")
     _add_verdict_options(p, "rocmlir (fails on NaN/inf mismatches)")
     p.set_defaults(func=_cmd_compare)
-    from . import explain, identify_cli, study
+    from . import explain, identify_cli, study, units
 
+    units.register_cli(sub)
     study.register_cli(sub)
     explain.register_cli(sub)
     identify_cli.register_cli(sub)
@@ -491,6 +503,10 @@ def main(argv=None) -> int:
                 raise UsageError(
                     "run: give a CONFIG (an argument string, a RUN line, an MIOpenDriver command or a suite test name)"
                 )
+        if getattr(args, "plot", None):  # before any computation: a picture that cannot be written is exit 2
+            from .plots import check_path
+
+            check_path(args.plot)
         return args.func(args)
     except UsageError as err:
         print(f"fp16emu: error: {err}", file=sys.stderr)
