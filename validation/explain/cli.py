@@ -31,8 +31,18 @@ def register_cli(subparsers):
     p.add_argument("--perf-config", default=None, help="rocMLIR tuning string (default: the 2022 default)")
     p.add_argument("--rand-min", type=int, default=None)
     p.add_argument("--rand-max", type=int, default=None)
-    p.add_argument("--rand-type", default=None, help="float or int (default: the config's)")
+    p.add_argument(
+        "--rand-type",
+        default=None,
+        help="float or int: the harness's generator (default: the config's -rand_type, else int)",
+    )
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument(
+        "--inputs",
+        default=None,
+        metavar="DIR|x.npy,w.npy[,dy.npy]",
+        help="explain on your own tensors (as run --inputs; needed for MIOpenDriver commands)",
+    )
     p.add_argument(
         "--metric",
         default=",".join(DEFAULT_METRICS),
@@ -86,8 +96,13 @@ def _cmd_explain(args) -> int:
         metrics=names,
         top=top,
         progress=False if args.no_progress else None,
+        inputs=args.inputs,
         keep_arrays=bool(args.plot),
     )
+    import sys
+
+    for w in result.inputs.warnings if result.inputs is not None else ():
+        print(f"fp16emu: warning: {w}", file=sys.stderr)
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1, allow_nan=False))
     else:
