@@ -424,7 +424,11 @@ class Verdict:
                 f"nonfinite mismatches: {nf.n_mismatch} (NaN {nf.n_nan}, unequal inf {nf.n_inf_mismatch}); "
                 f"not a check of {self.thresholds.name}"
             )
-        lines.append(self.format())
+        printed = self.format()
+        if self.thresholds.output != "study-line":
+            # the bare flags ("[1]") mean nothing out of context: say whose they are
+            printed = f"{self.thresholds.name} prints: {printed} (one flag per check, 1 = pass)"
+        lines.append(printed)
         lines.append(self.verdict_line())
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
