@@ -245,7 +245,9 @@ def test_verdict_json_has_the_stable_keys(gemm):
     text = verify(gemm["validation"], gemm["dropped"], "rocmlir").format_text()
     lines = text.splitlines()
     assert lines[0].startswith("rms (RMS): ") and "> 3e-05 FAIL  [" in lines[0] and "normalised by N" in lines[0]
-    assert "rocmlir prints: [0 1 0] (one flag per check, 1 = pass)" in lines and lines[-1].startswith("FAIL (rocmlir): rms ")
+    assert "rocmlir prints: [0 1 0] (one flag per check, 1 = pass)" in lines and lines[-1].startswith(
+        "FAIL (rocmlir): rms "
+    )
 
 
 # ------------------------------------------------------------------------------------------------
