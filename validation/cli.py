@@ -339,6 +339,11 @@ def main(argv=None) -> int:
         argv = _config_first(list(sys.argv[1:] if argv is None else argv))
         args = _build_parser().parse_args(argv)
         if args.command in ("run", "explain"):
+            given = sum(a == "--config" or a.startswith("--config=") for a in argv[1:]) + (args.config is not None)
+            if given > 1:
+                raise UsageError(
+                    f"{args.command}: the config is given {given} times (CONFIG and --config); give it once"
+                )
             args.config = args.config if args.config is not None else args.config_option
             if not args.config:
                 raise UsageError(
