@@ -64,6 +64,12 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
         help="emulate nothing: report the lines already in the cache (a partial report of a running reproduction)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="a selected measured file that is missing or empty is flagged in the summary and report "
+        "instead of being an error",
+    )
 
 
 def run_reproduce(args) -> int:
@@ -112,8 +118,11 @@ def run_reproduce(args) -> int:
         show=args.show,
         command=command,
         cached_only=args.cached_only,
+        allow_missing=args.allow_missing,
     )
     print_summary(report, sys.stdout)
+    if report.write_error:
+        raise ValueError(report.write_error)
     print(f"report: {Path(args.out) / 'report.md'}, {Path(args.out) / 'reproduce.csv'}")
     return report.exit_code
 
