@@ -131,8 +131,11 @@ def _emit(comparison, verdict, args, header: dict, extra: dict | None = None) ->
 
 
 def _cmd_check(args) -> int:
+    from .configs import check_rand_bound, check_seed
     from .run import plan
 
+    check_seed(args.seed)  # as run() would: --check answers what the run would answer
+    check_rand_bound(args.rand_min, "--rand-min"), check_rand_bound(args.rand_max, "--rand-max")
     config, kmodel, vmodel = plan(
         args.config, hw=args.hw, kernel=args.kernel, validator=args.validator, perf_config=args.perf_config
     )
