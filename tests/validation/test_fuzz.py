@@ -241,8 +241,8 @@ def problems(draw):
     pad_w = (draw(st.integers(0, 3)), draw(st.integers(0, 3)))
     big = st.one_of(st.integers(1, 6), st.integers(1, 10**9))
     stride = (draw(big), draw(big))
-    h = draw(st.integers(max(1, dil[0] * (y - 1) + 1 - sum(pad_h)), 12))
-    w = draw(st.integers(max(1, dil[1] * (x - 1) + 1 - sum(pad_w)), 12))
+    lo_h, lo_w = max(1, dil[0] * (y - 1) + 1 - sum(pad_h)), max(1, dil[1] * (x - 1) + 1 - sum(pad_w))
+    h, w = draw(st.integers(lo_h, lo_h + 10)), draw(st.integers(lo_w, lo_w + 10))
     return ConvProblem(
         direction,
         draw(st.integers(1, 3)),
