@@ -74,7 +74,9 @@ class Unit:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name: must be a non-empty string, got {self.name!r}")
         if not 1 <= self.group_size <= MAX_GROUP_SIZE:
-            raise ValueError(f"group_size: must be in 1..{MAX_GROUP_SIZE} (products per group), got {self.group_size}")
+            raise ValueError(
+                f"group_size: must be ≥ 1 and ≤ {MAX_GROUP_SIZE} (products per group), got {self.group_size}"
+            )
         if self.family == Family.PAIRWISE and self.group_size & (self.group_size - 1):
             raise ValueError(f"group_size: a pairwise tree needs a power of two, got {self.group_size}")
         for name in ("fraction_bits", "sum_fraction_bits"):
