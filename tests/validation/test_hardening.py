@@ -25,6 +25,7 @@ from emu.gemm import GemmOrder, strided_k_order
 from models.units import Family, unit
 from validation.cli import main
 from validation.configs import ConfigError, check_work, estimate_work, parse_config
+from validation.configs.limits import physical_memory_gib
 from validation.run import plan, run
 from validation.study import cache as cache_mod
 from validation.study.cache import CACHE_VERSION, Cache, entry_checksum
@@ -153,7 +154,19 @@ def test_check_with_a_huge_stride_answers_at_once(config):
 def test_huge_sizes_are_refused_with_the_estimate(capsys, how):
     config = "-t f16 -batchsize=1000000 -in_channels=1000000 -out_channels=4 -in_h=4 -in_w=4 -fil_h=3 -fil_w=3"
     code, out, err = _cli(capsys, "run", config, how)
-    _one_line_error(code, err, "GiB", "limit of 64 GiB", "FP16EMU_MAX_MEMORY_GIB")
+    _one_line_error(code, err, "1.19e+05 GiB", "FP16EMU_MAX_MEMORY_GIB")
+    physical = physical_memory_gib()
+    if physical is not None and physical < 64:
+        assert f"limit of {physical:.3g} GiB (this machine's memory)" in err
+    else:
+        assert "limit of 64 GiB;" in err
+
+
+def test_the_memory_limit_is_set_by_its_variable(monkeypatch, capsys):
+    monkeypatch.setenv("FP16EMU_MAX_MEMORY_GIB", "1e-6")  # 1 KiB: the tiny config needs more
+    _one_line_error(*_cli(capsys, "run", F16, "--check")[::2], "over the limit of 1e-06 GiB;", "FP16EMU_MAX_MEMORY_GIB")
+    monkeypatch.setenv("FP16EMU_MAX_MEMORY_GIB", "1")
+    assert _cli(capsys, "run", F16, "--check")[0] == 0
 
 
 def test_the_limits_are_raised_and_lowered_by_environment_variables(monkeypatch, capsys):

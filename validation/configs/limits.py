@@ -21,6 +21,7 @@ __all__ = [
     "MAX_GEMMS",
     "MAX_SEED",
     "Work",
+    "physical_memory_gib",
     "estimate_work",
     "check_work",
     "check_dtype",
@@ -29,7 +30,8 @@ __all__ = [
 ]
 
 #: Default limits: 10 T multiply-adds (about 20 times the largest rocMLIR 2022 fp16 suite test,
-#: 474 G), 64 GiB of estimated memory, 2^18 GEMMs (sub-GEMMs × groups).
+#: 474 G), 64 GiB of estimated memory (or the machine's physical memory when smaller), 2^18 GEMMs
+#: (sub-GEMMs × groups).
 MAX_MACS = 10**13
 MAX_MEMORY_GIB = 64.0
 MAX_GEMMS = 1 << 18
@@ -104,6 +106,14 @@ def estimate_work(problem) -> Work:
     return Work(int(macs), int(memory), int(subs * g))
 
 
+def physical_memory_gib() -> float | None:
+    """This machine's physical memory in GiB, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def _limit(kind: str, default: float, override: float | None) -> float:
     if override is not None:
         return float(override)
@@ -127,13 +137,19 @@ def check_work(
     :data:`MAX_GEMMS`)."""
     work = estimate_work(problem)
     macs_limit = _limit("macs", MAX_MACS, max_macs)
-    mem_limit = _limit("memory", MAX_MEMORY_GIB, max_memory_gib)
+    physical = physical_memory_gib()
+    mem_default, mem_note = MAX_MEMORY_GIB, ""
+    if physical is not None and physical < MAX_MEMORY_GIB:
+        mem_default, mem_note = physical, " (this machine's memory)"
+    mem_limit = _limit("memory", mem_default, max_memory_gib)
+    if max_memory_gib is not None or os.environ.get(_ENV["memory"], "").strip():
+        mem_note = ""
     gemm_limit = _limit("gemms", MAX_GEMMS, max_gemms)
     if work.memory_bytes > mem_limit * 2**30:
         raise ConfigError(
             f"work: the problem needs about {work.memory_bytes / 2**30:.3g} GiB "
             f"({problem.tensor_size('input')} input, {problem.tensor_size('filter')} filter, "
-            f"{problem.tensor_size('output')} output elements), over the limit of {mem_limit:g} GiB; "
+            f"{problem.tensor_size('output')} output elements), over the limit of {mem_limit:.3g} GiB{mem_note}; "
             f"set {_ENV['memory']} to raise it"
         )
     if work.macs > macs_limit:
