@@ -399,6 +399,14 @@ def test_out_that_is_a_file_or_under_a_file(tmp_path, capsys):
     _one_line_error(code, err, "--out", "lies under", str(f))
 
 
+def test_a_cache_folder_that_is_a_file_is_refused_first(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".cache").write_text("x")
+    code, _, err = _study(capsys, tmp_path / "nowhere", out)
+    _one_line_error(code, err, "cache folder", ".cache", "is a file")
+
+
 def test_a_read_only_out_is_refused_first(tmp_path, capsys, monkeypatch):
     ro = tmp_path / "ro"
     ro.mkdir()

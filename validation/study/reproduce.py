@@ -115,6 +115,8 @@ def reproduce(
         raise ValueError(f"--show: {show!r} is not one of all,mismatches,none")
     if out is not None:
         check_out_dir(out, "--out")
+    if cache_dir is None and out is not None:
+        cache_dir = str(Path(out) / ".cache")
     if cache_dir:
         check_out_dir(cache_dir, "cache folder")
     measured_dir = ""
@@ -137,8 +139,6 @@ def reproduce(
         raise ValueError(
             "selection: no measured line matches the chosen run sets, GPUs, kernels, validators, ranges and tests"
         )
-    if cache_dir is None and out is not None:
-        cache_dir = str(Path(out) / ".cache")
     cache_dir = str(cache_dir) if cache_dir else None
     cache = Cache(cache_dir)
     jobs_list, line_keys, cached = plan_jobs(selected, selection, cache)
