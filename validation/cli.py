@@ -84,6 +84,7 @@ def _add_verdict_options(p):
         help="a threshold per metric (repeatable); overrides the preset's",
     )
     p.add_argument("--report", action="store_true", help="histograms and the worst elements")
+    p.add_argument("--plot", default=None, metavar="FILE.png", help="save a titled picture (validation.plots)")
 
 
 def _parse_thresholds(items):
@@ -256,6 +257,10 @@ def _cmd_run(args) -> int:
     if args.gpu_output is not None:
         gpu = result.against(_load_array(args.gpu_output, "--gpu-output", integers_ok=True))
     extra = {k: v for k, v in (("ensemble", ensemble), ("gpu", gpu and gpu.to_dict())) if v}
+    if args.plot:
+        from . import plots
+
+        plots.save(plots.run_figure(result, comparison, {"hardware": args.hw}), args.plot)
     code = _emit(comparison, verdict, args, header, extra=extra or None)
     if ensemble is not None and args.format == "text":
         print(
@@ -279,6 +284,12 @@ def _cmd_compare(args) -> int:
     if validation.shape != kernel.shape:
         raise UsageError(f"arrays: shapes differ, {validation.shape} vs {kernel.shape}")
     comparison, verdict = _measure(validation, kernel, args)
+    if args.plot:
+        from . import plots
+
+        fields = {"config": f"{args.validation} vs {args.kernel}", "kernel": args.kernel, "validator": args.validation}
+        fields["inputs"] = f"arrays {validation.dtype} {'x'.join(map(str, validation.shape))}, your own"
+        plots.save(plots.compare_figure(validation, kernel, comparison, fields), args.plot)
     return _emit(comparison, verdict, args, {"validation": args.validation, "kernel": args.kernel})
 
 
@@ -317,8 +328,9 @@ def _build_parser():
     p.add_argument("--format", choices=("text", "json"), default="text")
     _add_verdict_options(p)
     p.set_defaults(func=_cmd_compare)
-    from . import explain, identify_cli, study
+    from . import explain, identify_cli, study, units
 
+    units.register_cli(sub)
     study.register_cli(sub)
     explain.register_cli(sub)
     identify_cli.register_cli(sub)
@@ -352,6 +364,10 @@ def main(argv=None) -> int:
                 raise UsageError(
                     "run: give a CONFIG (an argument string, a RUN line, an MIOpenDriver command or a suite test name)"
                 )
+        if getattr(args, "plot", None):  # before any computation: a picture that cannot be written is exit 2
+            from .plots import check_path
+
+            check_path(args.plot)
         return args.func(args)
     except UsageError as err:
         print(f"fp16emu: error: {err}", file=sys.stderr)

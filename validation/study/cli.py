@@ -70,11 +70,18 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
         help="a selected measured file that is missing or empty is flagged in the summary and report "
         "instead of being an error",
     )
+    p.add_argument(
+        "--plot", default=None, metavar="FILE.png", help="save emulated-vs-measured scatters (ensembles as ranges)"
+    )
 
 
 def run_reproduce(args) -> int:
     """The ``study reproduce`` handler: the exit code (0 every selected line reproduced or inside its
     ensemble, 1 otherwise)."""
+    if args.plot:
+        from ..plots import check_path
+
+        check_path(args.plot)
     try:
         seeds = tuple(int(s) for s in str(args.rand0_seeds).split(",") if s.strip())
     except ValueError:
@@ -123,6 +130,11 @@ def run_reproduce(args) -> int:
     print_summary(report, sys.stdout)
     if report.write_error:
         raise ValueError(report.write_error)
+    if args.plot and report.lines:
+        from ..plots import save, study_figure
+
+        save(study_figure(report), args.plot)
+        print(f"plot: {args.plot}")
     print(f"report: {Path(args.out) / 'report.md'}, {Path(args.out) / 'reproduce.csv'}")
     return report.exit_code
 
