@@ -26,7 +26,7 @@ from models import harness
 from models import kernels as kernel_models
 from models.kernels import ATOMIC_ORDERS
 
-from .configs import Config, check_dtype, check_rand_bound, check_seed, check_work, parse_config
+from .configs import Config, ConfigWarning, check_dtype, check_rand_bound, check_seed, check_work, parse_config
 from .gpu import GpuComparison, compare_gpu_output
 
 __all__ = [
@@ -145,7 +145,10 @@ def plan(
     Refuses (ConfigError, before anything is allocated) a config whose data type is not fp16 and
     a problem whose work estimate is past the limits of :mod:`validation.configs.limits`."""
     if not isinstance(config, Config):
-        config = parse_config(config)
+        with warnings.catch_warnings():
+            # an unknown -t warns while parsing; here it is refused next, in one line
+            warnings.simplefilter("ignore", ConfigWarning)
+            config = parse_config(config)
     check_dtype(config)
     check_work(config.problem)
     hw = choice(hw, HW_CHOICES, "hw")
