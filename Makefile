@@ -6,14 +6,14 @@ STAMP   := $(VENV)/.installed
 ORACLE  := $(VENV)/.oracle-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 
-.PHONY: demo test lint format test-oracle bench reproduce reproduce-fair1 reproduce-quick clean
+.PHONY: demo test lint format test-oracle bench reproduce reproduce-fair1 reproduce-quick fuzz clean
 
 SRC     := emu models validation tests benchmarks
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,dask]'
+	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
 $(ORACLE): $(STAMP)
@@ -23,8 +23,11 @@ $(ORACLE): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m validation.demo
 
+# Two processes, one test file each at a time (--dist loadfile): a file's numba compiles are done
+# once, by one worker, and the two cores of CI are both busy. TEST_JOBS=0 runs in one process.
+TEST_JOBS ?= 2
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q -m "not oracle"
+	$(BIN)/python -m pytest -q -m "not oracle" -n $(TEST_JOBS) --dist loadfile
 
 # ruff (configured in pyproject.toml): lint and the formatter's check; `make format` applies both
 lint: $(STAMP)
@@ -59,6 +62,15 @@ reproduce-fair1: $(STAMP)
 reproduce-quick: $(STAMP)
 	rm -rf out/reproduce-quick
 	time $(BIN)/fp16emu study reproduce --measured $(MEASURED) --run-set $(RUN_SETS) --smallest 20 --show mismatches --out out/reproduce-quick
+
+# The long fuzz campaign (issue 13): tests/validation/test_fuzz.py's properties with FUZZ_SCALE
+# times the examples `make test` runs; the counts (inputs, answers, slowest input) go to
+# out/fuzz-counts.json, quoted in RELIABILITY.md.
+FUZZ_SCALE ?= 50
+fuzz: $(STAMP)
+	mkdir -p out
+	FP16EMU_FUZZ_SCALE=$(FUZZ_SCALE) FP16EMU_FUZZ_REPORT=out/fuzz-counts.json $(BIN)/python -m pytest -q tests/validation/test_fuzz.py
+	cat out/fuzz-counts.json
 
 clean:
 	rm -rf $(VENV) .cache build *.egg-info

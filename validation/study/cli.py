@@ -11,6 +11,7 @@ from pathlib import Path
 from models.kernels import ATOMIC_ORDERS
 
 from ..engine import Terminated, check_scheduler
+from ..run import auto_progress
 from .measured import RAND0_SEEDS, RUN_SETS
 from .report import print_summary
 from .reproduce import reproduce
@@ -79,7 +80,18 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="emulate nothing: report the lines already in the cache (a partial report of a running reproduction)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (there is one only when stderr is a terminal)"
+    )
+    p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="a selected measured file that is missing or empty is flagged in the summary and report "
+        "instead of being an error",
+    )
+    p.add_argument(
+        "--plot", default=None, metavar="FILE.png", help="save emulated-vs-measured scatters (ensembles as ranges)"
+    )
 
 
 def _jobs(args) -> int:
@@ -94,6 +106,10 @@ def _jobs(args) -> int:
 def run_reproduce(args) -> int:
     """The ``study reproduce`` handler: the exit code (0 every selected line reproduced or inside its
     ensemble, 1 otherwise)."""
+    if args.plot:
+        from ..plots import check_path
+
+        check_path(args.plot)
     try:
         seeds = tuple(int(s) for s in str(args.rand0_seeds).split(",") if s.strip())
     except ValueError:
@@ -134,6 +150,13 @@ def run_reproduce(args) -> int:
         print("fp16emu: terminated (finished tests are cached; run again to resume)", file=sys.stderr)
         return Terminated.exit_code
     print_summary(report, sys.stdout)
+    if report.write_error:
+        raise ValueError(report.write_error)
+    if args.plot and report.lines:
+        from ..plots import save, study_figure
+
+        save(study_figure(report), args.plot)
+        print(f"plot: {args.plot}")
     print(f"report: {Path(args.out) / 'report.md'}, {Path(args.out) / 'reproduce.csv'}")
     return report.exit_code
 
@@ -146,10 +169,11 @@ def _reproduce(args, selection, command):
         scheduler=check_scheduler(args.scheduler),
         out=args.out,
         cache_dir=False if args.no_cache else None,
-        progress=not args.no_progress,
+        progress=not args.no_progress and auto_progress(),
         show=args.show,
         command=command,
         cached_only=args.cached_only,
+        allow_missing=args.allow_missing,
     )
 
 
