@@ -2,16 +2,17 @@
 it stands for.
 
 A mutant is a frozen dataclass (its fields say which block, border, channel, tile or partial it
-hits) with up to five steps that :func:`emulate` applies around :meth:`emu.conv.ConvGemm.compute`:
+hits) with up to six steps that :func:`emulate` applies around :meth:`emu.conv.ConvGemm.compute`:
 ``geometry`` (the problem and input tensors the buggy kernel really computes with), ``model``
-(its unit), ``operands`` (the GEMM operands it reads), ``combine`` (how its split-K partial sums
+(its kernel model), ``gemm`` (its GEMM replaced), ``operands`` (the GEMM operands it reads), ``combine`` (how its split-K partial sums
 are added) and ``output`` (what it leaves in the result tensor). ``seen`` is what a buggy
 *verifier* compares. The arithmetic stays in :mod:`emu` (:mod:`emu.faults` for scales and
 partial sums); a mutant only selects and moves values.
 
->>> from models.bugs import mutant, MUTANTS
->>> mutant("drop-last-k-block").bug  # doctest: +ELLIPSIS
-'A loop bound ...'
+>>> from models.bugs import mutant
+>>> m = mutant("padding-border", side="left", mode="duplicated")
+>>> m.label
+"padding-border(side='left', mode='duplicated')"
 
 :func:`emulate` with ``mutant=None`` is bit for bit what :func:`validation.run.run` computes for
 the kernel. Mutants that need something the problem does not have (a split-K partial on a kernel

@@ -197,4 +197,4 @@ def test_mutants_that_cannot_apply_say_why_and_every_mutant_has_its_bug(fwd):
     for cls in bugs.MUTANTS.values():
         assert cls.bug.endswith(".") and len(cls.bug) > 40
         with pytest.raises(dataclasses.FrozenInstanceError):
-            setattr(cls(), "x", 1)
+            cls().x = 1
