@@ -11,8 +11,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy.stats import beta
-
 __all__ = ["Rate", "clopper_pearson", "threshold_at"]
 
 CONFIDENCE = 0.95
@@ -22,6 +20,8 @@ def clopper_pearson(x: int, n: int, confidence: float = CONFIDENCE) -> tuple[flo
     """The exact two-sided interval of a binomial rate; (0, 1) when n = 0."""
     if n <= 0:
         return 0.0, 1.0
+    from scipy.stats import beta  # imported here: the CLI starts without scipy
+
     a = 1.0 - confidence
     lo = 0.0 if x <= 0 else float(beta.ppf(a / 2, x, n - x + 1))
     hi = 1.0 if x >= n else float(beta.ppf(1 - a / 2, x + 1, n - x))

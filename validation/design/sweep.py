@@ -86,26 +86,33 @@ def _macs(e) -> int:
     return e.gemm_m * e.gemm_k * (e.gemm_n or e.n_out_elements // max(e.gemm_m, 1))
 
 
+def _count(count: str, text: str) -> int:
+    try:
+        n = int(count)
+    except ValueError:
+        n = -1
+    if n < 1:
+        raise ValueError(f"tests: {text!r}: the count after ':' must be a whole number ≥ 1")
+    return n
+
+
 def resolve_targets(items: Sequence[str], *, hw: str, kernel: str | None, validator: str) -> list[Target]:
-    """SUITE (``rocmlir_2022``, ``rocmlir_2022:N`` = its N smallest tests, ``k-sweep``), suite
+    """SUITE (``rocmlir_2022``, ``rocmlir_2022:N`` = its N smallest tests, ``k-sweep[:N]``), suite
     test names and config texts, in order; each checked by :func:`validation.run.plan`."""
     out: list[Target] = []
     for item in items:
         text = str(item).strip()
         name, _, count = text.partition(":")
-        if text == "k-sweep":
+        if name == "k-sweep":
+            configs = K_SWEEP[: _count(count, text)] if count else K_SWEEP
             out += [
-                Target(c, f"k-sweep/C{c.split('-in_channels=')[1].split()[0]}", hw, kernel, validator) for c in K_SWEEP
+                Target(c, f"k-sweep/C{c.split('-in_channels=')[1].split()[0]}", hw, kernel, validator) for c in configs
             ]
             continue
         if name == "rocmlir_2022" and " " not in text:
             entries = suite_entries()
             if count:
-                try:
-                    n = int(count)
-                except ValueError:
-                    raise ValueError(f"suite: {text!r}: the count after ':' must be a whole number") from None
-                entries = sorted(entries, key=_macs)[: max(0, n)]
+                entries = sorted(entries, key=_macs)[: _count(count, text)]
             out += [Target(e.name, e.name, hw, kernel, validator) for e in entries]
             continue
         out.append(Target(text, text if len(text) < 60 else text[:57] + "...", hw, kernel, validator))
