@@ -679,6 +679,7 @@ def default_mutants() -> tuple[Mutant, ...]:
         UninitialisedTile(-1, "nan"),
         StalePartialRace(0, 0),
         ScaledElement(None, 2.0),
+        ScaledElement(None, 1.125),
         EdgeTileWrap("n"),
         EdgeTileWrap("k"),
         WrongTensorsCompared("input"),

@@ -15,6 +15,7 @@ seed s is member s mod 128 of its add-order ensemble; mutants add partials in as
 from __future__ import annotations
 
 import math
+import multiprocessing
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -198,22 +199,41 @@ def seed_job(task: SeedTask) -> dict:
     return out
 
 
-def run_jobs(tasks: Sequence[SeedTask], jobs: int = 1, progress: Callable[[int], None] | None = None) -> list[dict]:
-    """:func:`seed_job` over ``tasks`` on ``jobs`` local processes; results in task order."""
+def local_pool(jobs: int) -> ProcessPoolExecutor:
+    """``jobs`` local worker processes, started with "spawn" (numba's threading layer does not
+    survive a fork)."""
+    if jobs < 1:
+        raise ValueError(f"jobs: must be ≥ 1, got {jobs}")
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+
+
+def run_jobs(
+    tasks: Sequence[SeedTask],
+    jobs: int = 1,
+    progress: Callable[[int], None] | None = None,
+    pool: ProcessPoolExecutor | None = None,
+) -> list[dict]:
+    """:func:`seed_job` over ``tasks``: in this process (``jobs`` 1), on ``pool``, or on a
+    :func:`local_pool` of ``jobs`` processes; results in task order."""
     if jobs < 1:
         raise ValueError(f"jobs: must be ≥ 1, got {jobs}")
     results: list[dict] = []
-    if jobs == 1:
+    if jobs == 1 and pool is None:
         for t in tasks:
             results.append(seed_job(t))
             if progress:
                 progress(1)
         return results
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    own = pool is None
+    pool = local_pool(jobs) if own else pool
+    try:
         for r in pool.map(seed_job, tasks, chunksize=1):
             results.append(r)
             if progress:
                 progress(1)
+    finally:
+        if own:
+            pool.shutdown()
     return results
 
 
@@ -295,7 +315,16 @@ def design(
     n_eval = len(targets) * len(gens) * seeds
     if total:
         total(len(fit_tasks) + n_eval)
-    fit_rows = run_jobs(fit_tasks, jobs, progress)
+    pool = local_pool(jobs) if jobs > 1 else None
+    try:
+        return _design(targets, functions, gens, fit_tasks, seeds, mutants, rate, recommend, jobs, progress, pool)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+def _design(targets, functions, gens, fit_tasks, seeds, mutants, rate, recommend, jobs, progress, pool):
+    fit_rows = run_jobs(fit_tasks, jobs, progress, pool)
     noise = []
     recommended: dict[tuple[str, str], ValidationFunction] = {}
     for ti, t in enumerate(targets):
@@ -312,7 +341,7 @@ def design(
             if recommend:
                 fs += (recommended[(t.label, g.name)],)
             eval_tasks += [SeedTask(t, g, 1 + i, fs, mutants) for i in range(seeds)]
-    rows = run_jobs(eval_tasks, jobs, progress)
+    rows = run_jobs(eval_tasks, jobs, progress, pool)
     return _aggregate(rows, noise, targets, functions, gens, mutants, seeds, rate, recommend)
 
 
