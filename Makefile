@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 ORACLE  := $(VENV)/.oracle-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 
-.PHONY: demo test lint format test-oracle bench reproduce reproduce-fair1 reproduce-quick clean
+.PHONY: demo test lint format test-oracle bench reproduce reproduce-fair1 reproduce-quick design-quick clean
 
 SRC     := emu models validation tests benchmarks
 
@@ -53,6 +53,11 @@ reproduce: $(STAMP)
 reproduce-fair1: $(STAMP)
 	rm -rf out/reproduce-fair1
 	time $(BIN)/fp16emu study reproduce --measured $(MEASURED) --run-set fair_1 --jobs 2 --show mismatches --out out/reproduce-fair1
+
+# The quick validation-design sweep (docs/design.md): the 3 smallest 2022 suite tests, MI200 xdlops, every
+# validation function and bug mutant, 4 fit + 4 evaluation seeds, 2 workers (under 2 minutes).
+design-quick: $(STAMP)
+	$(BIN)/fp16emu design rocmlir_2022:3 --hw mi200 --kernel xdlops --seeds 4 --jobs 2 --no-progress
 
 # The quick subset that CI runs inside `make test` (20 smallest tests, every combination), timed
 # from an empty cache.

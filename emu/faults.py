@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .gemm import GemmOrder, gemm
+from .dot import decode_operands, fp16_operand, run_kernel, unit_params
+from .gemm import GemmOrder
 from .rounding import fp32_to_fp16
 
 __all__ = ["scale_fp32", "add_partials", "gemm_fp16_accumulator"]
@@ -51,22 +52,26 @@ def gemm_fp16_accumulator(A, B, unit, order: GemmOrder | None = None, step: int 
     Split-K chunks are accumulated apart from +0 and their fp16 results added in fp32, ascending.
     Returns (M, N) float32 holding fp16 values (the split-K sum: fp32)."""
     order = order or GemmOrder()
-    A, B = np.asarray(A), np.asarray(B)
-    seq = order.sequence(A.shape[1])
-    step = int(step or getattr(unit, "group_size", 1) or 1)
+    params = unit_params(unit)
+    a_bits, b_bits = fp16_operand(A, "A"), fp16_operand(B, "B")
+    seq = order.sequence(a_bits.shape[1])
+    step = int(step or params.group_size or 1)
     if step < 1:
         raise ValueError(f"step: must be ≥ 1, got {step}")
-    total = np.zeros((A.shape[0], B.shape[1]), np.float32)
+    flush = bool(params.flush_inputs)
+    # operands in accumulation order, decoded once; gemmK padding (−1) as +0
+    a_seq = decode_operands(
+        np.where(seq[None, :] < 0, np.uint16(0), np.take(a_bits, np.maximum(seq, 0), axis=1)), flush
+    )
+    b_seq = decode_operands(
+        np.where(seq[:, None] < 0, np.uint16(0), np.take(b_bits, np.maximum(seq, 0), axis=0)), flush
+    )
+    total = np.zeros((a_bits.shape[0], b_bits.shape[1]), np.float32)
     for chunk in order.chunks(len(seq)):
-        part = seq[chunk]
         c = np.zeros_like(total)
-        for s0 in range(0, len(part), step):
-            idx = part[s0 : s0 + step]
-            a = np.ascontiguousarray(np.take(A, np.maximum(idx, 0), axis=1))
-            b = np.ascontiguousarray(np.take(B, np.maximum(idx, 0), axis=0))
-            if (idx < 0).any():  # gemmK padding: zero products
-                a[:, idx < 0] = 0
-                b[idx < 0, :] = 0
-            c = fp32_to_fp16(gemm(a, b, c, unit)).astype(np.float32)
+        for s0 in range(chunk.start, chunk.stop, step):
+            s1 = min(s0 + step, chunk.stop)
+            c = run_kernel(params, a_seq[:, s0:s1], b_seq[s0:s1], c)
+            c = fp32_to_fp16(c).astype(np.float32)
         total = total + c
     return total

@@ -28,7 +28,7 @@ def register_cli(subparsers):
     p.add_argument(
         "--validators",
         nargs="+",
-        default=["rocmlir-2022", "rocmlir", "study-2022", "mlu-ops", "torch", "miopen", "study-proposal", "exact"],
+        default=list(FUNCTION_NAMES),
         metavar="PRESET|FILE",
         help=f"presets ({', '.join(FUNCTION_NAMES)}), NAME@RANGE, or .json/.toml files (default: every preset)",
     )

@@ -8,7 +8,10 @@ maxEpsilonDiff ≤ 2 of the 2022 study's instrumented line; ``mlu-ops``: the con
 diff1, diff2 ≤ 3e-3; ``torch``: rtol 1e-3, atol 1e-5; ``miopen``: RMS ≤ 8.2e-3), plus
 ``study-proposal`` (the 2022 study's proposal as rocMLIR adopted it: RMS ≤ 3e-5 and
 maxRelDiff ≤ 1e-3, inputs ±[1, 3]) and ``exact`` (benchdnn: exact equality with integer-exact
-inputs). ``PRESET@RANGE`` uses another input generator (``torch@away:1:3``).
+inputs), and two functions no verifier preset has: ``predicted-bound`` (a per-element bound
+from the emulated unit's accumulation chain, :mod:`validation.design.bounds`) and ``emulated``
+(the output against the bit-exact emulated kernel). ``PRESET@RANGE`` uses another input
+generator (``torch@away:1:3``).
 
 A FILE (``.json`` or ``.toml``) describes one function, or a list under ``functions``::
 
@@ -44,6 +47,15 @@ _DEFAULT_INPUTS = {
     "miopen": "float:-1:1",
     "study-proposal": "away:1:3",
     "exact": "exact",
+    "predicted-bound": "float:-1:1",
+    "emulated": "float:-1:1",
+}
+#: What the two functions without a verifier preset check.
+KIND_DESCRIPTIONS = {
+    "predicted-bound": "every element |k − v| ≤ u16·|v| + the emulated unit's accumulation bound γ·Σ|a||b| "
+    "(kernel and validation chains, one extra GEMM)",
+    "emulated": "the output equals the bit-exact emulated kernel (split-K atomics: every element inside the "
+    "range of 32 add orders)",
 }
 FUNCTION_NAMES = tuple(_DEFAULT_INPUTS)
 
@@ -53,14 +65,17 @@ class ValidationFunction:
     """A named verifier and the generator of the inputs it is run on."""
 
     name: str
-    thresholds: Thresholds
+    thresholds: Thresholds | None
     generator: InputGenerator
+    kind: str = "verifier"  # or "predicted-bound", "emulated"
 
     @property
     def label(self) -> str:
         return f"{self.name}@{self.generator.name}"
 
     def describe(self) -> str:
+        if self.kind != "verifier":
+            return f"{self.label}: {KIND_DESCRIPTIONS[self.kind]}; inputs {self.generator.describe()}"
         checks = ", ".join(f"{c.metric} ≤ {c.limit:g}" for c in self.thresholds.checks)
         return f"{self.label}: {checks}; inputs {self.generator.describe()}"
 
@@ -72,6 +87,8 @@ def function(text: str) -> ValidationFunction:
     if name not in _DEFAULT_INPUTS:
         raise ValueError(f"validators: {text!r} is not a preset ({', '.join(FUNCTION_NAMES)}) or a .json/.toml file")
     gen = parse_generator(rng or _DEFAULT_INPUTS[name])
+    if name in KIND_DESCRIPTIONS:
+        return ValidationFunction(name, None, gen, kind=name)
     if name in PRESET_NAMES:
         th = preset(name, "fp16")
     elif name == "study-proposal":

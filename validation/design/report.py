@@ -48,6 +48,9 @@ def format_text(result) -> str:
     lines.append(f"  input generators: {', '.join(inp['generators'])}")
     lines.append(f"  rates: failed/runs [{inp['confidence']:.0%} {inp['interval']} interval]; "
                  f"recommended thresholds at false-alarm rate {inp['target_false_alarm_rate']:g}")  # fmt: skip
+    if inp.get("untrustworthy_runs"):
+        bad = ", ".join(f"{t}: {n}" for t, n in inp["untrustworthy_runs"].items())
+        lines.append(f"  NOT TRUSTWORTHY (validation mostly zeros or constant inputs) in runs of: {bad}")
     lines.append("  validation functions:")
     lines += [f"    {d}" for d in inp["validators"]]
     lines.append("")

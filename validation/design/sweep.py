@@ -53,6 +53,8 @@ __all__ = [
 NOISE_METRICS = ("rms", "max_abs_diff", "max_rel_diff", "max_epsilon_diff", "diff1", "diff2", "miopen_rms")
 RECOMMENDED_METRICS = ("rms", "max_abs_diff", "max_rel_diff")
 FIT_SEED0 = 1001
+#: Add orders whose per-element range the ``emulated`` function accepts for split-K atomics.
+EMULATED_MEMBERS = 32
 _NHWC = "-fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk"
 #: ``k-sweep``: small forward tests whose reduction length K = C·3·3 runs from 72 to 2304.
 K_SWEEP = tuple(
@@ -135,9 +137,14 @@ def _gemm_k(problem) -> int:
     return max(s.k for s in sub_gemms(problem))
 
 
-def _verdict_failed(thresholds: Thresholds, validation32, seen16) -> bool:
-    res = compare(validation32, seen16, **thresholds.compare_options())
-    return not evaluate(res, thresholds).passed
+def _verdict_failed(thresholds: Thresholds, validation32, seen16, cache: dict) -> bool:
+    """Whether ``thresholds`` fails ``seen16``; comparisons are shared (``cache``) between
+    verifiers that measure the same way."""
+    opts = thresholds.compare_options()
+    key = (id(seen16), repr(sorted(opts.items())))
+    if key not in cache:
+        cache[key] = compare(validation32, seen16, **opts)
+    return not evaluate(cache[key], thresholds).passed
 
 
 def seed_job(task: SeedTask) -> dict:
@@ -167,8 +174,11 @@ def seed_job(task: SeedTask) -> dict:
         "exact": {},
         "size": {},
     }
-    if task.bounds:
+    kinds = {f.kind for f in task.functions}
+    eb = None
+    if task.bounds or "predicted-bound" in kinds:
         eb = element_bounds(problem, kmodel, vmodel, inputs, validation)
+    if task.bounds:
         out["bounds"] = {kind: metric_bounds(eb[kind], validation) for kind in BOUND_KINDS}
         out["chains"] = {"kernel": list(eb["chains"]["kernel"]), "validator": list(eb["chains"]["validator"])}
     seen_by_bug: dict[str, np.ndarray | None] = {"none": k16}
@@ -191,12 +201,43 @@ def seed_job(task: SeedTask) -> dict:
             float(changed.mean()),
             float(np.nanmax(rel)) if rel.size and np.isfinite(rel).any() else math.inf,
         ]
+    out["trust"] = _trust(validation, inputs)
+    cache: dict = {}
+    lo_hi = None
+    if "emulated" in kinds and good.partials is not None:
+        members = np.stack([good.partials.member(i) for i in range(EMULATED_MEMBERS)]).astype(np.float32)
+        lo_hi = (members.min(axis=0), members.max(axis=0))
     for f in task.functions:
-        out["verdicts"][f.label] = {
-            bug: (None if seen is None else _verdict_failed(f.thresholds, validation, seen))
-            for bug, seen in seen_by_bug.items()
-        }
+        verdicts = {}
+        for bug, seen in seen_by_bug.items():
+            if seen is None:
+                verdicts[bug] = None
+            elif f.kind == "emulated":
+                verdicts[bug] = _outside_emulated(seen, good, lo_hi)
+            elif f.kind == "predicted-bound":
+                d = np.abs(seen.astype(np.float64) - v16)
+                verdicts[bug] = bool(~(d <= eb["unit"]).all())  # NaN fails
+            else:
+                verdicts[bug] = _verdict_failed(f.thresholds, validation, seen, cache)
+        out["verdicts"][f.label] = verdicts
     return out
+
+
+def _outside_emulated(seen: np.ndarray, good, lo_hi) -> bool:
+    """The ``emulated`` function: fails unless ``seen`` is the emulated kernel bit for bit (split-K
+    atomics: every element inside the range of :data:`EMULATED_MEMBERS` add orders)."""
+    if lo_hi is None:
+        return bool((seen.view(np.uint16) != fp32_to_fp16(good.kernel_fp32).view(np.uint16)).any())
+    s = seen.astype(np.float32)
+    return bool(~((s >= lo_hi[0]) & (s <= lo_hi[1])).all())
+
+
+def _trust(validation: np.ndarray, inputs) -> dict:
+    """The trust checks of careful harnesses: mostly-zero outputs, constant inputs."""
+    v = np.asarray(validation)
+    zero = float((v == 0).mean()) if v.size else 1.0
+    constant = any(np.unique(np.asarray(a).reshape(-1)[:4096]).size <= 1 for a in inputs.values())
+    return {"zero_fraction": zero, "constant_input": bool(constant), "trustworthy": zero <= 0.5 and not constant}
 
 
 def local_pool(jobs: int) -> ProcessPoolExecutor:
@@ -371,6 +412,10 @@ def _aggregate(rows, noise, targets, functions, gens, mutants, seeds, rate, reco
         vals = [r["exact"][m.label] for r in rows if r["exact"].get(m.label) is not None]
         exact.append({"bug": m.label, **Rate(sum(vals), len(vals)).to_dict()})
     smallest = []
+    untrusted = {}
+    for r in rows:
+        if not r["trust"]["trustworthy"]:
+            untrusted[r["target"]] = untrusted.get(r["target"], 0) + 1
     for vf in labels:
         det_frac, det_mag = math.inf, math.inf
         for r in rows:
@@ -406,5 +451,6 @@ def _aggregate(rows, noise, targets, functions, gens, mutants, seeds, rate, reco
         "target_false_alarm_rate": rate,
         "confidence": 0.95,
         "interval": "Clopper-Pearson",
+        "untrustworthy_runs": untrusted,
     }
     return DesignResult(inputs, noise, records, pt, exact, smallest, ranking)
