@@ -20,7 +20,7 @@ import numpy as np
 
 from .conv import ConvGemm, ConvProblem
 
-__all__ = ["U_FP16", "U_FP32", "U_FP64", "gamma", "worst_case", "probabilistic", "abs_product_sums"]
+__all__ = ["FP16_MIN_NORMAL", "U_FP16", "U_FP32", "U_FP64", "gamma", "worst_case", "probabilistic", "abs_product_sums"]
 
 U_FP16 = 2.0**-11
 U_FP32 = 2.0**-24
@@ -43,10 +43,15 @@ def probabilistic(abs_sums: np.ndarray, depth: int, u: float, lam: float = 1.0) 
     return float(lam) * math.sqrt(max(int(depth), 1)) * float(u) * np.asarray(abs_sums, np.float64)
 
 
-def abs_product_sums(problem: ConvProblem, x=None, w=None, dy=None) -> np.ndarray:
+#: fp16 values below this magnitude are subnormal (flushed by units that flush inputs).
+FP16_MIN_NORMAL = 2.0**-14
+
+
+def abs_product_sums(problem: ConvProblem, x=None, w=None, dy=None, *, below: float | None = None) -> np.ndarray:
     """Σ_k |a_k|·|b_k| of every result element (flat, result memory order; float64 computed,
     stored rounded up to the next float32 so it stays an upper bound); pixels no GEMM writes
-    are 0."""
+    are 0. With ``below``, only the products with |a_k| or |b_k| below it (e.g.
+    :data:`FP16_MIN_NORMAL`: what flushing subnormal inputs can lose)."""
     op = ConvGemm(problem, x, w, dy)
     out = op.new_result()
     for sub, sg in enumerate(op.subs):
@@ -55,7 +60,11 @@ def abs_product_sums(problem: ConvProblem, x=None, w=None, dy=None) -> np.ndarra
             chunk = op.default_n_chunk()
             for start in range(0, sg.n, chunk):
                 b = np.abs(op.b(sub, group, start, min(start + chunk, sg.n)).astype(np.float64))
-                s = a @ b
+                if below is None:
+                    s = a @ b
+                else:
+                    small_a = np.where(a < below, a, 0.0)
+                    s = small_a @ b + (a - small_a) @ np.where(b < below, b, 0.0)
                 s32 = s.astype(np.float32)
                 s32 = np.where(s32.astype(np.float64) < s, np.nextafter(s32, np.float32(np.inf)), s32)
                 op.scatter(out, s32, sub, group, start)

@@ -11,7 +11,9 @@ a bound on |kernel_fp16 − validation_fp16| is
     B = E_kernel + E_validator + 2·u16·(|v| + E_kernel + E_validator)
 
 with E = γ_depth·S (``worst``), λ·√depth·u·S (``probabilistic``, Higham & Mary 2019, λ = 3
-by default), or the same γ form with the unit-specific depth and u (``unit``). ``worst`` and
+by default), or the same γ form with the unit-specific depth and u (``unit``), which adds what
+input flushing can lose (Σ|a||b| over products with a subnormal fp16 operand, for units and
+validators that flush) and 2^-126 per step for flushed fp32 subnormals. ``worst`` and
 ``probabilistic`` use the textbook fp32 model (one rounding per product, u = 2^-24); ``unit``
 the emulated unit's. Metric bounds follow from B element by element (:func:`metric_bounds`).
 """
@@ -22,7 +24,16 @@ import math
 
 import numpy as np
 
-from emu.bounds import U_FP16, U_FP32, U_FP64, abs_product_sums, gamma, probabilistic, worst_case
+from emu.bounds import (
+    FP16_MIN_NORMAL,
+    U_FP16,
+    U_FP32,
+    U_FP64,
+    abs_product_sums,
+    gamma,
+    probabilistic,
+    worst_case,
+)
 from emu.conv import sub_gemms
 from emu.units import Family
 
@@ -31,6 +42,7 @@ __all__ = ["chain", "element_bounds", "metric_bounds", "BOUND_KINDS", "BOUND_MET
 BOUND_KINDS = ("worst", "probabilistic", "unit")
 BOUND_METRICS = ("max_abs_diff", "max_rel_diff", "rms", "diff1", "diff2")
 LAMBDA = 3.0
+FP32_MIN_NORMAL = 2.0**-126
 
 
 def chain(model, problem) -> tuple[int, float, int]:
@@ -59,21 +71,33 @@ def chain(model, problem) -> tuple[int, float, int]:
     return best
 
 
+def _flushes(model, problem) -> int:
+    return int(any(g.unit.flush_inputs for g in model.plan(problem)))
+
+
 def _fp64_final(model) -> float:
     return U_FP32 if Family(model.unit.family) == Family.FP64 else 0.0
 
 
 def element_bounds(problem, kmodel, vmodel, inputs, validation: np.ndarray, lam: float = LAMBDA) -> dict:
     """Per element, B of each kind in :data:`BOUND_KINDS` (float64, flat), and the chains."""
-    s = abs_product_sums(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
+    tensors = {"x": inputs.get("input"), "w": inputs.get("filter"), "dy": inputs.get("output")}
+    s = abs_product_sums(problem, **tensors)
     kd, ku, k = chain(kmodel, problem)
     vd, vu, _ = chain(vmodel, problem)
     v = np.abs(np.asarray(validation, np.float64))
     k_len = max(k, 1)
+    flushing = sum(_flushes(m, problem) for m in (kmodel, vmodel))
+    lost = abs_product_sums(problem, **tensors, below=FP16_MIN_NORMAL) * flushing if flushing else 0.0
     e = {
         "worst": 2 * worst_case(s, k_len, U_FP32),
         "probabilistic": 2 * probabilistic(s, k_len, U_FP32, lam),
-        "unit": worst_case(s, kd, ku) + worst_case(s, vd, vu) + _fp64_final(vmodel) * v,
+        # + products lost to input flushing, + fp32 subnormal flushes (≤ 2^-126 each step)
+        "unit": worst_case(s, kd, ku)
+        + worst_case(s, vd, vu)
+        + _fp64_final(vmodel) * v
+        + lost
+        + (kd + vd) * FP32_MIN_NORMAL,
     }
     out = {name: err + 2 * U_FP16 * (v + err) for name, err in e.items()}
     out["chains"] = {"kernel": (kd, ku), "validator": (vd, vu), "K": k}
