@@ -136,6 +136,7 @@ def test_cli_json_records_and_usage_errors(capsys, tmp_path):
         (["design", SMALL, "--hw", "h100"], "hw"),
         (["design", SMALL, "--format", "xml"], "--format"),
         (["design", "k-sweep:0"], "count"),
+        (["design", SMALL, "--plot", "x.txt"], "--plot"),
     ):
         assert main(argv) == 2
         assert field in capsys.readouterr().err

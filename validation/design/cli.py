@@ -7,7 +7,7 @@ import sys
 from ..run import HW_CHOICES, KERNEL_CHOICES, choice
 from .functions import FUNCTION_NAMES, parse_functions
 from .generators import parse_generator
-from .report import format_json, format_text
+from .report import format_json, format_text, plot
 from .sweep import design, resolve_targets
 
 __all__ = ["register_cli"]
@@ -51,6 +51,7 @@ def register_cli(subparsers):
     )
     p.add_argument("--jobs", default="1", help="local worker processes (default 1)")
     p.add_argument("--format", default="text", help="text or json")
+    p.add_argument("--plot", default=None, metavar="FILE.png", help="false alarms vs detection, and the noise")
     p.add_argument("--progress", action="store_true", help="show a progress bar even when not on a terminal")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_design)
@@ -69,6 +70,8 @@ def _number(value: str, name: str, kind, lo, hi):
 
 def _cmd_design(args) -> int:
     fmt = str(args.format).lower()
+    if args.plot and not str(args.plot).lower().endswith((".png", ".svg", ".pdf")):
+        raise ValueError(f"--plot: {args.plot!r} must end in .png, .svg or .pdf")
     if fmt not in ("text", "json"):
         raise ValueError(f"--format: {args.format!r} is not one of text, json")
     seeds = _number(args.seeds, "seeds", int, 1, 100_000)
@@ -108,6 +111,8 @@ def _cmd_design(args) -> int:
     finally:
         if bar is not None:
             bar.close()
+    if args.plot:
+        plot(result, args.plot)
     print(format_json(result) if fmt == "json" else format_text(result))
     return 0
 

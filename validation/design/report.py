@@ -8,7 +8,7 @@ import math
 from ..metrics import json_float
 from .stats import Rate
 
-__all__ = ["format_text", "format_json", "short_bug"]
+__all__ = ["format_text", "format_json", "short_bug", "plot"]
 
 
 def short_bug(label: str) -> str:
@@ -111,3 +111,47 @@ def format_text(result) -> str:
     if result.ranking:
         lines.append(f"recommendation: {result.ranking[0]['validator']}")
     return "\n".join(lines)
+
+
+def plot(result, path) -> None:
+    """Two panels saved to ``path``: false-alarm rate vs mean detection per validation function
+    (ROC-style, with the false-alarm interval as an error bar), and each test's maxRelDiff of
+    the correct kernel over fit seeds per generator, with the recommended threshold."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+    for r in result.ranking:
+        fa = r["false_alarm"] or 0.0
+        det = r["mean_detection"]
+        if det is None or math.isnan(det):
+            continue
+        ax1.errorbar(fa, det, xerr=[[0], [max(0.0, r["false_alarm_ci_high"] - fa)]], fmt="o", capsize=3)
+        ax1.annotate(r["validator"], (fa, det), fontsize=7, xytext=(4, 2), textcoords="offset points")
+    ax1.set_xlabel("false-alarm rate on correct kernels (bar: 95% upper bound)")
+    ax1.set_ylabel("mean detection rate over bug mutants")
+    ax1.set_xlim(-0.02, 1.0)
+    ax1.set_ylim(0, 1.05)
+    ax1.set_title("validation functions")
+    for i, n in enumerate(result.noise):
+        m = n["metrics"]["max_rel_diff"]
+        ax2.plot([i, i], [max(m["min"], 1e-9), max(m["max"], 1e-9)], "-", color="C0")
+        ax2.plot(i, max(m["threshold"], 1e-9), "_", color="C3", markersize=14)
+        if "bounds" in m:
+            ax2.plot(i, max(m["bounds"]["unit"], 1e-9), "v", color="C2")
+    ax2.set_yscale("log")
+    ax2.set_xticks(range(len(result.noise)))
+    ax2.set_xticklabels([f"K={n['K']}\n{n['generator']}" for n in result.noise], fontsize=6, rotation=90)
+    ax2.set_ylabel("maxRelDiff of the correct kernel (0 drawn at 1e-9)")
+    ax2.set_title("noise: fit-seed range (blue), threshold (red), unit bound (green)")
+    inp = result.inputs
+    fig.suptitle(
+        f"fp16emu design: {len(inp['tests'])} tests, hw {inp['tests'][0]['hw'] if inp['tests'] else '-'}, "
+        f"seeds fit {inp['seeds_fit'][0]}..{inp['seeds_fit'][1]} / eval {inp['seeds_eval'][0]}..{inp['seeds_eval'][1]}",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
