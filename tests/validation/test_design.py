@@ -124,11 +124,17 @@ def test_validator_files_toml_and_json(tmp_path):
 
 
 def test_cli_json_records_and_usage_errors(capsys, tmp_path):
-    assert main(["design", SMALL, "--seeds", "1", "--validators", "exact", "--format", "json", "--no-progress"]) == 0
+    argv = ["design", SMALL, "--seeds", "1", "--validators", "exact", "--format", "json", "--no-progress"]
+    assert main(argv + ["--bugs", "scaled-element", "channel-sign-flip"]) == 0
     out = json.loads(capsys.readouterr().out)
     recs = out["records"]
     assert {"validator", "bug", "runs", "failed", "rate", "ci_low", "ci_high"} <= set(recs[0])
-    assert {r["bug"] for r in recs} >= {"none", bugs.ScaledElement().label}
+    assert {r["bug"] for r in recs} == {
+        "none",
+        bugs.ScaledElement().label,
+        bugs.ScaledElement(factor=1.125).label,
+        bugs.ChannelSignFlip().label,
+    }
     assert out["inputs"]["generators"] == ["exact"] and out["inputs"]["tests"][0]["hw"] == "mi200"
     for argv, field in (
         (["design", SMALL, "--seeds", "x"], "--seeds"),
@@ -137,6 +143,7 @@ def test_cli_json_records_and_usage_errors(capsys, tmp_path):
         (["design", SMALL, "--format", "xml"], "--format"),
         (["design", "k-sweep:0"], "count"),
         (["design", SMALL, "--plot", "x.txt"], "--plot"),
+        (["design", SMALL, "--bugs", "gremlin"], "--bugs"),
     ):
         assert main(argv) == 2
         assert field in capsys.readouterr().err

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from models.bugs import MUTANTS, default_mutants
+
 from ..run import HW_CHOICES, KERNEL_CHOICES, choice
 from .functions import FUNCTION_NAMES, parse_functions
 from .generators import parse_generator
@@ -42,6 +44,14 @@ def register_cli(subparsers):
         metavar="RANGE",
         help="run each preset on these input generators instead of its own: float:LO:HI, int:LO:HI, away:LO:HI "
         "(±[LO, HI]), exact",
+    )
+    p.add_argument(
+        "--bugs",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="bug mutants to inject (models.bugs names, each with its default variants; 'none': false alarms only; "
+        "default: all)",
     )
     p.add_argument("--hw", default="mi200", help=f"{', '.join(HW_CHOICES)} (default mi200)")
     p.add_argument("--kernel", default=None, help="xdlops or nonxdlops (default: each config's own)")
@@ -85,6 +95,14 @@ def _cmd_design(args) -> int:
         files = [f for f, v in zip(functions, _sources(args.validators)) if v]
         presets = [f for f, v in zip(functions, _sources(args.validators)) if not v]
         functions = [type(f)(f.name, f.thresholds, g) for f in presets for g in gens] + files
+    mutants = None
+    if args.bugs is not None:
+        names = [b.strip().lower() for b in args.bugs]
+        if names != ["none"]:
+            bad = [n for n in names if n not in MUTANTS]
+            if bad:
+                raise ValueError(f"--bugs: {bad[0]!r} is not one of none, {', '.join(MUTANTS)}")
+        mutants = tuple(m for m in default_mutants() if m.name in names)
     targets = resolve_targets(args.tests, hw=hw, kernel=kernel, validator=args.validator)
     show = not args.no_progress and (args.progress or sys.stderr.isatty())
     bar = None
@@ -103,6 +121,7 @@ def _cmd_design(args) -> int:
             targets,
             functions,
             seeds=seeds,
+            mutants=mutants,
             rate=rate,
             jobs=jobs,
             progress=None if bar is None else bar.update,
