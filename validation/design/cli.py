@@ -21,7 +21,7 @@ def register_cli(subparsers):
     p = subparsers.add_parser(
         "design",
         help="rank validation functions: false alarms on correct kernels vs detection of injected bugs",
-        description="TESTS: a suite (rocmlir_2022, rocmlir_2022:N for its N smallest tests, k-sweep), suite test "
+        description="TESTS: a suite (rocmlir_2022, rocmlir_2022:N for its N smallest tests, k-sweep[:N]), suite test "
         "names or config texts. For each, the correct kernel's metrics over seeds (noise model, analytic bounds, "
         "recommended thresholds) and every validation function on the correct kernel and on every bug mutant "
         "(models.bugs). See docs/design.md.",

@@ -93,7 +93,8 @@ def format_text(result) -> str:
             det = [p["rate"] for p in rows if p["bug"] != "none" and p["runs"]]
             fa = next((p for p in rows if p["bug"] == "none"), None)
             d = f"{sum(det) / len(det):.2f}" if det else "-"
-            cells.append(f"K={k}: {d} (fa {fa['failed'] if fa else 0}/{fa['runs'] if fa else 0})")
+            name = tgt.split("CHECK_")[-1][:16]
+            cells.append(f"{name} K={k}: {d} (fa {fa['failed'] if fa else 0}/{fa['runs'] if fa else 0})")
         lines.append(f"  {vf:<30} " + "  ".join(cells))
     lines.append("")
     lines.append("smallest bug detected (fraction of fp16 outputs changed; relative change of an element):")
