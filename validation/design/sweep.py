@@ -150,7 +150,8 @@ def _verdict_failed(thresholds: Thresholds, validation32, seen16, cache: dict) -
 def seed_job(task: SeedTask) -> dict:
     """One (test, generator, seed): the correct kernel's metrics (and bounds), each validation
     function's verdict on it and on every mutant, and each mutant's size (fraction of changed
-    fp16 outputs, largest relative change). Pure: plain values back, nothing written."""
+    fp16 outputs, largest relative change, against the correct kernel with the same ascending
+    split-K add order as the mutants). Pure: plain values back, nothing written."""
     t = task.target
     config, kmodel, vmodel = plan(_config(t), hw=t.hw, kernel=t.kernel, validator=t.validator)
     problem = config.problem
@@ -182,6 +183,7 @@ def seed_job(task: SeedTask) -> dict:
         out["bounds"] = {kind: metric_bounds(eb[kind], validation) for kind in BOUND_KINDS}
         out["chains"] = {"kernel": list(eb["chains"]["kernel"]), "validator": list(eb["chains"]["validator"])}
     seen_by_bug: dict[str, np.ndarray | None] = {"none": k16}
+    ref16 = fp32_to_fp16(good.kernel_fp32)  # mutants add split-K partials in ascending order: their reference
     v16 = fp32_to_fp16(np.asarray(validation, np.float32)).astype(np.float64)
     for m in task.mutants:
         try:
@@ -192,10 +194,10 @@ def seed_job(task: SeedTask) -> dict:
             continue
         seen = np.asarray(m.seen(fp32_to_fp16(em.kernel_fp32), validation, inputs))
         seen_by_bug[m.label] = seen
-        changed = seen.view(np.uint16) != k16.view(np.uint16)
+        changed = seen.view(np.uint16) != ref16.view(np.uint16)
         out["exact"][m.label] = bool(changed.any())
         with np.errstate(invalid="ignore", divide="ignore"):
-            rel = np.abs(seen.astype(np.float64) - k16.astype(np.float64)) / np.maximum(np.abs(v16), 2.0**-24)
+            rel = np.abs(seen.astype(np.float64) - ref16.astype(np.float64)) / np.maximum(np.abs(v16), 2.0**-24)
         rel = rel[changed]
         out["size"][m.label] = [
             float(changed.mean()),
