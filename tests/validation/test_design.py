@@ -163,3 +163,17 @@ def test_constant_inputs_are_reported_as_not_trustworthy(target):
     assert row["trust"]["constant_input"] and not row["trust"]["trustworthy"]
     (row,) = run_jobs([SeedTask(target, InputGenerator("float", -1, 1), 3)])
     assert row["trust"]["trustworthy"]
+
+
+def test_element_bounds_cover_two_subnormal_fp16_roundings():
+    """Where the validation is tiny, rounding to fp16 errs by up to half the subnormal spacing
+    (2^-25) absolutely, for the kernel and for the rounded validation: B ≥ 2^-24 everywhere."""
+    from validation.design.bounds import element_bounds
+    from validation.run import plan
+
+    config, kmodel, vmodel = plan(SMALL)
+    problem = config.problem
+    inputs = parse_generator("exact").inputs(problem, 2, 72)
+    zeros = np.zeros(problem.tensor_size("output"), np.float32)
+    for kind in ("worst", "probabilistic", "unit"):
+        assert element_bounds(problem, kmodel, vmodel, inputs, zeros)[kind].min() >= 2.0**-24

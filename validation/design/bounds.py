@@ -8,7 +8,9 @@ u = 2^-23 + (g + 1)·2^(1−F) for F kept fraction bits; the fp64 CPU loops K ro
 and one to fp32; split-K adds its chunk count. With S = Σ|a||b| (:func:`emu.bounds.abs_product_sums`),
 a bound on |kernel_fp16 − validation_fp16| is
 
-    B = E_kernel + E_validator + 2·u16·(|v| + E_kernel + E_validator)
+    B = E_kernel + E_validator + 2·(u16·(|v| + E_kernel + E_validator) + 2^-25)
+
+(2^-25: half the fp16 spacing in the subnormal range, where rounding error is absolute)
 
 with E = γ_depth·S (``worst``), λ·√depth·u·S (``probabilistic``, Higham & Mary 2019, λ = 3
 by default), or the same γ form with the unit-specific depth and u (``unit``), which adds what
@@ -42,6 +44,7 @@ __all__ = ["chain", "element_bounds", "metric_bounds", "BOUND_KINDS", "BOUND_MET
 BOUND_KINDS = ("worst", "probabilistic", "unit")
 BOUND_METRICS = ("max_abs_diff", "max_rel_diff", "rms", "diff1", "diff2")
 LAMBDA = 3.0
+FP16_SUBNORMAL_HALF_ULP = 2.0**-25
 FP32_MIN_NORMAL = 2.0**-126
 
 
@@ -99,7 +102,8 @@ def element_bounds(problem, kmodel, vmodel, inputs, validation: np.ndarray, lam:
         + lost
         + (kd + vd) * FP32_MIN_NORMAL,
     }
-    out = {name: err + 2 * U_FP16 * (v + err) for name, err in e.items()}
+    # each fp16 rounding: relative u16 for normal results, absolute 2^-25 in the subnormal range
+    out = {name: err + 2 * (U_FP16 * (v + err) + FP16_SUBNORMAL_HALF_ULP) for name, err in e.items()}
     out["chains"] = {"kernel": (kd, ku), "validator": (vd, vu), "K": k}
     return out
 
