@@ -23,8 +23,11 @@ $(ORACLE): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m validation.demo
 
+# Two processes, one test file each at a time (--dist loadfile): a file's numba compiles are done
+# once, by one worker, and the two cores of CI are both busy. TEST_JOBS=0 runs in one process.
+TEST_JOBS ?= 2
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q -m "not oracle"
+	$(BIN)/python -m pytest -q -m "not oracle" -n $(TEST_JOBS) --dist loadfile
 
 # ruff (configured in pyproject.toml): lint and the formatter's check; `make format` applies both
 lint: $(STAMP)

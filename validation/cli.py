@@ -9,6 +9,8 @@ import argparse
 import json
 import sys
 
+import numpy as np
+
 __all__ = ["main"]
 
 
@@ -47,14 +49,41 @@ def _add_run(sub):
         "--rand-type",
         default=None,
         choices=("float", "int"),
-        help="the harness's random generator (default: the config's -rand_type, else int)",
+        help="the harness's random generator: int draws integers in [min, max), float reals in [min, max] "
+        "(default: the config's -rand_type, else int)",
     )
     p.add_argument(
         "--gpu-output",
         default=None,
-        metavar="FILE.npy",
-        help="the GPU kernel's own output (fp16, or its fp32 copy; the result tensor's shape or flat): compared "
-        "with the emulated kernel bit for bit, an answer of bug or rounding",
+        metavar="FILE",
+        help="the GPU kernel's own output (.npy, FILE.npz:KEY, or a raw dump with --gpu-output-format; fp16, or "
+        "its fp32 copy; the result tensor's shape or flat): compared with the emulated kernel bit for bit, an "
+        "answer of bug or rounding",
+    )
+    p.add_argument(
+        "--gpu-output-format",
+        default=None,
+        choices=("fp16", "fp32"),
+        help="--gpu-output is a raw little-endian binary dump of this element format",
+    )
+    p.add_argument(
+        "--layout",
+        default=None,
+        metavar="LETTERS",
+        help="the memory order of --gpu-output, e.g. nchw or nhwk (default: the config's result layout)",
+    )
+    p.add_argument(
+        "--inputs",
+        default=None,
+        metavar="DIR|x.npy,w.npy[,dy.npy]",
+        help="run on your own tensors (fp16, or exact fp32 copies): a folder with x.npy, w.npy, dy.npy as the "
+        "direction needs, or the files in the order x, w, dy (or NAME=FILE); needed for MIOpenDriver commands",
+    )
+    p.add_argument(
+        "--save",
+        default=None,
+        metavar="DIR",
+        help="write kernel.npy (result tensor shape, fp16), validation.npy, the input tensors and run.json",
     )
     p.add_argument(
         "--members",
@@ -72,18 +101,22 @@ def _add_run(sub):
     return p
 
 
-def _add_verdict_options(p):
+def _add_verdict_options(p, default_text="run: the config's harness verifier; compare: rocmlir"):
     p.add_argument(
-        "--verifier", default=None, help="a verifier preset (rocmlir-2022, rocmlir, study-2022, mlu-ops, torch, miopen)"
+        "--verifier",
+        default=None,
+        help="a verifier preset (rocmlir-2022, rocmlir, study-2022, mlu-ops, torch, miopen); default " + default_text,
     )
     p.add_argument(
         "--threshold",
         action="append",
         default=[],
         metavar="METRIC=VALUE",
-        help="a threshold per metric (repeatable); overrides the preset's",
+        help="a limit per metric (repeatable; the names of the check lines and JSON keys, e.g. max_abs_diff, "
+        "max_epsilon_diff, rms; the labels absDiff, relDiff, epsilonDiff, RMS are accepted); overrides the preset's",
     )
     p.add_argument("--report", action="store_true", help="histograms and the worst elements")
+    p.add_argument("--plot", default=None, metavar="FILE.png", help="save a titled picture (validation.plots)")
 
 
 def _parse_thresholds(items):
@@ -99,35 +132,74 @@ def _parse_thresholds(items):
     return out
 
 
-def _measure(validation, kernel, args):
-    """Compare as the chosen verifier measures; returns (comparison, verdict or None)."""
+def _measure(validation, kernel, args, verifier: str, dtype: str | None = None):
+    """Compare as ``verifier`` (a preset name) measures and judge; returns (comparison, verdict)."""
     from . import metrics
     from . import verifier as verifier_mod
 
     thresholds = _parse_thresholds(args.threshold)
-    dtype = "fp16" if kernel.dtype == "float16" else None
-    options = {}
-    if args.verifier:
-        options = verifier_mod.preset(args.verifier, dtype or metrics.resolve_dtype(kernel.dtype)).compare_options()
+    if dtype is None:
+        dtype = (
+            metrics.resolve_dtype(kernel.dtype)
+            if kernel.dtype.kind == "f" or str(kernel.dtype) == "bfloat16"
+            else "fp64"
+        )
+    options = verifier_mod.preset(verifier, dtype).compare_options()
     comparison = metrics.compare(validation, kernel, **options)
-    if not (args.verifier or thresholds):
-        return comparison, None
-    return comparison, verifier_mod.verdict(comparison, preset=args.verifier, thresholds=thresholds)
+    return comparison, verifier_mod.verdict(comparison, preset=verifier, thresholds=thresholds)
 
 
-def _emit(comparison, verdict, args, header: dict, extra: dict | None = None) -> int:
+def _verifier_text(name: str, source: str) -> str:
+    extra = ""
+    if name == "study-2022":
+        extra = ", run set fair_3 (the study's verifier after both fixes; the study's MI200/MI100 fair_3 results)"
+    return f"{name}{extra} ({source})"
+
+
+def _emit(comparison, verdict, args, header: dict, extra: dict | None = None, middle: str = "", axes=None) -> int:
+    """Print the header, the metrics, ``middle`` (ensemble, GPU answer), then the verdict: its
+    checks, the NaN/inf check, the flags and the final PASS/FAIL line."""
     if args.format == "json":
         doc = dict(header)
         doc.update(verdict.to_dict() if verdict is not None else comparison.to_dict())
         doc.update(extra or {})
+        if axes is not None:  # each reported element's coordinates by axis name too
+            elements = [*doc.get("worst", []), *doc.get("nonfinite_elements", []), *doc.get("at_max", {}).values()]
+            for e in elements:
+                if e is not None and len(e["coords"]) == len(axes):
+                    e["where"] = dict(zip(axes, e["coords"]))
         print(json.dumps(doc, indent=1))
     else:
         for key, value in header.items():
             print(f"{key:>10s}: {value}")
-        print(comparison.format_text(report=args.report))
+        print(comparison.format_text(report=args.report, axes=axes))
+        if middle:
+            print(middle)
         if verdict is not None:
             print(verdict.format_text())
     return 0 if verdict is None else verdict.exit_code
+
+
+def _warn(messages) -> None:
+    for m in messages:
+        print(f"fp16emu: warning: {m}", file=sys.stderr)
+
+
+def _check_inputs(config, args) -> dict:
+    """What a run would fill the tensors with (``--check``: nothing is computed or read)."""
+    from .configs import ConfigError
+    from .inputs import resolve_inputs
+
+    if args.inputs:
+        return {"distribution": "user", "text": f"the user's tensors: {args.inputs}", "warnings": []}
+    try:
+        _, info = resolve_inputs(
+            config, rand_min=args.rand_min, rand_max=args.rand_max, seed=args.seed, rand_type=args.rand_type
+        )
+    except ConfigError as err:
+        return {"distribution": None, "text": str(err), "warnings": []}
+    _warn(info.warnings)
+    return info.to_dict()
 
 
 def _cmd_check(args) -> int:
@@ -138,10 +210,11 @@ def _cmd_check(args) -> int:
     )
     p = config.problem
     doc = {
-        "config": config.name or " ".join(config.source.split())[:100],
+        "config": config.name or " ".join(config.source.split()),
         "direction": p.direction,
         "result_shape": list(p.tensor_shape(p.result_role)),
         "models": [],
+        "inputs": _check_inputs(config, args),
     }
     for model in (kmodel, vmodel):
         gemms = []
@@ -165,6 +238,7 @@ def _cmd_check(args) -> int:
         print(json.dumps(doc, indent=1))
     else:
         print(f"{doc['config']}: {p.direction}, result {'x'.join(map(str, doc['result_shape']))}")
+        print(f"  inputs: {doc['inputs']['text']}")
         for m in doc["models"]:
             for g in m["gemms"]:
                 print(
@@ -174,17 +248,7 @@ def _cmd_check(args) -> int:
     return 0
 
 
-def _inputs_text(used: dict) -> str:
-    seed = used.get("seed")
-    if seed is None:
-        return "the harness's fixed pattern 0.5, -1, 0.75 (no -rand)"
-    return (
-        f"seed {seed}, {used.get('rand_type', 'int')} generator in [{used.get('rand_min')}, {used.get('rand_max')}), "
-        f"random side {used.get('rand_side', 'both')}"
-    )
-
-
-def _ensemble_summary(result, args) -> dict:
+def _ensemble_summary(result, args, verifier: str) -> dict:
     """The verifier's metrics over the kernel's atomic add orders (split-K with ≥ 3 partials)."""
     from models.kernels import ATOMIC_ORDERS
 
@@ -196,7 +260,7 @@ def _ensemble_summary(result, args) -> dict:
     passed = 0
     validation = result.validation_output.reshape(result.shape)
     for k16 in result.members(members):
-        comparison, verdict = _measure(validation, k16.reshape(result.shape), args)
+        comparison, verdict = _measure(validation, k16.reshape(result.shape), args, verifier)
         d = comparison.to_dict()
         for k in keys:
             values[k].append(float(d[k]))
@@ -207,18 +271,21 @@ def _ensemble_summary(result, args) -> dict:
         "granularity": ATOMIC_ORDERS.granularity,
         "seed": ATOMIC_ORDERS.seed,
         "ranges": {k: [min(v), max(v)] for k, v in values.items()},
-        "members_passing": passed if (args.verifier or args.threshold) else None,
+        "members_passing": passed,
     }
 
 
 def _cmd_run(args) -> int:
-    from .run import run
+    from .configs import parse_config
+    from .run import harness_verifier, run
 
     if args.check:
         return _cmd_check(args)
-
+    config = parse_config(args.config)
+    if args.inputs is not None and config.random.mode != "miopen_driver" and not args.inputs.strip():
+        raise UsageError("--inputs: give a folder or x.npy,w.npy[,dy.npy]")
     result = run(
-        args.config,
+        config,
         hw=args.hw,
         kernel=args.kernel,
         validator=args.validator,
@@ -228,77 +295,161 @@ def _cmd_run(args) -> int:
         seed=args.seed,
         rand_type=args.rand_type,
         progress=False if args.no_progress else None,
+        inputs=args.inputs,
     )
-    comparison, verdict = _measure(
-        result.validation_output.reshape(result.shape), result.kernel_output.reshape(result.shape), args
-    )
+    info = result.inputs_info
+    _warn(info.warnings)
+    if args.verifier:
+        verifier, vsource = args.verifier, "option --verifier"
+    else:
+        verifier, vsource = harness_verifier(result.config)
+    comparison, verdict = _measure(result.validation_array, result.kernel_array, args, verifier, "fp16")
     p = result.problem
     header = {
-        "config": result.config.name or " ".join(result.config.source.split())[:100],
+        "config": result.config.name or " ".join(result.config.source.split()),
         "direction": p.direction,
         "kernel": result.kernel.key,
         "validator": result.validator.key,
         "hw": args.hw,
-        "shape": "x".join(map(str, result.shape)),
-        "inputs": _inputs_text(result.inputs_used),
+        "shape": f"{'x'.join(map(str, result.shape))} ({''.join(result.axes)}, the {p.result_role} tensor)",
+        "inputs": info.text(),
+        "verifier": _verifier_text(verifier, vsource),
     }
-    ensemble = _ensemble_summary(result, args) if result.ensemble is not None else None
+    extra: dict = {
+        "inputs": info.to_dict(),
+        "axes": list(result.axes),
+        "verifier": {"name": verifier, "source": vsource, "run_set": "fair_3" if verifier == "study-2022" else None},
+        "warnings": list(info.warnings),
+    }
+    ensemble = _ensemble_summary(result, args, verifier) if result.ensemble is not None else None
+    middle = []
     if ensemble is not None:
         header["atomics"] = (
             f"split-K adds {ensemble['n_split']} partial sums per output with fp32 atomics: the "
-            f"GPU's result depends on their order, which varies run to run; the line below is the "
-            f"ascending order, the ensemble ({ensemble['members']} orders) follows"
+            f"GPU's result depends on their order, which varies run to run; the metrics below are the "
+            f"ascending order's, the ensemble ({ensemble['members']} orders) follows"
         )
-    gpu = None
-    if args.gpu_output is not None:
-        gpu = result.against(_load_array(args.gpu_output, "--gpu-output", integers_ok=True))
-    extra = {k: v for k, v in (("ensemble", ensemble), ("gpu", gpu and gpu.to_dict())) if v}
-    code = _emit(comparison, verdict, args, header, extra=extra or None)
-    if ensemble is not None and args.format == "text":
-        print(
+        extra["ensemble"] = ensemble
+        middle.append(
             f"ensemble over {ensemble['members']} atomic add orders (random per output {ensemble['granularity']}, "
             f"seed {ensemble['seed']}), range of each metric:"
         )
         for k, (lo, hi) in ensemble["ranges"].items():
-            print(f"{k:>18s}: {lo:.6g} .. {hi:.6g}")
-        if ensemble["members_passing"] is not None:
-            print(f"{'verdict':>18s}: {ensemble['members_passing']}/{ensemble['members']} add orders pass")
+            middle.append(f"{k:>18s}: {lo:.6g} .. {hi:.6g}")
+        middle.append(
+            f"{'verdict':>18s}: {ensemble['members_passing']}/{ensemble['members']} add orders pass {verifier}"
+        )
+    gpu = None
+    if args.gpu_output is not None:
+        from .arrays import load_array
+        from .gpu import from_layout
+
+        loaded = load_array(
+            args.gpu_output, "--gpu-output", raw_format=args.gpu_output_format, count=result.kernel_output.size
+        )
+        arr = loaded.array
+        if args.layout is not None:
+            arr = from_layout(arr, p, args.layout)
+        gpu = result.against(arr)
+        extra["gpu"] = {**gpu.to_dict(), "file": loaded.source, "layout": args.layout or p.layout(p.result_role)}
+        middle.append(gpu.format_text())
+    elif args.layout is not None or args.gpu_output_format is not None:
+        _warn(["--layout/--gpu-output-format have no effect without --gpu-output"])
+    if args.save is not None:
+        from .inputs import save_run
+
+        written = save_run(result, args.save, command="fp16emu " + " ".join(sys.argv[1:]))
+        extra["saved"] = {"dir": args.save, "files": written}
+        print(f"saved: {', '.join(written)} in {args.save}", file=sys.stderr)
+    if args.plot:
+        from . import plots
+
+        plots.save(plots.run_figure(result, comparison, {"hardware": args.hw, "inputs": info.text()}), args.plot)
+    code = _emit(comparison, verdict, args, header, extra=extra, middle="\n".join(middle), axes=result.axes)
     if gpu is not None:
-        if args.format == "text":
-            print(gpu.format_text())
         return 1 if gpu.answer == "differs" else code
     return code
 
 
 def _cmd_compare(args) -> int:
-    validation = _load_array(args.validation, "VALIDATION")
-    kernel = _load_array(args.kernel, "KERNEL")
-    if validation.shape != kernel.shape:
-        raise UsageError(f"arrays: shapes differ, {validation.shape} vs {kernel.shape}")
-    comparison, verdict = _measure(validation, kernel, args)
-    return _emit(comparison, verdict, args, {"validation": args.validation, "kernel": args.kernel})
+    from . import metrics
+    from .arrays import load_array, parse_shape
 
-
-def _load_array(path: str, what: str, integers_ok: bool = False):
-    import numpy as np
-
-    try:
-        data = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise UsageError(f"{what}: no such file {path!r}") from None
-    except (OSError, ValueError) as err:
-        raise UsageError(f"{what}: cannot read {path!r} as .npy/.npz ({' '.join(str(err).split())})") from None
-    if hasattr(data, "files"):
-        if len(data.files) != 1:
+    validation = load_array(args.validation, "VALIDATION").array
+    kernel = load_array(args.kernel, "KERNEL").array
+    if args.shape is not None:
+        shape = parse_shape(args.shape)
+        for name, a in (("VALIDATION", validation), ("KERNEL", kernel)):
+            if a.size != int(np.prod(shape)):
+                raise UsageError(f"--shape {args.shape}: {name} has {a.size} elements, the shape {int(np.prod(shape))}")
+        validation, kernel = validation.reshape(shape), kernel.reshape(shape)
+    elif validation.shape != kernel.shape:
+        if validation.size == kernel.size and (validation.ndim == 1 or kernel.ndim == 1):
+            shape = kernel.shape if validation.ndim == 1 else validation.shape
+            validation, kernel = validation.reshape(shape), kernel.reshape(shape)
+        else:
             raise UsageError(
-                f"{what}: {path!r} holds {len(data.files)} arrays ({', '.join(data.files)}); give an .npz with one"
+                f"arrays: shapes differ, {validation.shape} vs {kernel.shape} (give --shape for flat dumps)"
             )
-        data = data[data.files[0]]
-    if integers_ok and data.dtype == np.uint16:  # fp16 bit patterns
-        return data
-    if data.dtype.kind != "f" and str(data.dtype) != "bfloat16":
-        raise UsageError(f"{what}: dtype {data.dtype} is not a float type (fp16, bf16, fp32, fp64)")
-    return data
+    warnings_: list[str] = []
+    if kernel.dtype == np.uint16:
+        kernel = kernel.view(np.float16)
+    if validation.dtype == np.uint16:
+        validation = validation.view(np.float16)
+    if args.dtype is not None:
+        dtype = args.dtype
+        kernel = _as_format(kernel, dtype, "KERNEL")
+    else:
+        dtype = metrics.resolve_dtype(kernel.dtype)
+        if kernel.dtype.itemsize > 2 and _holds_fp16(kernel):
+            warnings_.append(
+                f"KERNEL is {dtype} but every value is an fp16 value: if the kernel wrote fp16, give --dtype fp16 "
+                f"(judged in {dtype} ulps now)"
+            )
+    _warn(warnings_)
+    verifier, vsource = (args.verifier, "option --verifier") if args.verifier else ("rocmlir", "default for compare")
+    comparison, verdict = _measure(validation, kernel, args, verifier, dtype)
+    header = {
+        "validation": args.validation,
+        "kernel": args.kernel,
+        "dtype": f"{dtype} ({'option --dtype' if args.dtype else 'the KERNEL array type'})",
+        "verifier": _verifier_text(verifier, vsource),
+    }
+    extra = {"verifier": {"name": verifier, "source": vsource}, "warnings": warnings_}
+    if args.plot:
+        from . import plots
+
+        fields = {"config": f"{args.validation} vs {args.kernel}", "kernel": args.kernel, "validator": args.validation}
+        fields["inputs"] = f"arrays {validation.dtype} {'x'.join(map(str, validation.shape))}, your own"
+        plots.save(plots.compare_figure(validation, kernel, comparison, fields), args.plot)
+    return _emit(comparison, verdict, args, header, extra=extra)
+
+
+def _holds_fp16(a) -> bool:
+    with np.errstate(over="ignore", invalid="ignore"):
+        h = a.astype(np.float16)
+    return bool(np.all((h.astype(a.dtype) == a) | np.isnan(a)))
+
+
+def _as_format(a, dtype: str, what: str):
+    """``a`` as the kernel's format ``dtype`` when every value is one of that format's values."""
+    import ml_dtypes
+
+    target = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}[dtype]
+    if a.dtype == np.dtype(target):
+        return a
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = a.astype(target)
+    back = t.astype(np.float64)
+    orig = a.astype(np.float64)
+    bad = ~((back == orig) | (np.isnan(back) & np.isnan(orig)))
+    if bad.any():
+        i = int(np.flatnonzero(bad.reshape(-1))[0])
+        raise UsageError(
+            f"--dtype {dtype}: {what} element {i} = {orig.reshape(-1)[i]!r} is not a {dtype} value; give the "
+            f"kernel's own output format (fp16, bf16 or fp32)"
+        )
+    return t
 
 
 def _build_parser():
@@ -308,14 +459,22 @@ def _build_parser():
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(sub).set_defaults(func=_cmd_run)
-    p = sub.add_parser("compare", help="compare two arrays you already have (.npy / .npz)")
-    p.add_argument("validation", help="the reference (validation) array")
-    p.add_argument("kernel", help="the kernel's array")
+    p = sub.add_parser("compare", help="compare two arrays you already have (.npy / FILE.npz:KEY)")
+    p.add_argument("validation", help="the reference (validation) array: FILE.npy or FILE.npz[:KEY]")
+    p.add_argument("kernel", help="the kernel's array: FILE.npy or FILE.npz[:KEY]")
+    p.add_argument(
+        "--dtype",
+        default=None,
+        choices=("fp16", "bf16", "fp32"),
+        help="the kernel's own format (an fp16 result saved as fp32 is judged in fp16 ulps); default the array's type",
+    )
+    p.add_argument("--shape", default=None, metavar="D0,D1,...", help="reshape both arrays (flat dumps)")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    _add_verdict_options(p)
+    _add_verdict_options(p, "rocmlir (fails on NaN/inf mismatches)")
     p.set_defaults(func=_cmd_compare)
-    from . import design, explain, identify_cli, study
+    from . import design, explain, identify_cli, study, units
 
+    units.register_cli(sub)
     study.register_cli(sub)
     explain.register_cli(sub)
     identify_cli.register_cli(sub)
@@ -345,6 +504,10 @@ def main(argv=None) -> int:
                 raise UsageError(
                     "run: give a CONFIG (an argument string, a RUN line, an MIOpenDriver command or a suite test name)"
                 )
+        if getattr(args, "plot", None):  # before any computation: a picture that cannot be written is exit 2
+            from .plots import check_path
+
+            check_path(args.plot)
         return args.func(args)
     except UsageError as err:
         print(f"fp16emu: error: {err}", file=sys.stderr)

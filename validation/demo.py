@@ -1,94 +1,121 @@
-"""``make demo``: every unit on a few probe vectors that tell the units apart.
+"""``make demo``: the job fp16emu exists for, on built-in data, in well under two minutes.
 
-The vectors are the discriminating cases of the published models (MMA-Sim, arXiv 2511.10909, and Khattak & Mikaitis, arXiv 2512.07004; the AMD ones are
-model predictions, the NVIDIA ones hardware facts of Fasi et al. 2021), built in code so the demo
-needs nothing outside the package.
+1. Reproduce one real MI200 measurement of the 2022 AMD fp16 study exactly: the rocMLIR xdlops
+   kernel of test ``conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16`` against the CPU
+   validation (``-pv``), inputs ``-rand 1 -rand_type float`` in [-1, 1), run set ``fair_1``. The
+   measured line is a fact shipped with the package (:data:`MEASURED`), copied from the study's
+   raw results (github.com/zhanglx13/llvm-project-mlir-dev-utils, ``fp16_experiment/raw_results``
+   @3b042e7, ``verify_results_fair_1_MI200/verify_f16_xdlops_pv_rand0.txt``); the emulated line is
+   computed here and printed beside it, field by field.
+2. Explain where that error comes from (:func:`validation.explain.explain`: Shapley shares of the
+   five error sources, the worst elements' causes).
+3. Bug or rounding: the emulated kernel's own output fed back as the "GPU output" is identical;
+   the same output with one injected fault (one element's low mantissa bit flipped) is answered
+   "differs", the suspect located (:meth:`validation.run.RunResult.against`).
+
+The probe-vector table of every unit is ``fp16emu units`` (:mod:`validation.units`).
 """
 
 from __future__ import annotations
 
-from fractions import Fraction
+import time
 
 import numpy as np
 
-import emu
-import models
+__all__ = ["MEASURED", "FAULT_INDEX", "reproduce", "main"]
 
-# name, products as (a, b) pairs, c, what it shows
-PROBES = [
-    ("fp16 subnormal input", [(2.0**-20, 1024.0)], 0.0, "MI200 flushes |x| < 2^-14 to 0"),
-    (
-        "pairing tie lost",
-        [(1.0, 1.0), (2.0**-12, 2.0**-12), (2.0**-12, 2.0**-12), (0.0, 0.0)],
-        0.0,
-        "MI200 rounds 1 + 2^-24 before adding the second 2^-24",
-    ),
-    (
-        "sticky beyond tie",
-        [(1.0, 1.0), (2.0**-12, 2.0**-12), (2.0**-14, 2.0**-14), (0.0, 0.0)],
-        0.0,
-        "only an exact fused sum keeps the sticky bit",
-    ),
-    (
-        "cancellation 2^24",
-        [(4096.0, 4096.0), (1.0, 1.0), (-4096.0, 4096.0), (0.0, 0.0)],
-        0.0,
-        "exact: 1; a rounding tree loses the 1",
-    ),
-    ("MI300 c round-down", [(1.0, 1.0)], -(2.0**-30), "MI300 floors c at 24 bits below the larger exponent"),
-    (
-        "MI300 product truncation",
-        [(1.0, 1.0), (-1.5 * 2.0**-13, 2.0**-12)],
-        0.0,
-        "truncating products at 24 fraction bits",
-    ),
-    (
-        "group boundary k3|k4",
-        [
-            (1.0, 1.0),
-            (0.0, 0.0),
-            (0.0, 0.0),
-            (2.0**-12, 2.0**-12),
-            (2.0**-12, 2.0**-12),
-            (0.0, 0.0),
-            (0.0, 0.0),
-            (0.0, 0.0),
-        ],
-        0.0,
-        "groups of 4 vs one group of 8",
-    ),
-    ("V100 alignment", [(1.0, 2.0**-24)] * 4, 1.0, "products below the 24-bit window vanish (Fasi et al.)"),
-]
-
-UNITS = ["mi100", "mi200", "mi300", "v100", "a100", "h100", "fma32", "fp64"]
+#: One measured line of the 2022 study, shipped as a fact (see the module docstring for its source).
+MEASURED = {
+    "source": "github.com/zhanglx13/llvm-project-mlir-dev-utils fp16_experiment/raw_results @3b042e7, "
+    "verify_results_fair_1_MI200/verify_f16_xdlops_pv_rand0.txt, line 76",
+    "run_set": "fair_1",
+    "gpu": "mi200",
+    "kernel": "xdlops",
+    "validator": "cpu",  # -pv: the CPU validation function of Aug 2022
+    "rand_type": "float",
+    "rand_min": -1,
+    "rand_max": 1,
+    "seed": 1,
+    "test": "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16",
+    "line": "102400     (102282 100 18 0) 9.0 (0.0060768127 0.0060424805)  0.003906  0.000000  7.2e-03  "
+    "5.6e-03  1.2e-06  2.3e-06 0 1 1 0 1 0 1 fwd conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16 "
+    "(76 of 107)",
+}
+#: The flat index of the element the demo corrupts (any index would do).
+FAULT_INDEX = 4242
 
 
-def _fmt(x: float) -> str:
-    x = float(x)
-    if x == 0 or not np.isfinite(x):
-        return repr(x)
-    one = Fraction(x) - 1
-    if one != 0 and abs(one) < Fraction(1, 2**10):  # show 1 + small as 1+2^e
-        n, d = one.numerator, one.denominator
-        if abs(n) == 1 and d & (d - 1) == 0:
-            return f"1{'+' if n > 0 else '-'}2^-{d.bit_length() - 1}"
-    return f"{x:.9g}"
+def reproduce(measured: dict = MEASURED):
+    """(run result, measured StudyLine, emulated StudyLine, emulated line's text) for ``measured``."""
+    from .run import run
+    from .verifier import format_study_line, parse_study_line
+    from .verifier2022 import study_line_of
+
+    m = parse_study_line(measured["line"])
+    r = run(
+        measured["test"],
+        hw=measured["gpu"],
+        kernel=measured["kernel"],
+        validator=measured["validator"],
+        rand_type=measured["rand_type"],
+        rand_min=measured["rand_min"],
+        rand_max=measured["rand_max"],
+        seed=measured["seed"],
+        progress=False,
+    )
+    line = study_line_of(r.validation_output, r.kernel_output, measured["run_set"])
+    return r, m, line, format_study_line(line, tail=m.tail)
 
 
-def main() -> None:
-    print("fp16emu demo: d = c + Σ a_k·b_k through each unit (fp16 inputs, fp32 accumulator)\n")
-    head = f"{'probe':26s} {'exact':>10s} " + " ".join(f"{u:>10s}" for u in UNITS)
-    print(head)
-    print("-" * len(head))
-    for name, pairs, c, why in PROBES:
-        a = np.array([p[0] for p in pairs], np.float16)
-        b = np.array([p[1] for p in pairs], np.float16)
-        exact = Fraction(c) + sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b))
-        row = [_fmt(emu.dot_add(a, b, np.float32(c), models.unit(u))) for u in UNITS]
-        print(f"{name:26s} {_fmt(float(exact)):>10s} " + " ".join(f"{r:>10s}" for r in row))
-        print(f"{'':26s} ({why})")
-    print("\nUnits: " + "; ".join(f"{u}: {models.unit(u).description}" for u in UNITS))
+def main() -> int:
+    from .explain import explain
+
+    t0 = time.perf_counter()
+    M = MEASURED
+    print("fp16emu demo: the job it exists for, on one real measurement of the 2022 AMD fp16 study\n")
+    print(f"1. Reproduce: {M['test']}")
+    print(
+        f"   {M['gpu'].upper()}, rocMLIR {M['kernel']} kernel vs the CPU validation (-pv), run set {M['run_set']}, "
+        f"inputs seed {M['seed']}, {M['rand_type']} generator in [{M['rand_min']}, {M['rand_max']})"
+    )
+    r, measured, emulated, text = reproduce(M)
+    print(f"   measured ({M['source']}):")
+    print(f"     {M['line']}")
+    print("   emulated (fp16emu, this machine):")
+    print(f"     {text}")
+    fm, fe = measured.fields(), emulated.fields()
+    differ = [k for k in fm if fm[k] != fe[k]]
+    print(
+        f"   {len(fm) - len(differ)} of {len(fm)} printed fields equal"
+        + (": the measurement reproduced exactly" if not differ else f"; differ: {', '.join(differ)}")
+    )
+
+    print("\n2. Explain: where the error comes from (exact fp64 convolution → emulated kernel, Shapley shares)")
+    ex = explain(
+        M["test"],
+        hw=M["gpu"],
+        kernel=M["kernel"],
+        validator=M["validator"],
+        rand_type=M["rand_type"],
+        rand_min=M["rand_min"],
+        rand_max=M["rand_max"],
+        seed=M["seed"],
+        top=5,
+        progress=False,
+    )
+    print("   " + ex.format_text().replace("\n", "\n   "))
+
+    print("\n3. Bug or rounding: the emulated output fed back as the 'GPU output'")
+    gpu = r.kernel_output.copy()
+    print("   a) unchanged:")
+    print("   " + r.against(gpu).format_text().replace("\n", "\n   "))
+    bits = gpu.view(np.uint16)
+    bits[FAULT_INDEX] ^= 1  # the last mantissa bit of one element: an injected fault
+    print(f"   b) with one injected fault (flat element {FAULT_INDEX}, last mantissa bit flipped):")
+    print("   " + r.against(gpu).format_text().replace("\n", "\n   "))
+    print(f"\n({time.perf_counter() - t0:.1f} s; the probe-vector table of every unit: fp16emu units)")
+    return 0 if not differ else 1
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

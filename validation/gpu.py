@@ -23,7 +23,7 @@ import numpy as np
 
 from models.kernels import ATOMIC_ORDERS
 
-__all__ = ["GpuComparison", "compare_gpu_output", "gpu_values", "ANSWERS"]
+__all__ = ["GpuComparison", "compare_gpu_output", "gpu_values", "from_layout", "ANSWERS"]
 
 #: The three answers: every element equal to the emulation, every element reachable by some
 #: atomic add order, or some element that no modelled order gives.
@@ -59,11 +59,25 @@ class GpuComparison:
             "clusters": self.clusters,
         }
 
+    def __repr__(self) -> str:
+        extra = f", {self.n_outside_ensemble} outside the ensemble" if self.ensemble_orders else ""
+        return (
+            f"<GpuComparison {self.answer}: {self.n_identical}/{self.n} identical, {self.n_differ} differ{extra}"
+            f"{', ' + self.clusters[0] if self.clusters else ''}>"
+        )
+
+    def _repr_html_(self) -> str:
+        import html
+
+        body = "<br>".join(html.escape(line) for line in self.format_text().splitlines())
+        return f"<p><b>{html.escape(self.answer)}</b></p><p style='font-family:monospace'>{body}</p>"
+
     def format_text(self) -> str:
         if self.answer == "identical":
             head = (
                 f"GPU output: all {self.n} elements identical to the emulated kernel, bit for bit: any "
-                f"difference from the validation is the kernel's arithmetic (rounding), not a bug"
+                f"difference from the validation is the kernel's arithmetic (rounding), not a bug "
+                f"(the verdict below; `fp16emu explain CONFIG` attributes it to its sources)"
             )
         elif self.answer == "inside-ensemble":
             head = (
@@ -123,6 +137,29 @@ def gpu_values(gpu, size: int, shape: tuple[int, ...]) -> np.ndarray:
     raise ValueError(f"gpu output: dtype {a.dtype} is not float16, uint16 (fp16 patterns), float32 or float64")
 
 
+def from_layout(gpu, problem, layout: str) -> np.ndarray:
+    """A GPU output stored in ``layout`` (the result tensor's letters in the dump's memory order,
+    e.g. ``nchw`` or ``ngkhw``), rearranged into the result tensor's own memory order (flat)."""
+    from emu.conv import normalize_layout
+
+    role = problem.result_role
+    want = problem.layout5(role)
+    try:
+        got = normalize_layout(str(layout).strip().lower(), role)
+    except ValueError as err:
+        raise ValueError(f"--layout: {layout!r} is not a layout of the {role} tensor ({err})") from None
+    if sorted(got) != sorted(want):
+        raise ValueError(
+            f"--layout: {layout!r} does not name the {role} tensor's letters (its layout is {problem.layout(role)!r})"
+        )
+    sizes = problem.letter_sizes(role)
+    a = np.asarray(gpu).reshape(-1)
+    if a.size != problem.tensor_size(role):
+        raise ValueError(f"gpu output: {a.size} elements; the result tensor has {problem.tensor_size(role)}")
+    a = a.reshape(tuple(sizes[d] for d in got))
+    return np.ascontiguousarray(a.transpose(tuple(got.index(d) for d in want))).reshape(-1)
+
+
 def _same(a16: np.ndarray, b16: np.ndarray) -> np.ndarray:
     """Equal bit patterns, NaN payloads aside (a NaN equals any NaN)."""
     return (a16.view(np.uint16) == b16.view(np.uint16)) | (np.isnan(a16) & np.isnan(b16))
@@ -149,6 +186,17 @@ def _clusters(where: np.ndarray, axes: tuple[str, ...], dims: tuple[int, ...]) -
             border = np.isin(values, (0, size - 1))
             if border.all():
                 out.append(f"all {where.size} on the first or last {axis} (a border)")
+    # a block (a tile, a K block's outputs): the bounding box, where it is smaller than the tensor
+    box = [(a, int(v.min()), int(v.max()), n) for a, n, v in zip(axes, dims, idx) if n > 1]
+    narrow = [(a, lo, hi, n) for a, lo, hi, n in box if hi - lo + 1 < n]
+    if any(hi - lo + 1 > 2 for _, lo, hi, _ in narrow):
+        volume = int(np.prod([hi - lo + 1 for _, lo, hi, _ in box])) if box else 1
+        total = int(np.prod(dims))
+        out.append(
+            f"all {where.size} inside the block "
+            + ", ".join(f"{a} = {lo}..{hi}" for a, lo, hi, _ in narrow)
+            + f" ({volume} of {total} elements: a tile or block)"
+        )
     return out
 
 

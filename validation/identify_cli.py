@@ -60,6 +60,7 @@ def register_cli(subparsers):
         "identify the xdlops kernel (forward: unit and gemmK order; backward weight: KBlocks)",
     )
     q.add_argument("--gpu", default="mi100,mi200", help="with --test: mi100, mi200 or both (default)")
+    q.add_argument("--plot", default=None, metavar="FILE.png", help="save the rows each candidate reproduces")
     q.set_defaults(func=_cmd_identify)
     return p, q
 
@@ -107,7 +108,13 @@ def _cmd_identify(args) -> int:
     if args.format not in ("text", "json"):
         raise ValueError(f"--format: {args.format!r} is not one of text, json")
     count = _int_option(args.next, "--next", 0, 64)
+    if getattr(args, "plot", None):
+        from .plots import check_path
+
+        check_path(args.plot)
     if Path(args.results).is_dir() and any(Path(args.results).glob("verify_results_*")):
+        if getattr(args, "plot", None):
+            raise ValueError("--plot: draws probe-row identifications; not available with the study's raw results")
         return _cmd_identify_study(args)
     if args.test is not None:
         raise ValueError("--test: RESULTS must be the study's raw results folder (verify_results_<run set>_<GPU>/)")
@@ -125,6 +132,10 @@ def _cmd_identify(args) -> int:
             )
         except OSError as err:
             raise ValueError(f"--next-out: cannot write {args.next_out!r} ({err.strerror or err})") from None
+    if getattr(args, "plot", None):
+        from .plots import identify_figure, save
+
+        save(identify_figure(result, rows), args.plot)
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=1))
     else:

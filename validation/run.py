@@ -14,6 +14,7 @@ fair_3 MI200 backward-weight validator).
 
 from __future__ import annotations
 
+import sys
 import warnings
 from dataclasses import dataclass, field
 
@@ -28,6 +29,7 @@ from models.kernels import ATOMIC_ORDERS
 
 from .configs import Config, parse_config
 from .gpu import GpuComparison, compare_gpu_output
+from .inputs import InputsInfo, resolve_inputs, user_tensors
 
 __all__ = [
     "RunResult",
@@ -41,6 +43,9 @@ __all__ = [
     "HW_CHOICES",
     "RAND_TYPES",
     "progress_bar",
+    "shape_axes",
+    "auto_progress",
+    "harness_verifier",
 ]
 
 KERNEL_CHOICES = {"xdlops": "rocmlir-2022-xdlops", "nonxdlops": "rocmlir-2022-nonxdlops"}
@@ -58,7 +63,8 @@ VALIDATOR_MODIFIERS = {
 }
 HW_CHOICES = ("mi100", "mi200", "mi300")
 RAND_TYPES = ("float", "int")
-PROGRESS_MIN_MACS = 2e9  # show a progress bar above this much work
+PROGRESS_MIN_MACS = 2e9  # work above which a step is "long" (for callers that estimate it)
+PROGRESS_DELAY_S = 2.0  # a bar appears once its step has run this long
 
 
 @dataclass
@@ -78,6 +84,56 @@ class RunResult:
     inputs: dict = field(repr=False, default_factory=dict)
     inputs_used: dict = field(default_factory=dict)
     ensemble: SplitPartials | None = field(repr=False, default=None)
+    #: what the inputs were (distribution, range, seed and their sources, or the user's files)
+    inputs_info: InputsInfo | None = field(repr=False, default=None)
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        """The letters of :attr:`shape`'s axes (the result tensor's layout: n, h, w, k …)."""
+        return shape_axes(self.problem, self.problem.result_role)
+
+    @property
+    def kernel_array(self) -> np.ndarray:
+        """The kernel's fp16 output in the result tensor's shape (axes :attr:`axes`)."""
+        return np.asarray(self.kernel_output).reshape(self.shape)
+
+    @property
+    def validation_array(self) -> np.ndarray:
+        """The validation's fp32 output in the result tensor's shape (axes :attr:`axes`)."""
+        return np.asarray(self.validation_output).reshape(self.shape)
+
+    def save(self, directory, *, command: str | None = None) -> dict[str, str]:
+        """Write kernel.npy, validation.npy, the input tensors and run.json under ``directory``
+        (:func:`validation.inputs.save_run`); returns ``{file: what}``."""
+        from .inputs import save_run
+
+        return save_run(self, directory, command=command)
+
+    def __repr__(self) -> str:
+        name = self.config.name or " ".join(self.config.source.split())
+        ens = f", split-K atomics ({self.ensemble.n_split} partials: order-dependent)" if self.ensemble else ""
+        return (
+            f"<RunResult {name}: {self.problem.direction} {self.kernel.key} vs {self.validator.key}, "
+            f"{self.problem.result_role} {'x'.join(map(str, self.shape))} ({''.join(self.axes)}){ens}>"
+        )
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = [
+            ("config", self.config.name or " ".join(self.config.source.split())),
+            ("direction", self.problem.direction),
+            ("kernel", self.kernel.key),
+            ("validator", self.validator.key),
+            ("result", f"{self.problem.result_role} {'x'.join(map(str, self.shape))} ({''.join(self.axes)})"),
+            ("inputs", self.inputs_info.text() if self.inputs_info is not None else ""),
+        ]
+        if self.ensemble is not None:
+            rows.append(
+                ("atomics", f"split-K with {self.ensemble.n_split} partials: the result depends on the add order")
+            )
+        body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
+        return f"<table>{body}</table>"
 
     @property
     def problem(self) -> ConvProblem:
@@ -154,13 +210,55 @@ def plan(
     return config, kmodel, vmodel
 
 
-def progress_bar(total: int, enabled: bool, desc: str):
-    """A tqdm bar over ``total`` gemmN columns, or None when not ``enabled``."""
+def harness_verifier(config: Config) -> tuple[str, str]:
+    """(verifier preset, why) of the harness ``config`` comes from: the 2022 rules
+    (``rocmlir-2022``) for the 2022 suite's tests, MIOpen's check for an MIOpenDriver command,
+    today's rocMLIR verifier (``rocmlir``) for any other miopen-gen/rocmlir-gen config."""
+    tool = str(config.tool)
+    if tool.startswith("suite:rocmlir_2022"):
+        return "rocmlir-2022", "default: the 2022 suite's harness verifier, rocMLIR Aug 2022"
+    if tool == "MIOpenDriver":
+        return "miopen", "default: MIOpenDriver's own check"
+    return "rocmlir", "default: the rocMLIR harness verifier of a miopen-gen/rocmlir-gen config"
+
+
+def shape_axes(problem: ConvProblem, role: str) -> tuple[str, ...]:
+    """The letters of ``problem.tensor_shape(role)``'s axes, outermost first."""
+    given, full = problem.layout(role), problem.layout5(role)
+    if len(given) == 5:
+        return tuple(given)
+    channel = "c" if role == "input" else "k"
+    if problem.groups == 1 or full.replace("g" + channel, channel) == given:
+        return tuple(given)
+    return tuple(full)
+
+
+def auto_progress() -> bool:
+    """Whether a step gets a progress bar by default: when stderr is a terminal (the bar then
+    appears only once the step has taken :data:`PROGRESS_DELAY_S` seconds)."""
+    try:
+        return bool(sys.stderr.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def progress_bar(total: int, enabled: bool, desc: str, unit: str = "col"):
+    """A tqdm bar on stderr over ``total`` ``unit`` (gemmN columns by default), or None when not
+    ``enabled``; the caller closes it (``finally``), and it leaves no line behind."""
     if not enabled:
         return None
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="col", unit_scale=True, leave=False, dynamic_ncols=True)
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit=unit,
+        unit_scale=True,
+        leave=False,
+        dynamic_ncols=True,
+        file=sys.stderr,
+        delay=PROGRESS_DELAY_S,
+    )
 
 
 def run(
@@ -176,34 +274,38 @@ def run(
     rand_type: str | None = None,
     progress: bool | None = None,
     n_chunk: int | None = None,
+    inputs=None,
 ) -> RunResult:
     """Emulate ``config`` (a Config or any text ``parse_config`` accepts) on ``hw``.
 
     ``kernel``: "xdlops" / "nonxdlops" (default: the config's own flag, else xdlops);
     ``validator``: cpu, gpu, cpu-acc4, cpu-ftz, mlir, each optionally with ``+flush`` and
     ``+inbounds``; ``rand_min``/``rand_max``/``seed``/``rand_type`` override the config's
-    random-data options (:attr:`RunResult.inputs_used` says what was used); ``progress`` None =
-    automatic for big tests.
+    random-data options (:attr:`RunResult.inputs_info` says what was used, where each value
+    came from, and which options had no effect); ``inputs``: the user's own tensors instead
+    (``{"x": …, "w": …, "dy": …}`` arrays or files, or a folder / "x.npy,w.npy" text, see
+    :func:`validation.inputs.user_tensors`); ``progress`` None = a bar for long runs when stderr
+    is a terminal.
     """
     config, kmodel, vmodel = plan(config, hw=hw, kernel=kernel, validator=validator, perf_config=perf_config)
     problem = config.problem
 
-    kw = config.harness_kwargs()
-    for name, value in (("seed", seed), ("rand_min", rand_min), ("rand_max", rand_max)):
-        if value is not None:
-            kw[name] = value
     if rand_type is not None:
-        kw["rand_type"] = choice(rand_type, RAND_TYPES, "rand_type")
-    with warnings.catch_warnings():
-        warnings.simplefilter("default")
-        inputs = harness.harness_inputs(problem, **kw)
+        rand_type = choice(rand_type, RAND_TYPES, "rand_type")
+    files = None
+    if inputs is not None:
+        inputs, files = user_tensors(inputs, problem)
+    kw, info = resolve_inputs(config, rand_min=rand_min, rand_max=rand_max, seed=seed, rand_type=rand_type, files=files)
+    if inputs is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            inputs = harness.harness_inputs(problem, **kw)
     op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
 
     atomic = kmodel.atomic_split(problem) > 0
-    macs = sum(s.m * s.n * s.k for s in op.subs) * problem.groups
     bar = progress_bar(
         sum(s.n for s in op.subs) * problem.groups,
-        progress if progress is not None else macs > PROGRESS_MIN_MACS,
+        progress if progress is not None else auto_progress(),
         f"{kmodel.key} + {vmodel.key}",
     )
     try:
@@ -225,6 +327,7 @@ def run(
         kernel_output=fp32_to_fp16(kernel_fp32),
         validation_output=validation,
         inputs=inputs,
-        inputs_used=kw,
+        inputs_used=kw or {},
         ensemble=ensemble,
+        inputs_info=info,
     )

@@ -87,6 +87,9 @@ __all__ = [
     "verdict",
     "verify",
     "format_flags",
+    "METRIC_ALIASES",
+    "resolve_metric",
+    "metric_unit",
     "StudyTail",
     "StudyLine",
     "study_line",
@@ -105,6 +108,70 @@ MLU_OP_CLASSES: Mapping[str, str] = {
 }  # fmt: skip
 
 # ------------------------------------------------------------------------------------------------
+# Metric names and units
+
+#: Other names accepted for a metric (``--threshold absDiff=100``): the C verifiers' labels.
+#: Matching ignores case, ``_`` and ``-``, so ``maxAbsDiff`` is ``max_abs_diff`` as well.
+METRIC_ALIASES: Mapping[str, str] = {
+    "absdiff": "max_abs_diff", "reldiff": "max_rel_diff", "reldiffold": "max_rel_diff_old",
+    "epsilondiff": "max_epsilon_diff", "epsdiff": "max_epsilon_diff", "maxepsdiff": "max_epsilon_diff",
+    "nonfinite": "n_nonfinite", "nan": "n_nonfinite",
+}  # fmt: skip
+
+
+def _norm(name: str) -> str:
+    return str(name).lower().replace("_", "").replace("-", "").strip()
+
+
+def resolve_metric(name: str) -> str:
+    """The metric a name stands for: a name of :data:`~validation.metrics.METRIC_NAMES`, the same
+    in another spelling (``maxAbsDiff``), or an alias of :data:`METRIC_ALIASES` (``absDiff``).
+    ``ValueError`` naming the valid metrics otherwise."""
+    if name in METRIC_NAMES:
+        return name
+    key = _norm(name)
+    by_norm = {_norm(m): m for m in METRIC_NAMES}
+    if key in by_norm:
+        return by_norm[key]
+    if key in METRIC_ALIASES:
+        return METRIC_ALIASES[key]
+    raise ValueError(f"unknown metric {name!r}; valid metrics: {', '.join(sorted(METRIC_NAMES))} "
+                     f"(or the labels absDiff, relDiff, relDiff_old, epsilonDiff, RMS)")  # fmt: skip
+
+
+_UNITS: Mapping[str, str] = {
+    "max_abs_diff": "absolute, |v − k|",
+    "ave_abs_diff": "mean |v − k| over all N",
+    "max_rel_diff": "relative, |v − k| / |v| over v ≠ 0",
+    "max_rel_diff_old": "relative, |v − k| / |v| over |v| > 1e-3",
+    "ave_rel_diff": "Σ |v − k| / |v| over v ≠ 0, divided by all N",
+    "rms": "sqrt(Σ(v − k)²) / (sqrt(N) · max|v|,|k|): normalised by N and the largest magnitude",
+    "miopen_rms": "MIOpen rms_range: sqrt(Σ(v − k)²) / (sqrt(N) · max |v|, |k|)",
+    "diff1": "MLU-OPS Σ|k − v| / Σ|v|",
+    "diff2": "MLU-OPS sqrt(Σ(k − v)² / Σv²)",
+    "diff3": "MLU-OPS max(relative over |v| ≥ th, absolute below)",
+    "diff3_1": "MLU-OPS max |k − v| / |v|",
+    "diff3_2": "MLU-OPS max |k − v|",
+    "diff4": "MLU-OPS share of mismatches below the validation",
+    "allclose": "elements outside atol + rtol·|v|",
+    "n_nonfinite": "elements: NaN, or unequal infinities",
+}
+
+
+def metric_unit(metric: str, result: ComparisonResult | None = None) -> str:
+    """What ``metric``'s value measures, in words (the epsilon format's ulps for epsilonDiff)."""
+    if metric == "max_epsilon_diff":
+        fmt = "fp16" if result is None else result.epsilon_format
+        return f"{fmt} ulps of the smaller magnitude"
+    if metric == "max_rel_diff_old_native":
+        dt = "the data type's" if result is None else f"{result.dtype}"
+        return f"relative, |v − k| / |v| in {dt} arithmetic over |v| > 0.001"
+    if metric.startswith("n_"):
+        return _UNITS.get(metric, "elements")
+    return _UNITS.get(metric, "")
+
+
+# ------------------------------------------------------------------------------------------------
 # Thresholds and verdicts
 
 
@@ -117,8 +184,7 @@ class Check:
     label: str = ""
 
     def __post_init__(self) -> None:
-        if self.metric not in METRIC_NAMES:
-            raise ValueError(f"unknown metric {self.metric!r}; valid metrics: {', '.join(sorted(METRIC_NAMES))}")
+        object.__setattr__(self, "metric", resolve_metric(self.metric))
         object.__setattr__(self, "limit", float(self.limit))
         if not self.label:
             object.__setattr__(self, "label", self.metric)
@@ -204,6 +270,7 @@ class Thresholds:
 
     def with_limits(self, **limits: float) -> Thresholds:
         """A copy with some limits replaced, by metric name (``rms=7e-4``)."""
+        limits = {resolve_metric(m): x for m, x in limits.items()}
         known = {c.metric for c in self.checks}
         unknown = set(limits) - known
         if unknown:
@@ -219,17 +286,33 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One evaluated check."""
+    """One evaluated check. ``passed`` is the harness's flag (a NaN or unequal infinity fails every
+    flag of a ``nonfinite="fail"`` verifier); ``within`` is this metric alone against its limit,
+    what the check's line shows; ``unit`` says what the value measures."""
 
     metric: str
     label: str
     value: float
     limit: float
     passed: bool
+    within: bool | None = None
+    unit: str = ""
+
+    @property
+    def own_pass(self) -> bool:
+        return self.passed if self.within is None else self.within
+
+    def line(self) -> str:
+        """``max_abs_diff (absDiff): 350 > 100 [absolute, |v − k|] FAIL``: this metric alone."""
+        ok = self.own_pass
+        name = self.metric if self.label in ("", self.metric) else f"{self.metric} ({self.label})"
+        unit = f"  [{self.unit}]" if self.unit else ""
+        return f"{name}: {self.value:g} {'<=' if ok else '>'} {self.limit:g} {'pass' if ok else 'FAIL'}{unit}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "label": self.label, "value": json_float(self.value),
-                "limit": json_float(self.limit), "pass": self.passed}  # fmt: skip
+                "limit": json_float(self.limit), "pass": self.passed, "within": self.own_pass,
+                "unit": self.unit}  # fmt: skip
 
 
 def format_flags(flags: Iterable[int | bool]) -> str:
@@ -239,11 +322,15 @@ def format_flags(flags: Iterable[int | bool]) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The flags of one :class:`Thresholds` on one :class:`ComparisonResult`."""
+    """The flags of one :class:`Thresholds` on one :class:`ComparisonResult`.
+
+    ``nonfinite_check``: the NaN/inf rule as its own check (NaN anywhere or unequal infinities
+    fail a ``nonfinite="fail"`` verifier), None for verifiers whose metrics alone decide."""
 
     result: ComparisonResult
     thresholds: Thresholds
     checks: tuple[CheckResult, ...]
+    nonfinite_check: CheckResult | None = None
 
     @property
     def flags(self) -> tuple[int, ...]:
@@ -251,12 +338,36 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.checks)
+        nf_ok = self.nonfinite_check is None or self.nonfinite_check.passed
+        return nf_ok and all(c.passed for c in self.checks)
 
     @property
     def exit_code(self) -> int:
         """0 pass, 1 fail (the CLI's exit status)."""
         return 0 if self.passed else 1
+
+    @property
+    def failing(self) -> tuple[CheckResult, ...]:
+        """The checks that fail on their own metric (the NaN/inf check first)."""
+        out = [self.nonfinite_check] if self.nonfinite_check is not None and not self.nonfinite_check.passed else []
+        return tuple(out + [c for c in self.checks if not c.own_pass])
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Where this verifier's rules differ from what a reader may assume (NaN let through)."""
+        nf = self.result.nonfinite
+        out = []
+        if self.thresholds.nonfinite == "metric" and not any(c.metric == "allclose" for c in self.checks):
+            seen = (
+                f"{nf.n_mismatch} NaN/inf mismatches here do not fail it"
+                if nf.n_mismatch
+                else "no NaN/inf mismatch here"
+            )
+            out.append(
+                f"{self.thresholds.name} lets NaN and unequal infinities through (its metrics skip them, as "
+                f"the original code does): {seen}; the rocmlir preset fails on any"
+            )
+        return tuple(out)
 
     def format_flags(self) -> str:
         return format_flags(self.flags)
@@ -267,6 +378,16 @@ class Verdict:
             return format_study_line(self.result)
         return self.format_flags()
 
+    def verdict_line(self) -> str:
+        """``PASS (rocmlir)`` or ``FAIL (rocmlir): max_abs_diff 350 > 100 (absolute); …``."""
+        name = self.thresholds.name
+        if self.passed:
+            return f"PASS ({name}: {len(self.checks)} check{'s' if len(self.checks) != 1 else ''} within limits)"
+        why = "; ".join(
+            f"{c.metric} {c.value:g} > {c.limit:g}" + (f" ({c.unit})" if c.unit else "") for c in self.failing
+        )
+        return f"FAIL ({name}): {why or 'the flags above'}"
+
     def to_dict(self) -> dict[str, Any]:
         """The result's dict with ``flags`` and ``verdict`` filled, plus the checks."""
         out = self.result.to_dict()
@@ -274,6 +395,10 @@ class Verdict:
         out["verdict"] = "pass" if self.passed else "fail"
         out["preset"] = self.thresholds.name
         out["checks"] = [c.to_dict() for c in self.checks]
+        out["nonfinite_check"] = None if self.nonfinite_check is None else self.nonfinite_check.to_dict()
+        out["failing"] = [c.metric for c in self.failing]
+        out["verdict_line"] = self.verdict_line()
+        out["notes"] = list(self.notes)
         if self.result.study_quirks is not None:
             out["study_line"] = format_study_line(self.result)
         return out
@@ -283,15 +408,47 @@ class Verdict:
         return self.report()
 
     def report(self) -> str:
-        """One line per check, then the flags."""
-        lines = [f"{c.label}: {c.value:g} {'<=' if c.passed else '>'} {c.limit:g} "
-                 f"{'pass' if c.passed else 'FAIL'}" for c in self.checks]  # fmt: skip
+        """One line per check (each its own metric), the NaN/inf check, what the verifier prints,
+        the PASS/FAIL line and the notes."""
+        lines = [c.line() for c in self.checks]
         nf = self.result.nonfinite
-        if nf.n_mismatch:
-            lines.append(f"nonfinite mismatches: {nf.n_mismatch} (NaN {nf.n_nan}, unequal inf "
-                         f"{nf.n_inf_mismatch}); policy {self.thresholds.nonfinite}")  # fmt: skip
-        lines.append(self.format())
+        if self.nonfinite_check is not None:
+            c = self.nonfinite_check
+            lines.append(
+                f"nonfinite mismatches: {nf.n_mismatch} (NaN {nf.n_nan}, unequal inf {nf.n_inf_mismatch}) "
+                f"{'<=' if c.passed else '>'} 0 {'pass' if c.passed else 'FAIL'}"
+                + ("" if c.passed else ": any NaN or unequal infinity fails every flag of this verifier")
+            )
+        elif nf.n_mismatch:
+            lines.append(
+                f"nonfinite mismatches: {nf.n_mismatch} (NaN {nf.n_nan}, unequal inf {nf.n_inf_mismatch}); "
+                f"not a check of {self.thresholds.name}"
+            )
+        printed = self.format()
+        if self.thresholds.output != "study-line":
+            # the bare flags ("[1]") mean nothing out of context: say whose they are
+            printed = f"{self.thresholds.name} prints: {printed} (one flag per check, 1 = pass)"
+        lines.append(printed)
+        lines.append(self.verdict_line())
+        lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Verdict {self.verdict_line()} flags {self.format_flags()}>"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = "".join(
+            f"<tr><td>{html.escape(c.metric)}</td><td>{html.escape(c.label)}</td><td>{c.value:g}</td>"
+            f"<td>{c.limit:g}</td><td>{html.escape(c.unit)}</td><td>{'pass' if c.own_pass else '<b>FAIL</b>'}</td></tr>"
+            for c in ((*self.checks, self.nonfinite_check) if self.nonfinite_check else self.checks)
+        )
+        notes = "".join(f"<p><i>note: {html.escape(n)}</i></p>" for n in self.notes)
+        return (
+            f"<p><b>{html.escape(self.verdict_line())}</b></p><table><tr><th>metric</th><th>label</th>"
+            f"<th>value</th><th>limit</th><th>unit</th><th></th></tr>{rows}</table>{notes}"
+        )
 
 
 def _check_passes(metric: str, value: float, limit: float) -> bool:
@@ -312,9 +469,14 @@ def evaluate(result: ComparisonResult, thresholds: Thresholds) -> Verdict:
     checks = []
     for c in thresholds.checks:
         value = result.metric(c.metric)
-        ok = _check_passes(c.metric, value, c.limit) and not spoiled
-        checks.append(CheckResult(c.metric, c.label, value, c.limit, ok))
-    return Verdict(result=result, thresholds=thresholds, checks=tuple(checks))
+        within = _check_passes(c.metric, value, c.limit)
+        unit = metric_unit(c.metric, result)
+        checks.append(CheckResult(c.metric, c.label, value, c.limit, within and not spoiled, within, unit))
+    nf_check = None
+    if thresholds.nonfinite == "fail":
+        nf_check = CheckResult("n_nonfinite", "NaN/inf", float(bad_nonfinite), 0.0, bad_nonfinite == 0,
+                               bad_nonfinite == 0, "elements: NaN, or unequal infinities")  # fmt: skip
+    return Verdict(result=result, thresholds=thresholds, checks=tuple(checks), nonfinite_check=nf_check)
 
 
 def verdict(
@@ -330,6 +492,10 @@ def verdict(
     the result was not measured as the preset measures (:meth:`Thresholds.check_result`).
     """
     extra = dict(thresholds or {})
+    if preset is not None and extra:
+        labels = {_norm(c.label): c.metric for c in _preset(preset, result.dtype, **preset_options).checks}
+        extra = {labels.get(_norm(m), m) if m not in METRIC_NAMES else m: x for m, x in extra.items()}
+    extra = {resolve_metric(m): x for m, x in extra.items()}
     if preset is None:
         if not extra:
             raise ValueError("give a preset, thresholds, or both")

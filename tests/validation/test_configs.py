@@ -162,7 +162,7 @@ def test_suite_p_rows_use_x2_defaults():
 
 
 def test_suite_unknown_name_lists_close_matches():
-    with pytest.raises(ConfigError, match=r"close matches: .*CONFIG1") as ei:
+    with pytest.raises(ConfigError, match=r"did you mean .*CONFIG1") as ei:
         suite_config("padding_kernel_gemmK_CHECK_RESNET50_F16_CONFIG9")
     assert "\n" not in str(ei.value)
     with pytest.raises(ConfigError, match="not in suite"):

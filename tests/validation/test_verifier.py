@@ -243,7 +243,11 @@ def test_verdict_json_has_the_stable_keys(gemm):
     assert [c["label"] for c in d["checks"]] == ["RMS", "absDiff", "relDiff"]
     json.dumps(d, allow_nan=False)
     text = verify(gemm["validation"], gemm["dropped"], "rocmlir").format_text()
-    assert text.splitlines()[0].endswith("> 3e-05 FAIL") and text.endswith("[0 1 0]")
+    lines = text.splitlines()
+    assert lines[0].startswith("rms (RMS): ") and "> 3e-05 FAIL  [" in lines[0] and "normalised by N" in lines[0]
+    assert "rocmlir prints: [0 1 0] (one flag per check, 1 = pass)" in lines and lines[-1].startswith(
+        "FAIL (rocmlir): rms "
+    )
 
 
 # ------------------------------------------------------------------------------------------------

@@ -31,8 +31,18 @@ def register_cli(subparsers):
     p.add_argument("--perf-config", default=None, help="rocMLIR tuning string (default: the 2022 default)")
     p.add_argument("--rand-min", type=int, default=None)
     p.add_argument("--rand-max", type=int, default=None)
-    p.add_argument("--rand-type", default=None, help="float or int (default: the config's)")
+    p.add_argument(
+        "--rand-type",
+        default=None,
+        help="float or int: the harness's generator (default: the config's -rand_type, else int)",
+    )
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument(
+        "--inputs",
+        default=None,
+        metavar="DIR|x.npy,w.npy[,dy.npy]",
+        help="explain on your own tensors (as run --inputs; needed for MIOpenDriver commands)",
+    )
     p.add_argument(
         "--metric",
         default=",".join(DEFAULT_METRICS),
@@ -40,7 +50,12 @@ def register_cli(subparsers):
     )
     p.add_argument("--top", default="10", help="worst elements to explain (default 10)")
     p.add_argument("--format", default="text", help="text or json")
-    p.add_argument("--plot", default=None, metavar="FILE", help="save the stacked-bar chart of the shares")
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE",
+        help="save a titled picture: the shares, error vs magnitude, where subnormals sit",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_explain)
     return p
@@ -50,6 +65,10 @@ def _cmd_explain(args) -> int:
     import json
 
     fmt = choice(args.format, FORMATS, "--format")
+    if args.plot:
+        from ..plots import check_path
+
+        check_path(args.plot)
     config = args.config if args.config is not None else args.config_option
     if not config:
         raise ValueError(
@@ -77,15 +96,23 @@ def _cmd_explain(args) -> int:
         metrics=names,
         top=top,
         progress=False if args.no_progress else None,
+        inputs=args.inputs,
+        keep_arrays=bool(args.plot),
     )
+    import sys
+
+    for w in result.inputs.warnings if result.inputs is not None else ():
+        print(f"fp16emu: warning: {w}", file=sys.stderr)
     if fmt == "json":
         print(json.dumps(result.to_dict(), indent=1, allow_nan=False))
     else:
         print(result.format_text())
     if args.plot:
-        import matplotlib
+        from .. import plots
+        from ..run import plan
 
-        matplotlib.use("Agg")
-        ax = result.plot()
-        ax.figure.savefig(args.plot, bbox_inches="tight")
+        problem = plan(config, hw=args.hw, kernel=args.kernel, perf_config=args.perf_config)[0].problem
+        kw = {k: getattr(args, k) for k in ("seed", "rand_type", "rand_min", "rand_max")}
+        inputs = ", ".join(f"{k} {v}" for k, v in kw.items() if v is not None) or "the config's own random data"
+        plots.save(plots.explain_figure(result, problem, {"inputs": inputs}), args.plot)
     return 0

@@ -15,7 +15,8 @@ from emu.conv import ConvGemm, ConvProblem
 from models import harness
 
 from .. import metrics as metrics_mod
-from ..run import HW_CHOICES, choice, plan
+from ..inputs import resolve_inputs, user_tensors
+from ..run import HW_CHOICES, auto_progress, choice, plan, progress_bar
 from .records import ElementExplanation, Explanation, MetricShares
 from .sources import (
     ALL_ON,
@@ -164,22 +165,29 @@ def explain_problem(
     idx = np.array([e.index for e in picked], dtype=np.int64)
     at: dict[Any, np.ndarray] = {keys[ALL_ON]: kern.reshape(-1)[idx]}
     kept: dict[Any, np.ndarray] = {keys[ALL_ON]: kern} if keep_arrays else {}
-    for g in dict.fromkeys(rep[key_of_mask[m & 0b111]] for m in range(1 << N_SOURCES)):
-        for mask in range(1 << N_SOURCES):
-            if rep[key_of_mask[mask & 0b111]] != g:
-                continue
-            keys[mask] = key = variant_key(mask)
-            if key in measured:
-                continue
-            arr = array(key)
-            measured[key] = metrics_mod.compare(ref, arr, dtype_hint="fp16", top=0)
-            at[key] = arr.reshape(-1)[idx]
-            if keep_arrays:
-                kept[key] = arr
-            del arr
-        posts.pop(g, None)  # ref and kern keep their arrays alive; the rest is freed
-        if g not in (keys[0][0], keys[ALL_ON][0]):
-            gemm_out[g] = None
+    bar = progress_bar(1 << N_SOURCES, progress, "explain: measuring the variants", unit="variant")
+    try:
+        for g in dict.fromkeys(rep[key_of_mask[m & 0b111]] for m in range(1 << N_SOURCES)):
+            for mask in range(1 << N_SOURCES):
+                if rep[key_of_mask[mask & 0b111]] != g:
+                    continue
+                if bar is not None:
+                    bar.update(1)
+                keys[mask] = key = variant_key(mask)
+                if key in measured:
+                    continue
+                arr = array(key)
+                measured[key] = metrics_mod.compare(ref, arr, dtype_hint="fp16", top=0)
+                at[key] = arr.reshape(-1)[idx]
+                if keep_arrays:
+                    kept[key] = arr
+                del arr
+            posts.pop(g, None)  # ref and kern keep their arrays alive; the rest is freed
+            if g not in (keys[0][0], keys[ALL_ON][0]):
+                gemm_out[g] = None
+    finally:
+        if bar is not None:
+            bar.close()
     t_cmp = time.perf_counter() - t0
 
     # 3. Shapley shares per metric
@@ -289,6 +297,7 @@ def explain(
     progress: bool | None = None,
     n_chunk: int | None = None,
     keep_arrays: bool = False,
+    inputs=None,
 ) -> Explanation:
     """Explain ``config`` (a :class:`validation.configs.Config` or any text
     :func:`validation.configs.parse_config` accepts, e.g. a suite test name) on ``hw``.
@@ -297,7 +306,8 @@ def explain(
     cpu-ftz, mlir (the reference's loop order, or the whole reference with
     ``reference="validator"``); ``rand_min``/``rand_max``/``rand_type``/``seed`` override the
     config's random data; ``metrics``: names of :data:`validation.metrics.METRIC_NAMES` (a list or
-    "rms,max_abs_diff"); ``top``: how many worst elements to explain."""
+    "rms,max_abs_diff"); ``top``: how many worst elements to explain; ``inputs``: the user's own
+    tensors instead of the harness's (as :func:`validation.run.run`)."""
     config, kmodel, vmodel = plan(config, hw=hw, kernel=kernel, validator=validator, perf_config=perf_config)
     hw = kmodel.hw or choice(hw, HW_CHOICES, "hw")
     reference = choice(reference, REFERENCES, "reference")
@@ -311,16 +321,18 @@ def explain(
     if rand_type is not None:
         rand_type = choice(rand_type, ("float", "int"), "rand_type")
     problem = config.problem
-    kw = config.harness_kwargs()
-    for key, value in (("seed", seed), ("rand_min", rand_min), ("rand_max", rand_max), ("rand_type", rand_type)):
-        if value is not None:
-            kw[key] = value
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("default")
-        inputs = harness.harness_inputs(problem, **kw)
+    files = None
+    if inputs is not None:
+        inputs, files = user_tensors(inputs, problem)
+    kw, inputs_info = resolve_inputs(
+        config, rand_min=rand_min, rand_max=rand_max, seed=seed, rand_type=rand_type, files=files
+    )
+    if inputs is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            inputs = harness.harness_inputs(problem, **kw)
     t_inputs = time.perf_counter() - t0
-    macs = sum(s.g * s.m * s.n * s.k for s in config.gemms)
     out = explain_problem(
         problem,
         kmodel,
@@ -331,11 +343,12 @@ def explain(
         reference=reference,
         metrics=names,
         top=top,
-        progress=progress if progress is not None else macs > 2e9,
+        progress=progress if progress is not None else auto_progress(),
         n_chunk=n_chunk,
-        name=config.name or " ".join(config.source.split())[:100],
+        name=config.name or " ".join(config.source.split()),
         keep_arrays=keep_arrays,
     )
     out.hw = hw
+    out.inputs = inputs_info
     out.seconds = {"inputs": t_inputs, **out.seconds, "total": out.seconds["total"] + t_inputs}
     return out

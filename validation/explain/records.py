@@ -113,6 +113,8 @@ class Explanation:
     #: with ``keep_arrays=True``: every variant's output (float32, the result tensor's shape), keyed
     #: like :attr:`MetricShares.values` ("none" is the reference, the five sources joined the kernel)
     arrays: dict[str, np.ndarray] | None = field(repr=False, default=None)
+    #: the inputs (:class:`validation.inputs.InputsInfo`): distribution, range, seed and sources
+    inputs: Any = field(repr=False, default=None)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"metrics": {METRIC: {"total", "shares", "interaction", …}}, "elements": [...],
@@ -134,6 +136,7 @@ class Explanation:
             "gemm_variants": self.gemm_variants,
             "compared_variants": self.compared_variants,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+            "inputs": None if self.inputs is None else self.inputs.to_dict(),
         }
 
     def format_text(self) -> str:
@@ -146,6 +149,8 @@ class Explanation:
             f"{self.config}: {self.direction}, result {'x'.join(map(str, self.shape))}",
             f"kernel {self.kernel}" + (f" on {self.hw}" if self.hw else "") + f"; reference: {ref}",
         ]
+        if self.inputs is not None:
+            lines.append(f"inputs: {self.inputs.text()}")
         for s, why in self.inactive.items():
             lines.append(f"  {s}: no effect here ({why})")
         width = max(len(s) for s in SOURCES)

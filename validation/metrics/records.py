@@ -269,9 +269,10 @@ class ComparisonResult:
         }
         return out
 
-    def format_text(self, *, report: bool = False) -> str:
+    def format_text(self, *, report: bool = False, axes: tuple[str, ...] | None = None) -> str:
         """The metrics as text; ``report`` adds both histograms, the element at each maximum,
-        the worst elements and the non-finite mismatches."""
+        the worst elements and the non-finite mismatches (coordinates named by ``axes``, e.g.
+        ``("n", "k", "h", "w")``, when given)."""
         nf = self.nonfinite
         head = f"N {self.n} {self.dtype} shape {self.shape}"
         if self.study_quirks:
@@ -283,12 +284,12 @@ class ComparisonResult:
             (f"exact {self.n_exact}  eps=1 {self.n_eps1}  eps>=2 {self.n_eps_ge2}  other {self.n_eps_other}"),
             (f"nonfinite: NaN {nf.n_nan}  inf {nf.n_inf} (equal {nf.n_inf_equal}, mismatched {nf.n_inf_mismatch})"),
             (
-                f"maxEpsilonDiff {self.max_epsilon_diff:g}  maxAbsDiff {self.max_abs_diff:g}  "
-                f"aveAbsDiff {self.ave_abs_diff:g}"
+                f"maxEpsilonDiff {self.max_epsilon_diff:g} ({self.epsilon_format} ulps)  maxAbsDiff "
+                f"{self.max_abs_diff:g}  aveAbsDiff {self.ave_abs_diff:g}"
             ),
             (
                 f"maxRelDiff {self.max_rel_diff:g}  maxRelDiff_old {self.max_rel_diff_old:g}  "
-                f"aveRelDiff {self.ave_rel_diff:g}  RMS {self.rms:g}"
+                f"aveRelDiff {self.ave_rel_diff:g}  RMS {self.rms:g} (sqrt(Σd²)/(sqrt(N)·max|v|,|k|))"
             ),
             (
                 f"MLU-OPS diff1 {self.diff1:g}  diff2 {self.diff2:g}  diff3 ({self.diff3[0]:g}, "
@@ -307,8 +308,10 @@ class ComparisonResult:
             return "\n".join(lines)
 
         def show(e: Element) -> str:
+            named = axes is not None and len(axes) == len(e.coords)
+            where = " ".join(f"{a}={c}" for a, c in zip(axes, e.coords)) if named else f"{e.coords}"
             return (
-                f"  {e.coords}: v {e.validation!r} ({e.validation_bits}) k {e.kernel!r} "
+                f"  {where}: v {e.validation!r} ({e.validation_bits}) k {e.kernel!r} "
                 f"({e.kernel_bits}) eps {e.epsilon_diff:g} abs {e.abs_diff:g} "
                 f"rel {e.rel_diff:g}"
             )
@@ -327,6 +330,19 @@ class ComparisonResult:
     def summary(self) -> str:
         """:meth:`format_text` with the full report (for a notebook or a terminal)."""
         return self.format_text(report=True)
+
+    def __repr__(self) -> str:
+        nf = self.nonfinite.n_mismatch
+        return (
+            f"<ComparisonResult N {self.n} {self.dtype} shape {self.shape}: exact {self.n_exact}, maxEpsilonDiff "
+            f"{self.max_epsilon_diff:g} {self.epsilon_format} ulps, maxAbsDiff {self.max_abs_diff:g}, RMS "
+            f"{self.rms:g}" + (f", {nf} NaN/inf mismatches" if nf else "") + ">"
+        )
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return "<pre>" + html.escape(self.format_text()) + "</pre>"
 
     def plot(self, ax: Any = None, *, log: bool = True) -> Any:
         """Bar chart of the epsilonDiff histogram (matplotlib); returns the Axes."""

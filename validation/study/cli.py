@@ -9,6 +9,7 @@ from pathlib import Path
 
 from models.kernels import ATOMIC_ORDERS
 
+from ..run import auto_progress
 from .measured import RAND0_SEEDS, RUN_SETS
 from .report import print_summary
 from .reproduce import reproduce
@@ -63,12 +64,21 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="emulate nothing: report the lines already in the cache (a partial report of a running reproduction)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (there is one only when stderr is a terminal)"
+    )
+    p.add_argument(
+        "--plot", default=None, metavar="FILE.png", help="save emulated-vs-measured scatters (ensembles as ranges)"
+    )
 
 
 def run_reproduce(args) -> int:
     """The ``study reproduce`` handler: the exit code (0 every selected line reproduced or inside its
     ensemble, 1 otherwise)."""
+    if args.plot:
+        from ..plots import check_path
+
+        check_path(args.plot)
     try:
         seeds = tuple(int(s) for s in str(args.rand0_seeds).split(",") if s.strip())
     except ValueError:
@@ -108,12 +118,17 @@ def run_reproduce(args) -> int:
         jobs=args.jobs,
         out=args.out,
         cache_dir=False if args.no_cache else None,
-        progress=not args.no_progress,
+        progress=not args.no_progress and auto_progress(),
         show=args.show,
         command=command,
         cached_only=args.cached_only,
     )
     print_summary(report, sys.stdout)
+    if args.plot and report.lines:
+        from ..plots import save, study_figure
+
+        save(study_figure(report), args.plot)
+        print(f"plot: {args.plot}")
     print(f"report: {Path(args.out) / 'report.md'}, {Path(args.out) / 'reproduce.csv'}")
     return report.exit_code
 

@@ -48,15 +48,18 @@ def execute(
     if progress:
         from tqdm import tqdm
 
+        # counted in whole work units (not rounded to 0.1 G per job: small jobs would add 0 and
+        # leave the bar at 0 %), shown scaled (k, M, G)
         bar = tqdm(
-            total=round(sum(j.weight for j in jobs) / 1e9, 1),
-            unit="Gw",
+            total=sum(int(j.weight) for j in jobs),
+            unit="w",
             unit_scale=True,
             desc="emulating",
             dynamic_ncols=True,
             file=sys.stderr,
             smoothing=0.05,
             mininterval=0.5 if sys.stderr.isatty() else 30.0,
+            leave=False,
         )
 
     def done(job: Job, res: dict, seconds: float) -> None:
@@ -65,7 +68,7 @@ def execute(
             with open(log_path, "a", encoding="utf-8") as fh:
                 fh.write(f"{job.test}\t{job.range}\t{job.seed}\t{job.rand_type}\t{len(job.requests)}\t{seconds:.1f}\n")
         if bar is not None:
-            bar.update(round(job.weight / 1e9, 1))
+            bar.update(int(job.weight))
             bar.set_postfix_str(f"{job.test[-28:]} {job.range}", refresh=False)
         if on_done is not None:
             on_done(job, res)

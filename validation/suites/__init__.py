@@ -125,7 +125,7 @@ def suite_entry(name: str, suite: str = DEFAULT_SUITE) -> SuiteEntry:
         close = ends[:3]
         hint = f"; {len(ends)} tests end with it, e.g. {', '.join(close)}"
     else:
-        hint = f"; close matches: {', '.join(close)}" if close else ""
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise ConfigError(f"suite test name: {name!r} is not in suite {suite}{hint}")
 
 

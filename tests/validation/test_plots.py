@@ -1,0 +1,118 @@
+"""``--plot FILE.png`` on run, compare, explain, study reproduce and identify: a non-empty PNG whose
+title names the config, hardware, kernel, validator and inputs; an unwritable target is exit 2
+before any computation."""
+
+import numpy as np
+import pytest
+
+from validation import plots
+from validation.cli import main
+
+SMALL = (
+    "--operation conv2d -t f16 -fil_layout=kcyx -in_layout=nchw -out_layout=nkhw -batchsize=2 "
+    "-in_channels=4 -out_channels=8 -in_h=6 -in_w=6 -fil_h=3 -fil_w=3 --rand_type float"
+)
+
+
+def _title(path) -> str:
+    assert path.is_file() and path.stat().st_size > 1000
+    text = plots.read_png_text(path)
+    title = text["Title"]
+    for field in plots.TITLE_FIELDS:
+        assert f"{field}: " in title
+    return title
+
+
+def test_run_plot(tmp_path, capsys):
+    out = tmp_path / "run.png"
+    assert main(["run", SMALL, "--hw", "mi200", "--seed", "3", "--rand-min", "-1", "--rand-max", "1",
+                 "--plot", str(out), "--no-progress"]) == 0  # fmt: skip
+    title = _title(out)
+    assert "hardware: mi200" in title and "kernel: rocmlir-2022-" in title and "validator: cpu-validation-2022" in title
+    assert "seed 3" in title and "fwd" in title
+
+
+def test_compare_plot(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal((2, 4, 5, 5)).astype(np.float32)
+    k = v.astype(np.float16)
+    np.save(tmp_path / "v.npy", v)
+    np.save(tmp_path / "k.npy", k)
+    out = tmp_path / "cmp.png"
+    assert main(["compare", str(tmp_path / "v.npy"), str(tmp_path / "k.npy"), "--plot", str(out)]) == 0
+    title = _title(out)
+    assert "v.npy" in title and "k.npy" in title and "2x4x5x5" in title
+
+
+def test_explain_plot(tmp_path, capsys):
+    out = tmp_path / "ex.png"
+    assert main(["explain", SMALL, "--seed", "1", "--plot", str(out), "--top", "2", "--no-progress"]) == 0
+    title = _title(out)
+    assert "hardware: mi200" in title and "seed 1" in title and "reference exact" in title
+
+
+def test_identify_plot(tmp_path, capsys):
+    probes = tmp_path / "p.npz"
+    assert main(["probe", "--out", str(probes), "--rows", "256", "--emulate", "mi200"]) == 0
+    out = tmp_path / "id.png"
+    assert main(["identify", str(probes), "--plot", str(out), "--next", "0"]) == 0
+    title = _title(out)
+    assert "hardware: mi200" in title and "256 rows" in title and "K = 16" in title
+
+
+def test_study_reproduce_plot(tmp_path, capsys):
+    from reference_data import require
+
+    measured = require("fp16_study_raw_results")
+    out = tmp_path / "study.png"
+    code = main(["study", "reproduce", "--measured", str(measured), "--run-set", "fair_1", "--gpu", "mi200",
+                 "--kernel", "xdlops", "--validator", "cpu,gpu", "--range", "r0,r4",
+                 "--tests", "conv2d_host_validation_f16_fwd_CHECK_PADDING3_f16", "--out", str(tmp_path / "o"),
+                 "--no-progress", "--show", "none", "--plot", str(out)])  # fmt: skip
+    assert code == 0
+    title = _title(out)
+    assert "4 lines of 1 tests" in title and "hardware: mi200" in title and "ranges r0,r4" in title
+
+
+def test_plot_target_is_checked_before_any_computation(tmp_path, capsys, monkeypatch):
+    import validation.run
+
+    def boom(*a, **k):
+        raise AssertionError("computed before checking --plot")
+
+    monkeypatch.setattr(validation.run, "run", boom)
+    for argv in (
+        ["run", SMALL, "--plot", str(tmp_path / "missing" / "x.png")],
+        ["explain", SMALL, "--plot", str(tmp_path / "missing" / "x.png")],
+        ["run", SMALL, "--plot", str(tmp_path / "x.jpeg")],
+        ["study", "reproduce", "--measured", str(tmp_path), "--plot", str(tmp_path / "missing" / "x.png")],
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("fp16emu: error: --plot:") and "Traceback" not in err
+
+
+def test_unwritable_folder_is_a_usage_error(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        import os
+
+        if os.access(ro, os.W_OK):  # root ignores permissions
+            pytest.skip("running as a user that can write anywhere")
+        with pytest.raises(ValueError, match="not writable"):
+            plots.check_path(ro / "x.png")
+    finally:
+        ro.chmod(0o700)
+
+
+def test_design_can_draw_distributions(tmp_path):
+    fig = plots.distribution_figure(
+        {"rounding": np.arange(10.0), "bug": np.arange(10.0) + 20},
+        {"threshold": 15.0},
+        metric="max_epsilon_diff",
+        fields={"config": "c", "hardware": "mi200", "kernel": "k", "validator": "v", "inputs": "i"},
+    )
+    assert fig.get_suptitle().startswith("config: c")
+    _title(plots.save(fig, tmp_path / "d.png"))

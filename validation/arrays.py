@@ -1,0 +1,223 @@
+"""Reading the user's arrays safely: one loader for ``run --gpu-output``, ``run --inputs`` and
+``compare``.
+
+Accepted:
+
+* ``FILE.npy``: numpy's format, read without pickles. The header is checked before anything is
+  allocated: a malformed header, an object, structured or big-endian dtype, a type other than
+  float16, float32, float64 or uint16 (fp16 bit patterns), or a header whose claimed data size
+  exceeds the file's size is refused.
+* ``FILE.npz:KEY``: one array of an ``.npz`` (``FILE.npz`` alone when it holds a single array);
+  the member's header is checked the same way.
+* A raw binary dump (the bytes of the tensor in memory order, little-endian, as a GPU harness
+  writes them with ``hipMemcpy`` and ``fwrite``) when its element format (``fp16``, ``fp32``,
+  ``bf16``) is given; its size must be that format's width times the number of elements.
+
+Every refusal is an :class:`ArrayFileError` (a ``ValueError``) naming the file and what is
+accepted; the command line prints it as one line with exit code 2. Empty files and non-regular
+files (``/dev/null``, a directory, a pipe) are refused the same way.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import zipfile
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ArrayFileError", "LoadedArray", "load_array", "RAW_FORMATS", "ACCEPTED", "parse_shape"]
+
+#: Element formats of a raw dump, and their numpy types.
+RAW_FORMATS = {"fp16": np.dtype("<f2"), "fp32": np.dtype("<f4"), "bf16": None}  # bf16: ml_dtypes
+#: What the loader accepts, for error messages.
+ACCEPTED = (
+    ".npy (float16, float32, float64, or uint16 fp16 bit patterns), FILE.npz:KEY, "
+    "or a raw little-endian dump with its format (fp16, fp32, bf16) and the tensor's size"
+)
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGIC = b"PK\x03\x04"
+_ALLOWED = {np.dtype("<f2"), np.dtype("<f4"), np.dtype("<f8"), np.dtype("<u2")}
+
+
+class ArrayFileError(ValueError):
+    """A file that is not an array this tool reads (the message names the file and what is accepted)."""
+
+
+@dataclass(frozen=True)
+class LoadedArray:
+    """An array read from ``path`` (``key``: the .npz member; ``raw_format``: the raw dump's format)."""
+
+    array: np.ndarray
+    path: str
+    key: str | None = None
+    raw_format: str | None = None
+
+    @property
+    def source(self) -> str:
+        if self.key is not None:
+            return f"{self.path}:{self.key}"
+        return self.path + (f" (raw {self.raw_format})" if self.raw_format else "")
+
+
+def parse_shape(text: str, what: str = "--shape") -> tuple[int, ...]:
+    """``"2,8,4,4"`` or ``"2x8x4x4"`` as a shape of positive integers."""
+    parts = [p for p in str(text).replace("x", ",").split(",") if p.strip()]
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise ArrayFileError(f"{what}: {text!r} is not a comma-separated list of positive integers") from None
+    if not shape or any(s < 1 for s in shape):
+        raise ArrayFileError(f"{what}: {text!r} is not a comma-separated list of positive integers")
+    return shape
+
+
+def _fail(what: str, path: str, why: str) -> ArrayFileError:
+    return ArrayFileError(f"{what}: {path!r} {why}; accepted: {ACCEPTED}")
+
+
+def _regular_size(what: str, path: str) -> int:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ArrayFileError(f"{what}: no such file {path!r}") from None
+    except OSError as err:
+        raise ArrayFileError(f"{what}: cannot read {path!r} ({err.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise _fail(what, path, f"is {kind}")
+    if st.st_size == 0:
+        raise _fail(what, path, "is empty (0 bytes)")
+    return st.st_size
+
+
+def _check_dtype(what: str, path: str, dtype: np.dtype) -> None:
+    if dtype.hasobject:
+        raise _fail(what, path, "holds Python objects (a pickle), which are never loaded")
+    if dtype.names is not None or dtype.subdtype is not None:
+        raise _fail(what, path, f"has a structured dtype {dtype}")
+    if dtype.byteorder == ">" and dtype.itemsize > 1:
+        raise _fail(
+            what, path, f"is big-endian ({dtype.str}); save it little-endian (arr.astype(arr.dtype.newbyteorder('<')))"
+        )
+    if dtype.newbyteorder("<") not in _ALLOWED:
+        raise _fail(what, path, f"has dtype {dtype.name}")
+
+
+def _read_header(fh, what: str, path: str):
+    """(shape, fortran_order, dtype, data offset) of an .npy stream, checked."""
+    try:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+        else:
+            raise ValueError(f"unknown .npy version {version}")
+    except (ValueError, OSError, SyntaxError, TypeError) as err:
+        raise _fail(what, path, f"has a malformed .npy header ({' '.join(str(err).split())[:120]})") from None
+    return shape, fortran, dtype, fh.tell()
+
+
+def _load_npy(what: str, path: str, size: int) -> np.ndarray:
+    with open(path, "rb") as fh:
+        shape, fortran, dtype, offset = _read_header(fh, what, path)
+    _check_dtype(what, path, dtype)
+    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    need = offset + n * dtype.itemsize
+    if need > size:
+        raise _fail(
+            what,
+            path,
+            f"is truncated: its header claims {n} elements of {dtype.name} ({need} bytes), the file has {size}",
+        )
+    try:
+        a = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as err:  # pragma: no cover - the header was checked
+        raise _fail(what, path, f"cannot be read ({' '.join(str(err).split())[:120]})") from None
+    return a.astype(dtype.newbyteorder("="), copy=False)
+
+
+def _load_npz(what: str, path: str, key: str | None) -> tuple[np.ndarray, str]:
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as err:
+        raise _fail(what, path, f"is not a readable .npz ({err})") from None
+    with zf:
+        members = {n[:-4]: n for n in zf.namelist() if n.endswith(".npy")}
+        if not members:
+            raise _fail(what, path, "is a zip file with no .npy member")
+        if key is None:
+            if len(members) != 1:
+                raise ArrayFileError(
+                    f"{what}: {path!r} holds {len(members)} arrays ({', '.join(members)}); name one as {path}:KEY"
+                )
+            key = next(iter(members))
+        if key not in members:
+            raise ArrayFileError(f"{what}: {path!r} has no array {key!r}; it holds {', '.join(members)}")
+        info = zf.getinfo(members[key])
+        with zf.open(info) as fh:
+            head = fh.read(1 << 16)
+        bio = io.BytesIO(head)
+        shape, _, dtype, offset = _read_header(bio, what, f"{path}:{key}")
+        _check_dtype(what, f"{path}:{key}", dtype)
+        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if offset + n * dtype.itemsize > info.file_size:
+            raise _fail(what, f"{path}:{key}", f"is truncated: its header claims {n} elements of {dtype.name}")
+        with zf.open(info) as fh:
+            a = np.lib.format.read_array(fh, allow_pickle=False)
+    return a.astype(dtype.newbyteorder("="), copy=False), key
+
+
+def _load_raw(what: str, path: str, size: int, fmt: str, count: int | None) -> np.ndarray:
+    if fmt not in RAW_FORMATS:
+        raise ArrayFileError(f"{what}: raw format {fmt!r} is not one of {', '.join(RAW_FORMATS)}")
+    if fmt == "bf16":
+        import ml_dtypes
+
+        dtype = np.dtype(ml_dtypes.bfloat16)
+    else:
+        dtype = RAW_FORMATS[fmt]
+    if size % dtype.itemsize:
+        raise _fail(what, path, f"has {size} bytes, not a whole number of {fmt} elements ({dtype.itemsize} bytes each)")
+    if count is not None and size != count * dtype.itemsize:
+        raise _fail(
+            what,
+            path,
+            f"has {size} bytes = {size // dtype.itemsize} {fmt} elements; the tensor has {count} "
+            f"({count * dtype.itemsize} bytes)",
+        )
+    return np.fromfile(path, dtype=dtype).astype(dtype.newbyteorder("="), copy=False)
+
+
+def load_array(spec: str, what: str, *, raw_format: str | None = None, count: int | None = None) -> LoadedArray:
+    """Read ``spec`` (``FILE.npy``, ``FILE.npz[:KEY]``, or a raw dump when ``raw_format`` is
+    given; ``count``: the elements a raw dump must hold) as the module docstring says. ``what``
+    names the option in messages (``--gpu-output``)."""
+    spec = str(spec)
+    path, key = spec, None
+    if not os.path.exists(spec) and ":" in spec:
+        head, _, tail = spec.rpartition(":")
+        if os.path.exists(head):
+            path, key = head, tail
+    size = _regular_size(what, path)
+    with open(path, "rb") as fh:
+        magic = fh.read(8)
+    if magic.startswith(_ZIP_MAGIC):
+        a, key = _load_npz(what, path, key)
+        return LoadedArray(a, path, key)
+    if key is not None:
+        raise _fail(what, path, f"is not an .npz file, so {':' + key!r} names no array")
+    if magic.startswith(_NPY_MAGIC):
+        return LoadedArray(_load_npy(what, path, size), path)
+    if raw_format is not None:
+        return LoadedArray(_load_raw(what, path, size, raw_format, count), path, raw_format=raw_format)
+    raise _fail(
+        what,
+        path,
+        "is neither .npy nor .npz (for a raw binary dump, give its element format"
+        + (", e.g. --gpu-output-format fp16" if what == "--gpu-output" else "")
+        + ")",
+    )
