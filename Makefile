@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 ORACLE  := $(VENV)/.oracle-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 
-.PHONY: demo test lint format test-oracle bench reproduce reproduce-fair1 reproduce-quick design-quick clean
+.PHONY: demo test lint format test-oracle bench reproduce reproduce-fair1 reproduce-quick fuzz design-quick clean
 
 SRC     := emu models validation tests benchmarks
 
@@ -67,6 +67,15 @@ design-quick: $(STAMP)
 reproduce-quick: $(STAMP)
 	rm -rf out/reproduce-quick
 	time $(BIN)/fp16emu study reproduce --measured $(MEASURED) --run-set $(RUN_SETS) --smallest 20 --show mismatches --out out/reproduce-quick
+
+# The long fuzz campaign (issue 13): tests/validation/test_fuzz.py's properties with FUZZ_SCALE
+# times the examples `make test` runs; the counts (inputs, answers, slowest input) go to
+# out/fuzz-counts.json, quoted in RELIABILITY.md.
+FUZZ_SCALE ?= 50
+fuzz: $(STAMP)
+	mkdir -p out
+	FP16EMU_FUZZ_SCALE=$(FUZZ_SCALE) FP16EMU_FUZZ_REPORT=out/fuzz-counts.json $(BIN)/python -m pytest -q tests/validation/test_fuzz.py
+	cat out/fuzz-counts.json
 
 clean:
 	rm -rf $(VENV) .cache build *.egg-info

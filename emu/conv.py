@@ -314,12 +314,15 @@ def sub_gemms(problem: ConvProblem) -> list[SubGemm]:
         return [SubGemm(0, gr, p.k // gr, (p.c // gr) * p.y * p.x, p.n * p.out_h * p.out_w)]
     th, tw = _tilda(p)
     subs = []
-    for gemm_id in range(th.tilda * tw.tilda):
-        i_y, i_x = divmod(gemm_id, tw.tilda)
-        y_dot, x_dot = th.dot_slice(i_y, p.y), tw.dot_slice(i_x, p.x)
-        if y_dot * x_dot > 0:
-            n = p.n * th.slice * tw.slice
-            subs.append(SubGemm(gemm_id, gr, p.c // gr, n, (p.k // gr) * y_dot * x_dot, i_y, i_x, y_dot, x_dot))
+    # yDotSlice = 0 for iYTilda ≥ Y: only min(yTilda, Y)·min(xTilda, X) sub-GEMMs can run, so the
+    # loop never grows with a stride that selects nothing (ascending gemm_id all the same)
+    for i_y in range(min(th.tilda, p.y)):
+        for i_x in range(min(tw.tilda, p.x)):
+            y_dot, x_dot = th.dot_slice(i_y, p.y), tw.dot_slice(i_x, p.x)
+            if y_dot * x_dot > 0:
+                n = p.n * th.slice * tw.slice
+                gemm_id = i_y * tw.tilda + i_x
+                subs.append(SubGemm(gemm_id, gr, p.c // gr, n, (p.k // gr) * y_dot * x_dot, i_y, i_x, y_dot, x_dot))
     return subs
 
 

@@ -57,6 +57,9 @@ class GemmOrder:
             bad = [k for k in self.k_order if isinstance(k, bool) or not isinstance(k, (int, np.integer))]
             if bad:
                 raise ValueError(f"k_order: gemmK indices must be whole numbers, got {bad[0]!r}")
+            seq = np.sort(np.asarray(self.k_order, dtype=np.int64))
+            if not np.array_equal(seq, np.arange(len(seq))):
+                raise ValueError(f"k_order: must be a permutation of range({len(self.k_order)}), each index once")
         if self.combine not in ("ascending", "random"):
             raise ValueError(f"combine: {self.combine!r} is not one of 'ascending', 'random'")
 

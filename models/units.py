@@ -13,7 +13,10 @@ from types import MappingProxyType
 
 from emu.units import Family, Format, Rounding, UnitParams
 
-__all__ = ["Unit", "unit", "UNIT_NAMES", "ALIASES"]
+__all__ = ["Unit", "unit", "UNIT_NAMES", "ALIASES", "MAX_GROUP_SIZE"]
+
+#: The largest products-per-group a unit may have (matrix units have 1 … 32).
+MAX_GROUP_SIZE = 1 << 12
 
 # Short citations of the published unit models and hardware measurements.
 MMASIM = "MMA-Sim (Xie et al., arXiv 2511.10909; PyPI mmasim 2.1.1)"
@@ -68,8 +71,19 @@ class Unit:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name}: must be a whole number, got {value!r}")
-        if self.group_size < 1:
-            raise ValueError(f"group_size: must be ≥ 1, got {self.group_size}")
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name: must be a non-empty string, got {self.name!r}")
+        if not 1 <= self.group_size <= MAX_GROUP_SIZE:
+            raise ValueError(
+                f"group_size: must be ≥ 1 and ≤ {MAX_GROUP_SIZE} (products per group), got {self.group_size}"
+            )
+        if self.family == Family.PAIRWISE and self.group_size & (self.group_size - 1):
+            raise ValueError(f"group_size: a pairwise tree needs a power of two, got {self.group_size}")
+        for name in ("fraction_bits", "sum_fraction_bits"):
+            if not 0 <= getattr(self, name) <= 48:
+                raise ValueError(f"{name}: must be in 0..48 (float64 exactness), got {getattr(self, name)}")
+        if not -1100 <= self.zero_exponent <= 1100:
+            raise ValueError(f"zero_exponent: must be in -1100..1100 (a float64 exponent), got {self.zero_exponent}")
         for name in ("flush_inputs", "flush_c", "flush_products", "flush_partials", "flush_output", "round_each_group"):
             if not isinstance(getattr(self, name), (bool, int)) or getattr(self, name) not in (0, 1):
                 raise ValueError(f"{name}: must be True or False, got {getattr(self, name)!r}")

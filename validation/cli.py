@@ -203,8 +203,11 @@ def _check_inputs(config, args) -> dict:
 
 
 def _cmd_check(args) -> int:
+    from .configs import check_rand_bound, check_seed
     from .run import plan
 
+    check_seed(args.seed)  # as run() would: --check answers what the run would answer
+    check_rand_bound(args.rand_min, "--rand-min"), check_rand_bound(args.rand_max, "--rand-max")
     config, kmodel, vmodel = plan(
         args.config, hw=args.hw, kernel=args.kernel, validator=args.validator, perf_config=args.perf_config
     )
@@ -499,6 +502,11 @@ def main(argv=None) -> int:
         argv = _config_first(list(sys.argv[1:] if argv is None else argv))
         args = _build_parser().parse_args(argv)
         if args.command in ("run", "explain"):
+            given = sum(a == "--config" or a.startswith("--config=") for a in argv[1:]) + (args.config is not None)
+            if given > 1:
+                raise UsageError(
+                    f"{args.command}: the config is given {given} times (CONFIG and --config); give it once"
+                )
             args.config = args.config if args.config is not None else args.config_option
             if not args.config:
                 raise UsageError(

@@ -27,7 +27,7 @@ from models import harness
 from models import kernels as kernel_models
 from models.kernels import ATOMIC_ORDERS
 
-from .configs import Config, parse_config
+from .configs import Config, ConfigWarning, check_dtype, check_rand_bound, check_seed, check_work, parse_config
 from .gpu import GpuComparison, compare_gpu_output
 from .inputs import InputsInfo, resolve_inputs, user_tensors
 
@@ -196,9 +196,17 @@ def parse_validator(text: str, *, hw: str, validating: str) -> kernel_models.Ker
 def plan(
     config, *, hw: str = "mi200", kernel: str | None = None, validator: str = "cpu", perf_config: str | None = None
 ):
-    """(Config, kernel model, validator model) for ``config``: everything but the arithmetic."""
+    """(Config, kernel model, validator model) for ``config``: everything but the arithmetic.
+
+    Refuses (ConfigError, before anything is allocated) a config whose data type is not fp16 and
+    a problem whose work estimate is past the limits of :mod:`validation.configs.limits`."""
     if not isinstance(config, Config):
-        config = parse_config(config)
+        with warnings.catch_warnings():
+            # an unknown -t warns while parsing; here it is refused next, in one line
+            warnings.simplefilter("ignore", ConfigWarning)
+            config = parse_config(config)
+    check_dtype(config)
+    check_work(config.problem)
     hw = choice(hw, HW_CHOICES, "hw")
     if kernel is None:
         kernel = "nonxdlops" if config.xdlops is False else "xdlops"
@@ -287,6 +295,8 @@ def run(
     :func:`validation.inputs.user_tensors`); ``progress`` None = a bar for long runs when stderr
     is a terminal.
     """
+    seed = check_seed(seed)
+    rand_min, rand_max = check_rand_bound(rand_min, "--rand-min"), check_rand_bound(rand_max, "--rand-max")
     config, kmodel, vmodel = plan(config, hw=hw, kernel=kernel, validator=validator, perf_config=perf_config)
     problem = config.problem
 

@@ -15,6 +15,7 @@ from emu.conv import ConvGemm, ConvProblem
 from models import harness
 
 from .. import metrics as metrics_mod
+from ..configs import check_rand_bound, check_seed
 from ..inputs import resolve_inputs, user_tensors
 from ..run import HW_CHOICES, auto_progress, choice, plan, progress_bar
 from .records import ElementExplanation, Explanation, MetricShares
@@ -308,6 +309,8 @@ def explain(
     config's random data; ``metrics``: names of :data:`validation.metrics.METRIC_NAMES` (a list or
     "rms,max_abs_diff"); ``top``: how many worst elements to explain; ``inputs``: the user's own
     tensors instead of the harness's (as :func:`validation.run.run`)."""
+    seed = check_seed(seed)
+    rand_min, rand_max = check_rand_bound(rand_min, "--rand-min"), check_rand_bound(rand_max, "--rand-max")
     config, kmodel, vmodel = plan(config, hw=hw, kernel=kernel, validator=validator, perf_config=perf_config)
     hw = kmodel.hw or choice(hw, HW_CHOICES, "hw")
     reference = choice(reference, REFERENCES, "reference")

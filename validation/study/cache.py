@@ -3,8 +3,12 @@
 An interrupted reproduction resumes from it. A key covers the test's arguments and problem, the
 seed and range, the line's combination, the verifier's quirks, the input generator, both models'
 identities (units and orders per sub-GEMM), the ensemble settings of an atomic line, and the
-fp16emu version. An entry that is not what :func:`valid_entry` expects (a truncated or
-hand-edited file) is treated as missing and recomputed.
+fp16emu version. Each file holds ``{"schema", "key", "sha256", "value"}``: the sha256 is over
+the value's canonical JSON, so an entry whose numbers were changed after it was written is
+detected. An entry that is not what :func:`read_entry` expects (not JSON, the wrong shape, another
+key, a checksum that does not match, a directory in its place) is recomputed, with one warning
+line on stderr naming the file. Writes go to a temporary file in the same folder, then
+``os.replace``: a killed run never leaves a half-written entry.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
+import tempfile
 from pathlib import Path
 
 from models.kernels import ATOMIC_ORDERS
@@ -21,10 +27,11 @@ from ..verifier2022 import resolve_study_quirks
 from .measured import RANGES
 from .recipes import Recipe
 
-__all__ = ["CACHE_VERSION", "Cache", "request_key", "fp16emu_version", "valid_entry"]
+__all__ = ["CACHE_VERSION", "Cache", "request_key", "fp16emu_version", "valid_entry", "read_entry", "entry_checksum"]
 
-#: Bump when the cached content or its meaning changes.
-CACHE_VERSION = 3
+#: Bump when the cached content or its meaning changes (4: entries carry a schema, their key and
+#: a sha256 of their value; the values mean what they meant in 3).
+CACHE_VERSION = 4
 
 
 def fp16emu_version() -> str:
@@ -86,33 +93,92 @@ def valid_entry(value) -> bool:
     return False
 
 
+def entry_checksum(value) -> str:
+    """sha256 of ``value``'s canonical JSON (sorted keys, no spaces): what an entry stores."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def read_entry(doc, key: str):
+    """The value of a cache file's parsed JSON ``doc`` stored under ``key``; ValueError saying
+    what is wrong (shape, key, checksum, value) otherwise."""
+    if not isinstance(doc, dict) or set(doc) != {"schema", "key", "sha256", "value"}:
+        raise ValueError("not a cache entry (expected an object with schema, key, sha256, value)")
+    if doc["schema"] != CACHE_VERSION:
+        raise ValueError(f"schema {doc['schema']!r}, expected {CACHE_VERSION}")
+    if doc["key"] != key:
+        raise ValueError("stored under another key")
+    if doc["sha256"] != entry_checksum(doc["value"]):
+        raise ValueError("checksum does not match its content (changed after it was written)")
+    if not valid_entry(doc["value"]):
+        raise ValueError("the value is not an emulated line or ensemble")
+    return doc["value"]
+
+
 class Cache:
     """JSON files under ``directory`` (None: no cache; nothing is read or written)."""
 
     def __init__(self, directory: str | os.PathLike | None):
         self.directory = None if directory is None else Path(directory)
+        self.rejected = 0  # entries found bad (and recomputed) by this object
 
     def _path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
 
+    def _warn(self, path: Path, why: str) -> None:
+        self.rejected += 1
+        print(f"fp16emu: warning: cache entry {path}: {why}; recomputing it", file=sys.stderr, flush=True)
+
     def get(self, key: str):
-        """The cached value, or None when it is missing, unreadable or malformed."""
+        """The cached value, or None when it is missing; a bad entry (unreadable, malformed,
+        tampered) also gives None, after one warning line on stderr."""
         if self.directory is None:
             return None
+        path = self._path(key)
         try:
-            with open(self._path(key), encoding="utf-8") as fh:
-                value = json.load(fh)
-        except (OSError, ValueError):
+            raw = path.read_bytes()
+        except FileNotFoundError:
             return None
-        return value if valid_entry(value) else None
+        except OSError as err:  # a directory in its place, no permission, …
+            self._warn(path, f"cannot be read ({err.strerror or type(err).__name__})")
+            return None
+        try:
+            return read_entry(json.loads(raw.decode("utf-8")), key)
+        except (ValueError, RecursionError) as err:  # JSON / UTF-8 errors are ValueErrors
+            why = str(err) if not isinstance(err, (json.JSONDecodeError, UnicodeDecodeError)) else "not valid JSON"
+            self._warn(path, why)
+            return None
 
     def put(self, key: str, value) -> None:
-        """Store atomically (write a temporary file, then rename)."""
+        """Store atomically: a temporary file in the entry's folder, then ``os.replace``. An empty
+        folder in the entry's place is removed first; when the entry cannot be written (a folder
+        with files there, no space, no permission) one warning line says so and the run goes on."""
         if self.directory is None:
             return
         p = self._path(key)
+        doc = {"schema": CACHE_VERSION, "key": key, "sha256": entry_checksum(value), "value": value}
+        try:
+            self._write(p, doc)
+        except OSError as err:  # the result is kept in memory; only its cache copy is lost
+            print(
+                f"fp16emu: warning: cache entry {p}: cannot be written ({err.strerror or type(err).__name__}); not cached",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    @staticmethod
+    def _write(p: Path, doc: dict) -> None:
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(f".{os.getpid()}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(value, fh)
-        os.replace(tmp, p)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.stem[:16]}.", suffix=".tmp", dir=p.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(doc, fh)
+            if p.is_dir():
+                p.rmdir()  # an empty folder in the entry's place; OSError when it holds files
+            os.replace(tmp, p)
+            tmp = None
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass

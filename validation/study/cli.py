@@ -68,6 +68,12 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
         "--no-progress", action="store_true", help="no progress bar (there is one only when stderr is a terminal)"
     )
     p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="a selected measured file that is missing or empty is flagged in the summary and report "
+        "instead of being an error",
+    )
+    p.add_argument(
         "--plot", default=None, metavar="FILE.png", help="save emulated-vs-measured scatters (ensembles as ranges)"
     )
 
@@ -122,8 +128,11 @@ def run_reproduce(args) -> int:
         show=args.show,
         command=command,
         cached_only=args.cached_only,
+        allow_missing=args.allow_missing,
     )
     print_summary(report, sys.stdout)
+    if report.write_error:
+        raise ValueError(report.write_error)
     if args.plot and report.lines:
         from ..plots import save, study_figure
 

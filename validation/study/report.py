@@ -43,6 +43,8 @@ class Report:
     measured_dir: str = ""
     command: str = ""
     not_cached: int = 0  # selected lines left out by cached_only
+    missing: tuple[str, ...] = ()  # selected measured files missing or empty (allow_missing)
+    write_error: str = ""  # why report.md / reproduce.csv could not be written
 
     @property
     def ok(self) -> bool:
@@ -218,6 +220,12 @@ class Report:
         )
         if self.not_cached:
             p(f"* **partial**: {self.not_cached} selected lines are not in the cache yet and are left out")
+        if self.missing:
+            p(
+                f"* **incomplete**: {len(self.missing)} selected measured files are missing or empty; their lines are not compared:"
+            )
+            for m in self.missing:
+                p(f"  * `{m}`")
         p(
             f"* **verdict: {'every selected line reproduced or inside its ensemble' if self.ok else f'{n_fail} lines differ'}**\n"
         )
@@ -504,3 +512,9 @@ def print_summary(report: Report, file) -> None:
         + (f" Partial: {report.not_cached} selected lines not in the cache yet." if report.not_cached else ""),
         file=file,
     )
+    if report.missing:
+        print(
+            f"INCOMPLETE: {len(report.missing)} selected measured files are missing or empty, their lines "
+            f"not compared: {', '.join(report.missing)}",
+            file=file,
+        )

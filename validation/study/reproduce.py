@@ -7,6 +7,7 @@ import dataclasses
 import io
 import os
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -17,12 +18,41 @@ from .diagnose import diagnose
 from .emulate import Request, make_jobs
 from .execution import execute
 from .judge import LineResult, judge
-from .measured import STUDY_SEED, MeasuredLine, read_measured
+from .measured import STUDY_SEED, MeasuredLine, missing_files, read_measured
 from .recipes import default_recipe
 from .report import Report, print_line
 from .selection import Selection
 
-__all__ = ["reproduce", "plan_jobs"]
+__all__ = ["reproduce", "plan_jobs", "check_out_dir"]
+
+
+def check_out_dir(path, option: str = "--out") -> Path:
+    """``path`` as a folder the run can write into, created if needed; checked before any
+    compute starts. ValueError (one line naming ``option``) for a path that is a file, lies under
+    a file, cannot be created or is not writable."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{option}: {str(p)!r} is a file, not a folder")
+    anc = p
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if anc.exists() and not anc.is_dir():
+        raise ValueError(f"{option}: {str(p)!r} lies under {str(anc)!r}, which is a file")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(
+            f"{option}: cannot create the folder {str(p)!r} ({err.strerror or type(err).__name__})"
+        ) from None
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".fp16emu-write-check.", dir=p)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ValueError(
+            f"{option}: the folder {str(p)!r} is not writable ({err.strerror or type(err).__name__})"
+        ) from None
+    return p
 
 
 def plan_jobs(selected: list[MeasuredLine], selection: Selection, cache: Cache):
@@ -65,6 +95,7 @@ def reproduce(
     stream=None,
     command: str = "",
     cached_only: bool = False,
+    allow_missing: bool = False,
 ) -> Report:
     """Emulate every measured line ``selection`` picks and compare it field for field.
 
@@ -73,23 +104,41 @@ def reproduce(
     ``out/.cache`` unless ``cache_dir`` says otherwise; ``cache_dir=False`` disables the cache);
     ``show``: "all" prints every line side by side, "mismatches" only the lines that differ,
     "none" nothing (to ``stream``, default stdout); ``cached_only``: emulate nothing, report the
-    lines whose emulation is in the cache (e.g. while another run is still filling it)."""
+    lines whose emulation is in the cache (e.g. while another run is still filling it);
+    ``allow_missing``: a selected measured file that is missing or empty is reported (a warning
+    on stderr, a flagged summary and report) instead of being an error. ``out`` and the cache
+    folder are checked to be writable folders before anything is computed."""
     t0 = time.time()
     if jobs < 1:
         raise ValueError(f"--jobs: must be a positive integer, got {jobs}")
     if show not in ("all", "mismatches", "none"):
         raise ValueError(f"--show: {show!r} is not one of all,mismatches,none")
+    if out is not None:
+        check_out_dir(out, "--out")
+    if cache_dir is None and out is not None:
+        cache_dir = str(Path(out) / ".cache")
+    if cache_dir:
+        check_out_dir(cache_dir, "cache folder")
     measured_dir = ""
+    missing: list[tuple[Path, str]] = []
     if isinstance(measured, (str, os.PathLike)):
         measured_dir = str(measured)
         measured = read_measured(measured)
+        missing = missing_files(measured_dir, selection)
+        if missing and not allow_missing:
+            path, why = missing[0]
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise ValueError(
+                f"--measured: {path} is {why}{more}: its lines cannot be compared; "
+                "pass --allow-missing to reproduce the rest and flag the gap"
+            )
+        for path, why in missing:
+            print(f"fp16emu: warning: measured file {path} is {why}; its lines are not compared", file=sys.stderr)
     selected = selection.select(measured)
     if not selected:
         raise ValueError(
             "selection: no measured line matches the chosen run sets, GPUs, kernels, validators, ranges and tests"
         )
-    if cache_dir is None and out is not None:
-        cache_dir = str(Path(out) / ".cache")
     cache_dir = str(cache_dir) if cache_dir else None
     cache = Cache(cache_dir)
     jobs_list, line_keys, cached = plan_jobs(selected, selection, cache)
@@ -175,7 +224,13 @@ def reproduce(
         measured_dir=measured_dir,
         command=command,
         not_cached=not_cached,
+        missing=tuple(f"{path} ({why})" for path, why in missing),
     )
     if out is not None:
-        report.write(out)
+        try:
+            report.write(out)
+        except OSError as err:
+            report.write_error = (
+                f"--out: cannot write the report into {str(out)!r} ({err.strerror or type(err).__name__})"
+            )
     return report
