@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 ORACLE  := $(VENV)/.oracle-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 
-.PHONY: demo test lint format test-oracle bench reproduce reproduce-fair1 reproduce-quick fuzz clean
+.PHONY: demo test lint format test-oracle bench reproduce reproduce-fair1 reproduce-quick fuzz design-quick clean
 
 SRC     := emu models validation tests benchmarks
 
@@ -56,6 +56,12 @@ reproduce: $(STAMP)
 reproduce-fair1: $(STAMP)
 	rm -rf out/reproduce-fair1
 	time $(BIN)/fp16emu study reproduce --measured $(MEASURED) --run-set fair_1 --jobs 2 --show mismatches --out out/reproduce-fair1
+
+# The quick validation-design sweep (docs/design.md): the 3 smallest 2022 suite tests, MI200 xdlops, every
+# validation function and bug mutant, 4 fit + 4 evaluation seeds, 2 workers (60 s of CPU; 2.6 min wall on the
+# shared, loaded 2-core machine).
+design-quick: $(STAMP)
+	$(BIN)/fp16emu design rocmlir_2022:3 --hw mi200 --kernel xdlops --seeds 4 --jobs 2 --no-progress
 
 # The quick subset that CI runs inside `make test` (20 smallest tests, every combination), timed
 # from an empty cache.

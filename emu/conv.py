@@ -558,7 +558,9 @@ class ConvArithmetic(NamedTuple):
     counts only those products into its groups). ``keep_partials``: keep split-K partial sums
     apart (:class:`emu.atomics.SplitPartials`, for atomic add orders), with ``tiles`` giving each
     sub-GEMM's output tile (m_per_block, n_per_block) for orders keyed per tile, and ``seed``
-    the order generator's seed."""
+    the order generator's seed. ``operands``: None, or ``operands(sub, group, n_start, a, b)``
+    returning the (A, B) this model's GEMM uses in place of the gathered chunk (fault injection:
+    a kernel that reads the wrong operands; shared passes only, A and B not modified in place)."""
 
     units: tuple
     orders: tuple
@@ -566,6 +568,7 @@ class ConvArithmetic(NamedTuple):
     keep_partials: bool = False
     tiles: tuple | None = None
     seed: int = 0
+    operands: Callable | None = None
 
 
 def bwd_weight_taps(problem: ConvProblem, k: int, start: int, stop: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -714,13 +717,14 @@ class ConvGemm:
         tile_base = {i: 0 for i in shared if models[i].keep_partials}
         for sub, sg in enumerate(self.subs):
             for group in range(problem.groups):
-                a = self.a(sub, group)
+                a0 = self.a(sub, group)
                 for start in range(0, sg.n, chunk):
                     stop = min(start + chunk, sg.n)
-                    b = self.b(sub, group, start, stop)
+                    b0 = self.b(sub, group, start, stop)
                     for i in shared:
                         m, out = models[i], outs[i]
                         unit, order = m.units[sub], m.orders[sub]
+                        a, b = (a0, b0) if m.operands is None else m.operands(sub, group, start, a0, b0)
                         if not m.keep_partials or order.split_k < 2:
                             res = _unit_gemm(a, b, None, unit, order)
                             self.scatter(out.parts[0] if m.keep_partials else out, res, sub, group, start)

@@ -475,12 +475,13 @@ def _build_parser():
     p.add_argument("--format", choices=("text", "json"), default="text")
     _add_verdict_options(p, "rocmlir (fails on NaN/inf mismatches)")
     p.set_defaults(func=_cmd_compare)
-    from . import explain, identify_cli, study, units
+    from . import design, explain, identify_cli, study, units
 
     units.register_cli(sub)
     study.register_cli(sub)
     explain.register_cli(sub)
     identify_cli.register_cli(sub)
+    design.register_cli(sub)
     return parser
 
 

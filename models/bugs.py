@@ -1,0 +1,687 @@
+"""Kernel bug mutants: each a small, parameterised change to an emulated kernel, with the real bug
+it stands for.
+
+A mutant is a frozen dataclass (its fields say which block, border, channel, tile or partial it
+hits) with up to six steps that :func:`emulate` applies around :meth:`emu.conv.ConvGemm.compute`:
+``geometry`` (the problem and input tensors the buggy kernel really computes with), ``model``
+(its kernel model), ``gemm`` (its GEMM replaced), ``operands`` (the GEMM operands it reads), ``combine`` (how its split-K partial sums
+are added) and ``output`` (what it leaves in the result tensor). ``seen`` is what a buggy
+*verifier* compares. The arithmetic stays in :mod:`emu` (:mod:`emu.faults` for scales and
+partial sums); a mutant only selects and moves values.
+
+>>> from models.bugs import mutant
+>>> m = mutant("padding-border", side="left", mode="duplicated")
+>>> m.label
+"padding-border(side='left', mode='duplicated')"
+
+:func:`emulate` with ``mutant=None`` is bit for bit what :func:`validation.run.run` computes for
+the kernel. Mutants that need something the problem does not have (a split-K partial on a kernel
+without split-K, a padding row on an unpadded side) raise :class:`NotApplicable`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from emu.atomics import SplitPartials
+from emu.conv import ConvGemm, ConvProblem, sub_gemms
+from emu.faults import add_partials, gemm_fp16_accumulator, scale_fp32
+from emu.rounding import fp32_to_fp16
+
+from . import harness
+from .kernels import ATOMIC_ORDERS, KernelModel
+
+__all__ = [
+    "Mutant",
+    "NotApplicable",
+    "KernelRun",
+    "Emulated",
+    "emulate",
+    "tile_ids",
+    "canonical",
+    "from_canonical",
+    "MUTANTS",
+    "mutant",
+    "default_mutants",
+    "DropLastKBlock",
+    "PaddingBorder",
+    "WrongGeometry",
+    "SwappedLayout",
+    "SplitKPartialCount",
+    "SplitKPartialScale",
+    "Fp16Accumulator",
+    "ChannelSignFlip",
+    "UninitialisedTile",
+    "StalePartialRace",
+    "ScaledElement",
+    "EdgeTileWrap",
+    "WrongTensorsCompared",
+]
+
+_CANONICAL = {"input": "ngchw", "filter": "gkcyx", "output": "ngkhw"}
+_SWAP = {"nchw": "nhwc", "nhwc": "nchw", "ngchw": "nhwgc", "nhwgc": "ngchw"}
+_TENSOR_ARG = {"input": "x", "filter": "w", "output": "dy"}
+
+
+class NotApplicable(ValueError):
+    """The mutant needs something this problem or kernel does not have."""
+
+
+def canonical(problem: ConvProblem, role: str, flat: np.ndarray) -> np.ndarray:
+    """A tensor's flat memory as a 5-D view in canonical letter order (input n g c h w, filter
+    g k c y x, output n g k h w)."""
+    sizes, lay = problem.letter_sizes(role), problem.layout5(role)
+    arr = np.asarray(flat).reshape(-1).reshape([sizes[d] for d in lay])
+    return np.transpose(arr, [lay.index(d) for d in _CANONICAL[role]])
+
+
+def from_canonical(problem: ConvProblem, role: str, arr: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`canonical`: a flat array in the tensor's memory order."""
+    lay = problem.layout5(role)
+    return np.ascontiguousarray(np.transpose(arr, [_CANONICAL[role].index(d) for d in lay])).reshape(-1)
+
+
+@dataclass
+class KernelRun:
+    """What a mutant step sees: the problem and inputs as given, the ones the buggy kernel
+    computes with, the kernel model, and (once built) the operand gatherer ``op``."""
+
+    problem: ConvProblem
+    model: KernelModel
+    inputs: Mapping[str, np.ndarray]
+    problem_used: ConvProblem
+    inputs_used: Mapping[str, np.ndarray]
+    op: ConvGemm | None = None
+
+    def plan(self):
+        return self.model.plan(self.problem_used)
+
+
+@dataclass(frozen=True)
+class Emulated:
+    """The kernel's fp32 output (flat, result memory order) and, for split-K atomic kernels,
+    its partial sums (the run-to-run ensemble)."""
+
+    kernel_fp32: np.ndarray
+    partials: SplitPartials | None = None
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """Base class: every step is the identity; subclasses override what their bug changes."""
+
+    name: ClassVar[str] = ""
+    bug: ClassVar[str] = ""
+    needs_partials: ClassVar[bool] = False
+
+    def applies(self, problem: ConvProblem, model: KernelModel) -> str | None:
+        """None, or why this mutant cannot be applied to ``model`` on ``problem``."""
+        return None
+
+    def geometry(self, problem: ConvProblem, inputs: Mapping[str, np.ndarray]):
+        return problem, inputs
+
+    def model(self, model: KernelModel) -> KernelModel:
+        return model
+
+    operands = None  # or a method (run, sub, group, n_start, a, b) -> (a, b)
+    gemm = None  # or a method (run, sub, a, b) -> C float32: the kernel's GEMM replaced
+
+    def combine(self, run: KernelRun, parts: SplitPartials) -> np.ndarray:
+        return parts.ascending()
+
+    def output(self, run: KernelRun, out: np.ndarray) -> np.ndarray:
+        return out
+
+    def seen(self, kernel16: np.ndarray, validation32: np.ndarray, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """What the verifier compares with the validation (a correct verifier: the kernel's)."""
+        return kernel16
+
+    @property
+    def label(self) -> str:
+        """``name(field=value, …)``: the mutant and its parameters."""
+        fields = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self))
+        return f"{self.name}({fields})"
+
+
+def _split_k(problem: ConvProblem, model: KernelModel) -> int:
+    return max((g.order.split_k for g in model.plan(problem)), default=1)
+
+
+def _tuning(run_or_model, problem, sub: int):
+    plan = run_or_model.plan(problem)[sub].tuning_plan
+    if plan is None:
+        raise NotApplicable(f"{run_or_model.name} has no tiles (a CPU validator)")
+    return plan.tuning
+
+
+def emulate(
+    problem: ConvProblem,
+    model: KernelModel,
+    inputs: Mapping[str, np.ndarray],
+    mutant: Mutant | None = None,
+    *,
+    seed: int = ATOMIC_ORDERS.seed,
+    n_chunk: int | None = None,
+) -> Emulated:
+    """``model`` (a GPU kernel) on ``problem`` with the harness ``inputs`` ({"input", "filter",
+    "output"} → arrays in memory order), changed by ``mutant``. Unmutated, this is the kernel
+    side of :func:`validation.run.run` bit for bit (split-K atomic kernels: partials kept, the
+    output in ascending add order). Raises :class:`NotApplicable` where the mutant cannot apply."""
+    if mutant is not None:
+        why = mutant.applies(problem, model)
+        if why:
+            raise NotApplicable(f"{mutant.name}: {why}")
+    p_used, in_used = (problem, inputs) if mutant is None else mutant.geometry(problem, inputs)
+    m_used = model if mutant is None else mutant.model(model)
+    ctx = KernelRun(problem, m_used, inputs, p_used, in_used)
+    ctx.op = ConvGemm(p_used, **{_TENSOR_ARG[r]: in_used.get(r) for r in _TENSOR_ARG})
+    atomic = m_used.atomic_split(p_used) > 0
+    keep = atomic or (mutant is not None and mutant.needs_partials and _split_k(p_used, m_used) >= 2)
+    arith = m_used.arithmetic(p_used, keep_partials=keep, seed=seed)
+    if mutant is not None and mutant.operands is not None:
+        arith = arith._replace(operands=lambda sub, group, start, a, b: mutant.operands(ctx, sub, group, start, a, b))
+    if mutant is not None and mutant.gemm is not None:
+        out = _run_custom(ctx, mutant, n_chunk)
+        keep = False
+    else:
+        (out,) = ctx.op.compute([arith], n_chunk=n_chunk)
+    partials = out if keep else None
+    if keep:
+        fp32 = out.ascending() if mutant is None else mutant.combine(ctx, out)
+    else:
+        fp32 = out
+    if mutant is not None:
+        fp32 = mutant.output(ctx, fp32)
+    return Emulated(np.ascontiguousarray(fp32, dtype=np.float32), partials if atomic else None)
+
+
+def _run_custom(ctx: KernelRun, mutant: Mutant, n_chunk: int | None) -> np.ndarray:
+    op = ctx.op
+    chunk = op.default_n_chunk() if n_chunk is None else int(n_chunk)
+    out = op.new_result()
+    for sub, sg in enumerate(op.subs):
+        for group in range(ctx.problem_used.groups):
+            a = op.a(sub, group)
+            for start in range(0, sg.n, chunk):
+                b = op.b(sub, group, start, min(start + chunk, sg.n))
+                op.scatter(out, mutant.gemm(ctx, sub, a, b), sub, group, start)
+    return out
+
+
+def tile_ids(run: KernelRun) -> np.ndarray:
+    """Per result element, the kernel's output tile it belongs to (tiles numbered over sub-GEMMs,
+    groups, then row-major over the gemmM × gemmN tile grid), −1 where no GEMM writes."""
+    op, prob = run.op, run.problem_used
+    out = np.full(prob.tensor_size(prob.result_role), -1.0, np.float32)
+    base = 0
+    for sub, sg in enumerate(op.subs):
+        t = _tuning(run.model, prob, sub)
+        mt, nt = -(-sg.m // t.m_per_block), -(-sg.n // t.n_per_block)
+        for group in range(prob.groups):
+            ids = base + (np.arange(sg.m) // t.m_per_block)[:, None] * nt + (np.arange(sg.n) // t.n_per_block)[None, :]
+            op.scatter(out, ids.astype(np.float32), sub, group, 0)
+            base += mt * nt
+    if base >= 1 << 24:
+        raise ValueError(f"{base} tiles: too many to number exactly")
+    return out.astype(np.int64)
+
+
+def _pick(index: int, count: int, what: str) -> int:
+    i = index + count if index < 0 else index
+    if not 0 <= i < count:
+        raise NotApplicable(f"{what} {index} outside 0..{count - 1}")
+    return i
+
+
+# --- operand and geometry mutants ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DropLastKBlock(Mutant):
+    """``block``: gemmK values in the dropped block (None: the tuning's KPerBlock)."""
+
+    block: int | None = None
+    name: ClassVar[str] = "drop-last-k-block"
+    bug: ClassVar[str] = (
+        "A loop bound computed as K / KPerBlock rounded down (or an off-by-one in the main loop's "
+        "trip count) skips the last K block, so its products never reach the accumulator."
+    )
+
+    def _block(self, ctx, sub):
+        return self.block or _tuning(ctx.model, ctx.problem_used, sub).k_per_block
+
+    def operands(self, ctx, sub, group, start, a, b):
+        k = a.shape[1]
+        first = max(0, ((k - 1) // self._block(ctx, sub)) * self._block(ctx, sub))
+        a, b = a.copy(), b.copy()
+        a[:, first:] = 0
+        b[first:, :] = 0
+        return a, b
+
+
+@dataclass(frozen=True)
+class PaddingBorder(Mutant):
+    """``side``: top, bottom, left, right; ``mode``: "lost" (the image's edge row/column read
+    as padding) or "duplicated" (a padding row/column reads the edge row/column instead)."""
+
+    side: str = "top"
+    mode: str = "lost"
+    name: ClassVar[str] = "padding-border"
+    bug: ClassVar[str] = (
+        "An off-by-one in the padding bounds check (hi > 0 for hi >= 0, or a clamp instead of a "
+        "zero) loses the taps of the image's edge row or column, or makes padding taps read it again."
+    )
+
+    def __post_init__(self):
+        if self.side not in ("top", "bottom", "left", "right"):
+            raise ValueError(f"side: {self.side!r} is not one of top, bottom, left, right")
+        if self.mode not in ("lost", "duplicated"):
+            raise ValueError(f"mode: {self.mode!r} is not one of lost, duplicated")
+
+    def applies(self, problem, model):
+        if problem.direction == "bwd_data":
+            return "the input image is the result of bwd_data, not an operand"
+        pad = problem.pad_h if self.side in ("top", "bottom") else problem.pad_w
+        if self.mode == "duplicated" and pad[0 if self.side in ("top", "left") else 1] < 1:
+            return f"no padding on the {self.side} side to read the edge again"
+        return None
+
+    def geometry(self, problem, inputs):
+        x = canonical(problem, "input", inputs["input"])
+        axis = 3 if self.side in ("top", "bottom") else 4
+        edge = 0 if self.side in ("top", "left") else x.shape[axis] - 1
+        if self.mode == "lost":
+            x = x.copy()
+            idx = [slice(None)] * 5
+            idx[axis] = edge
+            x[tuple(idx)] = 0
+            return problem, {**inputs, "input": from_canonical(problem, "input", x)}
+        row = np.take(x, [edge], axis=axis)
+        x = np.concatenate([row, x] if edge == 0 else [x, row], axis=axis)
+        name = "pad_h" if axis == 3 else "pad_w"
+        pad = list(getattr(problem, name))
+        pad[0 if edge == 0 else 1] -= 1
+        dim = "h" if axis == 3 else "w"
+        p2 = dataclasses.replace(problem, **{name: tuple(pad), dim: getattr(problem, dim) + 1})
+        return p2, {**inputs, "input": from_canonical(p2, "input", x)}
+
+
+@dataclass(frozen=True)
+class WrongGeometry(Mutant):
+    """``param``: "stride" or "dilation"; ``dim``: "h" or "w"; ``value``: what the buggy kernel
+    uses (None: the right one + 1)."""
+
+    param: str = "stride"
+    dim: str = "w"
+    value: int | None = None
+    name: ClassVar[str] = "wrong-geometry"
+    bug: ClassVar[str] = (
+        "The input index uses the wrong stride or dilation in one dimension (e.g. strideH passed "
+        "for strideW), so the output has the right shape but reads the wrong input pixels."
+    )
+
+    def __post_init__(self):
+        if self.param not in ("stride", "dilation") or self.dim not in ("h", "w"):
+            raise ValueError(f"param/dim: {self.param!r}/{self.dim!r}: need stride|dilation and h|w")
+
+    def applies(self, problem, model):
+        return None if problem.direction == "fwd" else "modelled for forward convolutions only"
+
+    def geometry(self, problem, inputs):
+        i = 0 if self.dim == "h" else 1
+        pair = list(getattr(problem, self.param))
+        right = pair[i]
+        pair[i] = self.value if self.value is not None else right + 1
+        p2 = dataclasses.replace(problem, **{self.param: tuple(pair)})
+        stride, dil = p2.stride[i], p2.dilation[i]
+        size, fil = (problem.h, problem.y) if i == 0 else (problem.w, problem.x)
+        pad = list(problem.pad_h if i == 0 else problem.pad_w)
+        want = problem.out_h if i == 0 else problem.out_w
+        pad[1] = max(pad[1], (want - 1) * stride + dil * (fil - 1) + 1 - size - pad[0])
+        p2 = dataclasses.replace(p2, **{"pad_h" if i == 0 else "pad_w": tuple(pad)})
+        return p2, inputs
+
+    def output(self, ctx, out):
+        y = canonical(ctx.problem_used, "output", out)[:, :, :, : ctx.problem.out_h, : ctx.problem.out_w]
+        return from_canonical(ctx.problem, "output", y)
+
+
+@dataclass(frozen=True)
+class SwappedLayout(Mutant):
+    """The input tensor (memory as given) read in the other of nchw / nhwc."""
+
+    name: ClassVar[str] = "swapped-layout"
+    bug: ClassVar[str] = (
+        "The kernel is built for NCHW while the buffer holds NHWC (or the reverse): the same memory "
+        "is read with channel and pixel strides swapped."
+    )
+
+    def applies(self, problem, model):
+        if problem.direction == "bwd_data":
+            return "the input image is the result of bwd_data, not an operand"
+        if problem.in_layout not in _SWAP:
+            return f"input layout {problem.in_layout} is not one of {', '.join(_SWAP)}"
+        return None
+
+    def geometry(self, problem, inputs):
+        flat = np.asarray(inputs["input"]).reshape(-1)  # the same memory, read the other way
+        return dataclasses.replace(problem, in_layout=_SWAP[problem.in_layout]), {**inputs, "input": flat}
+
+
+@dataclass(frozen=True)
+class EdgeTileWrap(Mutant):
+    """``axis``: "n" (the last, edge gemmN tile computes with tile 0's columns) or "k" (the last
+    K block reads the first K block's operands again)."""
+
+    axis: str = "n"
+    name: ClassVar[str] = "edge-tile-wrap"
+    bug: ClassVar[str] = (
+        "The index of the last, partial tile wraps modulo the tile count (or a missing bounds "
+        "check reuses tile 0's offset), so the edge tile reads the first tile's data again."
+    )
+
+    def __post_init__(self):
+        if self.axis not in ("n", "k"):
+            raise ValueError(f"axis: {self.axis!r} is not one of n, k")
+
+    def _first(self, ctx, sub, length):
+        t = _tuning(ctx.model, ctx.problem_used, sub)
+        size = t.n_per_block if self.axis == "n" else t.k_per_block
+        return ((length - 1) // size) * size
+
+    def applies(self, problem, model):
+        for g, s in zip(model.plan(problem), sub_gemms(problem)):
+            if g.tuning_plan is None:
+                return "a CPU validator has no tiles"
+            t = g.tuning_plan.tuning
+            length, size = (s.n, t.n_per_block) if self.axis == "n" else (s.k, t.k_per_block)
+            if length > size:
+                return None
+        return f"only one {self.axis} tile: nothing to wrap"
+
+    def operands(self, ctx, sub, group, start, a, b):
+        if self.axis == "k":
+            k = a.shape[1]
+            first = self._first(ctx, sub, k)
+            if first == 0:
+                return a, b
+            a, b = a.copy(), b.copy()
+            a[:, first:] = a[:, : k - first]
+            b[first:, :] = b[: k - first, :]
+            return a, b
+        n = ctx.op.subs[sub].n
+        first = self._first(ctx, sub, n)
+        stop = start + b.shape[1]
+        if first == 0 or stop <= first:
+            return a, b
+        lo = max(start, first)
+        b = b.copy()
+        b[:, lo - start :] = ctx.op.b(sub, group, lo - first, stop - first)
+        return a, b
+
+
+# --- unit ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fp16Accumulator(Mutant):
+    """The kernel's unit with an fp16 accumulator (each step's result rounded to fp16, RNE)."""
+
+    name: ClassVar[str] = "fp16-accumulator"
+    bug: ClassVar[str] = (
+        "The accumulator is declared half (or the fp16-output MFMA/HMMA variant is selected), so "
+        "every partial sum is rounded to fp16 instead of fp32."
+    )
+
+    def gemm(self, ctx, sub, a, b):
+        g = ctx.plan()[sub]
+        return gemm_fp16_accumulator(a, b, g.unit, g.order)
+
+
+# --- split-K partials ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SplitKPartialCount(Mutant):
+    """Partial ``index`` (negative: from the end) added ``times`` times (0: lost, 2: twice)."""
+
+    index: int = -1
+    times: int = 0
+    name: ClassVar[str] = "split-k-count"
+    bug: ClassVar[str] = (
+        "One split-K workgroup's atomic add is lost (its block never launched, or the workspace was "
+        "zeroed after it) or done twice (a retried or duplicated launch)."
+    )
+    needs_partials: ClassVar[bool] = True
+
+    def applies(self, problem, model):
+        return None if _split_k(problem, model) >= 2 else "the kernel has no split-K partials"
+
+    def combine(self, ctx, parts):
+        i = _pick(self.index, parts.n_split, "partial")
+        order = [j for j in range(parts.n_split) for _ in range(self.times if j == i else 1)]
+        return add_partials(parts.parts, order)
+
+
+@dataclass(frozen=True)
+class SplitKPartialScale(Mutant):
+    """Partial ``index`` multiplied by ``factor`` (−1: wrong sign) before its atomic add."""
+
+    index: int = -1
+    factor: float = -1.0
+    name: ClassVar[str] = "split-k-scale"
+    bug: ClassVar[str] = (
+        "One split-K partial gets the wrong epilogue scale or sign (alpha applied per partial, or "
+        "a subtract where an add belongs) before it is added to the workspace."
+    )
+    needs_partials: ClassVar[bool] = True
+
+    def applies(self, problem, model):
+        return None if _split_k(problem, model) >= 2 else "the kernel has no split-K partials"
+
+    def combine(self, ctx, parts):
+        i = _pick(self.index, parts.n_split, "partial")
+        return add_partials(
+            parts.parts, range(parts.n_split), [self.factor if j == i else 1.0 for j in range(parts.n_split)]
+        )
+
+
+@dataclass(frozen=True)
+class StalePartialRace(Mutant):
+    """In output tile ``tile`` (negative: from the end), partial ``index`` is lost to a race."""
+
+    tile: int = 0
+    index: int = 0
+    name: ClassVar[str] = "stale-partial-race"
+    bug: ClassVar[str] = (
+        "A non-atomic read-modify-write of the split-K workspace races: one workgroup reads a stale "
+        "value and overwrites another's contribution in one output tile."
+    )
+    needs_partials: ClassVar[bool] = True
+
+    def applies(self, problem, model):
+        return None if _split_k(problem, model) >= 2 else "the kernel has no split-K partials"
+
+    def combine(self, ctx, parts):
+        i = _pick(self.index, parts.n_split, "partial")
+        tiles = tile_ids(ctx)
+        t = _pick(self.tile, int(tiles.max()) + 1, "tile")
+        full = parts.ascending()
+        lost = add_partials(parts.parts, [j for j in range(parts.n_split) if j != i])
+        return np.where(tiles == t, lost, full)
+
+
+# --- output -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChannelSignFlip(Mutant):
+    """Result channel ``channel`` (k for fwd / bwd_weight, c for bwd_data; over all groups)
+    negated."""
+
+    channel: int = 0
+    name: ClassVar[str] = "channel-sign-flip"
+    bug: ClassVar[str] = (
+        "One output channel comes out negated (a per-channel scale or bias read with the wrong sign, "
+        "or a sign bit set by a bad bitwise epilogue)."
+    )
+
+    def output(self, ctx, out):
+        p = ctx.problem
+        role = p.result_role
+        t = canonical(p, role, out).copy()
+        per = t.shape[2]
+        g, c = divmod(_pick(self.channel, per * t.shape[1], "channel"), per)
+        if role == "filter":
+            t[g, c] = scale_fp32(t[g, c], -1.0)
+        else:
+            t[:, g, c] = scale_fp32(t[:, g, c], -1.0)
+        return from_canonical(p, role, t)
+
+
+@dataclass(frozen=True)
+class UninitialisedTile(Mutant):
+    """Output tile ``tile`` (negative: from the end) never written; it holds ``fill``: "zeros",
+    "nan" or "stale" (harness float values in [-``stale_range``, ``stale_range``], seed
+    ``stale_seed``, as left by an earlier kernel)."""
+
+    tile: int = -1
+    fill: str = "stale"
+    stale_seed: int = 7
+    stale_range: int = 4
+    name: ClassVar[str] = "uninitialised-tile"
+    bug: ClassVar[str] = (
+        "A workgroup exits early (a wrong grid size or an early return on a bounds check), so one "
+        "output tile keeps whatever the buffer held: zeros, NaN, or a previous kernel's values."
+    )
+
+    def __post_init__(self):
+        if self.fill not in ("zeros", "nan", "stale"):
+            raise ValueError(f"fill: {self.fill!r} is not one of zeros, nan, stale")
+
+    def output(self, ctx, out):
+        tiles = tile_ids(ctx)
+        t = _pick(self.tile, int(tiles.max()) + 1, "tile")
+        mask = tiles == t
+        if self.fill == "zeros":
+            fill = np.zeros(out.size, np.float32)
+        elif self.fill == "nan":
+            fill = np.full(out.size, np.nan, np.float32)
+        else:
+            fill = harness.to_fp16_truncate(
+                harness.harness_float_values(out.size, self.stale_seed, -self.stale_range, self.stale_range)
+            )
+            fill = fill.view(np.float16).astype(np.float32)
+        return np.where(mask, fill, out)
+
+
+@dataclass(frozen=True)
+class ScaledElement(Mutant):
+    """Result element ``element`` (flat memory index; None: the middle one) times ``factor``."""
+
+    element: int | None = None
+    factor: float = 2.0
+    name: ClassVar[str] = "scaled-element"
+    bug: ClassVar[str] = (
+        "One output element is written with the wrong scale (an epilogue applying alpha twice to "
+        "the element two threads share, or a lane writing its value into a neighbour's slot)."
+    )
+
+    def output(self, ctx, out):
+        out = out.copy()
+        e = out.size // 2 if self.element is None else _pick(self.element, out.size, "element")
+        out[e : e + 1] = scale_fp32(out[e : e + 1], self.factor)
+        return out
+
+
+# --- verifier -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WrongTensorsCompared(Mutant):
+    """``which``: "reference" (the verifier compares the validation with itself) or "input"
+    (it is handed the kernel's first input buffer instead of its output)."""
+
+    which: str = "input"
+    name: ClassVar[str] = "wrong-tensors-compared"
+    bug: ClassVar[str] = (
+        "The test harness passes the wrong buffers to the verifier (the reference twice, or an input "
+        "instead of the output), so the comparison says nothing about the kernel."
+    )
+
+    def __post_init__(self):
+        if self.which not in ("reference", "input"):
+            raise ValueError(f"which: {self.which!r} is not one of reference, input")
+
+    def seen(self, kernel16, validation32, inputs):
+        if self.which == "reference":
+            return fp32_to_fp16(np.asarray(validation32, np.float32))
+        src = np.asarray(next(iter(inputs.values()))).reshape(-1).astype(np.float16)
+        return np.resize(src, np.asarray(kernel16).size)
+
+
+MUTANTS: Mapping[str, type[Mutant]] = {
+    cls.name: cls
+    for cls in (
+        DropLastKBlock,
+        PaddingBorder,
+        WrongGeometry,
+        SwappedLayout,
+        SplitKPartialCount,
+        SplitKPartialScale,
+        Fp16Accumulator,
+        ChannelSignFlip,
+        UninitialisedTile,
+        StalePartialRace,
+        ScaledElement,
+        EdgeTileWrap,
+        WrongTensorsCompared,
+    )
+}
+
+
+def mutant(name: str, **params) -> Mutant:
+    """The mutant called ``name`` (:data:`MUTANTS`) with ``params``; ValueError naming the
+    accepted names or fields otherwise."""
+    if name not in MUTANTS:
+        raise ValueError(f"mutant: {name!r} is not one of {', '.join(MUTANTS)}")
+    cls = MUTANTS[name]
+    known = {f.name for f in dataclasses.fields(cls)}
+    bad = set(params) - known
+    if bad:
+        raise ValueError(f"mutant {name}: unknown parameter(s) {sorted(bad)}; its parameters: {sorted(known)}")
+    return cls(**params)
+
+
+def default_mutants() -> tuple[Mutant, ...]:
+    """One instance of every bug, and the variants of the multi-mode ones, as the design sweeps
+    run them."""
+    return (
+        DropLastKBlock(),
+        PaddingBorder("top", "lost"),
+        PaddingBorder("left", "duplicated"),
+        WrongGeometry("stride", "w"),
+        WrongGeometry("dilation", "h"),
+        SwappedLayout(),
+        SplitKPartialCount(-1, 0),
+        SplitKPartialCount(-1, 2),
+        SplitKPartialScale(-1, -1.0),
+        Fp16Accumulator(),
+        ChannelSignFlip(0),
+        UninitialisedTile(-1, "stale"),
+        UninitialisedTile(-1, "zeros"),
+        UninitialisedTile(-1, "nan"),
+        StalePartialRace(0, 0),
+        ScaledElement(None, 2.0),
+        ScaledElement(None, 1.125),
+        EdgeTileWrap("n"),
+        EdgeTileWrap("k"),
+        WrongTensorsCompared("input"),
+        WrongTensorsCompared("reference"),
+    )

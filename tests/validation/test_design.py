@@ -1,0 +1,179 @@
+"""fp16emu design (validation.design): rates and intervals, calibrated thresholds, detection of
+obvious bugs, worker-count independence, validator files and the command line."""
+
+import json
+
+import numpy as np
+import pytest
+
+from models import bugs
+from validation.cli import main
+from validation.design import (
+    InputGenerator,
+    clopper_pearson,
+    design,
+    function,
+    load_functions,
+    parse_generator,
+    resolve_targets,
+    run_jobs,
+    threshold_at,
+)
+from validation.design.sweep import K_SWEEP, SeedTask
+
+SMALL = K_SWEEP[0]  # fwd, K = 72, 2048 outputs
+
+
+@pytest.fixture(scope="module")
+def target():
+    return resolve_targets([SMALL], hw="mi200", kernel=None, validator="cpu")[0]
+
+
+def test_clopper_pearson_matches_its_closed_forms_at_the_ends():
+    # x = 0: upper = 1 - (α/2)^(1/n); x = n: lower = (α/2)^(1/n)
+    for n in (1, 5, 20, 100):
+        lo, hi = clopper_pearson(0, n)
+        assert lo == 0 and hi == pytest.approx(1 - 0.025 ** (1 / n), rel=1e-9)
+        lo, hi = clopper_pearson(n, n)
+        assert hi == 1 and lo == pytest.approx(0.025 ** (1 / n), rel=1e-9)
+    lo, hi = clopper_pearson(5, 10)
+    assert lo < 0.5 < hi and lo == pytest.approx(1 - hi, rel=1e-9)  # symmetric at x = n/2
+    assert clopper_pearson(0, 0) == (0.0, 1.0)
+
+
+def test_threshold_at_is_the_empirical_quantile_with_its_estimated_rate():
+    t, est = threshold_at(list(range(1, 101)), 0.05)
+    assert t == 95 and (est.failed, est.runs) == (5, 100)
+    t, est = threshold_at([3.0, 1.0, 2.0], 0.01)  # rate·n < 1: the maximum, no exceedance
+    assert t == 3.0 and est.failed == 0
+
+
+def test_generators_draw_what_they_say(target):
+    from validation.run import plan
+
+    problem = plan(SMALL)[0].problem
+    away = InputGenerator("away", 1, 3).inputs(problem, 5, 72)
+    for arr in away.values():
+        a = np.abs(arr.astype(np.float64))
+        assert a.min() >= 1 and a.max() <= 3 and (arr < 0).any() and (arr > 0).any()
+    exact = parse_generator("exact").inputs(problem, 5, 72)
+    for arr in exact.values():
+        v = arr.astype(np.float64)
+        assert np.array_equal(v, np.round(v)) and np.abs(v).max() <= 2 and (v == 0).mean() < 0.5
+    with pytest.raises(ValueError, match="range"):
+        parse_generator("gauss:0:1")
+
+
+def test_recommended_threshold_is_calibrated_on_fresh_seeds(target):
+    """Fit at a 1 % false-alarm target on 30 seeds; on 30 fresh seeds the threshold fails at a
+    rate between 0 and the fit's Clopper-Pearson upper bound."""
+    gen = parse_generator("float:-1:1")
+    fit = run_jobs([SeedTask(target, gen, 1001 + i) for i in range(30)])
+    fresh = run_jobs([SeedTask(target, gen, 1 + i) for i in range(30)])
+    for metric in ("max_abs_diff", "rms", "max_rel_diff"):
+        t, est = threshold_at([r["metrics"][metric] for r in fit], 0.01)
+        assert est.failed == 0
+        observed = np.mean([r["metrics"][metric] > t for r in fresh])
+        assert 0 <= observed <= est.interval[1], (metric, t, observed)
+
+
+def test_exact_inputs_give_exact_outputs_and_the_worst_case_bound_holds(target):
+    rows = run_jobs(
+        [SeedTask(target, parse_generator(g), 1 + i, bounds=True) for g in ("exact", "away:1:3") for i in range(3)]
+    )
+    for r in rows[:3]:
+        assert r["metrics"]["max_abs_diff"] == 0
+    for r in rows:
+        for m in ("max_abs_diff", "max_rel_diff", "rms"):
+            assert r["metrics"][m] <= r["bounds"]["worst"][m], (m, r["seed"])
+            assert r["metrics"][m] <= r["bounds"]["unit"][m], (m, r["seed"])
+
+
+def test_obvious_bugs_are_detected_and_results_do_not_depend_on_the_worker_count(target):
+    fs = [function("rocmlir"), function("exact"), function("predicted-bound"), function("emulated")]
+    muts = (bugs.ChannelSignFlip(1), bugs.UninitialisedTile(-1, "zeros"), bugs.SplitKPartialCount())
+    one = design([target], fs, seeds=2, mutants=muts, jobs=1)
+    two = design([target], fs, seeds=2, mutants=muts, jobs=2)
+    assert json.dumps(one.to_dict(), default=str) == json.dumps(two.to_dict(), default=str)
+    rec = {(r["validator"], r["bug"]): r for r in one.records}
+    for vf in ("rocmlir@float:-1:1", "exact@exact", "predicted-bound@float:-1:1", "emulated@float:-1:1"):
+        assert rec[(vf, "none")]["failed"] == 0 and rec[(vf, "none")]["runs"] == 2
+        for m in muts[:2]:
+            assert rec[(vf, m.label)]["rate"] == 1.0
+        assert rec[(vf, muts[2].label)]["runs"] == 0  # no split-K in a forward kernel: not applicable
+    assert one.inputs["seeds_eval"] == [1, 2] and one.inputs["seeds_fit"][0] > 2
+
+
+def test_validator_files_toml_and_json(tmp_path):
+    (tmp_path / "a.toml").write_text(
+        'name = "mine"\ngenerator = "away:1:5"\n[metrics]\nrms = 1e-4\nmax_rel_diff = 0.01\n'
+    )
+    (tmp_path / "b.json").write_text(
+        json.dumps({"functions": [{"name": "j", "metrics": {"max_abs_diff": 0}, "generator": "exact"}]})
+    )
+    (f,) = load_functions(tmp_path / "a.toml")
+    assert f.label == "mine@away:1:5" and [(c.metric, c.limit) for c in f.thresholds.checks] == [
+        ("rms", 1e-4),
+        ("max_rel_diff", 0.01),
+    ]
+    (g,) = load_functions(tmp_path / "b.json")
+    assert g.label == "j@exact"
+    (tmp_path / "c.json").write_text(json.dumps({"metrics": {"bogus": 1}}))
+    with pytest.raises(ValueError, match="bogus"):
+        load_functions(tmp_path / "c.json")
+
+
+def test_cli_json_records_and_usage_errors(capsys, tmp_path):
+    argv = ["design", SMALL, "--seeds", "1", "--validators", "exact", "--format", "json", "--no-progress"]
+    assert main(argv + ["--bugs", "scaled-element", "channel-sign-flip"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    recs = out["records"]
+    assert {"validator", "bug", "runs", "failed", "rate", "ci_low", "ci_high"} <= set(recs[0])
+    assert {r["bug"] for r in recs} == {
+        "none",
+        bugs.ScaledElement().label,
+        bugs.ScaledElement(factor=1.125).label,
+        bugs.ChannelSignFlip().label,
+    }
+    assert out["inputs"]["generators"] == ["exact"] and out["inputs"]["tests"][0]["hw"] == "mi200"
+    for argv, field in (
+        (["design", SMALL, "--seeds", "x"], "--seeds"),
+        (["design", SMALL, "--validators", "nope"], "validators"),
+        (["design", SMALL, "--hw", "h100"], "hw"),
+        (["design", SMALL, "--format", "xml"], "--format"),
+        (["design", "k-sweep:0"], "count"),
+        (["design", SMALL, "--plot", "x.txt"], "--plot"),
+        (["design", SMALL, "--bugs", "gremlin"], "--bugs"),
+    ):
+        assert main(argv) == 2
+        assert field in capsys.readouterr().err
+
+
+def test_text_report_states_its_inputs(capsys):
+    assert (
+        main(["design", SMALL, "--seeds", "1", "--validators", "torch", "--ranges", "away:1:3", "--no-progress"]) == 0
+    )
+    text = capsys.readouterr().out
+    for what in ("seeds:", "away:1:3", "hw mi200", "torch@away:1:3", "recommendation:", "Clopper-Pearson"):
+        assert what in text
+
+
+def test_constant_inputs_are_reported_as_not_trustworthy(target):
+    (row,) = run_jobs([SeedTask(target, InputGenerator("int", 1, 2), 3)])  # every value 1
+    assert row["trust"]["constant_input"] and not row["trust"]["trustworthy"]
+    (row,) = run_jobs([SeedTask(target, InputGenerator("float", -1, 1), 3)])
+    assert row["trust"]["trustworthy"]
+
+
+def test_element_bounds_cover_two_subnormal_fp16_roundings():
+    """Where the validation is tiny, rounding to fp16 errs by up to half the subnormal spacing
+    (2^-25) absolutely, for the kernel and for the rounded validation: B ≥ 2^-24 everywhere."""
+    from validation.design.bounds import element_bounds
+    from validation.run import plan
+
+    config, kmodel, vmodel = plan(SMALL)
+    problem = config.problem
+    inputs = parse_generator("exact").inputs(problem, 2, 72)
+    zeros = np.zeros(problem.tensor_size("output"), np.float32)
+    for kind in ("worst", "probabilistic", "unit"):
+        assert element_bounds(problem, kmodel, vmodel, inputs, zeros)[kind].min() >= 2.0**-24

@@ -1,0 +1,150 @@
+"""``fp16emu design``: argument handling and printing only."""
+
+from __future__ import annotations
+
+import sys
+
+from models.bugs import MUTANTS, default_mutants
+
+from ..run import HW_CHOICES, KERNEL_CHOICES, choice
+from .functions import FUNCTION_NAMES, parse_functions
+from .generators import parse_generator
+from .report import format_json, format_text, plot
+from .sweep import design, resolve_targets
+
+__all__ = ["register_cli"]
+
+
+def register_cli(subparsers):
+    """Add ``design`` to an argparse ``subparsers``; its handler returns the exit code. Bad
+    values raise ValueError (exit 2, one line)."""
+    p = subparsers.add_parser(
+        "design",
+        help="rank validation functions: false alarms on correct kernels vs detection of injected bugs",
+        description="TESTS: a suite (rocmlir_2022, rocmlir_2022:N for its N smallest tests, k-sweep[:N]), suite test "
+        "names or config texts. For each, the correct kernel's metrics over seeds (noise model, analytic bounds, "
+        "recommended thresholds) and every validation function on the correct kernel and on every bug mutant "
+        "(models.bugs). See docs/design.md.",
+    )
+    p.add_argument("tests", nargs="+", metavar="SUITE|CONFIG")
+    p.add_argument(
+        "--validators",
+        nargs="+",
+        default=list(FUNCTION_NAMES),
+        metavar="PRESET|FILE",
+        help=f"presets ({', '.join(FUNCTION_NAMES)}), NAME@RANGE, or .json/.toml files (default: every preset)",
+    )
+    p.add_argument(
+        "--seeds", default="20", help="seeds per test and input range, for fit and for evaluation (default 20)"
+    )
+    p.add_argument(
+        "--ranges",
+        nargs="+",
+        default=None,
+        metavar="RANGE",
+        help="run each preset on these input generators instead of its own: float:LO:HI, int:LO:HI, away:LO:HI "
+        "(±[LO, HI]), exact",
+    )
+    p.add_argument(
+        "--bugs",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="bug mutants to inject (models.bugs names, each with its default variants; 'none': false alarms only; "
+        "default: all)",
+    )
+    p.add_argument("--hw", default="mi200", help=f"{', '.join(HW_CHOICES)} (default mi200)")
+    p.add_argument("--kernel", default=None, help="xdlops or nonxdlops (default: each config's own)")
+    p.add_argument("--validator", default="cpu", help="the validation (reference) function, as in `run` (default cpu)")
+    p.add_argument(
+        "--rate", default="0.01", help="target false-alarm rate of the recommended thresholds (default 0.01)"
+    )
+    p.add_argument("--jobs", default="1", help="local worker processes (default 1)")
+    p.add_argument("--format", default="text", help="text or json")
+    p.add_argument("--plot", default=None, metavar="FILE.png", help="false alarms vs detection, and the noise")
+    p.add_argument("--progress", action="store_true", help="show a progress bar even when not on a terminal")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_design)
+    return p
+
+
+def _number(value: str, name: str, kind, lo, hi):
+    try:
+        v = kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"--{name}: {value!r} is not a {'whole ' if kind is int else ''}number") from None
+    if not lo <= v <= hi:
+        raise ValueError(f"--{name}: {v} is outside {lo}..{hi}")
+    return v
+
+
+def _cmd_design(args) -> int:
+    fmt = str(args.format).lower()
+    if args.plot and not str(args.plot).lower().endswith((".png", ".svg", ".pdf")):
+        raise ValueError(f"--plot: {args.plot!r} must end in .png, .svg or .pdf")
+    if fmt not in ("text", "json"):
+        raise ValueError(f"--format: {args.format!r} is not one of text, json")
+    seeds = _number(args.seeds, "seeds", int, 1, 100_000)
+    jobs = _number(args.jobs, "jobs", int, 1, 256)
+    rate = _number(args.rate, "rate", float, 1e-9, 0.5)
+    hw = choice(args.hw, HW_CHOICES, "hw")
+    kernel = None if args.kernel is None else choice(args.kernel, KERNEL_CHOICES, "kernel")
+    functions = parse_functions(args.validators)
+    if args.ranges:
+        gens = [parse_generator(r) for r in args.ranges]
+        files = [f for f, v in zip(functions, _sources(args.validators)) if v]
+        presets = [f for f, v in zip(functions, _sources(args.validators)) if not v]
+        functions = [type(f)(f.name, f.thresholds, g) for f in presets for g in gens] + files
+    mutants = None
+    if args.bugs is not None:
+        names = [b.strip().lower() for b in args.bugs]
+        if names != ["none"]:
+            bad = [n for n in names if n not in MUTANTS]
+            if bad:
+                raise ValueError(f"--bugs: {bad[0]!r} is not one of none, {', '.join(MUTANTS)}")
+        mutants = tuple(m for m in default_mutants() if m.name in names)
+    targets = resolve_targets(args.tests, hw=hw, kernel=kernel, validator=args.validator)
+    show = not args.no_progress and (args.progress or sys.stderr.isatty())
+    bar = None
+    if show:
+        from tqdm import tqdm
+
+        bar = tqdm(total=0, desc="design", unit="run", leave=False, dynamic_ncols=True)
+
+    def total(n):
+        if bar is not None:
+            bar.total = n
+            bar.refresh()
+
+    try:
+        result = design(
+            targets,
+            functions,
+            seeds=seeds,
+            mutants=mutants,
+            rate=rate,
+            jobs=jobs,
+            progress=None if bar is None else bar.update,
+            total=total,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.plot:
+        plot(result, args.plot)
+    print(format_json(result) if fmt == "json" else format_text(result))
+    return 0
+
+
+def _sources(items) -> list[bool]:
+    """Per function of ``parse_functions(items)``: True when it came from a file."""
+    from .functions import load_functions
+
+    out = []
+    for item in items:
+        s = str(item)
+        if s.lower().endswith((".json", ".toml")):
+            out += [True] * len(load_functions(s))
+        else:
+            out.append(False)
+    return out

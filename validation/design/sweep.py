@@ -1,0 +1,458 @@
+"""The design sweep: noise model (metric distributions of a correct kernel over seeds, analytic
+bounds, recommended thresholds) and evaluation (false-alarm and detection rates of validation
+functions on correct kernels and bug mutants).
+
+Work is cut into :class:`SeedTask` jobs, one per (test, input generator, seed), run by the
+top-level pure function :func:`seed_job` (picklable arguments, a dict of plain values back), on
+local processes (:func:`run_jobs`); results are gathered in task order, so they do not depend on
+the number of workers.
+
+Seeds: the noise model (and the fitted ``recommended`` function) uses seeds ``FIT_SEED0 + i``;
+the evaluation uses seeds 1 … n, never used to fit. A split-K atomic kernel's correct output on
+seed s is member s mod 128 of its add-order ensemble; mutants add partials in ascending order.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from emu.conv import ConvGemm, sub_gemms
+from emu.rounding import fp32_to_fp16
+from models import bugs
+from models.kernels import ATOMIC_ORDERS
+
+from ..metrics import compare
+from ..run import plan
+from ..suites import suite_config, suite_entries
+from ..verifier import Thresholds, evaluate
+from .bounds import BOUND_KINDS, element_bounds, metric_bounds
+from .functions import ValidationFunction
+from .generators import InputGenerator
+from .stats import Rate, threshold_at
+
+__all__ = [
+    "Target",
+    "SeedTask",
+    "seed_job",
+    "run_jobs",
+    "design",
+    "DesignResult",
+    "resolve_targets",
+    "NOISE_METRICS",
+    "RECOMMENDED_METRICS",
+    "FIT_SEED0",
+    "K_SWEEP",
+]
+
+NOISE_METRICS = ("rms", "max_abs_diff", "max_rel_diff", "max_epsilon_diff", "diff1", "diff2", "miopen_rms")
+RECOMMENDED_METRICS = ("rms", "max_abs_diff", "max_rel_diff")
+FIT_SEED0 = 1001
+#: Add orders whose per-element range the ``emulated`` function accepts for split-K atomics.
+EMULATED_MEMBERS = 32
+_NHWC = "-fil_layout=kyxc -in_layout=nhwc -out_layout=nhwk"
+#: ``k-sweep``: small forward tests whose reduction length K = C·3·3 runs from 72 to 2304.
+K_SWEEP = tuple(
+    f"-x2 --operation conv2d -t f16 {_NHWC} -batchsize=2 -in_channels={c} -out_channels=32 -in_h=8 -in_w=8 "
+    f"-fil_h=3 -fil_w=3 -padding_h=1 -padding_w=1"
+    for c in (8, 32, 128, 256)
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One test: its config text and label, hardware, kernel and the validation run with it."""
+
+    config: str
+    label: str
+    hw: str = "mi200"
+    kernel: str | None = None
+    validator: str = "cpu"
+
+
+@dataclass(frozen=True)
+class SeedTask:
+    target: Target
+    generator: InputGenerator
+    seed: int
+    functions: tuple[ValidationFunction, ...] = ()
+    mutants: tuple = ()
+    bounds: bool = False
+
+
+def _macs(e) -> int:
+    return e.gemm_m * e.gemm_k * (e.gemm_n or e.n_out_elements // max(e.gemm_m, 1))
+
+
+def _count(count: str, text: str) -> int:
+    try:
+        n = int(count)
+    except ValueError:
+        n = -1
+    if n < 1:
+        raise ValueError(f"tests: {text!r}: the count after ':' must be a whole number ≥ 1")
+    return n
+
+
+def resolve_targets(items: Sequence[str], *, hw: str, kernel: str | None, validator: str) -> list[Target]:
+    """SUITE (``rocmlir_2022``, ``rocmlir_2022:N`` = its N smallest tests, ``k-sweep[:N]``), suite
+    test names and config texts, in order; each checked by :func:`validation.run.plan`."""
+    out: list[Target] = []
+    for item in items:
+        text = str(item).strip()
+        name, _, count = text.partition(":")
+        if name == "k-sweep":
+            configs = K_SWEEP[: _count(count, text)] if count else K_SWEEP
+            out += [
+                Target(c, f"k-sweep/C{c.split('-in_channels=')[1].split()[0]}", hw, kernel, validator) for c in configs
+            ]
+            continue
+        if name == "rocmlir_2022" and " " not in text:
+            entries = suite_entries()
+            if count:
+                entries = sorted(entries, key=_macs)[: _count(count, text)]
+            out += [Target(e.name, e.name, hw, kernel, validator) for e in entries]
+            continue
+        out.append(Target(text, text if len(text) < 60 else text[:57] + "...", hw, kernel, validator))
+    for t in out:
+        plan(_config(t), hw=t.hw, kernel=t.kernel, validator=t.validator)
+    return out
+
+
+def _config(t: Target):
+    if " " not in t.config:
+        try:
+            return suite_config(t.config)
+        except ValueError:
+            pass
+    return t.config
+
+
+def _gemm_k(problem) -> int:
+    return max(s.k for s in sub_gemms(problem))
+
+
+def _verdict_failed(thresholds: Thresholds, validation32, seen16, cache: dict) -> bool:
+    """Whether ``thresholds`` fails ``seen16``; comparisons are shared (``cache``) between
+    verifiers that measure the same way."""
+    opts = thresholds.compare_options()
+    key = (id(seen16), repr(sorted(opts.items())))
+    if key not in cache:
+        cache[key] = compare(validation32, seen16, **opts)
+    return not evaluate(cache[key], thresholds).passed
+
+
+def seed_job(task: SeedTask) -> dict:
+    """One (test, generator, seed): the correct kernel's metrics (and bounds), each validation
+    function's verdict on it and on every mutant, and each mutant's size (fraction of changed
+    fp16 outputs, largest relative change, against the correct kernel with the same ascending
+    split-K add order as the mutants). Pure: plain values back, nothing written."""
+    t = task.target
+    config, kmodel, vmodel = plan(_config(t), hw=t.hw, kernel=t.kernel, validator=t.validator)
+    problem = config.problem
+    k = _gemm_k(problem)
+    inputs = task.generator.inputs(problem, task.seed, k)
+    op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
+    (validation,) = op.compute([vmodel.arithmetic(problem)])
+    good = bugs.emulate(problem, kmodel, inputs)
+    if good.partials is not None:
+        k16 = good.partials.member(task.seed % ATOMIC_ORDERS.members, ATOMIC_ORDERS.granularity)
+    else:
+        k16 = fp32_to_fp16(good.kernel_fp32)
+    res = compare(validation, k16, dtype_hint="fp16", round_validation="fp16")
+    out: dict = {
+        "target": t.label,
+        "generator": task.generator.name,
+        "seed": task.seed,
+        "K": k,
+        "metrics": {m: float(res.metric(m)) for m in NOISE_METRICS},
+        "verdicts": {},
+        "exact": {},
+        "size": {},
+    }
+    kinds = {f.kind for f in task.functions}
+    eb = None
+    if task.bounds or "predicted-bound" in kinds:
+        eb = element_bounds(problem, kmodel, vmodel, inputs, validation)
+    if task.bounds:
+        out["bounds"] = {kind: metric_bounds(eb[kind], validation) for kind in BOUND_KINDS}
+        out["chains"] = {"kernel": list(eb["chains"]["kernel"]), "validator": list(eb["chains"]["validator"])}
+    seen_by_bug: dict[str, np.ndarray | None] = {"none": k16}
+    ref16 = fp32_to_fp16(good.kernel_fp32)  # mutants add split-K partials in ascending order: their reference
+    v16 = fp32_to_fp16(np.asarray(validation, np.float32)).astype(np.float64)
+    for m in task.mutants:
+        try:
+            em = bugs.emulate(problem, kmodel, inputs, m)
+        except bugs.NotApplicable:
+            seen_by_bug[m.label] = None
+            out["exact"][m.label] = None
+            continue
+        seen = np.asarray(m.seen(fp32_to_fp16(em.kernel_fp32), validation, inputs))
+        seen_by_bug[m.label] = seen
+        changed = seen.view(np.uint16) != ref16.view(np.uint16)
+        out["exact"][m.label] = bool(changed.any())
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rel = np.abs(seen.astype(np.float64) - ref16.astype(np.float64)) / np.maximum(np.abs(v16), 2.0**-24)
+        rel = rel[changed]
+        out["size"][m.label] = [
+            float(changed.mean()),
+            float(np.nanmax(rel)) if rel.size and np.isfinite(rel).any() else math.inf,
+        ]
+    out["trust"] = _trust(validation, inputs)
+    cache: dict = {}
+    lo_hi = None
+    if "emulated" in kinds and good.partials is not None:
+        members = np.stack([good.partials.member(i) for i in range(EMULATED_MEMBERS)]).astype(np.float32)
+        lo_hi = (members.min(axis=0), members.max(axis=0))
+    for f in task.functions:
+        verdicts = {}
+        for bug, seen in seen_by_bug.items():
+            if seen is None:
+                verdicts[bug] = None
+            elif f.kind == "emulated":
+                verdicts[bug] = _outside_emulated(seen, good, lo_hi)
+            elif f.kind == "predicted-bound":
+                d = np.abs(seen.astype(np.float64) - v16)
+                verdicts[bug] = bool(~(d <= eb["unit"]).all())  # NaN fails
+            else:
+                verdicts[bug] = _verdict_failed(f.thresholds, validation, seen, cache)
+        out["verdicts"][f.label] = verdicts
+    return out
+
+
+def _outside_emulated(seen: np.ndarray, good, lo_hi) -> bool:
+    """The ``emulated`` function: fails unless ``seen`` is the emulated kernel bit for bit (split-K
+    atomics: every element inside the range of :data:`EMULATED_MEMBERS` add orders)."""
+    if lo_hi is None:
+        return bool((seen.view(np.uint16) != fp32_to_fp16(good.kernel_fp32).view(np.uint16)).any())
+    s = seen.astype(np.float32)
+    return bool(~((s >= lo_hi[0]) & (s <= lo_hi[1])).all())
+
+
+def _trust(validation: np.ndarray, inputs) -> dict:
+    """The trust checks of careful harnesses: mostly-zero outputs, constant inputs."""
+    v = np.asarray(validation)
+    zero = float((v == 0).mean()) if v.size else 1.0
+    constant = any(np.unique(np.asarray(a).reshape(-1)[:4096]).size <= 1 for a in inputs.values())
+    return {"zero_fraction": zero, "constant_input": bool(constant), "trustworthy": zero <= 0.5 and not constant}
+
+
+def local_pool(jobs: int) -> ProcessPoolExecutor:
+    """``jobs`` local worker processes, started with "spawn" (numba's threading layer does not
+    survive a fork)."""
+    if jobs < 1:
+        raise ValueError(f"jobs: must be ≥ 1, got {jobs}")
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+
+
+def run_jobs(
+    tasks: Sequence[SeedTask],
+    jobs: int = 1,
+    progress: Callable[[int], None] | None = None,
+    pool: ProcessPoolExecutor | None = None,
+) -> list[dict]:
+    """:func:`seed_job` over ``tasks``: in this process (``jobs`` 1), on ``pool``, or on a
+    :func:`local_pool` of ``jobs`` processes; results in task order."""
+    if jobs < 1:
+        raise ValueError(f"jobs: must be ≥ 1, got {jobs}")
+    results: list[dict] = []
+    if jobs == 1 and pool is None:
+        for t in tasks:
+            results.append(seed_job(t))
+            if progress:
+                progress(1)
+        return results
+    own = pool is None
+    pool = local_pool(jobs) if own else pool
+    try:
+        for r in pool.map(seed_job, tasks, chunksize=1):
+            results.append(r)
+            if progress:
+                progress(1)
+    finally:
+        if own:
+            pool.shutdown()
+    return results
+
+
+@dataclass
+class DesignResult:
+    """Everything a design sweep computed, and what it was computed from."""
+
+    inputs: dict
+    noise: list[dict] = field(default_factory=list)
+    records: list[dict] = field(default_factory=list)  # per (validator, bug): rates over all tests
+    per_target: list[dict] = field(default_factory=list)  # per (test, validator, bug)
+    exact: list[dict] = field(default_factory=list)  # per bug: detected by exact comparison
+    smallest: list[dict] = field(default_factory=list)
+    ranking: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"inputs": self.inputs, "records": self.records, "noise": self.noise, "per_target": self.per_target,
+                "exact": self.exact, "smallest": self.smallest, "ranking": self.ranking}  # fmt: skip
+
+
+def _fit(rows: list[dict], rate: float) -> dict:
+    """Noise summary of one (test, generator) from its fit-seed rows."""
+    out = {"target": rows[0]["target"], "generator": rows[0]["generator"], "K": rows[0]["K"],
+           "seeds": [r["seed"] for r in rows], "metrics": {}}  # fmt: skip
+    per = rate / len(RECOMMENDED_METRICS)
+    for m in NOISE_METRICS:
+        vals = [r["metrics"][m] for r in rows]
+        t, est = threshold_at(vals, per if m in RECOMMENDED_METRICS else rate)
+        finite = [v for v in vals if not math.isnan(v)]
+        rec = {
+            "min": min(finite) if finite else math.nan,
+            "median": float(np.median(finite)) if finite else math.nan,
+            "max": max(finite) if finite else math.nan,
+            "threshold": t,
+            "target_rate": per if m in RECOMMENDED_METRICS else rate,
+            "estimated": est.to_dict(),
+        }
+        if "bounds" in rows[0] and m in rows[0]["bounds"]["worst"]:
+            rec["bounds"] = {kind: max(r["bounds"][kind][m] for r in rows) for kind in BOUND_KINDS}
+        out["metrics"][m] = rec
+    if "chains" in rows[0]:
+        out["chains"] = rows[0]["chains"]
+    return out
+
+
+def _recommended(fit: dict, gen: InputGenerator) -> ValidationFunction:
+    limits = {m: fit["metrics"][m]["threshold"] for m in RECOMMENDED_METRICS}
+    th = Thresholds.from_mapping(limits, name="recommended", round_validation="fp16", dtype="fp16")
+    return ValidationFunction("recommended", th, gen)
+
+
+def design(
+    targets: Sequence[Target],
+    functions: Sequence[ValidationFunction],
+    *,
+    seeds: int = 20,
+    mutants: Sequence | None = None,
+    rate: float = 0.01,
+    recommend: bool = True,
+    jobs: int = 1,
+    progress: Callable[[int], None] | None = None,
+    total: Callable[[int], None] | None = None,
+) -> DesignResult:
+    """The noise model on ``seeds`` fit seeds and the evaluation on ``seeds`` fresh ones, for
+    every target, generator (those of ``functions``) and mutant (default
+    :func:`models.bugs.default_mutants`). ``rate``: target false-alarm rate of the recommended
+    thresholds (split evenly over :data:`RECOMMENDED_METRICS`). ``total`` is told the number of
+    jobs before they run (for a progress bar)."""
+    if seeds < 1:
+        raise ValueError(f"seeds: must be ≥ 1, got {seeds}")
+    if not 0 < rate < 1:
+        raise ValueError(f"rate: must be in (0, 1), got {rate}")
+    mutants = tuple(bugs.default_mutants() if mutants is None else mutants)
+    gens: list[InputGenerator] = []
+    for f in functions:
+        if f.generator not in gens:
+            gens.append(f.generator)
+    fit_tasks = [SeedTask(t, g, FIT_SEED0 + i, bounds=True) for t in targets for g in gens for i in range(seeds)]
+    n_eval = len(targets) * len(gens) * seeds
+    if total:
+        total(len(fit_tasks) + n_eval)
+    pool = local_pool(jobs) if jobs > 1 else None
+    try:
+        return _design(targets, functions, gens, fit_tasks, seeds, mutants, rate, recommend, jobs, progress, pool)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+def _design(targets, functions, gens, fit_tasks, seeds, mutants, rate, recommend, jobs, progress, pool):
+    fit_rows = run_jobs(fit_tasks, jobs, progress, pool)
+    noise = []
+    recommended: dict[tuple[str, str], ValidationFunction] = {}
+    for ti, t in enumerate(targets):
+        for gi, g in enumerate(gens):
+            rows = fit_rows[(ti * len(gens) + gi) * seeds : (ti * len(gens) + gi + 1) * seeds]
+            fit = _fit(rows, rate)
+            noise.append(fit)
+            if recommend:
+                recommended[(t.label, g.name)] = _recommended(fit, g)
+    eval_tasks = []
+    for t in targets:
+        for g in gens:
+            fs = tuple(f for f in functions if f.generator == g)
+            if recommend:
+                fs += (recommended[(t.label, g.name)],)
+            eval_tasks += [SeedTask(t, g, 1 + i, fs, mutants) for i in range(seeds)]
+    rows = run_jobs(eval_tasks, jobs, progress, pool)
+    return _aggregate(rows, noise, targets, functions, gens, mutants, seeds, rate, recommend)
+
+
+def _aggregate(rows, noise, targets, functions, gens, mutants, seeds, rate, recommend) -> DesignResult:
+    labels = [f.label for f in functions] + ([f"recommended@{g.name}" for g in gens] if recommend else [])
+    bug_labels = ["none"] + [m.label for m in mutants]
+    tally: dict = {}
+    per_target: dict = {}
+    for r in rows:
+        for vf, verdicts in r["verdicts"].items():
+            for bug, failed in verdicts.items():
+                if failed is None:
+                    continue
+                for key, store in (((vf, bug), tally), ((r["target"], r["K"], vf, bug), per_target)):
+                    f, n = store.get(key, (0, 0))
+                    store[key] = (f + int(failed), n + 1)
+    records = []
+    for vf in labels:
+        for bug in bug_labels:
+            f, n = tally.get((vf, bug), (0, 0))
+            records.append({"validator": vf, "bug": bug, **Rate(f, n).to_dict()})
+    pt = [
+        {"target": k[0], "K": k[1], "validator": k[2], "bug": k[3], **Rate(*v).to_dict()} for k, v in per_target.items()
+    ]
+    exact = []
+    for m in mutants:
+        vals = [r["exact"][m.label] for r in rows if r["exact"].get(m.label) is not None]
+        exact.append({"bug": m.label, **Rate(sum(vals), len(vals)).to_dict()})
+    smallest = []
+    untrusted = {}
+    for r in rows:
+        if not r["trust"]["trustworthy"]:
+            untrusted[r["target"]] = untrusted.get(r["target"], 0) + 1
+    for vf in labels:
+        det_frac, det_mag = math.inf, math.inf
+        for r in rows:
+            for bug, failed in r["verdicts"].get(vf, {}).items():
+                if bug != "none" and failed and bug in r["size"]:
+                    det_frac = min(det_frac, r["size"][bug][0])
+                    det_mag = min(det_mag, r["size"][bug][1])
+        smallest.append({"validator": vf, "smallest_fraction": det_frac, "smallest_rel_change": det_mag})
+    ranking = []
+    for vf in labels:
+        fa = next(r for r in records if r["validator"] == vf and r["bug"] == "none")
+        det = [r for r in records if r["validator"] == vf and r["bug"] != "none" and r["runs"]]
+        mean_det = float(np.mean([r["rate"] for r in det])) if det else math.nan
+        ranking.append({"validator": vf, "false_alarm": fa["rate"], "false_alarm_ci_high": fa["ci_high"],
+                        "mean_detection": mean_det, "bugs": len(det)})  # fmt: skip
+    ranking.sort(key=lambda r: ((r["false_alarm"] or 0) > rate * 5, -(r["mean_detection"] or 0), r["false_alarm"] or 0))
+    inputs = {
+        "tests": [
+            {
+                "label": t.label,
+                "config": t.config,
+                "hw": t.hw,
+                "kernel": t.kernel or "config's own",
+                "validator": t.validator,
+            }
+            for t in targets
+        ],  # fmt: skip
+        "validators": [f.describe() for f in functions],
+        "generators": [g.name for g in gens],
+        "seeds_fit": [FIT_SEED0, FIT_SEED0 + seeds - 1],
+        "seeds_eval": [1, seeds],
+        "mutants": [m.label for m in mutants],
+        "target_false_alarm_rate": rate,
+        "confidence": 0.95,
+        "interval": "Clopper-Pearson",
+        "untrustworthy_runs": untrusted,
+    }
+    return DesignResult(inputs, noise, records, pt, exact, smallest, ranking)
