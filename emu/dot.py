@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import get_num_threads
 
 from .formats import FP16_TO_FP32, FP16_TO_FP32_FTZ
 from .jit import jit, prange
-from .kernels import KERNELS
+from .kernels import KERNELS, LANES
+from .rows import driver, rows_driver
 from .units import Family, Format, UnitParams
 
 __all__ = ["dot_add", "unit_params", "fp16_operand", "run_kernel", "decode_operands", "compact_c", "accumulator_values"]
@@ -61,25 +63,40 @@ def accumulator_values(c, fmt: int) -> np.ndarray:
     return converted
 
 
+#: tile of the transposing decode: source columns × source rows (see ``_decode_2d``)
+_T_COLS, _T_ROWS = 16, 256
 _DECODE_ROWS, _DECODE_COLS = 64, 512
 
 
 @jit(parallel=True)
 def _decode_2d(bits, lut, out):
-    """out[r, c] = lut[bits[r, c]] for a 2-D uint16 array of any strides (a transposed view is
-    read in blocks, so a transpose costs no more than a copy)."""
+    """out[r, c] = lut[bits[r, c]] for a 2-D uint16 array of any strides. A column-major source (a
+    transposed view) is read in its own memory order, in tiles of 16 columns × 256 rows: each
+    source column segment is contiguous, and each tile row of ``out`` is one cache line."""
     R, Ncol = bits.shape
-    n_rb = (R + _DECODE_ROWS - 1) // _DECODE_ROWS
-    n_cb = (Ncol + _DECODE_COLS - 1) // _DECODE_COLS
-    for t in prange(n_rb * n_cb):
-        rb, cb = t // n_cb, t % n_cb
-        c0 = cb * _DECODE_COLS
-        c1 = min(Ncol, c0 + _DECODE_COLS)
-        for r in range(rb * _DECODE_ROWS, min(R, (rb + 1) * _DECODE_ROWS)):
-            src = bits[r, c0:c1]
-            dst = out[r, c0:c1]
-            for j in range(c1 - c0):
-                dst[j] = lut[src[j]]
+    if R > 1 and Ncol > 1 and abs(bits.strides[0]) < abs(bits.strides[1]):
+        n_cb = (Ncol + _T_COLS - 1) // _T_COLS
+        n_rb = (R + _T_ROWS - 1) // _T_ROWS
+        for t in prange(n_cb * n_rb):
+            cb, rb = t // n_rb, t % n_rb
+            c0, r0 = cb * _T_COLS, rb * _T_ROWS
+            c1, r1 = min(Ncol, c0 + _T_COLS), min(R, r0 + _T_ROWS)
+            for c in range(c0, c1):
+                src = bits[r0:r1, c]
+                for i in range(r1 - r0):
+                    out[r0 + i, c] = lut[src[i]]
+    else:  # row-major: tiles of 64 rows × 512 columns, each row segment contiguous
+        n_rb = (R + _DECODE_ROWS - 1) // _DECODE_ROWS
+        n_cb = (Ncol + _DECODE_COLS - 1) // _DECODE_COLS
+        for t in prange(n_rb * n_cb):
+            rb, cb = t // n_cb, t % n_cb
+            c0 = cb * _DECODE_COLS
+            c1 = min(Ncol, c0 + _DECODE_COLS)
+            for r in range(rb * _DECODE_ROWS, min(R, (rb + 1) * _DECODE_ROWS)):
+                src = bits[r, c0:c1]
+                dst = out[r, c0:c1]
+                for j in range(c1 - c0):
+                    dst[j] = lut[src[j]]
 
 
 def decode_operands(bits: np.ndarray, flush: bool) -> np.ndarray:
@@ -130,6 +147,83 @@ def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
     return out
 
 
+#: decoded operand values per chunk of the batched layout (a and b together, float32 values):
+#: small enough to stay in a core's cache between the decode and the kernel
+CHUNK_VALUES = 1 << 17
+#: a batched GEMM (G, M, 1, K) × (G, 1, N, K) runs its G elements in parallel in one launch when
+#: G is at least this (None: the numba thread count), else one parallel GEMM per element
+BATCH_MIN_G = None
+
+
+def _gemm_like(a_batch: tuple, b_batch: tuple, batch: tuple) -> bool:
+    """a varies over the leading batch dimensions only, b over the last only."""
+    return len(batch) >= 2 and a_batch[-1] == 1 and batch[-1] > 1 and all(s == 1 for s in b_batch[:-1])
+
+
+def _dot_batch(params, a_bits, b_bits, c32, batch, flush) -> np.ndarray:
+    """float32 results of ``batch`` shape (see :func:`dot_add`), in the cheapest layout."""
+    K = a_bits.shape[-1]
+    nd = len(batch)
+    a_batch = (1,) * (nd - a_bits.ndim + 1) + a_bits.shape[:-1]
+    b_batch = (1,) * (nd - b_bits.ndim + 1) + b_bits.shape[:-1]
+    if _gemm_like(a_batch, b_batch, batch):  # a varies over rows, b over columns: shared a per row
+        M, N = int(np.prod(batch[:-1])), batch[-1]
+        a_rows = np.broadcast_to(a_bits.reshape(a_batch[:-1] + (K,)), batch[:-1] + (K,)).reshape(M, K)
+        A = decode_operands(a_rows, flush)
+        b_cols = np.broadcast_to(b_bits.reshape(b_batch[-1], K), (N, K))
+        B = decode_operands(b_cols.T, flush)  # (K, N), transposed while decoding
+        return run_kernel(params, A, B, compact_c(c32, batch, M, N))
+    if nd >= 3 and batch[0] > 1 and _gemm_like(a_batch[1:], b_batch[1:], batch[1:]):  # a batched GEMM
+        G, M, N = batch[0], int(np.prod(batch[1:-1])), batch[-1]
+        a_full = a_bits.reshape(a_batch + (K,))
+        b_full = b_bits.reshape(b_batch + (K,))
+        c_full = np.broadcast_to(c32, batch)
+        if G >= (BATCH_MIN_G or get_num_threads()):  # the elements in parallel, one launch
+            a3 = np.broadcast_to(a_full, (a_batch[0],) + batch[1:-1] + (1, K)).reshape(a_batch[0], M, K)
+            b3 = np.broadcast_to(b_full, (b_batch[0],) + (1,) * (nd - 2) + (N, K)).reshape(b_batch[0], N, K)
+            one_c = all(st == 0 for st in c_full.strides)
+            c3 = c_full.reshape(-1)[:1].reshape(1, 1, 1) if one_c else c_full.reshape(G, M, N)
+            out = np.empty((G, M, N), np.float32)
+            driver(Family(params.family), "gemms")(
+                np.ascontiguousarray(a3),
+                np.ascontiguousarray(b3),
+                np.ascontiguousarray(c3),
+                flush,
+                out,
+                np.asarray(params, np.int64),
+            )
+            return out
+        out = np.empty(batch, np.float32)  # few elements: one parallel GEMM each
+        for g in range(G):
+            ag, bg = a_full[g if a_batch[0] > 1 else 0], b_full[g if b_batch[0] > 1 else 0]
+            out[g] = _dot_batch(params, ag, bg, c_full[g], batch[1:], flush).reshape(batch[1:])
+        return out
+    P = int(np.prod(batch))
+    a2 = np.broadcast_to(a_bits, batch + (K,)).reshape(P, K)
+    b2 = np.broadcast_to(b_bits, batch + (K,)).reshape(P, K)
+    c1 = np.broadcast_to(c32, batch).reshape(P)
+    return _rows(params, a2, b2, c1, flush).reshape(1, P)
+
+
+def _rows(params, a2, b2, c1, flush) -> np.ndarray:
+    """out[p] = unit(a2[p], b2[p], c1[p]) for (P, K) pattern arrays of any strides (a row that
+    repeats has stride 0) and a (P,) accumulator, in the batched layout, chunk by chunk in one
+    parallel launch (:mod:`emu.rows`)."""
+    P, K = a2.shape
+    out = np.empty(P, np.float32)
+    if P == 0:
+        return out
+    width = max(LANES, CHUNK_VALUES // max(2 * K, 1) // LANES * LANES)
+    spread = -(-P // (4 * get_num_threads())) // LANES * LANES + LANES  # ≥ 4 chunks per thread
+    width = min(width, max(LANES, spread))
+    same = [bool(P == 1 or x.strides[0] == 0) for x in (a2, b2, c1)]
+    # C-ordered operands (one row for a repeated one): one compiled signature, and rows read
+    # twice as fast as through strides
+    a2, b2, c1 = (np.ascontiguousarray(x[:1] if s else x) for x, s in zip((a2, b2, c1), same))
+    rows_driver(Family(params.family))(a2, b2, c1, flush, *same, width, out, np.asarray(params, np.int64))
+    return out
+
+
 def dot_add(a, b, c, unit) -> np.ndarray:
     """d = c + Σ_k a_k·b_k as ``unit`` computes it.
 
@@ -148,25 +242,9 @@ def dot_add(a, b, c, unit) -> np.ndarray:
         raise ValueError(f"a, b: K differs ({K} vs {b_bits.shape[-1]})")
     c_vals = accumulator_values(c, params.output_format)
     batch = np.broadcast_shapes(a_bits.shape[:-1], b_bits.shape[:-1], c_vals.shape)
-    flush = bool(params.flush_inputs)
     c32 = c_vals.astype(np.float32, copy=False)
 
-    nd = len(batch)
-    a_batch = (1,) * (nd - a_bits.ndim + 1) + a_bits.shape[:-1]
-    b_batch = (1,) * (nd - b_bits.ndim + 1) + b_bits.shape[:-1]
-    gemm_like = nd >= 2 and a_batch[-1] == 1 and batch[-1] > 1 and all(s == 1 for s in b_batch[:-1])
-    if gemm_like:  # a varies over rows, b over columns: no broadcast copies, shared a per row
-        M, N = int(np.prod(batch[:-1])), batch[-1]
-        a_rows = np.broadcast_to(a_bits.reshape(a_batch[:-1] + (K,)), batch[:-1] + (K,)).reshape(M, K)
-        A = decode_operands(a_rows, flush)
-        b_cols = np.broadcast_to(b_bits.reshape(b_batch[-1], K), (N, K))
-        B = decode_operands(b_cols.T, flush)  # (K, N), transposed while decoding
-        out = run_kernel(params, A, B, compact_c(c32, batch, M, N))
-    else:
-        P = int(np.prod(batch))
-        A = decode_operands(np.broadcast_to(a_bits, batch + (K,)).reshape(P, K).T, flush)[None]
-        B = decode_operands(np.broadcast_to(b_bits, batch + (K,)).reshape(P, K).T, flush)
-        out = run_kernel(params, A, B, compact_c(np.broadcast_to(c32, batch).reshape(P), (P,), 1, P))
+    out = _dot_batch(params, a_bits, b_bits, c32, batch, bool(params.flush_inputs))
     out = out.reshape(batch)
     if params.output_format == Format.FP16:
         return out.astype(np.float16)

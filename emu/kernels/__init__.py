@@ -2,6 +2,7 @@
 ``kernel(A, B, C, out, params)`` (see ``_tiles`` for the layouts)."""
 
 from ..units import Family
+from ._tiles import LANES
 from .fma import fma32
 from .fp64 import fp64_acc
 from .fused_exact import fused_exact
@@ -17,4 +18,4 @@ KERNELS = {
     Family.FP64: fp64_acc,
 }
 
-__all__ = ["KERNELS"]
+__all__ = ["KERNELS", "LANES"]

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from models.kernels import ATOMIC_ORDERS
 
+from ..engine import Terminated, check_scheduler
 from ..run import auto_progress
 from .measured import RAND0_SEEDS, RUN_SETS
 from .report import print_summary
@@ -37,7 +39,21 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--range", default="r0,r1,r4,r5", help="r0 [-1,1], r1 [-10,10], r4 [1,5], r5 [5,10] (default all)")
     p.add_argument("--tests", default=None, metavar="NAME,...", help="suite test names (default all 107)")
     p.add_argument("--smallest", type=int, default=None, metavar="N", help="only the N smallest tests (by work)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="workers (default 1; with --scheduler local, one per core); capped at the jobs to run and the cores",
+    )
+    p.add_argument(
+        "--scheduler",
+        default="auto",
+        metavar="S",
+        help="where jobs run: auto (default: this process for one worker, else local when dask.distributed is "
+        "installed, else processes), local (a Dask LocalCluster of --jobs workers), tcp://HOST:PORT (an existing "
+        "Dask scheduler; shared cache directory), processes (a local process pool, no Dask)",
+    )
     p.add_argument(
         "--out", default="out/study", metavar="DIR", help="report.md, reproduce.csv and .cache/ (default out/study)"
     )
@@ -78,6 +94,15 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _jobs(args) -> int:
+    """--jobs, or its default: one worker, or every core for ``--scheduler local``."""
+    if args.jobs is not None:
+        if args.jobs < 1:
+            raise ValueError(f"--jobs: must be a positive integer, got {args.jobs}")
+        return args.jobs
+    return (os.cpu_count() or 1) if args.scheduler == "local" else 1
+
+
 def run_reproduce(args) -> int:
     """The ``study reproduce`` handler: the exit code (0 every selected line reproduced or inside its
     ensemble, 1 otherwise)."""
@@ -114,22 +139,16 @@ def run_reproduce(args) -> int:
             ("tests", args.tests),
             ("smallest", args.smallest),
             ("jobs", args.jobs),
+            ("scheduler", None if args.scheduler == "auto" else args.scheduler),
             ("out", args.out),
         )
         if v is not None
     )
-    report = reproduce(
-        selection,
-        args.measured,
-        jobs=args.jobs,
-        out=args.out,
-        cache_dir=False if args.no_cache else None,
-        progress=not args.no_progress and auto_progress(),
-        show=args.show,
-        command=command,
-        cached_only=args.cached_only,
-        allow_missing=args.allow_missing,
-    )
+    try:
+        report = _reproduce(args, selection, command)
+    except Terminated:  # SIGTERM: the workers are stopped; one line, exit 143 (128 + SIGTERM)
+        print("fp16emu: terminated (finished tests are cached; run again to resume)", file=sys.stderr)
+        return Terminated.exit_code
     print_summary(report, sys.stdout)
     if report.write_error:
         raise ValueError(report.write_error)
@@ -140,6 +159,22 @@ def run_reproduce(args) -> int:
         print(f"plot: {args.plot}")
     print(f"report: {Path(args.out) / 'report.md'}, {Path(args.out) / 'reproduce.csv'}")
     return report.exit_code
+
+
+def _reproduce(args, selection, command):
+    return reproduce(
+        selection,
+        args.measured,
+        jobs=_jobs(args),
+        scheduler=check_scheduler(args.scheduler),
+        out=args.out,
+        cache_dir=False if args.no_cache else None,
+        progress=not args.no_progress and auto_progress(),
+        show=args.show,
+        command=command,
+        cached_only=args.cached_only,
+        allow_missing=args.allow_missing,
+    )
 
 
 def register_cli(subparsers) -> argparse.ArgumentParser:
@@ -175,6 +210,7 @@ def main(argv=None) -> int:
     except ValueError as err:
         print(f"fp16emu: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("fp16emu: interrupted (finished tests are cached; run again to resume)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        what = "terminated" if isinstance(err, Terminated) else "interrupted"
+        print(f"fp16emu: {what} (finished tests are cached; run again to resume)", file=sys.stderr)
+        return getattr(err, "exit_code", 130)

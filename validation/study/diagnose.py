@@ -20,7 +20,12 @@ __all__ = ["diagnose"]
 
 
 def diagnose(
-    report_lines: list[LineResult], selection: Selection, jobs_n: int, cache_dir: str | None, progress: bool
+    report_lines: list[LineResult],
+    selection: Selection,
+    jobs_n: int,
+    cache_dir: str | None,
+    progress: bool,
+    scheduler: str = "auto",
 ) -> None:
     """Try the alternatives the models offer (one assumption changed at a time) on every line that
     differs, and write down which reproduce it."""
@@ -66,7 +71,7 @@ def diagnose(
                 )
         plans.append((r, alts))
     jobs = make_jobs(todo)
-    cached.update(execute(jobs, jobs_n, cache_dir, progress))
+    cached.update(execute(jobs, jobs_n, cache_dir, progress, scheduler=scheduler))
     for r, alts in plans:
         found, scored = [], []
         for cat, desc, key, mode in alts:

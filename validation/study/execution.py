@@ -1,4 +1,5 @@
-"""Running jobs: in this process, or in a pool of worker processes (numba single-threaded in each).
+"""Running jobs through :class:`validation.engine.Engine`: in this process, a process pool or Dask
+(numba single-threaded in each worker).
 
 Jobs run smallest first, so an interrupted run has finished (and cached) as many tests as it
 could; each finished job is reported to ``on_done`` as it arrives, and a progress bar counts work
@@ -12,17 +13,11 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from ..engine import Engine
 from .cache import Cache
 from .emulate import Job, run_job
 
 __all__ = ["execute"]
-
-
-def _worker_init() -> None:
-    # one numba thread per worker: the pool is the parallelism (results do not depend on it)
-    import numba
-
-    numba.set_num_threads(1)
 
 
 def _worker(args):
@@ -38,9 +33,12 @@ def execute(
     progress: bool,
     on_done: Callable[[Job, dict], None] | None = None,
     log_path=None,
+    scheduler: str = "auto",
 ) -> dict[str, dict]:
-    """Run ``jobs`` (a process pool when ``jobs_n`` > 1); returns {cache key: result}.
-    ``log_path``: append one line per finished job (test, range, seed, inputs, lines, seconds)."""
+    """Run ``jobs`` on ``jobs_n`` workers of ``scheduler`` (:class:`validation.engine.Engine`);
+    returns {cache key: result}. ``log_path``: append one line per finished job (test, range,
+    seed, inputs, lines, seconds). Progress: work done (G multiply-adds and compared elements),
+    jobs done, and where the jobs run (the Dask dashboard link)."""
     results: dict[str, dict] = {}
     if not jobs:
         return results
@@ -62,32 +60,35 @@ def execute(
             leave=False,
         )
 
+    n_done = 0
+    where = ""
+
     def done(job: Job, res: dict, seconds: float) -> None:
+        nonlocal n_done
+        n_done += 1
         results.update(res)
         if log_path is not None:
             with open(log_path, "a", encoding="utf-8") as fh:
                 fh.write(f"{job.test}\t{job.range}\t{job.seed}\t{job.rand_type}\t{len(job.requests)}\t{seconds:.1f}\n")
         if bar is not None:
             bar.update(int(job.weight))
-            bar.set_postfix_str(f"{job.test[-28:]} {job.range}", refresh=False)
+            bar.set_postfix_str(f"jobs {n_done}/{len(jobs)}{where} {job.test[-28:]} {job.range}", refresh=False)
         if on_done is not None:
             on_done(job, res)
 
-    try:
-        if jobs_n <= 1:
-            cache = Cache(cache_dir)
-            for job in jobs:
-                t0 = time.time()
-                res = run_job(job, cache)
-                done(job, res, time.time() - t0)
-        else:
-            import multiprocessing as mp
+    def started(engine: Engine) -> None:
+        nonlocal where
+        if engine.kind != "serial":
+            print(f"fp16emu: {len(jobs)} jobs: {engine.describe()}", file=sys.stderr)
+            if engine.dashboard:
+                where = f" {engine.dashboard}"
 
-            ctx = mp.get_context("spawn")
-            # workers live for the whole run: each compiles (or loads) the numba kernels once
-            with ctx.Pool(jobs_n, initializer=_worker_init) as pool:
-                for job, res, seconds in pool.imap_unordered(_worker, [(j, cache_dir) for j in jobs], chunksize=1):
-                    done(job, res, seconds)
+    try:
+        with Engine(scheduler, jobs_n, len(jobs)) as engine:
+            for note in engine.notes:
+                print(f"fp16emu: note: {note}", file=sys.stderr)
+            for job, res, seconds in engine.map_unordered(_worker, [(j, cache_dir) for j in jobs], started):
+                done(job, res, seconds)
     finally:
         if bar is not None:
             bar.close()

@@ -12,6 +12,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from ..engine import check_scheduler
 from ..suites import suite_config, suite_entry
 from .cache import Cache, request_key
 from .diagnose import diagnose
@@ -96,11 +97,12 @@ def reproduce(
     command: str = "",
     cached_only: bool = False,
     allow_missing: bool = False,
+    scheduler: str = "auto",
 ) -> Report:
     """Emulate every measured line ``selection`` picks and compare it field for field.
 
-    ``measured``: the raw results folder or lines from :func:`read_measured`; ``jobs``: worker
-    processes; ``out``: write ``report.md`` and ``reproduce.csv`` there (and cache under
+    ``measured``: the raw results folder or lines from :func:`read_measured`; ``jobs``: workers of
+    ``scheduler`` (:mod:`validation.engine`: auto, local, processes or a tcp:// Dask address); ``out``: write ``report.md`` and ``reproduce.csv`` there (and cache under
     ``out/.cache`` unless ``cache_dir`` says otherwise; ``cache_dir=False`` disables the cache);
     ``show``: "all" prints every line side by side, "mismatches" only the lines that differ,
     "none" nothing (to ``stream``, default stdout); ``cached_only``: emulate nothing, report the
@@ -111,6 +113,7 @@ def reproduce(
     t0 = time.time()
     if jobs < 1:
         raise ValueError(f"--jobs: must be a positive integer, got {jobs}")
+    check_scheduler(scheduler)
     if show not in ("all", "mismatches", "none"):
         raise ValueError(f"--show: {show!r} is not one of all,mismatches,none")
     if out is not None:
@@ -211,10 +214,10 @@ def reproduce(
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         log_path = Path(out) / "jobs.tsv"
-    execute(jobs_list, jobs, cache_dir, progress, on_done, log_path)
+    execute(jobs_list, jobs, cache_dir, progress, on_done, log_path, scheduler)
     lines = [judge_line(i) for i in range(len(selected))]
     if selection.diagnose:
-        diagnose(lines, selection, jobs, cache_dir, progress)
+        diagnose(lines, selection, jobs, cache_dir, progress, scheduler)
     report = Report(
         selection=selection,
         lines=lines,

@@ -1,0 +1,110 @@
+"""Batches of independent dot products, a and b given as rows (P, K), and batches of GEMMs: one
+parallel launch each.
+
+The unit kernels want operands lane-major (k outer, outputs inner: the batched layout of
+``kernels._tiles``). Decoding the whole (P, K) batch into that layout first and then running the
+kernel reads every operand from memory three times, at a 4·P-byte stride, and two or three
+parallel launches per call cost milliseconds on a loaded machine. Here the outputs are cut into
+chunks of ``width`` (a multiple of the kernels' lane count); one parallel loop runs over the
+chunks, and each chunk decodes its rows transposed into a small buffer (in cache) and runs a
+serial twin of the family kernel on it. Every output is still computed by the same kernel code
+from the same values, so the bits are those of the batched layout. A batch of GEMMs (G, M, N)
+runs its elements in parallel, each decoded and computed by the serial twin in the GEMM layout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .decode import TILE, decode_tile, fp16_value
+from .jit import prange, specialise
+from .kernels import KERNELS
+
+__all__ = ["rows_driver", "driver"]
+
+
+def _rows_body(a2, b2, c1, flush, a_same, b_same, c_same, width, out, prm):
+    """out[p] = KERNEL(a2[p], b2[p], c1[p]) for chunks of ``width`` outputs in parallel (a2, b2 or c1
+    of one row when ``a_same``, ``b_same``, ``c_same``: the same operand for every output)."""
+    P, K = out.shape[0], a2.shape[1]
+    for ch in prange((P + width - 1) // width):
+        p0 = ch * width
+        w = min(width, P - p0)
+        tmp = np.empty((K, TILE), np.uint16)
+        A = np.empty((1, K, w), np.float32)
+        B = np.empty((K, w), np.float32)
+        if a_same:
+            for k in range(K):
+                v = fp16_value(a2[0, k], flush)
+                for i in range(w):
+                    A[0, k, i] = v
+        else:
+            for q0 in range(0, w, TILE):
+                decode_tile(a2, p0 + q0, min(TILE, w - q0), flush, tmp, A[0], q0)
+        if b_same:
+            for k in range(K):
+                v = fp16_value(b2[0, k], flush)
+                for i in range(w):
+                    B[k, i] = v
+        else:
+            for q0 in range(0, w, TILE):
+                decode_tile(b2, p0 + q0, min(TILE, w - q0), flush, tmp, B, q0)
+        if c_same:
+            C = np.empty((1, 1), np.float32)
+            C[0, 0] = c1[0]
+        else:
+            C = np.empty((1, w), np.float32)
+            for i in range(w):
+                C[0, i] = c1[p0 + i]
+        o = np.empty((1, w), np.float32)
+        KERNEL(A, B, C, o, prm)  # noqa: F821  (bound by specialise)
+        for i in range(w):
+            out[p0 + i] = o[0, i]
+
+
+def _gemms_body(a3, b3, c3, flush, out, prm):
+    """out[g] = KERNEL(a3[g] (M, K), b3[g] (N, K), c3[g]) in the GEMM layout, the batch elements
+    in parallel (a3, b3 or c3 of one element when it repeats; c3[g] is (1 or M, 1 or N))."""
+    G, M, N = out.shape
+    K = a3.shape[2]
+    sa = 1 if a3.shape[0] > 1 else 0
+    sb = 1 if b3.shape[0] > 1 else 0
+    sc = 1 if c3.shape[0] > 1 else 0
+    for g in prange(G):
+        ag = a3[g * sa]
+        A = np.empty((M, K), np.float32)
+        for m in range(M):
+            for k in range(K):
+                A[m, k] = fp16_value(ag[m, k], flush)
+        B = np.empty((K, N), np.float32)
+        tmp = np.empty((K, TILE), np.uint16)
+        bg = b3[g * sb]
+        for q0 in range(0, N, TILE):
+            decode_tile(bg, q0, min(TILE, N - q0), flush, tmp, B, q0)
+        o = np.empty((M, N), np.float32)
+        KERNEL(A, B, c3[g * sc], o, prm)  # noqa: F821  (bound by specialise)
+        out[g] = o
+
+
+_DRIVERS: dict = {}
+_BODIES = {"rows": _rows_body, "gemms": _gemms_body}
+
+
+def driver(family, kind: str = "rows"):
+    """The one-launch driver of ``kind`` ("rows": :func:`_rows_body`, "gemms": a batch of GEMMs,
+    :func:`_gemms_body`) for ``family``'s kernel (built once per process, cached on disk)."""
+    if (family, kind) not in _DRIVERS:
+        kernel = KERNELS[family].py_func
+        serial = _SERIAL.get(family)
+        if serial is None:
+            serial = _SERIAL[family] = specialise(kernel, f"{kernel.__name__}_serial")
+        _DRIVERS[family, kind] = specialise(_BODIES[kind], f"{kind}_{kernel.__name__}", parallel=True, KERNEL=serial)
+    return _DRIVERS[family, kind]
+
+
+_SERIAL: dict = {}
+
+
+def rows_driver(family):
+    """:func:`driver` of kind "rows"."""
+    return driver(family, "rows")

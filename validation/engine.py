@@ -1,0 +1,286 @@
+"""One execution engine for independent jobs: this process, a local process pool, or Dask.
+
+``--scheduler`` values (:data:`SCHEDULERS`):
+
+* ``auto`` (default): this process for one worker; more workers run on ``local`` when
+  ``dask.distributed`` is importable, else on ``processes`` (the output says so).
+* ``local``: a ``dask.distributed.LocalCluster`` of ``--jobs`` single-threaded worker processes
+  (default: one per core), its dashboard link printed when bokeh is installed.
+* ``tcp://HOST:PORT``: an existing Dask scheduler; its workers need fp16emu installed and, for the
+  results cache, the same cache directory (a shared filesystem: entries are written atomically,
+  a temporary file renamed into place, so no worker ever reads half an entry).
+* ``processes``: a ``multiprocessing`` pool (spawn) of ``--jobs`` workers, no Dask needed.
+
+Every worker runs numba single-threaded (the workers are the parallelism; results never depend
+on it). A Dask job whose worker is lost, or that raises, is retried (:data:`RETRIES` times) on
+another worker. Local worker counts are capped at the number of jobs and of cores, with a note.
+
+Signals: while an engine runs, SIGTERM raises :class:`Terminated` (a ``KeyboardInterrupt``) in
+the main thread, so the pool or cluster is shut down in order (no orphaned worker goes on
+writing to the cache, no leaked semaphores) and the command line answers with one message
+(exit 143; 130 for Ctrl-C). Pool workers ignore SIGINT (the parent stops them) and die with their
+parent even when it is killed outright (Linux ``PR_SET_PDEATHSIG``, and a watchdog elsewhere).
+"""
+
+from __future__ import annotations
+
+import copyreg
+import os
+import signal
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterable, Iterator
+
+__all__ = ["SCHEDULERS", "RETRIES", "Engine", "Terminated", "dask_available", "check_scheduler"]
+
+SCHEDULERS = ("auto", "local", "processes", "tcp://HOST:PORT")
+#: times a Dask job is re-run after its worker was lost or it raised
+RETRIES = 2
+
+
+def read_only_mapping(d: dict):
+    """``types.MappingProxyType(d)``, under a name pickle can find."""
+    return types.MappingProxyType(d)
+
+
+def _reduce_mappingproxy(m):
+    return read_only_mapping, (dict(m),)
+
+
+# models.Unit.sources is a read-only mapping (a mappingproxy), which plain pickle refuses: jobs
+# carry units to the pool and Dask workers, so teach pickle to rebuild one from a dict.
+copyreg.pickle(types.MappingProxyType, _reduce_mappingproxy)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM received while jobs ran (exit code 143)."""
+
+    exit_code = 143
+
+
+def dask_available() -> bool:
+    try:
+        import dask.distributed  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def check_scheduler(scheduler: str) -> str:
+    """``scheduler`` if it is one of :data:`SCHEDULERS` (a ``tcp://`` address), else ValueError."""
+    if scheduler in ("auto", "local", "processes") or (
+        scheduler.startswith(("tcp://", "tls://")) and ":" in scheduler.split("://", 1)[1]
+    ):
+        return scheduler
+    raise ValueError(f"--scheduler: {scheduler!r} is not one of {', '.join(SCHEDULERS)}")
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _single_thread_numba() -> None:
+    import numba
+
+    numba.set_num_threads(1)
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a pool worker: exit when the parent process dies, even by SIGKILL."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except Exception:  # pragma: no cover
+            pass
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+    def watch():  # portable fallback
+        import time
+
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _pool_init(parent: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the pool
+    _die_with_parent(parent)
+    _single_thread_numba()
+
+
+def _dask_call(fn, item):
+    _single_thread_numba()
+    return fn(item)
+
+
+class Engine:
+    """Runs ``fn(item)`` for many items, results as they finish (:meth:`map_unordered`).
+
+    ``scheduler``: one of :data:`SCHEDULERS`; ``jobs``: workers (None: 1, or the machine's cores
+    for ``local``); ``n_tasks``: the number of jobs, to cap local workers. Use as a context
+    manager (starts nothing until :meth:`map_unordered`)."""
+
+    def __init__(self, scheduler: str = "auto", jobs: int | None = None, n_tasks: int | None = None):
+        check_scheduler(scheduler)
+        if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+            raise ValueError(f"--jobs: must be a positive integer, got {jobs!r}")
+        self.notes: list[str] = []
+        remote = scheduler.startswith(("tcp://", "tls://"))
+        if jobs is None:
+            jobs = _cores() if scheduler == "local" else 1
+        if not remote:
+            cap = min(jobs, max(1, n_tasks if n_tasks is not None else jobs), _cores())
+            if cap < jobs:
+                self.notes.append(
+                    f"--jobs {jobs} capped at {cap} ({n_tasks} jobs to run, {_cores()} cores)"
+                    if n_tasks is not None
+                    else f"--jobs {jobs} capped at {cap} ({_cores()} cores)"
+                )
+                jobs = cap
+        if scheduler == "auto":
+            if jobs <= 1:
+                scheduler = "serial"
+            elif dask_available():
+                scheduler = "local"
+            else:
+                scheduler = "processes"
+                self.notes.append(
+                    "dask.distributed is not installed: running on a process pool (--scheduler processes)"
+                )
+        elif scheduler == "local" and not dask_available():
+            self.notes.append("dask.distributed is not installed: --scheduler local falls back to a process pool")
+            scheduler = "processes"
+        elif remote and not dask_available():
+            raise ValueError(f"--scheduler {scheduler}: needs dask.distributed (pip install 'fp16emu[dask]')")
+        if scheduler == "processes" and jobs <= 1:
+            scheduler = "serial"
+        self.kind = scheduler
+        self.jobs = jobs
+        self.dashboard: str | None = None
+        self._client = None
+        self._cluster = None
+        self._old_handler = None
+
+    # -- description -------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        """One line: where the jobs run (for stderr and the report)."""
+        if self.kind == "serial":
+            where = "in this process"
+        elif self.kind == "processes":
+            where = f"process pool, {self.jobs} workers"
+        elif self.kind == "local":
+            where = f"Dask LocalCluster, {self.jobs} workers × 1 thread"
+        else:
+            where = f"Dask cluster at {self.kind}"
+        if self.dashboard:
+            where += f", dashboard {self.dashboard}"
+        return where
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old_handler = signal.getsignal(signal.SIGTERM)
+
+            def on_term(signum, frame):
+                raise Terminated()
+
+            signal.signal(signal.SIGTERM, on_term)
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        if self._old_handler is not None:
+            signal.signal(signal.SIGTERM, self._old_handler)
+            self._old_handler = None
+        return False
+
+    def _start_dask(self) -> None:
+        import logging
+
+        from dask.distributed import Client, LocalCluster
+
+        dashboard = None
+        if self.kind == "local":
+            import importlib.util
+
+            dashboard = ":0" if importlib.util.find_spec("bokeh") is not None else None
+            self._cluster = LocalCluster(
+                n_workers=self.jobs,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=dashboard,
+                silence_logs=logging.ERROR,
+            )
+            self._client = Client(self._cluster)
+        else:
+            self._client = Client(self.kind)
+        try:
+            link = self._client.dashboard_link
+        except Exception:  # pragma: no cover
+            link = None
+        # a LocalCluster serves a dashboard only with bokeh installed (the link is formatted anyway)
+        self.dashboard = link if (self.kind != "local" or dashboard is not None) else None
+
+    def close(self) -> None:
+        for obj in (self._client, self._cluster):
+            if obj is not None:
+                try:
+                    obj.close()
+                except Exception:  # pragma: no cover
+                    pass
+        self._client = self._cluster = None
+
+    # -- running -----------------------------------------------------------------------------
+
+    def map_unordered(
+        self, fn: Callable, items: Iterable, on_start: Callable[[Engine], None] | None = None
+    ) -> Iterator:
+        """``fn(item)`` for every item, yielded as each finishes (submitted in the given order).
+        ``fn`` and the items must be picklable for the pool and Dask schedulers; ``on_start`` is
+        called once the workers exist (the dashboard link is known then)."""
+        items = list(items)
+        if not items:
+            return
+        if self.kind == "serial":
+            if on_start is not None:
+                on_start(self)
+            for item in items:
+                yield fn(item)
+        elif self.kind == "processes":
+            import multiprocessing as mp
+
+            ctx = mp.get_context("spawn")
+            # workers live for the whole run: each compiles (or loads) the numba kernels once
+            with ctx.Pool(self.jobs, initializer=_pool_init, initargs=(os.getpid(),)) as pool:
+                if on_start is not None:
+                    on_start(self)
+                yield from pool.imap_unordered(fn, items, chunksize=1)
+        else:
+            from dask.distributed import as_completed
+
+            if self._client is None:
+                self._start_dask()
+            if on_start is not None:
+                on_start(self)
+            futures = [
+                self._client.submit(_dask_call, fn, item, retries=RETRIES, pure=False, priority=-i)
+                for i, item in enumerate(items)
+            ]
+            try:
+                for fut in as_completed(futures):
+                    yield fut.result()
+            finally:
+                for fut in futures:
+                    fut.cancel()
