@@ -51,6 +51,13 @@ class Unit:
     round_each_group: bool = True
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
+    def __reduce__(self):
+        # ``sources`` is read-only (a mappingproxy, which pickle refuses) and jobs carry units to
+        # worker processes: a unit pickles as its fields, ``sources`` as a plain dict
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields["sources"] = dict(self.sources)
+        return _unit_from_fields, (fields,)
+
     def __post_init__(self):
         # dataclasses.replace(unit, ...) goes through here too: every field keeps its meaning
         enums = {
@@ -126,6 +133,11 @@ _UNUSED = {
     ),
     Family.FP64: ("fraction_bits", "sum_fraction_bits", "alignment_rounding", "c_alignment_rounding", "zero_exponent"),
 }
+
+
+def _unit_from_fields(fields: dict) -> Unit:
+    """The unpickler of :meth:`Unit.__reduce__`: the unit again, ``sources`` read-only."""
+    return Unit(**(fields | {"sources": MappingProxyType(fields["sources"])}))
 
 
 def _cite(family: Family, default: str, **specific: str) -> Mapping[str, str]:

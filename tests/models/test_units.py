@@ -82,3 +82,15 @@ def test_bad_inputs_are_clear_errors():
         emu.dot_add(
             np.ones(4, np.float16), np.ones(4, np.float16), np.float32(0), dataclasses.replace(unit, group_size=3)
         )
+
+
+@pytest.mark.parametrize("name", sorted(models.UNIT_NAMES))
+def test_a_unit_pickles_to_an_equal_unit_with_read_only_sources(name):
+    # jobs carry units to worker processes (process pool, Dask)
+    import pickle
+    from types import MappingProxyType
+
+    original = models.unit(name)
+    again = pickle.loads(pickle.dumps(original))
+    assert again == original and dict(again.sources) == dict(original.sources)
+    assert isinstance(again.sources, MappingProxyType)
