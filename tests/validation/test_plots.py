@@ -116,3 +116,17 @@ def test_design_can_draw_distributions(tmp_path):
     )
     assert fig.get_suptitle().startswith("config: c")
     _title(plots.save(fig, tmp_path / "d.png"))
+
+
+def test_identify_study_plot(tmp_path, capsys):
+    """The study-folder form: a cell per candidate × range for the smallest forward test."""
+    from reference_data import require
+
+    raw = require("fp16_study_raw_results")
+    out = tmp_path / "study_id.png"
+    code = main(["identify", str(raw), "--test", "CHECK_PADDING3_f16", "--gpu", "mi200", "--plot", str(out)])
+    assert code == 0
+    title = _title(out)
+    assert "CHECK_PADDING3" in title and "hardware: mi200 (measured lines)" in title
+    assert "units mi100, mi200, mi300 × gemmK kernel, ascending, cpu-loop" in title and "ranges r0,r1,r4,r5" in title
+    assert "mi200 unit, gemmK kernel" in capsys.readouterr().out
