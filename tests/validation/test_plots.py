@@ -130,3 +130,17 @@ def test_identify_study_plot(tmp_path, capsys):
     assert "CHECK_PADDING3" in title and "hardware: mi200 (measured lines)" in title
     assert "units mi100, mi200, mi300 × gemmK kernel, ascending, cpu-loop" in title and "ranges r0,r1,r4,r5" in title
     assert "mi200 unit, gemmK kernel" in capsys.readouterr().out
+
+
+def test_identify_study_kblocks_plot(tmp_path, capsys):
+    """A backward-weight test with split-K: a cell per KBlocks × (range, validator)."""
+    from reference_data import require
+
+    raw = require("fp16_study_raw_results")
+    out = tmp_path / "kblocks.png"
+    code = main(["identify", str(raw), "--test", "CHECK_ISSUE_71_2", "--gpu", "mi200", "--plot", str(out)])
+    assert code == 0
+    title = _title(out)
+    assert "CHECK_ISSUE_71_2" in title and "hardware: mi200 (measured lines)" in title
+    assert "KBlocks 1, 2, 4" in title and "-pv, -pv_with_gpu" in title
+    assert "KBlocks 4 consistent" in capsys.readouterr().out
