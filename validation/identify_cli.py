@@ -60,7 +60,12 @@ def register_cli(subparsers):
         "identify the xdlops kernel (forward: unit and gemmK order; backward weight: KBlocks)",
     )
     q.add_argument("--gpu", default="mi100,mi200", help="with --test: mi100, mi200 or both (default)")
-    q.add_argument("--plot", default=None, metavar="FILE.png", help="save the rows each candidate reproduces")
+    q.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE.png",
+        help="save the rows each candidate reproduces (with --test: each candidate's lines against the measured ones)",
+    )
     q.set_defaults(func=_cmd_identify)
     return p, q
 
@@ -113,8 +118,6 @@ def _cmd_identify(args) -> int:
 
         check_path(args.plot)
     if Path(args.results).is_dir() and any(Path(args.results).glob("verify_results_*")):
-        if getattr(args, "plot", None):
-            raise ValueError("--plot: draws probe-row identifications; not available with the study's raw results")
         return _cmd_identify_study(args)
     if args.test is not None:
         raise ValueError("--test: RESULTS must be the study's raw results folder (verify_results_<run set>_<GPU>/)")
@@ -169,8 +172,9 @@ def _cmd_identify_study(args) -> int:
     from .suites import suite_config
 
     direction = suite_config(name).problem.direction
+    lines: dict = {}
     if direction != "bwd_weight" or not atomic_reorders(name):
-        found = identify_study.identify_forward(args.results, [name], gpus=gpus)
+        found = identify_study.identify_forward(args.results, [name], gpus=gpus, lines_out=lines)
         doc = {g: [c.label() for c in found.get((name, g), [])] for g in gpus}
         kind = f"{direction}: units and gemmK orders reproducing every measured -pv_with_gpu xdlops line"
     else:
@@ -182,6 +186,10 @@ def _cmd_identify_study(args) -> int:
         kind = "bwd_weight with split-K atomics: KBlocks candidates against the measured xdlops lines"
     if not any(doc.values()):
         raise ValueError(f"--test: no measured fair_1 xdlops lines of {name} in {args.results}")
+    if getattr(args, "plot", None):
+        from .plots import identify_study_figure, save
+
+        save(identify_study_figure(name, found, lines, gpus=gpus), args.plot)
     if args.format == "json":
         print(json.dumps({"test": name, "kind": kind, "result": doc}, indent=1))
         return 0

@@ -43,6 +43,7 @@ __all__ = [
     "KBLOCKS",
     "ORDERS",
     "UNITS",
+    "KBlocksCheck",
     "KBlocksVerdict",
     "StudyCandidate",
     "candidate_lines",
@@ -126,7 +127,14 @@ def candidate_lines(test: str, candidates, ranges=tuple(RANGES), run_set: str = 
 
 
 def identify_forward(
-    measured, tests, *, run_set: str = "fair_1", gpus=("mi100", "mi200"), ranges=tuple(RANGES), candidates=None
+    measured,
+    tests,
+    *,
+    run_set: str = "fair_1",
+    gpus=("mi100", "mi200"),
+    ranges=tuple(RANGES),
+    candidates=None,
+    lines_out: dict | None = None,
 ) -> dict:
     """{(test, gpu): [consistent candidates]} for ``tests`` from the measured lines (``measured``:
     the raw results folder or :func:`validation.study.read_measured` lines).
@@ -135,7 +143,10 @@ def identify_forward(
     in every field, for every range in ``ranges``. Tests without such lines are skipped. Any
     direction whose xdlops result is one value: forward and backward-data tests, and
     backward-weight tests with at most two split-K chunks (ValueError for more: their atomic
-    adds make the result order-dependent, see :func:`identify_kblocks`)."""
+    adds make the result order-dependent, see :func:`identify_kblocks`).
+
+    ``lines_out``: a dict that receives, per (test, gpu), ``{"measured": {range: fields},
+    "emulated": {(candidate, range): fields}}`` (the printed fields compared; for pictures)."""
     for test in tests:
         from .study import atomic_reorders
 
@@ -165,11 +176,11 @@ def identify_forward(
 
     result = {}
     with single_threaded():
-        _each_test(tests, ranges, gpus, lines, candidates, run_set, result)
+        _each_test(tests, ranges, gpus, lines, candidates, run_set, result, lines_out)
     return result
 
 
-def _each_test(tests, ranges, gpus, lines, candidates, run_set, result):
+def _each_test(tests, ranges, gpus, lines, candidates, run_set, result, lines_out=None):
     for test in tests:
         have = [r for r in ranges if all((test, g, r) in lines for g in gpus)]
         if not have:
@@ -177,6 +188,8 @@ def _each_test(tests, ranges, gpus, lines, candidates, run_set, result):
         emulated = candidate_lines(test, candidates, have, run_set)
         for g in gpus:
             result[(test, g)] = [c for c in candidates if all(emulated[(c, r)] == lines[(test, g, r)] for r in have)]
+            if lines_out is not None:
+                lines_out[(test, g)] = {"measured": {r: lines[(test, g, r)] for r in have}, "emulated": emulated}
 
 
 # --- split-K KBlocks of the backward-weight tests -------------------------------------------------
@@ -240,11 +253,29 @@ def _perms(S: int, seed: int) -> np.ndarray:
 @dataclass(frozen=True)
 class KBlocksVerdict:
     """``verdict``: "consistent", "excluded" or "not shown" (see the section comment);
-    ``detail``: per range, the measured value against the emulated value or range."""
+    ``detail``: per range, the measured value against the emulated value or range; ``checks``:
+    the same as numbers, one :class:`KBlocksCheck` per (range, validator) judged."""
 
     kblocks: int
     verdict: str
     detail: tuple[str, ...]
+    checks: tuple[KBlocksCheck, ...] = ()
+
+
+@dataclass(frozen=True)
+class KBlocksCheck:
+    """One measured line against one KBlocks candidate: the measured ``n_exact`` and the emulated
+    range [``lo``, ``hi``] (one value when the result is one value, ``whole_line``: then ``ok``
+    means every printed field is equal); ``exhaustive``: every add order was tried."""
+
+    range: str
+    validator: str
+    measured: int
+    lo: int
+    hi: int
+    ok: bool
+    whole_line: bool
+    exhaustive: bool
 
 
 def identify_kblocks(
@@ -291,6 +322,7 @@ def _kblocks_test(test, gpus, ranges, validators, kblocks, lines, run_set, seed,
         raise ValueError(f"tests: {test} is a {problem.direction} test; KBlocks is a backward-weight question")
     verdicts = {g: {} for g in gpus}
     details = {g: {} for g in gpus}
+    checks = {g: {} for g in gpus}
     for r in ranges:
         inputs = job_inputs(problem, r, SEED, "float")
         op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
@@ -322,6 +354,7 @@ def _kblocks_test(test, gpus, ranges, validators, kblocks, lines, run_set, seed,
                 S = max(o.split_k for _, o in plans)
                 state = verdicts[gpu].setdefault(kb, "consistent")
                 notes = details[gpu].setdefault(kb, [])
+                nums = checks[gpu].setdefault(kb, [])
                 if S <= 2:
                     with np.errstate(over="ignore"):
                         kernel16 = _run(op, problem, plans).astype(np.float16)
@@ -335,6 +368,8 @@ def _kblocks_test(test, gpus, ranges, validators, kblocks, lines, run_set, seed,
                             f"{r}/{v}: line {'equal' if same else 'differs'} (n_exact {want['n_exact']} "
                             f"measured, {got['n_exact']} emulated)"
                         )
+                        n_got = int(got["n_exact"])
+                        nums.append(KBlocksCheck(r, v, int(want["n_exact"]), n_got, n_got, same, True, True))
                         if not same:
                             state = "excluded"
                 else:
@@ -356,6 +391,7 @@ def _kblocks_test(test, gpus, ranges, validators, kblocks, lines, run_set, seed,
                             f"{r}/{v}: n_exact {n} measured, [{n_lo}, {n_hi}] "
                             f"{'over every order' if exhaustive else 'over sampled orders'}"
                         )
+                        nums.append(KBlocksCheck(r, v, n, n_lo, n_hi, inside, False, exhaustive))
                         if not inside:
                             if exhaustive:
                                 state = "excluded"
@@ -363,4 +399,7 @@ def _kblocks_test(test, gpus, ranges, validators, kblocks, lines, run_set, seed,
                                 state = "not shown"
                 verdicts[gpu][kb] = state
     for gpu in gpus:
-        result[(test, gpu)] = [KBlocksVerdict(kb, verdicts[gpu][kb], tuple(details[gpu][kb])) for kb in verdicts[gpu]]
+        result[(test, gpu)] = [
+            KBlocksVerdict(kb, verdicts[gpu][kb], tuple(details[gpu][kb]), tuple(checks[gpu][kb]))
+            for kb in verdicts[gpu]
+        ]

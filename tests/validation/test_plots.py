@@ -116,3 +116,55 @@ def test_design_can_draw_distributions(tmp_path):
     )
     assert fig.get_suptitle().startswith("config: c")
     _title(plots.save(fig, tmp_path / "d.png"))
+
+
+def test_identify_study_plot(tmp_path, capsys):
+    """The study-folder form: a cell per candidate × range for the smallest forward test."""
+    from reference_data import require
+
+    raw = require("fp16_study_raw_results")
+    out = tmp_path / "study_id.png"
+    code = main(["identify", str(raw), "--test", "CHECK_PADDING3_f16", "--gpu", "mi200", "--plot", str(out)])
+    assert code == 0
+    title = _title(out)
+    assert "CHECK_PADDING3" in title and "hardware: mi200 (measured lines)" in title
+    assert "units mi100, mi200, mi300 × gemmK kernel, ascending, cpu-loop" in title and "ranges r0,r1,r4,r5" in title
+    assert "mi200 unit, gemmK kernel" in capsys.readouterr().out
+
+
+def test_identify_study_kblocks_plot(tmp_path, capsys):
+    """A backward-weight test with split-K: a cell per KBlocks × (range, validator)."""
+    from reference_data import require
+
+    raw = require("fp16_study_raw_results")
+    out = tmp_path / "kblocks.png"
+    code = main(["identify", str(raw), "--test", "CHECK_ISSUE_71_2", "--gpu", "mi200", "--plot", str(out)])
+    assert code == 0
+    title = _title(out)
+    assert "CHECK_ISSUE_71_2" in title and "hardware: mi200 (measured lines)" in title
+    assert "KBlocks 1, 2, 4" in title and "-pv, -pv_with_gpu" in title
+    assert "KBlocks 4 consistent" in capsys.readouterr().out
+
+
+def test_kblocks_checks_are_the_numbers_the_details_print():
+    """What the KBlocks picture draws (KBlocksCheck) is what the text answer says (detail)."""
+    from reference_data import require
+
+    from validation import identify_study
+
+    raw = require("fp16_study_raw_results")
+    test = "conv2d_host_validation_f16_bwd_CHECK_ISSUE_71_2"
+    found = identify_study.identify_kblocks(raw, [test], gpus=("mi200",), ranges=("r0", "r4"), kblocks=(2, 4))
+    verdicts = {v.kblocks: v for v in found[(test, "mi200")]}
+    assert set(verdicts) == {2, 4} and verdicts[2].verdict == "excluded" and verdicts[4].verdict == "consistent"
+    for v in verdicts.values():
+        assert len(v.checks) == len(v.detail) == 4  # 2 ranges × 2 validators
+        for c, text in zip(v.checks, v.detail):
+            assert text.startswith(f"{c.range}/{c.validator}: ")
+            if c.whole_line:
+                assert f"n_exact {c.measured} measured, {c.lo} emulated" in text and c.lo == c.hi
+                assert ("line equal" in text) == c.ok
+            else:
+                assert f"n_exact {c.measured} measured, [{c.lo}, {c.hi}] over every order" in text and c.exhaustive
+                assert c.ok == (c.lo <= c.measured <= c.hi)
+    assert not all(c.ok for c in verdicts[2].checks) and all(c.ok for c in verdicts[4].checks)
