@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-__all__ = ["MEASURED", "FAULT_INDEX", "reproduce", "main"]
+__all__ = ["MEASURED", "FAULT_INDEX", "reproduce", "run_options", "main"]
 
 #: One measured line of the 2022 study, shipped as a fact (see the module docstring for its source).
 MEASURED = {
@@ -52,19 +52,15 @@ def reproduce(measured: dict = MEASURED):
     from .verifier2022 import study_line_of
 
     m = parse_study_line(measured["line"])
-    r = run(
-        measured["test"],
-        hw=measured["gpu"],
-        kernel=measured["kernel"],
-        validator=measured["validator"],
-        rand_type=measured["rand_type"],
-        rand_min=measured["rand_min"],
-        rand_max=measured["rand_max"],
-        seed=measured["seed"],
-        progress=False,
-    )
+    r = run(measured["test"], **run_options(measured), progress=False)
     line = study_line_of(r.validation_output, r.kernel_output, measured["run_set"])
     return r, m, line, format_study_line(line, tail=m.tail)
+
+
+def run_options(measured: dict) -> dict:
+    """The hardware, kernel, validator and inputs of a measured line, as ``run``/``explain`` take them."""
+    keys = ("kernel", "validator", "rand_type", "rand_min", "rand_max", "seed")
+    return {"hw": measured["gpu"]} | {k: measured[k] for k in keys}
 
 
 def main() -> int:
@@ -91,18 +87,7 @@ def main() -> int:
     )
 
     print("\n2. Explain: where the error comes from (exact fp64 convolution → emulated kernel, Shapley shares)")
-    ex = explain(
-        M["test"],
-        hw=M["gpu"],
-        kernel=M["kernel"],
-        validator=M["validator"],
-        rand_type=M["rand_type"],
-        rand_min=M["rand_min"],
-        rand_max=M["rand_max"],
-        seed=M["seed"],
-        top=5,
-        progress=False,
-    )
+    ex = explain(M["test"], **run_options(M), top=5, progress=False)
     print("   " + ex.format_text().replace("\n", "\n   "))
 
     print("\n3. Bug or rounding: the emulated output fed back as the 'GPU output'")

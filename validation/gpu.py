@@ -87,13 +87,13 @@ class GpuComparison:
             )
         else:
             what = (
-                f"{self.n_outside_ensemble} elements are no outcome of the {self.ensemble_orders} atomic add "
-                f"orders searched"
+                f"{_count(self.n_outside_ensemble, 'element is', 'elements are')} no outcome of the "
+                f"{self.ensemble_orders} atomic add orders searched"
                 if self.ensemble_orders
-                else f"{self.n_differ} elements differ"
+                else f"{_count(self.n_differ, 'element differs', 'elements differ')}"
             )
             head = (
-                f"GPU output: {what} of {self.n}: bug suspects (or the emulation's inputs, kernel or tuning "
+                f"GPU output: {what} (of {self.n}): bug suspects (or the emulation's inputs, kernel or tuning "
                 f"are not the GPU's)"
             )
         lines = [head]
@@ -241,3 +241,8 @@ def compare_gpu_output(result, gpu) -> GpuComparison:
         clusters=_clusters(where, axes, dims),
         ensemble_orders=orders,
     )
+
+
+def _count(n: int, one: str, many: str) -> str:
+    """``n`` and the words that agree with it."""
+    return f"{n} {one if n == 1 else many}"
