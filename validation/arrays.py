@@ -192,10 +192,18 @@ def _load_raw(what: str, path: str, size: int, fmt: str, count: int | None) -> n
     return np.fromfile(path, dtype=dtype).astype(dtype.newbyteorder("="), copy=False)
 
 
-def load_array(spec: str, what: str, *, raw_format: str | None = None, count: int | None = None) -> LoadedArray:
+def load_array(
+    spec: str,
+    what: str,
+    *,
+    raw_format: str | None = None,
+    count: int | None = None,
+    raw_hint: str | None = None,
+) -> LoadedArray:
     """Read ``spec`` (``FILE.npy``, ``FILE.npz[:KEY]``, or a raw dump when ``raw_format`` is
     given; ``count``: the elements a raw dump must hold) as the module docstring says. ``what``
-    names the option in messages (``--gpu-output``)."""
+    names the option in messages (``--gpu-output``); ``raw_hint``: the options that describe a
+    raw dump, named when a file is neither .npy nor .npz and no ``raw_format`` was given."""
     spec = str(spec)
     path, key = spec, None
     if not os.path.exists(spec) and ":" in spec:
@@ -218,6 +226,6 @@ def load_array(spec: str, what: str, *, raw_format: str | None = None, count: in
         what,
         path,
         "is neither .npy nor .npz (for a raw binary dump, give its element format"
-        + (", e.g. --gpu-output-format fp16" if what == "--gpu-output" else "")
+        + (f", e.g. {raw_hint}" if raw_hint else ", e.g. --gpu-output-format fp16" if what == "--gpu-output" else "")
         + ")",
     )
