@@ -23,6 +23,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+import tokenize
 import zipfile
 from dataclasses import dataclass
 
@@ -116,7 +117,9 @@ def _read_header(fh, what: str, path: str):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
         else:
             raise ValueError(f"unknown .npy version {version}")
-    except (ValueError, OSError, SyntaxError, TypeError) as err:
+    except (ValueError, OSError, SyntaxError, TypeError, tokenize.TokenError, RecursionError, MemoryError) as err:
+        # numpy tokenizes and literal_evals the header dict: an unbalanced bracket is a TokenError,
+        # a deeply nested one a RecursionError or MemoryError, none of them a ValueError
         raise _fail(what, path, f"has a malformed .npy header ({' '.join(str(err).split())[:120]})") from None
     return shape, fortran, dtype, fh.tell()
 

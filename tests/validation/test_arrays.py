@@ -48,6 +48,13 @@ def test_npy_npz_and_raw_dumps_are_read(tmp_path):
         (lambda p: p.write_bytes(_npy_header("<i4", (2,)) + b"\0" * 8), "dtype int32"),
         (lambda p: p.write_bytes(_npy_header("|O", (2,)) + b"\0" * 16), "Python objects"),
         (lambda p: p.write_bytes(b"\x93NUMPY\x01\x00\x10\x00{'descr': oops}\n"), "malformed .npy header"),
+        # found by tests/validation/test_fuzz_arrays.py: numpy's header parser raised tokenize.TokenError
+        # (not a ValueError) for an unbalanced bracket, a traceback from compare and run --gpu-output
+        (lambda p: p.write_bytes(_npy_header("<f2", (2,)).replace(b"{", b" ") + b"\0" * 4), "malformed .npy header"),
+        (
+            lambda p: p.write_bytes(_npy_header("<f2", (2,)).replace(b"(2,)", b"((2,)") + b"\0" * 4),
+            "malformed .npy header",
+        ),
         (lambda p: p.write_bytes(b"hello world, not an array"), "neither .npy nor .npz"),
         (lambda p: p.write_bytes(b"PK\x03\x04 broken zip"), "not a readable .npz"),
     ],
