@@ -421,9 +421,9 @@ def _cmd_compare(args) -> int:
                 f"KERNEL is {dtype} but every value is an fp16 value: if the kernel wrote fp16, give --dtype fp16 "
                 f"(judged in {dtype} ulps now)"
             )
-    _warn(warnings_)
     verifier, vsource = (args.verifier, "option --verifier") if args.verifier else ("rocmlir", "default for compare")
     comparison, verdict = _measure(validation, kernel, args, verifier, dtype)
+    _warn(warnings_)  # after the verifier accepted the arrays: a refusal (exit 2) is one line alone
     header = {
         "validation": args.validation,
         "kernel": args.kernel,
