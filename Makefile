@@ -69,13 +69,14 @@ reproduce-quick: $(STAMP)
 	rm -rf out/reproduce-quick
 	time $(BIN)/fp16emu study reproduce --measured $(MEASURED) --run-set $(RUN_SETS) --smallest 20 --show mismatches --out out/reproduce-quick
 
-# The long fuzz campaign (issue 13): tests/validation/test_fuzz.py's properties with FUZZ_SCALE
+# The long fuzz campaign (issue 13): the FUZZ_TESTS' hypothesis properties with FUZZ_SCALE
 # times the examples `make test` runs; the counts (inputs, answers, slowest input) go to
 # out/fuzz-counts.json, quoted in RELIABILITY.md.
 FUZZ_SCALE ?= 50
+FUZZ_TESTS ?= tests/validation/test_fuzz.py tests/validation/test_fuzz_arrays.py tests/emu/test_fuzz_threads.py
 fuzz: $(STAMP)
 	mkdir -p out
-	FP16EMU_FUZZ_SCALE=$(FUZZ_SCALE) FP16EMU_FUZZ_REPORT=out/fuzz-counts.json $(BIN)/python -m pytest -q tests/validation/test_fuzz.py
+	FP16EMU_FUZZ_SCALE=$(FUZZ_SCALE) FP16EMU_FUZZ_REPORT=out/fuzz-counts.json $(BIN)/python -m pytest -q $(FUZZ_TESTS)
 	cat out/fuzz-counts.json
 
 clean:

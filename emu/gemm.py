@@ -164,8 +164,9 @@ def gemm(A, B, C, unit, order: GemmOrder | None = None) -> np.ndarray:
     else:
         chunk_order = range(order.split_k)
     ws = np.broadcast_to(C0, shape).astype(np.float32)
-    for s in chunk_order:
-        ws = ws + partials[s]
+    with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is NaN, a huge sum inf: IEEE, not an error
+        for s in chunk_order:
+            ws = ws + partials[s]
     return _output(params, ws)
 
 

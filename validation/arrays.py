@@ -21,9 +21,13 @@ files (``/dev/null``, a directory, a pipe) are refused the same way.
 from __future__ import annotations
 
 import io
+import math
 import os
 import stat
+import struct
+import tokenize
 import zipfile
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +43,18 @@ ACCEPTED = (
 )
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGIC = b"PK\x03\x04"
+#: what zipfile, zlib and numpy raise on a damaged archive or member (none of them all ValueErrors)
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    NotImplementedError,
+    RuntimeError,
+    ValueError,
+    struct.error,
+    OverflowError,
+)
 _ALLOWED = {np.dtype("<f2"), np.dtype("<f4"), np.dtype("<f8"), np.dtype("<u2")}
 
 
@@ -116,16 +132,25 @@ def _read_header(fh, what: str, path: str):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
         else:
             raise ValueError(f"unknown .npy version {version}")
-    except (ValueError, OSError, SyntaxError, TypeError) as err:
+    except (ValueError, OSError, SyntaxError, TypeError, tokenize.TokenError, RecursionError, MemoryError) as err:
+        # numpy tokenizes and literal_evals the header dict: an unbalanced bracket is a TokenError,
+        # a deeply nested one a RecursionError or MemoryError, none of them a ValueError
         raise _fail(what, path, f"has a malformed .npy header ({' '.join(str(err).split())[:120]})") from None
     return shape, fortran, dtype, fh.tell()
+
+
+def _count(what: str, path: str, shape: tuple) -> int:
+    """The elements a header's shape claims, in Python integers (no int64 wrap-around)."""
+    if any(d < 0 for d in shape):
+        raise _fail(what, path, f"has a .npy header with a negative dimension {shape}")
+    return math.prod(shape)
 
 
 def _load_npy(what: str, path: str, size: int) -> np.ndarray:
     with open(path, "rb") as fh:
         shape, fortran, dtype, offset = _read_header(fh, what, path)
     _check_dtype(what, path, dtype)
-    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    n = _count(what, path, shape)
     need = offset + n * dtype.itemsize
     if need > size:
         raise _fail(
@@ -143,8 +168,8 @@ def _load_npy(what: str, path: str, size: int) -> np.ndarray:
 def _load_npz(what: str, path: str, key: str | None) -> tuple[np.ndarray, str]:
     try:
         zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as err:
-        raise _fail(what, path, f"is not a readable .npz ({err})") from None
+    except _ZIP_ERRORS as err:
+        raise _fail(what, path, f"is not a readable .npz ({' '.join(str(err).split())[:120]})") from None
     with zf:
         members = {n[:-4]: n for n in zf.namelist() if n.endswith(".npy")}
         if not members:
@@ -158,16 +183,22 @@ def _load_npz(what: str, path: str, key: str | None) -> tuple[np.ndarray, str]:
         if key not in members:
             raise ArrayFileError(f"{what}: {path!r} has no array {key!r}; it holds {', '.join(members)}")
         info = zf.getinfo(members[key])
-        with zf.open(info) as fh:
-            head = fh.read(1 << 16)
-        bio = io.BytesIO(head)
-        shape, _, dtype, offset = _read_header(bio, what, f"{path}:{key}")
-        _check_dtype(what, f"{path}:{key}", dtype)
-        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        if offset + n * dtype.itemsize > info.file_size:
-            raise _fail(what, f"{path}:{key}", f"is truncated: its header claims {n} elements of {dtype.name}")
-        with zf.open(info) as fh:
-            a = np.lib.format.read_array(fh, allow_pickle=False)
+        member = f"{path}:{key}"
+        try:
+            with zf.open(info) as fh:
+                head = fh.read(1 << 16)
+            bio = io.BytesIO(head)
+            shape, _, dtype, offset = _read_header(bio, what, member)
+            _check_dtype(what, member, dtype)
+            n = _count(what, member, shape)
+            if offset + n * dtype.itemsize > info.file_size:
+                raise _fail(what, member, f"is truncated: its header claims {n} elements of {dtype.name}")
+            with zf.open(info) as fh:
+                a = np.lib.format.read_array(fh, allow_pickle=False)
+        except ArrayFileError:
+            raise
+        except _ZIP_ERRORS as err:  # a damaged member: bad CRC, bad deflate data, a cut-short stream
+            raise _fail(what, member, f"cannot be read from the archive ({' '.join(str(err).split())[:120]})") from None
     return a.astype(dtype.newbyteorder("="), copy=False), key
 
 
@@ -192,10 +223,18 @@ def _load_raw(what: str, path: str, size: int, fmt: str, count: int | None) -> n
     return np.fromfile(path, dtype=dtype).astype(dtype.newbyteorder("="), copy=False)
 
 
-def load_array(spec: str, what: str, *, raw_format: str | None = None, count: int | None = None) -> LoadedArray:
+def load_array(
+    spec: str,
+    what: str,
+    *,
+    raw_format: str | None = None,
+    count: int | None = None,
+    raw_hint: str | None = None,
+) -> LoadedArray:
     """Read ``spec`` (``FILE.npy``, ``FILE.npz[:KEY]``, or a raw dump when ``raw_format`` is
     given; ``count``: the elements a raw dump must hold) as the module docstring says. ``what``
-    names the option in messages (``--gpu-output``)."""
+    names the option in messages (``--gpu-output``); ``raw_hint``: the options that describe a
+    raw dump, named when a file is neither .npy nor .npz and no ``raw_format`` was given."""
     spec = str(spec)
     path, key = spec, None
     if not os.path.exists(spec) and ":" in spec:
@@ -218,6 +257,6 @@ def load_array(spec: str, what: str, *, raw_format: str | None = None, count: in
         what,
         path,
         "is neither .npy nor .npz (for a raw binary dump, give its element format"
-        + (", e.g. --gpu-output-format fp16" if what == "--gpu-output" else "")
+        + (f", e.g. {raw_hint}" if raw_hint else ", e.g. --gpu-output-format fp16" if what == "--gpu-output" else "")
         + ")",
     )

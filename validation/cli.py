@@ -375,16 +375,28 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_compare(args) -> int:
+    import math
+
     from . import metrics
     from .arrays import load_array, parse_shape
 
-    validation = load_array(args.validation, "VALIDATION").array
-    kernel = load_array(args.kernel, "KERNEL").array
-    if args.shape is not None:
-        shape = parse_shape(args.shape)
+    shape = parse_shape(args.shape) if args.shape is not None else None
+    count = math.prod(shape) if shape is not None else None
+    hint = "--dtype fp16 --shape N,C,H,W, with --validation-dtype fp32 for an fp32 validation dump"
+    raw = {  # a file that is neither .npy nor .npz is a raw dump: its format and --shape must be given
+        "VALIDATION": (args.validation_dtype or args.dtype) if shape is not None else None,
+        "KERNEL": args.dtype if shape is not None else None,
+    }
+    if args.validation_dtype is not None and args.dtype is None:
+        raise UsageError("--validation-dtype: give the kernel's --dtype too")
+    validation = load_array(
+        args.validation, "VALIDATION", raw_format=raw["VALIDATION"], count=count, raw_hint=hint
+    ).array
+    kernel = load_array(args.kernel, "KERNEL", raw_format=raw["KERNEL"], count=count, raw_hint=hint).array
+    if shape is not None:
         for name, a in (("VALIDATION", validation), ("KERNEL", kernel)):
-            if a.size != int(np.prod(shape)):
-                raise UsageError(f"--shape {args.shape}: {name} has {a.size} elements, the shape {int(np.prod(shape))}")
+            if a.size != count:
+                raise UsageError(f"--shape {args.shape}: {name} has {a.size} elements, the shape {count}")
         validation, kernel = validation.reshape(shape), kernel.reshape(shape)
     elif validation.shape != kernel.shape:
         if validation.size == kernel.size and (validation.ndim == 1 or kernel.ndim == 1):
@@ -409,9 +421,9 @@ def _cmd_compare(args) -> int:
                 f"KERNEL is {dtype} but every value is an fp16 value: if the kernel wrote fp16, give --dtype fp16 "
                 f"(judged in {dtype} ulps now)"
             )
-    _warn(warnings_)
     verifier, vsource = (args.verifier, "option --verifier") if args.verifier else ("rocmlir", "default for compare")
     comparison, verdict = _measure(validation, kernel, args, verifier, dtype)
+    _warn(warnings_)  # after the verifier accepted the arrays: a refusal (exit 2) is one line alone
     header = {
         "validation": args.validation,
         "kernel": args.kernel,
@@ -462,16 +474,34 @@ def _build_parser():
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(sub).set_defaults(func=_cmd_run)
-    p = sub.add_parser("compare", help="compare two arrays you already have (.npy / FILE.npz:KEY)")
-    p.add_argument("validation", help="the reference (validation) array: FILE.npy or FILE.npz[:KEY]")
-    p.add_argument("kernel", help="the kernel's array: FILE.npy or FILE.npz[:KEY]")
+    p = sub.add_parser(
+        "compare",
+        help="compare two arrays you already have (.npy / FILE.npz:KEY / raw dumps)",
+        description="VALIDATION and KERNEL: FILE.npy, FILE.npz[:KEY], or a raw binary dump (any other file: "
+        "the tensor's bytes, little-endian, in memory order), read with --dtype (and --validation-dtype) "
+        "as its element format and --shape as its size: the file must hold exactly prod(shape) elements.",
+    )
+    p.add_argument("validation", help="the reference (validation) array: FILE.npy, FILE.npz[:KEY] or a raw dump")
+    p.add_argument("kernel", help="the kernel's array: FILE.npy, FILE.npz[:KEY] or a raw dump")
     p.add_argument(
         "--dtype",
         default=None,
         choices=("fp16", "bf16", "fp32"),
-        help="the kernel's own format (an fp16 result saved as fp32 is judged in fp16 ulps); default the array's type",
+        help="the kernel's own format (an fp16 result saved as fp32 is judged in fp16 ulps), and the element "
+        "format of raw dumps; default the array's type",
     )
-    p.add_argument("--shape", default=None, metavar="D0,D1,...", help="reshape both arrays (flat dumps)")
+    p.add_argument(
+        "--validation-dtype",
+        default=None,
+        choices=("fp16", "bf16", "fp32"),
+        help="the element format of a raw VALIDATION dump when it is not --dtype (e.g. fp32 beside an fp16 kernel)",
+    )
+    p.add_argument(
+        "--shape",
+        default=None,
+        metavar="D0,D1,...",
+        help="reshape both arrays; the size of raw dumps (needed for them)",
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     _add_verdict_options(p, "rocmlir (fails on NaN/inf mismatches)")
     p.set_defaults(func=_cmd_compare)

@@ -49,6 +49,20 @@ def test_split_k_is_chunks_from_zero_then_atomic_adds(operands):
     np.testing.assert_array_equal(_bits(emu.gemm(A, B, None, unit, order)), _bits(want))
 
 
+def test_split_k_adds_an_inf_and_a_minus_inf_chunk_to_nan_without_a_warning(operands):
+    """Found by tests/emu/test_fuzz_threads.py: the split-K combine raised numpy's RuntimeWarning
+    ("invalid value encountered in add") for +inf + -inf partials (an error under warnings-as-errors)."""
+    A, B = (x.copy() for x in operands)
+    A[0, 0], A[0, 44] = np.float16(np.inf), np.float16(-np.inf)
+    unit = models.unit("mi100")
+    order = emu.GemmOrder(split_k=3)
+    partial = [emu.gemm(A[:, s], B[s], None, unit) for s in order.chunks(45)]
+    with np.errstate(invalid="ignore"):
+        want = (np.float32(0) + partial[0]) + partial[1] + partial[2]
+    assert np.isnan(want[0]).any()
+    np.testing.assert_array_equal(_bits(emu.gemm(A, B, None, unit, order)), _bits(want))
+
+
 def test_ensemble_members_are_orders_of_the_same_partials(operands):
     A, B = operands
     unit = models.unit("mi200")

@@ -48,6 +48,13 @@ def test_npy_npz_and_raw_dumps_are_read(tmp_path):
         (lambda p: p.write_bytes(_npy_header("<i4", (2,)) + b"\0" * 8), "dtype int32"),
         (lambda p: p.write_bytes(_npy_header("|O", (2,)) + b"\0" * 16), "Python objects"),
         (lambda p: p.write_bytes(b"\x93NUMPY\x01\x00\x10\x00{'descr': oops}\n"), "malformed .npy header"),
+        # found by tests/validation/test_fuzz_arrays.py: numpy's header parser raised tokenize.TokenError
+        # (not a ValueError) for an unbalanced bracket, a traceback from compare and run --gpu-output
+        (lambda p: p.write_bytes(_npy_header("<f2", (2,)).replace(b"{", b" ") + b"\0" * 4), "malformed .npy header"),
+        (
+            lambda p: p.write_bytes(_npy_header("<f2", (2,)).replace(b"(2,)", b"((2,)") + b"\0" * 4),
+            "malformed .npy header",
+        ),
         (lambda p: p.write_bytes(b"hello world, not an array"), "neither .npy nor .npz"),
         (lambda p: p.write_bytes(b"PK\x03\x04 broken zip"), "not a readable .npz"),
     ],
@@ -95,3 +102,43 @@ def test_compare_refuses_a_pickle_and_dev_null_in_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith("fp16emu: error: KERNEL") and err.count("\n") == 1 and "Traceback" not in err
         assert "allow_pickle" not in err
+
+
+def _damaged_npz(tmp_path, compressed: bool, where: str):
+    import io
+
+    buf = io.BytesIO()
+    (np.savez_compressed if compressed else np.savez)(buf, a=np.arange(64, dtype=np.float16))
+    raw = bytearray(buf.getvalue())
+    if where == "local header":
+        raw[0:4] = b"PK\x03\x04"
+        raw[raw.index(b"PK\x01\x02") + 42 : raw.index(b"PK\x01\x02") + 46] = (3).to_bytes(4, "little")
+    else:  # a byte of the member's data (past its 30-byte local header and name)
+        raw[len(raw) // 3] ^= 0x5A
+    path = tmp_path / f"damaged-{compressed}-{where.replace(' ', '_')}.npz"
+    path.write_bytes(bytes(raw))
+    return path
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+@pytest.mark.parametrize("where", ["data", "local header"])
+def test_a_damaged_npz_member_is_refused_naming_it(tmp_path, compressed, where):
+    """Found by tests/validation/test_fuzz_arrays.py: zipfile.BadZipFile (bad CRC, bad local header)
+    and zlib.error from a damaged member escaped as tracebacks from compare and run --gpu-output."""
+    path = _damaged_npz(tmp_path, compressed, where)
+    with pytest.raises(ArrayFileError) as ei:
+        load_array(f"{path}:a", "KERNEL")
+    msg = str(ei.value)
+    assert f"{path}:a" in msg and "\n" not in msg, msg
+    assert "cannot be read from the archive" in msg or "malformed .npy header" in msg or "truncated" in msg, msg
+
+
+@pytest.mark.parametrize(
+    "shape,needle",
+    [((2**32, 2**32), "claims 18446744073709551616 elements"), ((4, -2), "negative dimension")],
+)
+def test_a_header_shape_is_counted_without_wrapping(tmp_path, shape, needle):
+    """np.prod(shape, dtype=int64) wrapped (2^32 · 2^32 = 0) and let the header past the size check."""
+    (tmp_path / "s.npy").write_bytes(_npy_header("<f2", shape) + b"\0" * 64)
+    with pytest.raises(ArrayFileError, match=needle):
+        load_array(str(tmp_path / "s.npy"), "KERNEL")

@@ -10,53 +10,32 @@ counts (inputs tried, answers) that RELIABILITY.md quotes.
 """
 
 import json
-import os
 import string
 import time
 import warnings
-from collections import Counter
-from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from emu.conv import ConvProblem, sub_gemms
 from emu.gemm import GemmOrder, strided_k_order
 from models.units import unit
+from tests.fuzzing import fuzz, tally, write_report
 from validation.cli import main
 from validation.configs import ConfigError, estimate_work, parse_config
 from validation.run import plan
 from validation.study.cache import Cache, entry_checksum, valid_entry
 from validation.study.measured import read_measured
 
-SCALE = max(1, int(os.environ.get("FP16EMU_FUZZ_SCALE", "1")))
-#: seconds any single input may take (parsing, planning, the CLI's --check)
-BOUND_S = 5.0
-COUNTS: Counter = Counter()
-
-
-def fuzz(n: int):
-    return settings(
-        max_examples=n * SCALE,
-        deadline=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
-
 
 @pytest.fixture(scope="module", autouse=True)
 def _report_counts():
     yield
-    path = os.environ.get("FP16EMU_FUZZ_REPORT")
-    if path:
-        Path(path).write_text(json.dumps(dict(sorted(COUNTS.items())), indent=1) + "\n")
+    write_report()
 
 
-def _tally(target: str, answer: str, seconds: float) -> None:
-    COUNTS[f"{target}: inputs"] += 1
-    COUNTS[f"{target}: {answer}"] += 1
-    COUNTS[f"{target}: max seconds x1000"] = max(COUNTS[f"{target}: max seconds x1000"], round(seconds * 1000))
-    assert seconds < BOUND_S, f"{target}: {seconds:.1f} s for one input"
+_tally = tally
 
 
 # --- config texts --------------------------------------------------------------------------------

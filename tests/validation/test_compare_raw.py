@@ -1,0 +1,144 @@
+"""``fp16emu compare`` on raw binary dumps (issue 14: "--shape for flat dumps"): a file that is
+neither .npy nor .npz is read as the tensor's little-endian bytes with ``--dtype`` (the kernel's,
+and the validation's unless ``--validation-dtype``) and ``--shape``; a size that does not match
+is exit 2 naming the file, the bytes expected and the bytes found."""
+
+import json
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from validation.cli import main
+
+SHAPE = (2, 3, 4, 5)
+
+
+def _arrays():
+    rng = np.random.default_rng(3)
+    v = rng.uniform(-2, 2, SHAPE).astype(np.float32)
+    k = v.astype(np.float16)
+    k.reshape(-1)[7] = np.float16(100.0)  # one wrong element, where we put it
+    return v, k
+
+
+def _compare(capsys, *argv):
+    code = main(["compare", *map(str, argv), "--format", "json"])
+    out, err = capsys.readouterr()
+    if code == 2:
+        return code, None, err
+    doc = json.loads(out)
+    return code, {k: v for k, v in doc.items() if k not in ("validation", "kernel")}, err
+
+
+def test_raw_dumps_give_the_same_answer_as_the_same_arrays_in_npy(tmp_path, capsys):
+    v, k = _arrays()
+    np.save(tmp_path / "v.npy", v)
+    np.save(tmp_path / "k.npy", k)
+    v.tofile(tmp_path / "v.f32")
+    k.tofile(tmp_path / "k.f16")
+    code_npy, npy, _ = _compare(capsys, tmp_path / "v.npy", tmp_path / "k.npy", "--dtype", "fp16")
+    shape = ",".join(map(str, SHAPE))
+    code_raw, raw, err = _compare(
+        capsys,
+        tmp_path / "v.f32",
+        tmp_path / "k.f16",
+        "--dtype",
+        "fp16",
+        "--validation-dtype",
+        "fp32",
+        "--shape",
+        shape,
+    )
+    assert code_raw == code_npy == 1, err  # the element put at 100 fails rocmlir's checks
+    assert raw == npy and raw["n"] == 120 and raw["max_abs_diff"] > 90
+    # flat .npy beside a raw dump, shape given as 2x3x4x5
+    np.save(tmp_path / "flat.npy", v.reshape(-1))
+    code, mixed, _ = _compare(
+        capsys, tmp_path / "flat.npy", tmp_path / "k.f16", "--dtype", "fp16", "--shape", "2x3x4x5"
+    )
+    assert code == 1 and mixed == npy
+
+
+def test_both_dumps_in_the_kernel_format_and_bf16(tmp_path, capsys):
+    v, _ = _arrays()
+    b = v.astype(ml_dtypes.bfloat16)
+    b.tofile(tmp_path / "v.bf16")
+    b.tofile(tmp_path / "k.bf16")
+    code, out, err = _compare(capsys, tmp_path / "v.bf16", tmp_path / "k.bf16", "--dtype", "bf16", "--shape", "120")
+    assert code == 0, err
+    assert out["max_abs_diff"] == 0 and out["n"] == 120
+
+
+@pytest.mark.parametrize(
+    "v_dtype,k_bytes,needle",
+    [
+        ("fp32", 2 * 119, r"'KERNEL_FILE' has 238 bytes = 119 fp16 elements; the tensor has 120 \(240 bytes\)"),
+        ("fp32", 2 * 121, r"'KERNEL_FILE' has 242 bytes = 121 fp16 elements; the tensor has 120 \(240 bytes\)"),
+        ("fp16", 240, r"'VALIDATION_FILE' has 480 bytes = 240 fp16 elements; the tensor has 120 \(240 bytes\)"),
+        ("fp32", 3, "'KERNEL_FILE' has 3 bytes, not a whole number of fp16 elements"),
+    ],
+)
+def test_a_raw_dump_of_the_wrong_size_is_exit_2_naming_the_file_and_the_bytes(
+    tmp_path, capsys, v_dtype, k_bytes, needle
+):
+    np.zeros(120, np.float32).tofile(tmp_path / "v.bin")
+    (tmp_path / "k.bin").write_bytes(b"\0" * k_bytes)
+    code, _, err = _compare(
+        capsys,
+        tmp_path / "v.bin",
+        tmp_path / "k.bin",
+        "--dtype",
+        "fp16",
+        "--validation-dtype",
+        v_dtype,
+        "--shape",
+        "2,60",
+    )
+    import re
+
+    needle = needle.replace("KERNEL_FILE", re.escape(str(tmp_path / "k.bin")))
+    needle = needle.replace("VALIDATION_FILE", re.escape(str(tmp_path / "v.bin")))
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert re.search(needle, err), err
+
+
+def test_a_raw_dump_without_its_format_or_shape_is_exit_2_saying_what_to_give(tmp_path, capsys):
+    np.zeros(4, np.float16).tofile(tmp_path / "k.bin")
+    np.save(tmp_path / "v.npy", np.zeros(4, np.float32))
+    for extra in ([], ["--dtype", "fp16"], ["--shape", "4"]):
+        code, _, err = _compare(capsys, tmp_path / "v.npy", tmp_path / "k.bin", *extra)
+        assert code == 2 and err.count("\n") == 1, err
+        assert f"KERNEL: '{tmp_path / 'k.bin'}' is neither .npy nor .npz" in err and "--dtype fp16 --shape" in err
+    code, _, err = _compare(
+        capsys, tmp_path / "v.npy", tmp_path / "k.bin", "--validation-dtype", "fp32", "--shape", "4"
+    )
+    assert code == 2 and "--validation-dtype: give the kernel's --dtype too" in err
+
+
+def test_a_shape_whose_size_overflows_int64_is_refused_by_size_not_wrapped(tmp_path, capsys):
+    np.zeros(4, np.float16).tofile(tmp_path / "k.bin")
+    np.zeros(4, np.float16).tofile(tmp_path / "v.bin")
+    code, _, err = _compare(
+        capsys, tmp_path / "v.bin", tmp_path / "k.bin", "--dtype", "fp16", "--shape", f"{2**40},{2**40}"
+    )
+    assert code == 2 and f"the tensor has {2**80} ({2**81} bytes)" in err, err
+
+
+def test_compare_help_documents_raw_dumps(capsys):
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "raw binary dump" in out and "--validation-dtype" in out and "prod(shape)" in out
+
+
+def test_a_refused_verifier_is_one_line_without_the_dtype_warning_before_it(tmp_path, capsys):
+    """Found by tests/validation/test_fuzz_arrays.py: an fp32 KERNEL holding fp16 values printed the
+    --dtype warning, then study-2022's refusal of fp32: two lines on stderr for an exit 2."""
+    np.save(tmp_path / "v.npy", np.ones(4, np.float16))
+    np.save(tmp_path / "k.npy", np.ones(4, np.float32))
+    code = main(["compare", str(tmp_path / "v.npy"), str(tmp_path / "k.npy"), "--verifier", "study-2022"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("fp16emu: error:") and "fp32" in err, err
+    code = main(["compare", str(tmp_path / "v.npy"), str(tmp_path / "k.npy")])  # accepted: the warning stays
+    assert code == 0 and "give --dtype fp16" in capsys.readouterr().err
