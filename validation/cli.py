@@ -287,6 +287,19 @@ def _cmd_run(args) -> int:
     config = parse_config(args.config)
     if args.inputs is not None and config.random.mode != "miopen_driver" and not args.inputs.strip():
         raise UsageError("--inputs: give a folder or x.npy,w.npy[,dy.npy]")
+    loaded = None
+    if args.gpu_output is not None:
+        from .arrays import load_array
+        from .configs.records import n_out_elements
+
+        # read and check the GPU's file before the emulation spends its compute
+        count = n_out_elements(config.problem)
+        loaded = load_array(args.gpu_output, "--gpu-output", raw_format=args.gpu_output_format, count=count)
+        if loaded.array.size != count:
+            raise UsageError(
+                f"--gpu-output: {loaded.source} holds {loaded.array.size} elements; the "
+                f"{config.problem.result_role} tensor of this config has {count}"
+            )
     result = run(
         config,
         hw=args.hw,
@@ -343,13 +356,9 @@ def _cmd_run(args) -> int:
             f"{'verdict':>18s}: {ensemble['members_passing']}/{ensemble['members']} add orders pass {verifier}"
         )
     gpu = None
-    if args.gpu_output is not None:
-        from .arrays import load_array
+    if loaded is not None:
         from .gpu import from_layout
 
-        loaded = load_array(
-            args.gpu_output, "--gpu-output", raw_format=args.gpu_output_format, count=result.kernel_output.size
-        )
         arr = loaded.array
         if args.layout is not None:
             arr = from_layout(arr, p, args.layout)

@@ -142,3 +142,27 @@ def test_a_header_shape_is_counted_without_wrapping(tmp_path, shape, needle):
     (tmp_path / "s.npy").write_bytes(_npy_header("<f2", shape) + b"\0" * 64)
     with pytest.raises(ArrayFileError, match=needle):
         load_array(str(tmp_path / "s.npy"), "KERNEL")
+
+
+def test_run_checks_its_gpu_output_file_before_computing(tmp_path, capsys, monkeypatch):
+    import validation.run
+    from validation.cli import main
+
+    def boom(*a, **k):
+        raise AssertionError("computed before checking --gpu-output")
+
+    monkeypatch.setattr(validation.run, "run", boom)
+    config = "conv2d_host_validation_f16_fwd_CHECK_PADDING3_f16"  # 2048 outputs
+    empty, short, raw = tmp_path / "empty.npy", tmp_path / "short.npy", tmp_path / "gpu.f16"
+    empty.write_bytes(b"")
+    np.save(short, np.zeros(7, np.float16))
+    np.zeros(2047, np.float16).tofile(raw)
+    for argv, needle in (
+        (["run", config, "--gpu-output", str(empty)], "empty.npy"),
+        (["run", config, "--gpu-output", str(short)], "holds 7 elements"),
+        (["run", config, "--gpu-output", str(raw), "--gpu-output-format", "fp16"], "the tensor has 2048"),
+        (["run", config, "--gpu-output", str(raw)], "neither .npy nor .npz"),
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
