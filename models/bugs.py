@@ -15,7 +15,12 @@ partial sums); a mutant only selects and moves values.
 "padding-border(side='left', mode='duplicated')"
 
 :func:`emulate` with ``mutant=None`` is bit for bit what :func:`validation.run.run` computes for
-the kernel. Mutants that need something the problem does not have (a split-K partial on a kernel
+the kernel. Split-K atomic kernels add their partials in ascending order, or, with ``member=m``,
+in the add order of member m of the :data:`models.kernels.ATOMIC_ORDERS` ensemble; the split-K
+mutants (``split-k-count``, ``split-k-scale``, ``stale-partial-race``) then use that same order,
+so that they are compared with the correct kernel they stand next to (the design sweep uses
+member seed mod 128 for both). :func:`emulate_mutants` runs the correct kernel and many mutants
+with their GEMMs shared. Mutants that need something the problem does not have (a split-K partial on a kernel
 without split-K, a padding row on an unpadded side) raise :class:`NotApplicable`.
 """
 

@@ -9,7 +9,9 @@ the number of workers.
 
 Seeds: the noise model (and the fitted ``recommended`` function) uses seeds ``FIT_SEED0 + i``;
 the evaluation uses seeds 1 … n, never used to fit. A split-K atomic kernel's correct output on
-seed s is member s mod 128 of its add-order ensemble; mutants add partials in ascending order.
+seed s is member s mod 128 of its add-order ensemble, and the mutants on seed s add their partials
+in that member's order too (:func:`models.bugs.emulate_mutants` with ``member``), so a mutant's
+difference from the correct kernel is the bug's alone, never a different add order.
 """
 
 from __future__ import annotations
@@ -177,8 +179,8 @@ def _verdict_failed(thresholds: Thresholds, seen16, cache: CompareCache) -> bool
 def seed_job(task: SeedTask) -> dict:
     """One (test, generator, seed): the correct kernel's metrics (and bounds), each validation
     function's verdict on it and on every mutant, and each mutant's size (fraction of changed
-    fp16 outputs, largest relative change, against the correct kernel with the same ascending
-    split-K add order as the mutants). Pure: plain values back, nothing written."""
+    fp16 outputs, largest relative change, against the correct kernel in the same split-K add
+    order as the mutants). Pure: plain values back, nothing written."""
     t = task.target
     config, kmodel, vmodel = plan(_config(t), hw=t.hw, kernel=t.kernel, validator=t.validator)
     problem = config.problem
@@ -186,12 +188,11 @@ def seed_job(task: SeedTask) -> dict:
     inputs = task.generator.inputs(problem, task.seed, k)
     op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
     (validation,) = op.compute([vmodel.arithmetic(problem)])
-    # the correct kernel and every mutant, GEMMs shared (models.bugs.emulate_mutants)
-    good, emulated = bugs.emulate_mutants(problem, kmodel, inputs, task.mutants)
-    if good.partials is not None:
-        k16 = good.partials.member(task.seed % ATOMIC_ORDERS.members, ATOMIC_ORDERS.granularity)
-    else:
-        k16 = fp32_to_fp16(good.kernel_fp32)
+    # the correct kernel and every mutant, GEMMs shared; split-K atomics: all in the add order of
+    # ensemble member seed mod 128 (models.bugs.emulate_mutants)
+    member = task.seed % ATOMIC_ORDERS.members
+    good, emulated = bugs.emulate_mutants(problem, kmodel, inputs, task.mutants, member=member)
+    k16 = fp32_to_fp16(good.kernel_fp32)  # split-K atomics: good.partials.member(member), bit for bit
     cache = CompareCache(validation)
     res = cache.result(k16, round_validation="fp16")
     out: dict = {
@@ -212,7 +213,7 @@ def seed_job(task: SeedTask) -> dict:
         out["bounds"] = {kind: metric_bounds(eb[kind], validation) for kind in BOUND_KINDS}
         out["chains"] = {"kernel": list(eb["chains"]["kernel"]), "validator": list(eb["chains"]["validator"])}
     seen_by_bug: dict[str, np.ndarray | None] = {"none": k16}
-    ref16 = fp32_to_fp16(good.kernel_fp32)  # mutants add split-K partials in ascending order: their reference
+    ref16 = k16  # the mutants' reference: the same add order
     v16 = fp32_to_fp16(np.asarray(validation, np.float32)).astype(np.float64)
     for m in task.mutants:
         em = emulated[m.label]
