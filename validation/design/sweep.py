@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 import multiprocessing
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -270,12 +271,33 @@ def _trust(validation: np.ndarray, inputs) -> dict:
     return {"zero_fraction": zero, "constant_input": bool(constant), "trustworthy": zero <= 0.5 and not constant}
 
 
+def _worker_init(threads: int) -> None:
+    """Each worker's numba threads: the cores shared out between the workers, so that ``jobs``
+    workers do not oversubscribe the machine (numba's parallel loops run over outputs only, so
+    the thread count never changes a result)."""
+    import numba
+
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def local_pool(jobs: int) -> ProcessPoolExecutor:
     """``jobs`` local worker processes, started with "spawn" (numba's threading layer does not
-    survive a fork)."""
+    survive a fork), each with numba threads for its share of the cores."""
     if jobs < 1:
         raise ValueError(f"jobs: must be ≥ 1, got {jobs}")
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_worker_init,
+        initargs=(max(1, _cores() // jobs),),
+    )
 
 
 def run_jobs(
