@@ -3,14 +3,16 @@
 One seed of the issue's benchmark: for the N smallest 2022 suite tests (MI200 xdlops, CPU
 validation), the fit job and the evaluation job of every (test, input generator) of every preset,
 with every bug mutant, run one after another in this process and timed (CPU time of this
-process):
+process, one numba thread as each worker of ``--jobs 2`` on 2 cores has; the two paths interleaved
+task by task, after a warm-up on the first test):
 
 * ``shared``: :func:`validation.design.sweep.seed_job` as ``fp16emu design`` runs it (GEMMs
   shared across mutants by :func:`models.bugs.emulate_mutants`, comparisons shared across
   verifiers and unchanged outputs by :class:`validation.design.sweep.CompareCache`);
-* ``unshared`` (``--baseline``): the same work as the sweep did before that sharing — one
-  :func:`models.bugs.emulate` per mutant and one :func:`validation.metrics.compare` per
-  (verifier options as written, mutant) — timed on the same tests in the same run.
+* ``unshared`` (``--baseline``): the same :func:`seed_job` with that sharing switched off, as
+  the sweep ran before it — one :func:`models.bugs.emulate` per mutant and one
+  :func:`validation.metrics.compare` per (verifier options as written, output array) — timed on
+  the same tests in the same run; its results are checked equal to the shared ones.
 
 The issue's benchmark (N tests × every preset × S seeds × every mutant on J cores) is linear in
 seeds; it is estimated as S × (one seed's CPU time) / J, and ``--full`` runs it
@@ -23,62 +25,60 @@ Run on an idle machine: other jobs on the cores inflate wall times.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
+import numba
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emu.rounding import fp32_to_fp16  # noqa: E402
 from models import bugs  # noqa: E402
-from models.kernels import ATOMIC_ORDERS  # noqa: E402
-from validation.design import parse_functions, resolve_targets  # noqa: E402
+from validation.design import (  # noqa: E402
+    parse_functions,
+    resolve_targets,
+    sweep,
+)
 from validation.design.functions import FUNCTION_NAMES  # noqa: E402
-from validation.design.sweep import FIT_SEED0, SeedTask, seed_job  # noqa: E402
+from validation.design.sweep import FIT_SEED0, CompareCache, SeedTask, seed_job  # noqa: E402
 from validation.metrics import compare  # noqa: E402
-from validation.run import plan  # noqa: E402
-from validation.suites import suite_config  # noqa: E402
 
 
-def unshared_job(task: SeedTask) -> None:
-    """The expensive steps of a seed job without sharing (the baseline): every mutant emulated
-    on its own, one comparison per (verifier options as written, output)."""
-    from emu.conv import ConvGemm, sub_gemms
-    from validation.design.bounds import element_bounds
-
-    t = task.target
-    text = suite_config(t.config) if " " not in t.config else t.config  # targets here: suite names
-    config, kmodel, vmodel = plan(text, hw=t.hw, kernel=t.kernel, validator=t.validator)
-    problem = config.problem
-    inputs = task.generator.inputs(problem, task.seed, max(s.k for s in sub_gemms(problem)))
-    op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
-    (validation,) = op.compute([vmodel.arithmetic(problem)])
-    member = task.seed % ATOMIC_ORDERS.members
-    good = bugs.emulate(problem, kmodel, inputs, member=member)
-    k16 = fp32_to_fp16(good.kernel_fp32)
-    compare(validation, k16, dtype_hint="fp16", round_validation="fp16")
-    if task.bounds or any(f.kind == "predicted-bound" for f in task.functions):
-        element_bounds(problem, kmodel, vmodel, inputs, validation)
-    seen = [k16]
-    for m in task.mutants:
+def _emulate_each(problem, model, inputs, mutants, *, member=None, **kw):
+    """:func:`models.bugs.emulate_mutants` without sharing: one :func:`models.bugs.emulate` each."""
+    good = bugs.emulate(problem, model, inputs, member=member, **kw)
+    out = {}
+    for m in mutants:
         try:
-            em = bugs.emulate(problem, kmodel, inputs, m, member=member)
-        except bugs.NotApplicable:
-            continue
-        seen.append(np.asarray(m.seen(fp32_to_fp16(em.kernel_fp32), validation, inputs)))
-    for s in seen:
-        done = set()
-        for f in task.functions:
-            if f.thresholds is None:
-                continue
-            key = repr(sorted(f.thresholds.compare_options().items()))
-            if key not in done:
-                done.add(key)
-                compare(validation, s, **f.thresholds.compare_options())
+            out[m.label] = bugs.emulate(problem, model, inputs, m, member=member, **kw)
+        except bugs.NotApplicable as err:
+            out[m.label] = err
+    return good, out
+
+
+def _compare_each(self, seen16, **opts):
+    """:meth:`CompareCache.result` as the sweep compared before: keyed by the array object and
+    the options as written (so torch's explicit (1e-3, 1e-5) and the default are two comparisons,
+    and an unchanged output is compared again)."""
+    key = (id(seen16), repr(sorted(opts.items())))
+    store = self.__dict__.setdefault("_each", {})
+    if key not in store:
+        store[key] = (seen16, compare(self.validation32, seen16, **opts))
+    return store[key][1]
+
+
+def unshared_job(task: SeedTask) -> dict:
+    """:func:`seed_job` with the sharing switched off (the baseline): same results, every mutant
+    emulated on its own, comparisons shared only between identical option sets on one array."""
+    saved = (sweep.bugs.emulate_mutants, CompareCache.result)
+    sweep.bugs.emulate_mutants, CompareCache.result = _emulate_each, _compare_each
+    try:
+        return seed_job(task)
+    finally:
+        sweep.bugs.emulate_mutants, CompareCache.result = saved
 
 
 def one_seed_tasks(targets, functions) -> list[SeedTask]:
@@ -97,11 +97,19 @@ def one_seed_tasks(targets, functions) -> list[SeedTask]:
     return tasks
 
 
-def timed(fn, tasks) -> float:
-    t0 = time.process_time()
+def timed(fns, tasks) -> list[float]:
+    """CPU seconds of each function in ``fns`` over ``tasks``, interleaved task by task so that
+    both see the same machine load."""
+    spent = [0.0] * len(fns)
     for task in tasks:
-        fn(task)
-    return time.process_time() - t0
+        results = []
+        for i, fn in enumerate(fns):
+            t0 = time.process_time()
+            results.append(fn(task))
+            spent[i] += time.process_time() - t0
+        if len({json.dumps(r, sort_keys=True) for r in results}) > 1:  # NaN-safe
+            raise AssertionError(f"shared and unshared results differ: {task.target.label} seed {task.seed}")
+    return spent
 
 
 def main():
@@ -117,13 +125,16 @@ def main():
     tasks = one_seed_tasks(targets, functions)
     print(f"{len(targets)} tests × {len(tasks) // (2 * len(targets))} generators; presets: {', '.join(FUNCTION_NAMES)}")
     print(f"mutants: {len(bugs.default_mutants())}; one seed = {len(tasks)} jobs (fit + evaluation)")
-    seed_job(tasks[1])  # warm numba and imports
-    shared = timed(seed_job, tasks)
+    # one numba thread, as each of the sweep's workers has with --jobs 2 on 2 cores
+    numba.set_num_threads(1)
+    fns = [seed_job] + ([unshared_job] if args.baseline else [])
+    first = [t for t in tasks if t.target == tasks[0].target]
+    timed(fns, first)  # warm: imports, numba cache loads, first compilations
+    spent = timed(fns, tasks)
+    shared = spent[0]
     print(f"shared (seed_job): one seed {shared:.1f} CPU-s")
     if args.baseline:
-        unshared_job(tasks[1])
-        base = timed(unshared_job, tasks)
-        print(f"unshared baseline: one seed {base:.1f} CPU-s; shared / unshared = {shared / base:.2f}")
+        print(f"unshared baseline: one seed {spent[1]:.1f} CPU-s; shared / unshared = {shared / spent[1]:.2f}")
     est = shared * args.seeds / args.jobs
     print(
         f"estimate of the full benchmark ({args.tests} tests, {args.seeds} seeds, {args.jobs} free cores): "
