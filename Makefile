@@ -58,8 +58,8 @@ reproduce-fair1: $(STAMP)
 	time $(BIN)/fp16emu study reproduce --measured $(MEASURED) --run-set fair_1 --jobs 2 --show mismatches --out out/reproduce-fair1
 
 # The quick validation-design sweep (docs/design.md): the 3 smallest 2022 suite tests, MI200 xdlops, every
-# validation function and bug mutant, 4 fit + 4 evaluation seeds, 2 workers (60 s of CPU; 2.6 min wall on the
-# shared, loaded 2-core machine).
+# validation function and bug mutant, 4 fit + 4 evaluation seeds, 2 workers (13 s of CPU; 19 s wall on the
+# shared 2-core machine at load average 5, BENCHMARKS.md).
 design-quick: $(STAMP)
 	$(BIN)/fp16emu design rocmlir_2022:3 --hw mi200 --kernel xdlops --seeds 4 --jobs 2 --no-progress
 

@@ -1,5 +1,7 @@
 """Arithmetic that fault-injection models need: an fp32 result scaled, split-K partial sums
-added with a partial missing, repeated, or scaled, and a GEMM whose accumulator is fp16.
+added with a partial missing, repeated, or scaled (in ascending order, :func:`add_partials`, or
+in the add order of a member of the atomic-add ensemble, :func:`member_sum`), and a GEMM whose
+accumulator is fp16.
 
 Every operation is fp32 with round-to-nearest-even, as the GPU's VALU and its fp32 atomic adds
 do (IEEE 754-2019 multiplication and addition); numpy's float32 arithmetic is exactly that.
@@ -11,11 +13,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .atomics import SplitPartials
 from .dot import decode_operands, fp16_operand, run_kernel, unit_params
 from .gemm import GemmOrder
 from .rounding import fp32_to_fp16
 
-__all__ = ["scale_fp32", "add_partials", "gemm_fp16_accumulator"]
+__all__ = ["scale_fp32", "add_partials", "member_sum", "gemm_fp16_accumulator"]
 
 
 def scale_fp32(values: np.ndarray, factor: float) -> np.ndarray:
@@ -42,6 +45,29 @@ def add_partials(parts: np.ndarray, order: Sequence[int], factors: Sequence[floa
     ws = np.zeros(parts.shape[1], np.float32)
     for j, i in enumerate(order):
         ws = ws + (parts[i] if factors is None else scale_fp32(parts[i], factors[j]))
+    return ws
+
+
+def member_sum(
+    parts: SplitPartials,
+    index: int,
+    granularity: str = "element",
+    replace: dict[int, np.ndarray] | None = None,
+    extra: Sequence[int] = (),
+) -> np.ndarray:
+    """fp32: member ``index`` of ``parts``' add-order ensemble
+    (:meth:`emu.atomics.SplitPartials.member_fp32`, the same per-element order) with partial
+    rows replaced (``replace``: row → float32 values; −0.0 removes a partial exactly, since
+    x + (−0) = x for every x under RNE, ±0 included), then the partials of ``extra`` added
+    once more each, in that order, after the last one (RNE32 each add)."""
+    changed = SplitPartials(parts.n_split, parts.size, parts.seed)
+    changed.parts[:] = parts.parts
+    changed.tiles[:] = parts.tiles
+    for row, values in (replace or {}).items():
+        changed.parts[int(row)] = np.asarray(values, np.float32)
+    ws = changed.member_fp32(index, granularity)
+    for i in extra:
+        ws = ws + parts.parts[int(i)]
     return ws
 
 

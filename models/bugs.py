@@ -15,7 +15,12 @@ partial sums); a mutant only selects and moves values.
 "padding-border(side='left', mode='duplicated')"
 
 :func:`emulate` with ``mutant=None`` is bit for bit what :func:`validation.run.run` computes for
-the kernel. Mutants that need something the problem does not have (a split-K partial on a kernel
+the kernel. Split-K atomic kernels add their partials in ascending order, or, with ``member=m``,
+in the add order of member m of the :data:`models.kernels.ATOMIC_ORDERS` ensemble; the split-K
+mutants (``split-k-count``, ``split-k-scale``, ``stale-partial-race``) then use that same order,
+so that they are compared with the correct kernel they stand next to (the design sweep uses
+member seed mod 128 for both). :func:`emulate_mutants` runs the correct kernel and many mutants
+with their GEMMs shared. Mutants that need something the problem does not have (a split-K partial on a kernel
 without split-K, a padding row on an unpadded side) raise :class:`NotApplicable`.
 """
 
@@ -30,7 +35,7 @@ import numpy as np
 
 from emu.atomics import SplitPartials
 from emu.conv import ConvGemm, ConvProblem, sub_gemms
-from emu.faults import add_partials, gemm_fp16_accumulator, scale_fp32
+from emu.faults import add_partials, gemm_fp16_accumulator, member_sum, scale_fp32
 from emu.rounding import fp32_to_fp16
 
 from . import harness
@@ -42,6 +47,7 @@ __all__ = [
     "KernelRun",
     "Emulated",
     "emulate",
+    "emulate_mutants",
     "tile_ids",
     "canonical",
     "from_canonical",
@@ -97,6 +103,10 @@ class KernelRun:
     problem_used: ConvProblem
     inputs_used: Mapping[str, np.ndarray]
     op: ConvGemm | None = None
+    #: split-K atomic kernels: the ensemble member whose add order the partials are summed in
+    #: (None: ascending order); ``granularity`` as in :class:`models.kernels.AtomicOrders`.
+    member: int | None = None
+    granularity: str = ATOMIC_ORDERS.granularity
 
     def plan(self):
         return self.model.plan(self.problem_used)
@@ -133,7 +143,7 @@ class Mutant:
     gemm = None  # or a method (run, sub, a, b) -> C float32: the kernel's GEMM replaced
 
     def combine(self, run: KernelRun, parts: SplitPartials) -> np.ndarray:
-        return parts.ascending()
+        return _sum_partials(run, parts)
 
     def output(self, run: KernelRun, out: np.ndarray) -> np.ndarray:
         return out
@@ -168,20 +178,30 @@ def emulate(
     *,
     seed: int = ATOMIC_ORDERS.seed,
     n_chunk: int | None = None,
+    member: int | None = None,
 ) -> Emulated:
     """``model`` (a GPU kernel) on ``problem`` with the harness ``inputs`` ({"input", "filter",
     "output"} → arrays in memory order), changed by ``mutant``. Unmutated, this is the kernel
     side of :func:`validation.run.run` bit for bit (split-K atomic kernels: partials kept, the
-    output in ascending add order). Raises :class:`NotApplicable` where the mutant cannot apply."""
+    output in ascending add order, or with ``member`` in the add order of that member of the
+    :data:`models.kernels.ATOMIC_ORDERS` ensemble, as are the split-K mutants' sums). Raises
+    :class:`NotApplicable` where the mutant cannot apply."""
     if mutant is not None:
         why = mutant.applies(problem, model)
         if why:
             raise NotApplicable(f"{mutant.name}: {why}")
+    ctx, out, keep, atomic = _compute(problem, model, inputs, mutant, seed, n_chunk, member)
+    return _finish(ctx, mutant, out if keep else None, out, atomic)
+
+
+def _compute(problem, model, inputs, mutant, seed, n_chunk, member):
+    """The (mutated) kernel's GEMMs: (context, result or partials, partials kept, atomic)."""
     p_used, in_used = (problem, inputs) if mutant is None else mutant.geometry(problem, inputs)
     m_used = model if mutant is None else mutant.model(model)
     ctx = KernelRun(problem, m_used, inputs, p_used, in_used)
     ctx.op = ConvGemm(p_used, **{_TENSOR_ARG[r]: in_used.get(r) for r in _TENSOR_ARG})
     atomic = m_used.atomic_split(p_used) > 0
+    ctx.member = member if atomic else None
     keep = atomic or (mutant is not None and mutant.needs_partials and _split_k(p_used, m_used) >= 2)
     arith = m_used.arithmetic(p_used, keep_partials=keep, seed=seed)
     if mutant is not None and mutant.operands is not None:
@@ -191,14 +211,74 @@ def emulate(
         keep = False
     else:
         (out,) = ctx.op.compute([arith], n_chunk=n_chunk)
-    partials = out if keep else None
-    if keep:
-        fp32 = out.ascending() if mutant is None else mutant.combine(ctx, out)
+    return ctx, out, keep, atomic
+
+
+def _finish(ctx: KernelRun, mutant: Mutant | None, partials, out, atomic: bool) -> Emulated:
+    """The combine and output steps on computed GEMMs (``partials`` None: ``out`` is the fp32
+    result)."""
+    if partials is not None:
+        fp32 = _sum_partials(ctx, partials) if mutant is None else mutant.combine(ctx, partials)
     else:
         fp32 = out
     if mutant is not None:
         fp32 = mutant.output(ctx, fp32)
     return Emulated(np.ascontiguousarray(fp32, dtype=np.float32), partials if atomic else None)
+
+
+def _sum_partials(ctx: KernelRun, parts: SplitPartials) -> np.ndarray:
+    """The correct sum of split-K partials: ascending, or in the add order of ``ctx.member``."""
+    return parts.ascending() if ctx.member is None else parts.member_fp32(ctx.member, ctx.granularity)
+
+
+def _overrides(mutant: Mutant, step: str) -> bool:
+    return getattr(type(mutant), step) is not getattr(Mutant, step)
+
+
+def emulate_mutants(
+    problem: ConvProblem,
+    model: KernelModel,
+    inputs: Mapping[str, np.ndarray],
+    mutants,
+    *,
+    seed: int = ATOMIC_ORDERS.seed,
+    n_chunk: int | None = None,
+    member: int | None = None,
+) -> tuple[Emulated, dict[str, Emulated | NotApplicable]]:
+    """The correct kernel and every mutant (by label; a :class:`NotApplicable` where it cannot
+    apply), each ``kernel_fp32`` bit for bit what :func:`emulate` gives, with the GEMMs shared: mutants that
+    change only the output (or only what the verifier sees) post-process the correct kernel's
+    result, and mutants that change only how split-K partials are added reuse one set of
+    partials; the others run their own GEMMs."""
+    ctx, out, keep, atomic = _compute(problem, model, inputs, None, seed, n_chunk, member)
+    good = _finish(ctx, None, out if keep else None, out, atomic)
+    shared_parts = out if keep else None
+    results: dict[str, Emulated | NotApplicable] = {}
+    for m in mutants:
+        why = m.applies(problem, model)
+        if why:
+            results[m.label] = NotApplicable(f"{m.name}: {why}")
+            continue
+        if any(_overrides(m, s) for s in ("geometry", "model")) or m.operands is not None or m.gemm is not None:
+            results[m.label] = emulate(problem, model, inputs, m, seed=seed, n_chunk=n_chunk, member=member)
+            continue
+        if not _overrides(m, "combine") and not m.needs_partials:
+            results[m.label] = _finish(ctx, m, None, good.kernel_fp32, atomic)
+            continue
+        if keep or not (m.needs_partials and _split_k(problem, model) >= 2):
+            results[m.label] = _finish(ctx, m, shared_parts, out, atomic)
+            continue
+        if shared_parts is None:  # a non-atomic split-K kernel: its partials, once
+            _, shared_parts, _, _ = _compute(problem, model, inputs, _PartialsOnly(), seed, n_chunk, member)
+        results[m.label] = _finish(ctx, m, shared_parts, None, atomic)
+    return good, results
+
+
+@dataclass(frozen=True)
+class _PartialsOnly(Mutant):
+    """No bug: the unmutated kernel with its split-K partials kept."""
+
+    needs_partials: ClassVar[bool] = True
 
 
 def _run_custom(ctx: KernelRun, mutant: Mutant, n_chunk: int | None) -> np.ndarray:
@@ -447,9 +527,17 @@ class Fp16Accumulator(Mutant):
 # --- split-K partials ---------------------------------------------------------------------------
 
 
+_LOST = -0.0  # a partial replaced by −0.0 is removed exactly from any add order (emu.faults.member_sum)
+
+
 @dataclass(frozen=True)
 class SplitKPartialCount(Mutant):
-    """Partial ``index`` (negative: from the end) added ``times`` times (0: lost, 2: twice)."""
+    """Partial ``index`` (negative: from the end) added ``times`` times (0: lost, 2: twice).
+
+    Add order: the correct kernel's. In ascending order the partial is skipped or repeated in
+    place; for an atomic kernel emulated as ensemble member m (``KernelRun.member``, as the design
+    sweep compares it with member seed mod 128), the other partials are added in member m's
+    order and each repeat of the partial comes after the last one (a retried launch)."""
 
     index: int = -1
     times: int = 0
@@ -465,13 +553,17 @@ class SplitKPartialCount(Mutant):
 
     def combine(self, ctx, parts):
         i = _pick(self.index, parts.n_split, "partial")
+        if ctx.member is not None:
+            lost = {i: np.full(parts.size, _LOST, np.float32)} if self.times == 0 else None
+            return member_sum(parts, ctx.member, ctx.granularity, lost, [i] * max(0, self.times - 1))
         order = [j for j in range(parts.n_split) for _ in range(self.times if j == i else 1)]
         return add_partials(parts.parts, order)
 
 
 @dataclass(frozen=True)
 class SplitKPartialScale(Mutant):
-    """Partial ``index`` multiplied by ``factor`` (−1: wrong sign) before its atomic add."""
+    """Partial ``index`` multiplied by ``factor`` (−1: wrong sign) before its atomic add, in the
+    correct kernel's add order (ascending, or ensemble member ``KernelRun.member``'s)."""
 
     index: int = -1
     factor: float = -1.0
@@ -487,6 +579,8 @@ class SplitKPartialScale(Mutant):
 
     def combine(self, ctx, parts):
         i = _pick(self.index, parts.n_split, "partial")
+        if ctx.member is not None:
+            return member_sum(parts, ctx.member, ctx.granularity, {i: scale_fp32(parts.parts[i], self.factor)})
         return add_partials(
             parts.parts, range(parts.n_split), [self.factor if j == i else 1.0 for j in range(parts.n_split)]
         )
@@ -494,7 +588,9 @@ class SplitKPartialScale(Mutant):
 
 @dataclass(frozen=True)
 class StalePartialRace(Mutant):
-    """In output tile ``tile`` (negative: from the end), partial ``index`` is lost to a race."""
+    """In output tile ``tile`` (negative: from the end), partial ``index`` is lost to a race; the
+    other partials are added in the correct kernel's order (ascending, or ensemble member
+    ``KernelRun.member``'s)."""
 
     tile: int = 0
     index: int = 0
@@ -512,8 +608,11 @@ class StalePartialRace(Mutant):
         i = _pick(self.index, parts.n_split, "partial")
         tiles = tile_ids(ctx)
         t = _pick(self.tile, int(tiles.max()) + 1, "tile")
-        full = parts.ascending()
-        lost = add_partials(parts.parts, [j for j in range(parts.n_split) if j != i])
+        full = _sum_partials(ctx, parts)
+        if ctx.member is not None:
+            lost = member_sum(parts, ctx.member, ctx.granularity, {i: np.full(parts.size, _LOST, np.float32)})
+        else:
+            lost = add_partials(parts.parts, [j for j in range(parts.n_split) if j != i])
         return np.where(tiles == t, lost, full)
 
 

@@ -6,7 +6,9 @@ import dataclasses
 import numpy as np
 import pytest
 
+from emu.atomics import add_order
 from models import bugs
+from models.kernels import ATOMIC_ORDERS
 from validation.run import plan, run
 
 NHWC = "kyxc -in_layout=nhwc -out_layout=nhwk"
@@ -164,6 +166,53 @@ def test_split_k_partial_mutants_change_the_atomic_sum(bwdw):
         for p in order_sum:  # the partials as the buggy kernel adds them, in ascending order
             ws = ws + p
         np.testing.assert_array_equal(bits(out), bits(ws))
+
+
+def _member_order_sum(parts, seed, member, order_of):
+    """Per element, the fp32 sum of the rows ``order_of(order)`` lists, where ``order`` is the
+    element's add order in ``member`` (emu.atomics.add_order, element granularity), by hand."""
+    out = np.zeros(parts.shape[1], np.float32)
+    for e in range(parts.shape[1]):
+        ws = np.float32(0.0)
+        for j, factor in order_of(list(add_order(parts.shape[0], seed, member, e))):
+            ws = np.float32(ws + np.float32(parts[j, e] * np.float32(factor)))
+        out[e] = ws
+    return out
+
+
+def test_split_k_mutants_add_in_the_order_of_the_compared_ensemble_member(bwdw):
+    problem, kmodel, r = bwdw
+    member = 5
+    parts = r.ensemble.parts
+    last = parts.shape[0] - 1
+    seed = ATOMIC_ORDERS.seed
+    good = bugs.emulate(problem, kmodel, r.inputs, member=member)
+    want = _member_order_sum(parts, seed, member, lambda o: [(j, 1) for j in o])
+    np.testing.assert_array_equal(bits(good.kernel_fp32), bits(want))
+    for m, order_of in (
+        (bugs.SplitKPartialCount(-1, 0), lambda o: [(j, 1) for j in o if j != last]),
+        (bugs.SplitKPartialCount(-1, 2), lambda o: [(j, 1) for j in o] + [(last, 1)]),  # the repeat comes last
+        (bugs.SplitKPartialScale(-1, -1.0), lambda o: [(j, -1 if j == last else 1) for j in o]),
+    ):
+        out = bugs.emulate(problem, kmodel, r.inputs, m, member=member).kernel_fp32
+        np.testing.assert_array_equal(bits(out), bits(_member_order_sum(parts, seed, member, order_of)), m.label)
+        assert (bits(out) != bits(good.kernel_fp32)).any(), m.label
+
+
+@pytest.mark.parametrize("which", ["fwd", "bwdw"])
+@pytest.mark.parametrize("member", [None, 5])
+def test_emulate_mutants_shares_gemms_and_gives_what_emulate_gives(which, member, request):
+    problem, kmodel, r = request.getfixturevalue(which)
+    good, results = bugs.emulate_mutants(problem, kmodel, r.inputs, bugs.default_mutants(), member=member)
+    alone = bugs.emulate(problem, kmodel, r.inputs, member=member)
+    np.testing.assert_array_equal(bits(good.kernel_fp32), bits(alone.kernel_fp32))
+    for m in bugs.default_mutants():
+        try:
+            want = bugs.emulate(problem, kmodel, r.inputs, m, member=member).kernel_fp32
+        except bugs.NotApplicable:
+            assert isinstance(results[m.label], bugs.NotApplicable), m.label
+            continue
+        np.testing.assert_array_equal(bits(results[m.label].kernel_fp32), bits(want), m.label)
 
 
 def test_stale_partial_race_stays_inside_its_tile(bwdw):

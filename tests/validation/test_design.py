@@ -64,6 +64,28 @@ def test_generators_draw_what_they_say(target):
         parse_generator("gauss:0:1")
 
 
+def test_sparse_generator_draws_cudnn_frontend_style_integers_and_gives_exact_outputs(target):
+    from validation.run import plan
+
+    problem = plan(SMALL)[0].problem
+    gen = parse_generator("sparse")
+    a, b, c = gen.inputs(problem, 5, 72), gen.inputs(problem, 5, 72), gen.inputs(problem, 6, 72)
+    for name, arr in a.items():
+        v = arr.astype(np.float64)
+        assert set(np.unique(v)) <= {-2.0, -1.0, 0.0, 1.0, 2.0} and (v < 0).any() and (v > 0).any()
+        # kept 1 time in 5, and 1 in 5 of the kept values is 0 itself: 84 % zeros expected
+        assert 0.78 < (v == 0).mean() < 0.90, (name, (v == 0).mean())
+        assert np.array_equal(arr.view(np.uint16), b[name].view(np.uint16))
+        assert not np.array_equal(arr.view(np.uint16), c[name].view(np.uint16))
+    with pytest.raises(ValueError, match="2\\^22"):
+        gen.inputs(problem, 5, (1 << 22) + 1)
+    with pytest.raises(ValueError, match="no bounds"):
+        parse_generator("sparse:0:1")
+    assert function("cudnn-sparse").label == "cudnn-sparse@sparse"
+    for r in run_jobs([SeedTask(target, gen, 1 + i) for i in range(2)]):
+        assert r["metrics"]["max_abs_diff"] == 0  # exact fp32 sums: kernel and validation agree
+
+
 def test_recommended_threshold_is_calibrated_on_fresh_seeds(target):
     """Fit at a 1 % false-alarm target on 30 seeds; on 30 fresh seeds the threshold fails at a
     rate between 0 and the fit's Clopper-Pearson upper bound."""

@@ -43,7 +43,7 @@ def register_cli(subparsers):
         default=None,
         metavar="RANGE",
         help="run each preset on these input generators instead of its own: float:LO:HI, int:LO:HI, away:LO:HI "
-        "(±[LO, HI]), exact",
+        "(±[LO, HI]), exact, sparse",
     )
     p.add_argument(
         "--bugs",

@@ -7,8 +7,9 @@ inputs their users ran (``rocmlir-2022``: the old rocMLIR verifier, relDiff_old 
 maxEpsilonDiff ≤ 2 of the 2022 study's instrumented line; ``mlu-ops``: the convolution class
 diff1, diff2 ≤ 3e-3; ``torch``: rtol 1e-3, atol 1e-5; ``miopen``: RMS ≤ 8.2e-3), plus
 ``study-proposal`` (the 2022 study's proposal as rocMLIR adopted it: RMS ≤ 3e-5 and
-maxRelDiff ≤ 1e-3, inputs ±[1, 3]) and ``exact`` (benchdnn: exact equality with integer-exact
-inputs), and two functions no verifier preset has: ``predicted-bound`` (a per-element bound
+maxRelDiff ≤ 1e-3, inputs ±[1, 3]), ``exact`` (benchdnn: exact equality with integer-exact
+inputs) and ``cudnn-sparse`` (exact equality with cuDNN-frontend-style sparse integers,
+:mod:`validation.design.generators`), and two functions no verifier preset has: ``predicted-bound`` (a per-element bound
 from the emulated unit's accumulation chain, :mod:`validation.design.bounds`) and ``emulated``
 (the output against the bit-exact emulated kernel). ``PRESET@RANGE`` uses another input
 generator (``torch@away:1:3``).
@@ -47,6 +48,7 @@ _DEFAULT_INPUTS = {
     "miopen": "float:-1:1",
     "study-proposal": "away:1:3",
     "exact": "exact",
+    "cudnn-sparse": "sparse",
     "predicted-bound": "float:-1:1",
     "emulated": "float:-1:1",
 }
@@ -95,7 +97,7 @@ def function(text: str) -> ValidationFunction:
         th = Thresholds.from_mapping(
             {"rms": 3e-5, "max_rel_diff": 1e-3}, name=name, round_validation="fp16", dtype="fp16"
         )
-    else:
+    else:  # exact, cudnn-sparse: exact equality
         th = Thresholds.from_mapping({"max_abs_diff": 0.0}, name=name, round_validation="fp16", dtype="fp16")
     return ValidationFunction(name, th, gen)
 

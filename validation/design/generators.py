@@ -1,5 +1,5 @@
 """Input generators of a validation function: the harness's float and integer modes, ranges away
-from zero, and benchdnn-style integer-exact inputs.
+from zero, benchdnn-style integer-exact inputs and cuDNN-frontend-style sparse integers.
 
 A generator is named by text: ``float:-1:1`` (the harness's float mode in [-1, 1], the 2022
 study's r0), ``int:-5:5`` (its integer mode), ``away:1:3`` (the float mode in [1, 3], each
@@ -7,7 +7,13 @@ value's sign drawn apart: ±[1, 3], the 2022 study's proposal), ``float:1:5`` (t
 and ``exact`` (benchdnn-style: integers in [-2, 2] with a nonzero fraction chosen from the
 reduction length K so that every fp32 partial sum is an exact integer and the result needs only
 its final rounding; oneDNN ``tests/benchdnn`` fills conv data this way and then asks for exact
-equality).
+equality), and ``sparse`` (cuDNN-frontend-style sparse integers: each value drawn uniformly
+from {−2, …, 2}, as the int8 ``initImage`` of NVIDIA/cudnn-frontend's samples fills
+(``2 − (int8_t)(5·u)``, ``samples/legacy_samples/helpers.cpp``), and kept one time in five, as its
+int32 ``initImage`` draws a 1 (``(int)(5·u) / 4``), else 0: about 84 % zeros whatever K is.
+Every product is an integer of magnitude ≤ 4, so every fp32 partial sum of K ≤ 2^22 products
+(|sum| ≤ 4K ≤ 2^24) is an exact integer in any order: the kernel and the validation round the
+same exact value and an exact comparison is right. Larger K is refused).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from models import harness
 
 __all__ = ["InputGenerator", "parse_generator", "DEFAULT_GENERATORS", "GENERATOR_KINDS"]
 
-GENERATOR_KINDS = ("float", "int", "away", "exact")
+GENERATOR_KINDS = ("float", "int", "away", "exact", "sparse")
 #: The ranges a design sweep uses when none are given.
 DEFAULT_GENERATORS = ("float:-1:1", "away:1:3", "float:1:5", "exact")
 #: exact: at most this many nonzero products of magnitude ≤ 4 per output on average (2^11 · 4
@@ -28,6 +34,10 @@ DEFAULT_GENERATORS = ("float:-1:1", "away:1:3", "float:1:5", "exact")
 EXACT_SAFE_TERMS = 512
 _SIGN_SEED_OFFSET = 7919
 _MASK_SEED_OFFSET = 104729
+#: sparse: a value is kept one time in five (cuDNN frontend's int32 fill, ``(int)(5·u) / 4``).
+SPARSE_KEEP = 5
+#: sparse: the longest reduction whose fp32 sums stay exact in the worst case (4·K ≤ 2^24).
+SPARSE_MAX_K = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -41,14 +51,14 @@ class InputGenerator:
     def __post_init__(self):
         if self.kind not in GENERATOR_KINDS:
             raise ValueError(f"generator: {self.kind!r} is not one of {', '.join(GENERATOR_KINDS)}")
-        if self.kind != "exact" and not self.lo < self.hi:
+        if self.kind not in ("exact", "sparse") and not self.lo < self.hi:
             raise ValueError(f"generator {self.kind}: range [{self.lo}, {self.hi}] needs lo < hi")
         if self.kind == "away" and self.lo <= 0:
             raise ValueError(f"generator away: lo must be > 0 (values ±[lo, hi]), got {self.lo}")
 
     @property
     def name(self) -> str:
-        return "exact" if self.kind == "exact" else f"{self.kind}:{self.lo}:{self.hi}"
+        return self.kind if self.kind in ("exact", "sparse") else f"{self.kind}:{self.lo}:{self.hi}"
 
     def describe(self) -> str:
         if self.kind == "float":
@@ -57,6 +67,11 @@ class InputGenerator:
             return f"harness integer mode in [{self.lo}, {self.hi})"
         if self.kind == "away":
             return f"harness float mode in ±[{self.lo}, {self.hi}] (sign drawn apart), fp16 by truncation"
+        if self.kind == "sparse":
+            return (
+                f"integers in [-2, 2], each kept 1 time in {SPARSE_KEEP} (cuDNN-frontend-style sparse; "
+                f"exact fp32 sums for K ≤ 2^22)"
+            )
         return f"integers in [-2, 2], nonzero fraction min(1, {EXACT_SAFE_TERMS}/K) (benchdnn-style, exact sums)"
 
     def inputs(self, problem, seed: int, k: int) -> dict[str, np.ndarray]:
@@ -71,6 +86,17 @@ class InputGenerator:
                 sign = harness.harness_int_values(arr.size, seed + _SIGN_SEED_OFFSET + i, 0, 2)
                 bits = arr.view(np.uint16).reshape(-1).copy()
                 bits[sign.astype(np.int64) == 1] ^= np.uint16(0x8000)  # the sign bit: ±[lo, hi]
+                out[name] = bits.view(np.float16).reshape(arr.shape)
+            return out
+        if self.kind == "sparse":
+            if k > SPARSE_MAX_K:
+                raise ValueError(f"generator sparse: K = {k} > 2^22, fp32 sums of products ≤ 4 may round")
+            base = harness.harness_inputs(problem, seed, -2, 3, "int")
+            out = {}
+            for i, (name, arr) in enumerate(base.items()):
+                draw = harness.harness_int_values(arr.size, seed + _MASK_SEED_OFFSET + i, 0, SPARSE_KEEP)
+                bits = arr.view(np.uint16).reshape(-1).copy()
+                bits[draw != SPARSE_KEEP - 1] = 0
                 out[name] = bits.view(np.float16).reshape(arr.shape)
             return out
         base = harness.harness_inputs(problem, seed, -2, 3, "int")
@@ -92,12 +118,12 @@ def parse_generator(text) -> InputGenerator:
     kind = parts[0]
     if kind not in GENERATOR_KINDS:
         raise ValueError(
-            f"range: {text!r} is not KIND:LO:HI with KIND one of {', '.join(GENERATOR_KINDS)} (or 'exact')"
+            f"range: {text!r} is not KIND:LO:HI with KIND one of {', '.join(GENERATOR_KINDS)} ('exact' and 'sparse' alone)"
         )
-    if kind == "exact":
+    if kind in ("exact", "sparse"):
         if len(parts) != 1:
-            raise ValueError(f"range: 'exact' takes no bounds, got {text!r}")
-        return InputGenerator("exact", -2, 2)
+            raise ValueError(f"range: {kind!r} takes no bounds, got {text!r}")
+        return InputGenerator(kind, -2, 2)
     if len(parts) != 3:
         raise ValueError(f"range: {text!r} needs KIND:LO:HI, e.g. float:-1:1 or away:1:3")
     try:

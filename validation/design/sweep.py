@@ -9,13 +9,17 @@ the number of workers.
 
 Seeds: the noise model (and the fitted ``recommended`` function) uses seeds ``FIT_SEED0 + i``;
 the evaluation uses seeds 1 … n, never used to fit. A split-K atomic kernel's correct output on
-seed s is member s mod 128 of its add-order ensemble; mutants add partials in ascending order.
+seed s is member s mod 128 of its add-order ensemble, and the mutants on seed s add their partials
+in that member's order too (:func:`models.bugs.emulate_mutants` with ``member``), so a mutant's
+difference from the correct kernel is the bug's alone, never a different add order.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import multiprocessing
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -27,7 +31,7 @@ from emu.rounding import fp32_to_fp16
 from models import bugs
 from models.kernels import ATOMIC_ORDERS
 
-from ..metrics import compare
+from ..metrics import TORCH_TOLERANCES, compare
 from ..run import plan
 from ..suites import suite_config, suite_entries
 from ..verifier import Thresholds, evaluate
@@ -137,21 +141,47 @@ def _gemm_k(problem) -> int:
     return max(s.k for s in sub_gemms(problem))
 
 
-def _verdict_failed(thresholds: Thresholds, validation32, seen16, cache: dict) -> bool:
-    """Whether ``thresholds`` fails ``seen16``; comparisons are shared (``cache``) between
-    verifiers that measure the same way."""
-    opts = thresholds.compare_options()
-    key = (id(seen16), repr(sorted(opts.items())))
-    if key not in cache:
-        cache[key] = compare(validation32, seen16, **opts)
-    return not evaluate(cache[key], thresholds).passed
+class CompareCache:
+    """:func:`validation.metrics.compare` of one validation against kernel outputs, each
+    (output contents, measuring options) measured once: options are normalised (``allclose``
+    None is the data type's torch defaults, which :func:`compare` uses then), and outputs are
+    keyed by their bytes, so verifiers that measure alike, and mutants that leave the output
+    as it was, share one comparison."""
+
+    def __init__(self, validation32: np.ndarray):
+        self.validation32 = validation32
+        self._results: dict = {}
+        self.computed = 0
+
+    def result(self, seen16: np.ndarray, **opts):
+        opts = dict(DEFAULT_COMPARE, **opts)
+        if opts["allclose"] is None:
+            opts["allclose"] = TORCH_TOLERANCES[str(opts["dtype_hint"])]
+        opts["allclose"] = tuple(float(x) for x in opts["allclose"])
+        seen16 = np.ascontiguousarray(seen16)
+        digest = hashlib.blake2b(seen16.view(np.uint8).reshape(-1), digest_size=16).digest()
+        key = (digest, str(seen16.dtype), seen16.shape, repr(sorted(opts.items())))
+        if key not in self._results:
+            self._results[key] = compare(self.validation32, seen16, **opts)
+            self.computed += 1
+        return self._results[key]
+
+
+#: The options :class:`CompareCache` fills in (those of :func:`compare` that verifiers set).
+DEFAULT_COMPARE = {"dtype_hint": "fp16", "study_quirks": None, "round_validation": None, "allclose": None,
+                   "equal_nan": False}  # fmt: skip
+
+
+def _verdict_failed(thresholds: Thresholds, seen16, cache: CompareCache) -> bool:
+    """Whether ``thresholds`` fails ``seen16``."""
+    return not evaluate(cache.result(seen16, **thresholds.compare_options()), thresholds).passed
 
 
 def seed_job(task: SeedTask) -> dict:
     """One (test, generator, seed): the correct kernel's metrics (and bounds), each validation
     function's verdict on it and on every mutant, and each mutant's size (fraction of changed
-    fp16 outputs, largest relative change, against the correct kernel with the same ascending
-    split-K add order as the mutants). Pure: plain values back, nothing written."""
+    fp16 outputs, largest relative change, against the correct kernel in the same split-K add
+    order as the mutants). Pure: plain values back, nothing written."""
     t = task.target
     config, kmodel, vmodel = plan(_config(t), hw=t.hw, kernel=t.kernel, validator=t.validator)
     problem = config.problem
@@ -159,12 +189,13 @@ def seed_job(task: SeedTask) -> dict:
     inputs = task.generator.inputs(problem, task.seed, k)
     op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
     (validation,) = op.compute([vmodel.arithmetic(problem)])
-    good = bugs.emulate(problem, kmodel, inputs)
-    if good.partials is not None:
-        k16 = good.partials.member(task.seed % ATOMIC_ORDERS.members, ATOMIC_ORDERS.granularity)
-    else:
-        k16 = fp32_to_fp16(good.kernel_fp32)
-    res = compare(validation, k16, dtype_hint="fp16", round_validation="fp16")
+    # the correct kernel and every mutant, GEMMs shared; split-K atomics: all in the add order of
+    # ensemble member seed mod 128 (models.bugs.emulate_mutants)
+    member = task.seed % ATOMIC_ORDERS.members
+    good, emulated = bugs.emulate_mutants(problem, kmodel, inputs, task.mutants, member=member)
+    k16 = fp32_to_fp16(good.kernel_fp32)  # split-K atomics: good.partials.member(member), bit for bit
+    cache = CompareCache(validation)
+    res = cache.result(k16, round_validation="fp16")
     out: dict = {
         "target": t.label,
         "generator": task.generator.name,
@@ -183,12 +214,11 @@ def seed_job(task: SeedTask) -> dict:
         out["bounds"] = {kind: metric_bounds(eb[kind], validation) for kind in BOUND_KINDS}
         out["chains"] = {"kernel": list(eb["chains"]["kernel"]), "validator": list(eb["chains"]["validator"])}
     seen_by_bug: dict[str, np.ndarray | None] = {"none": k16}
-    ref16 = fp32_to_fp16(good.kernel_fp32)  # mutants add split-K partials in ascending order: their reference
+    ref16 = k16  # the mutants' reference: the same add order
     v16 = fp32_to_fp16(np.asarray(validation, np.float32)).astype(np.float64)
     for m in task.mutants:
-        try:
-            em = bugs.emulate(problem, kmodel, inputs, m)
-        except bugs.NotApplicable:
+        em = emulated[m.label]
+        if isinstance(em, bugs.NotApplicable):
             seen_by_bug[m.label] = None
             out["exact"][m.label] = None
             continue
@@ -204,7 +234,6 @@ def seed_job(task: SeedTask) -> dict:
             float(np.nanmax(rel)) if rel.size and np.isfinite(rel).any() else math.inf,
         ]
     out["trust"] = _trust(validation, inputs)
-    cache: dict = {}
     lo_hi = None
     if "emulated" in kinds and good.partials is not None:
         members = np.stack([good.partials.member(i) for i in range(EMULATED_MEMBERS)]).astype(np.float32)
@@ -215,21 +244,21 @@ def seed_job(task: SeedTask) -> dict:
             if seen is None:
                 verdicts[bug] = None
             elif f.kind == "emulated":
-                verdicts[bug] = _outside_emulated(seen, good, lo_hi)
+                verdicts[bug] = _outside_emulated(seen, ref16, lo_hi)
             elif f.kind == "predicted-bound":
                 d = np.abs(seen.astype(np.float64) - v16)
                 verdicts[bug] = bool(~(d <= eb["unit"]).all())  # NaN fails
             else:
-                verdicts[bug] = _verdict_failed(f.thresholds, validation, seen, cache)
+                verdicts[bug] = _verdict_failed(f.thresholds, seen, cache)
         out["verdicts"][f.label] = verdicts
     return out
 
 
-def _outside_emulated(seen: np.ndarray, good, lo_hi) -> bool:
+def _outside_emulated(seen: np.ndarray, kernel16: np.ndarray, lo_hi) -> bool:
     """The ``emulated`` function: fails unless ``seen`` is the emulated kernel bit for bit (split-K
     atomics: every element inside the range of :data:`EMULATED_MEMBERS` add orders)."""
     if lo_hi is None:
-        return bool((seen.view(np.uint16) != fp32_to_fp16(good.kernel_fp32).view(np.uint16)).any())
+        return bool((seen.view(np.uint16) != kernel16.view(np.uint16)).any())
     s = seen.astype(np.float32)
     return bool(~((s >= lo_hi[0]) & (s <= lo_hi[1])).all())
 
@@ -242,12 +271,33 @@ def _trust(validation: np.ndarray, inputs) -> dict:
     return {"zero_fraction": zero, "constant_input": bool(constant), "trustworthy": zero <= 0.5 and not constant}
 
 
+def _worker_init(threads: int) -> None:
+    """Each worker's numba threads: the cores shared out between the workers, so that ``jobs``
+    workers do not oversubscribe the machine (numba's parallel loops run over outputs only, so
+    the thread count never changes a result)."""
+    import numba
+
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def local_pool(jobs: int) -> ProcessPoolExecutor:
     """``jobs`` local worker processes, started with "spawn" (numba's threading layer does not
-    survive a fork)."""
+    survive a fork), each with numba threads for its share of the cores."""
     if jobs < 1:
         raise ValueError(f"jobs: must be ≥ 1, got {jobs}")
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_worker_init,
+        initargs=(max(1, _cores() // jobs),),
+    )
 
 
 def run_jobs(
