@@ -200,3 +200,22 @@ def test_element_bounds_cover_two_subnormal_fp16_roundings():
     zeros = np.zeros(problem.tensor_size("output"), np.float32)
     for kind in ("worst", "probabilistic", "unit"):
         assert element_bounds(problem, kmodel, vmodel, inputs, zeros)[kind].min() >= 2.0**-24
+
+
+def test_the_2022_verifier_needed_loosening_and_then_missed_bugs(capsys):
+    # rocMLIR PR #694 (relDiff_old <= 1e-6) fails a correct kernel on rounding alone; PR #696's
+    # 0.25 (rocmlir-2022) passes it, and with it a NaN tile and a 12.5 % error on one element
+    from pathlib import Path
+
+    pr694 = Path(__file__).resolve().parents[2] / "docs" / "validators" / "rocmlir-pr694.toml"
+    argv = ["design", "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16", "--hw", "mi200",
+            "--kernel", "xdlops", "--seeds", "2", "--validators", "rocmlir-2022", str(pr694),
+            "--bugs", "scaled-element", "uninitialised-tile", "--format", "json", "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    recs = json.loads(capsys.readouterr().out)["records"]
+    rate = {(r["validator"].split("@")[0], r["bug"]): r["failed"] / r["runs"] for r in recs}
+    assert rate[("rocmlir-pr694", "none")] > 0.5 and rate[("rocmlir-2022", "none")] == 0
+    assert rate[("rocmlir-2022", bugs.ScaledElement(factor=1.125).label)] == 0
+    nan_tile = [b for (v, b) in rate if v == "rocmlir-2022" and "fill=nan" in b]
+    assert nan_tile and all(rate[("rocmlir-2022", b)] == 0 for b in nan_tile)
+    assert rate[("rocmlir-2022", bugs.ScaledElement().label)] == 1  # x2 on one element is seen
