@@ -117,6 +117,9 @@ def test_obvious_bugs_are_detected_and_results_do_not_depend_on_the_worker_count
     one = design([target], fs, seeds=2, mutants=muts, jobs=1)
     two = design([target], fs, seeds=2, mutants=muts, jobs=2)
     assert json.dumps(one.to_dict(), default=str) == json.dumps(two.to_dict(), default=str)
+    # the same sweep on the job engine's Dask LocalCluster (2 workers)
+    dask = design([target], fs, seeds=2, mutants=muts, jobs=2, scheduler="local")
+    assert json.dumps(one.to_dict(), default=str) == json.dumps(dask.to_dict(), default=str)
     rec = {(r["validator"], r["bug"]): r for r in one.records}
     for vf in ("rocmlir@float:-1:1", "exact@exact", "predicted-bound@float:-1:1", "emulated@float:-1:1"):
         assert rec[(vf, "none")]["failed"] == 0 and rec[(vf, "none")]["runs"] == 2
@@ -167,6 +170,7 @@ def test_cli_json_records_and_usage_errors(capsys, tmp_path):
         (["design", "k-sweep:0"], "count"),
         (["design", SMALL, "--plot", "x.txt"], "--plot"),
         (["design", SMALL, "--bugs", "gremlin"], "--bugs"),
+        (["design", SMALL, "--scheduler", "cluster"], "--scheduler"),
     ):
         assert main(argv) == 2
         assert field in capsys.readouterr().err
@@ -216,6 +220,6 @@ def test_the_2022_verifier_needed_loosening_and_then_missed_bugs(capsys):
     rate = {(r["validator"].split("@")[0], r["bug"]): r["failed"] / r["runs"] for r in recs}
     assert rate[("rocmlir-pr694", "none")] > 0.5 and rate[("rocmlir-2022", "none")] == 0
     assert rate[("rocmlir-2022", bugs.ScaledElement(factor=1.125).label)] == 0
-    nan_tile = [b for (v, b) in rate if v == "rocmlir-2022" and "fill=nan" in b]
+    nan_tile = [b for (v, b) in rate if v == "rocmlir-2022" and "fill='nan'" in b]
     assert nan_tile and all(rate[("rocmlir-2022", b)] == 0 for b in nan_tile)
     assert rate[("rocmlir-2022", bugs.ScaledElement().label)] == 1  # x2 on one element is seen

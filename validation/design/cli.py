@@ -59,7 +59,14 @@ def register_cli(subparsers):
     p.add_argument(
         "--rate", default="0.01", help="target false-alarm rate of the recommended thresholds (default 0.01)"
     )
-    p.add_argument("--jobs", default="1", help="local worker processes (default 1)")
+    p.add_argument("--jobs", default="1", help="worker processes (default 1)")
+    p.add_argument(
+        "--scheduler",
+        default="processes",
+        help="where the --jobs workers run: processes (a local process pool, the default), local (a Dask "
+        "LocalCluster), tcp://HOST:PORT (an existing Dask cluster), auto (as study reproduce); "
+        "results do not depend on it",
+    )
     p.add_argument("--format", default="text", help="text or json")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="false alarms vs detection, and the noise")
     p.add_argument("--progress", action="store_true", help="show a progress bar even when not on a terminal")
@@ -86,6 +93,9 @@ def _cmd_design(args) -> int:
         raise ValueError(f"--format: {args.format!r} is not one of text, json")
     seeds = _number(args.seeds, "seeds", int, 1, 100_000)
     jobs = _number(args.jobs, "jobs", int, 1, 256)
+    from ..engine import check_scheduler
+
+    scheduler = check_scheduler(args.scheduler)
     rate = _number(args.rate, "rate", float, 1e-9, 0.5)
     hw = choice(args.hw, HW_CHOICES, "hw")
     kernel = None if args.kernel is None else choice(args.kernel, KERNEL_CHOICES, "kernel")
@@ -127,6 +137,7 @@ def _cmd_design(args) -> int:
             jobs=jobs,
             progress=None if bar is None else bar.update,
             total=total,
+            scheduler=scheduler,
         )
     finally:
         if bar is not None:

@@ -45,6 +45,8 @@ __all__ = [
     "SeedTask",
     "seed_job",
     "run_jobs",
+    "make_pool",
+    "EnginePool",
     "design",
     "DesignResult",
     "resolve_targets",
@@ -300,6 +302,45 @@ def local_pool(jobs: int) -> ProcessPoolExecutor:
     )
 
 
+class EnginePool:
+    """A :class:`validation.engine.Engine` (Dask LocalCluster, an existing Dask cluster, …) with
+    the ``map``/``shutdown`` of an executor: results in task order, whatever order the workers
+    finish in, so a sweep's answer does not depend on where it ran."""
+
+    def __init__(self, engine):
+        self.engine = engine.__enter__()
+
+    def map(self, fn, tasks, chunksize: int = 1):
+        items = [(i, fn, t) for i, t in enumerate(tasks)]
+        done: dict[int, object] = {}
+        following = 0
+        for i, result in self.engine.map_unordered(_indexed_call, items):
+            done[i] = result
+            while following in done:
+                yield done.pop(following)
+                following += 1
+
+    def shutdown(self) -> None:
+        self.engine.__exit__(None, None, None)
+
+
+def _indexed_call(item):
+    i, fn, task = item
+    return i, fn(task)
+
+
+def make_pool(jobs: int, scheduler: str | None, n_tasks: int):
+    """The workers of a sweep: None (one process: ``jobs`` 1), :func:`local_pool` for
+    ``scheduler`` None or ``"processes"``, else an :class:`EnginePool` on
+    :class:`validation.engine.Engine` (``"auto"``, ``"local"``, ``"tcp://HOST:PORT"``)."""
+    if scheduler in (None, "processes"):
+        return local_pool(jobs) if jobs > 1 else None
+    from ..engine import Engine
+
+    engine = Engine(scheduler, jobs, n_tasks=n_tasks)
+    return None if engine.kind == "serial" else EnginePool(engine)
+
+
 def run_jobs(
     tasks: Sequence[SeedTask],
     jobs: int = 1,
@@ -389,12 +430,14 @@ def design(
     jobs: int = 1,
     progress: Callable[[int], None] | None = None,
     total: Callable[[int], None] | None = None,
+    scheduler: str | None = None,
 ) -> DesignResult:
     """The noise model on ``seeds`` fit seeds and the evaluation on ``seeds`` fresh ones, for
     every target, generator (those of ``functions``) and mutant (default
     :func:`models.bugs.default_mutants`). ``rate``: target false-alarm rate of the recommended
     thresholds (split evenly over :data:`RECOMMENDED_METRICS`). ``total`` is told the number of
-    jobs before they run (for a progress bar)."""
+    jobs before they run (for a progress bar). ``scheduler``: where the ``jobs`` workers run
+    (:func:`make_pool`; the results are the same anywhere)."""
     if seeds < 1:
         raise ValueError(f"seeds: must be ≥ 1, got {seeds}")
     if not 0 < rate < 1:
@@ -408,7 +451,7 @@ def design(
     n_eval = len(targets) * len(gens) * seeds
     if total:
         total(len(fit_tasks) + n_eval)
-    pool = local_pool(jobs) if jobs > 1 else None
+    pool = make_pool(jobs, scheduler, len(fit_tasks))
     try:
         return _design(targets, functions, gens, fit_tasks, seeds, mutants, rate, recommend, jobs, progress, pool)
     finally:
