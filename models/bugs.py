@@ -281,6 +281,17 @@ class _PartialsOnly(Mutant):
     needs_partials: ClassVar[bool] = True
 
 
+@dataclass(frozen=True)
+class _SplitKMutant(Mutant):
+    """A bug of the split-K path: it needs the kernel's partials and applies only where there are
+    at least two."""
+
+    needs_partials: ClassVar[bool] = True
+
+    def applies(self, problem, model):
+        return None if _split_k(problem, model) >= 2 else "the kernel has no split-K partials"
+
+
 def _run_custom(ctx: KernelRun, mutant: Mutant, n_chunk: int | None) -> np.ndarray:
     op = ctx.op
     chunk = op.default_n_chunk() if n_chunk is None else int(n_chunk)
@@ -531,7 +542,7 @@ _LOST = -0.0  # a partial replaced by −0.0 is removed exactly from any add ord
 
 
 @dataclass(frozen=True)
-class SplitKPartialCount(Mutant):
+class SplitKPartialCount(_SplitKMutant):
     """Partial ``index`` (negative: from the end) added ``times`` times (0: lost, 2: twice).
 
     Add order: the correct kernel's. In ascending order the partial is skipped or repeated in
@@ -546,10 +557,6 @@ class SplitKPartialCount(Mutant):
         "One split-K workgroup's atomic add is lost (its block never launched, or the workspace was "
         "zeroed after it) or done twice (a retried or duplicated launch)."
     )
-    needs_partials: ClassVar[bool] = True
-
-    def applies(self, problem, model):
-        return None if _split_k(problem, model) >= 2 else "the kernel has no split-K partials"
 
     def combine(self, ctx, parts):
         i = _pick(self.index, parts.n_split, "partial")
@@ -561,7 +568,7 @@ class SplitKPartialCount(Mutant):
 
 
 @dataclass(frozen=True)
-class SplitKPartialScale(Mutant):
+class SplitKPartialScale(_SplitKMutant):
     """Partial ``index`` multiplied by ``factor`` (−1: wrong sign) before its atomic add, in the
     correct kernel's add order (ascending, or ensemble member ``KernelRun.member``'s)."""
 
@@ -572,10 +579,6 @@ class SplitKPartialScale(Mutant):
         "One split-K partial gets the wrong epilogue scale or sign (alpha applied per partial, or "
         "a subtract where an add belongs) before it is added to the workspace."
     )
-    needs_partials: ClassVar[bool] = True
-
-    def applies(self, problem, model):
-        return None if _split_k(problem, model) >= 2 else "the kernel has no split-K partials"
 
     def combine(self, ctx, parts):
         i = _pick(self.index, parts.n_split, "partial")
@@ -587,7 +590,7 @@ class SplitKPartialScale(Mutant):
 
 
 @dataclass(frozen=True)
-class StalePartialRace(Mutant):
+class StalePartialRace(_SplitKMutant):
     """In output tile ``tile`` (negative: from the end), partial ``index`` is lost to a race; the
     other partials are added in the correct kernel's order (ascending, or ensemble member
     ``KernelRun.member``'s)."""
@@ -599,10 +602,6 @@ class StalePartialRace(Mutant):
         "A non-atomic read-modify-write of the split-K workspace races: one workgroup reads a stale "
         "value and overwrites another's contribution in one output tile."
     )
-    needs_partials: ClassVar[bool] = True
-
-    def applies(self, problem, model):
-        return None if _split_k(problem, model) >= 2 else "the kernel has no split-K partials"
 
     def combine(self, ctx, parts):
         i = _pick(self.index, parts.n_split, "partial")
