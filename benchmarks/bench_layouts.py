@@ -31,15 +31,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numba  # noqa: E402
+from bench_units import cpu_model, time_rounds  # noqa: E402
 
 import emu  # noqa: E402
 import models  # noqa: E402
@@ -147,28 +147,6 @@ def layouts(P: int, K: int, rng):
     return out
 
 
-def time_rounds(jobs: dict, repeat: int) -> dict:
-    for fn in jobs.values():
-        fn()
-    times = {key: [] for key in jobs}
-    for _ in range(repeat):
-        for key, fn in jobs.items():
-            t0 = time.perf_counter()
-            fn()
-            times[key].append(time.perf_counter() - t0)
-    return {key: min(v) for key, v in times.items()}
-
-
-def cpu_model():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--outputs", type=int, default=1 << 18, help="outputs per layout (multiple of 2048)")
@@ -190,7 +168,7 @@ def main():
         jobs[("loop", name)] = base_call
         for un, u in units.items():
             jobs[(un, name)] = lambda emu_call=emu_call, u=u: emu_call(u)
-    med = time_rounds(jobs, args.repeat)
+    med = {key: min(v) for key, v in time_rounds(jobs, args.repeat).items()}  # best round each
     load_after = os.getloadavg()
     macs = args.outputs * args.k
 
