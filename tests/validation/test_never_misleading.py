@@ -322,10 +322,9 @@ def test_explain_runs_an_miopen_driver_command_on_the_users_inputs(capsys, tmp_p
     assert code == 0 and "inputs: the user's tensors: x " in out
 
 
-def test_explain_progress_bars_complete_and_close(monkeypatch):
-    from validation.explain import design, explain, variants
-
-    bars = []
+def _recording_bars(bars: list):
+    """A stand-in for ``progress_bar`` (same arguments) whose bars record their total, progress
+    and closing in ``bars``."""
 
     class Bar:
         def __init__(self, total):
@@ -338,7 +337,14 @@ def test_explain_progress_bars_complete_and_close(monkeypatch):
         def close(self):
             self.closed = True
 
-    make = lambda total, enabled, desc, unit="col": Bar(total) if enabled else None
+    return lambda total, enabled, desc, unit="col": Bar(total) if enabled else None
+
+
+def test_explain_progress_bars_complete_and_close(monkeypatch):
+    from validation.explain import design, explain, variants
+
+    bars = []
+    make = _recording_bars(bars)
     monkeypatch.setattr(design, "progress_bar", make)
     monkeypatch.setattr(variants, "progress_bar", make)
     explain(SMALL, seed=1, progress=True, top=0, metrics="rms")
@@ -349,21 +355,8 @@ def test_run_progress_bar_completes_and_closes(monkeypatch):
     import validation.run as run_mod
 
     bars = []
-
-    class Bar:
-        def __init__(self, total):
-            self.total, self.n, self.closed = total, 0, False
-            bars.append(self)
-
-        def update(self, n):
-            self.n += n
-
-        def close(self):
-            self.closed = True
-
-    monkeypatch.setattr(
-        run_mod, "progress_bar", lambda total, enabled, desc, unit="col": Bar(total) if enabled else None
-    )
+    make = _recording_bars(bars)
+    monkeypatch.setattr(run_mod, "progress_bar", make)
     run(SMALL, seed=1, progress=True)
     assert len(bars) == 1 and bars[0].closed and bars[0].n == bars[0].total > 0
     monkeypatch.setattr(sys, "stderr", type("NoTty", (), {"isatty": lambda self: False, "write": print})())
