@@ -281,6 +281,12 @@ class _PartialsOnly(Mutant):
     needs_partials: ClassVar[bool] = True
 
 
+def _check_choice(field_name: str, value, choices: tuple) -> None:
+    """ValueError naming the field and its accepted values unless ``value`` is one of them."""
+    if value not in choices:
+        raise ValueError(f"{field_name}: {value!r} is not one of {', '.join(choices)}")
+
+
 @dataclass(frozen=True)
 class _SplitKMutant(Mutant):
     """A bug of the split-K path: it needs the kernel's partials and applies only where there are
@@ -370,10 +376,8 @@ class PaddingBorder(Mutant):
     )
 
     def __post_init__(self):
-        if self.side not in ("top", "bottom", "left", "right"):
-            raise ValueError(f"side: {self.side!r} is not one of top, bottom, left, right")
-        if self.mode not in ("lost", "duplicated"):
-            raise ValueError(f"mode: {self.mode!r} is not one of lost, duplicated")
+        _check_choice("side", self.side, ("top", "bottom", "left", "right"))
+        _check_choice("mode", self.mode, ("lost", "duplicated"))
 
     def applies(self, problem, model):
         if problem.direction == "bwd_data":
@@ -478,8 +482,7 @@ class EdgeTileWrap(Mutant):
     )
 
     def __post_init__(self):
-        if self.axis not in ("n", "k"):
-            raise ValueError(f"axis: {self.axis!r} is not one of n, k")
+        _check_choice("axis", self.axis, ("n", "k"))
 
     def _first(self, ctx, sub, length):
         t = _tuning(ctx.model, ctx.problem_used, sub)
@@ -660,8 +663,7 @@ class UninitialisedTile(Mutant):
     )
 
     def __post_init__(self):
-        if self.fill not in ("zeros", "nan", "stale"):
-            raise ValueError(f"fill: {self.fill!r} is not one of zeros, nan, stale")
+        _check_choice("fill", self.fill, ("zeros", "nan", "stale"))
 
     def output(self, ctx, out):
         tiles = tile_ids(ctx)
@@ -714,8 +716,7 @@ class WrongTensorsCompared(Mutant):
     )
 
     def __post_init__(self):
-        if self.which not in ("reference", "input"):
-            raise ValueError(f"which: {self.which!r} is not one of reference, input")
+        _check_choice("which", self.which, ("reference", "input"))
 
     def seen(self, kernel16, validation32, inputs):
         if self.which == "reference":
