@@ -60,6 +60,15 @@ def require(*parts: str) -> Path:
     return path
 
 
+def require_study_raw_results() -> Path:
+    """The 2022 study's raw results folder (``verify_results_*`` inside); skips the calling test
+    where it is absent or empty."""
+    root = require("fp16_study_raw_results")
+    if not any(root.glob("verify_results_*")):
+        pytest.skip(f"no verify_results_* folders under {root}")
+    return root
+
+
 # ---------------------------------------------------------------------------------------------
 # Bit-pattern helpers
 

@@ -29,10 +29,7 @@ QUICK_RANGES = "r0,r1,r4,r5"
 
 @pytest.fixture(scope="module")
 def raw_dir():
-    root = ref.require("fp16_study_raw_results")
-    if not any(root.glob("verify_results_*")):
-        pytest.skip(f"no verify_results_* folders under {root}")
-    return root
+    return ref.require_study_raw_results()
 
 
 @pytest.fixture(scope="module")
