@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ArrayFileError", "LoadedArray", "load_array", "RAW_FORMATS", "ACCEPTED", "parse_shape"]
+__all__ = ["ArrayFileError", "LoadedArray", "load_array", "RAW_FORMATS", "ACCEPTED", "parse_shape", "convert_exactly"]
 
 #: Element formats of a raw dump, and their numpy types.
 RAW_FORMATS = {"fp16": np.dtype("<f2"), "fp32": np.dtype("<f4"), "bf16": None}  # bf16: ml_dtypes
@@ -260,3 +260,13 @@ def load_array(
         + (f", e.g. {raw_hint}" if raw_hint else ", e.g. --gpu-output-format fp16" if what == "--gpu-output" else "")
         + ")",
     )
+
+
+def convert_exactly(a: np.ndarray, target) -> tuple[np.ndarray, int | None]:
+    """``a`` converted to the dtype ``target``, and the flat index of the first element that is
+    not a ``target`` value (the conversion changed it; NaN stays NaN), or None where none is."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = a.astype(target)
+    back = t.astype(a.dtype)
+    same = (back == a) | (np.isnan(back) & np.isnan(a))
+    return t, (None if np.all(same) else int(np.flatnonzero(~same.reshape(-1))[0]))

@@ -450,27 +450,24 @@ def _cmd_compare(args) -> int:
 
 
 def _holds_fp16(a) -> bool:
-    with np.errstate(over="ignore", invalid="ignore"):
-        h = a.astype(np.float16)
-    return bool(np.all((h.astype(a.dtype) == a) | np.isnan(a)))
+    from .arrays import convert_exactly
+
+    return convert_exactly(a, np.float16)[1] is None
 
 
 def _as_format(a, dtype: str, what: str):
     """``a`` as the kernel's format ``dtype`` when every value is one of that format's values."""
     import ml_dtypes
 
+    from .arrays import convert_exactly
+
     target = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}[dtype]
     if a.dtype == np.dtype(target):
         return a
-    with np.errstate(over="ignore", invalid="ignore"):
-        t = a.astype(target)
-    back = t.astype(np.float64)
-    orig = a.astype(np.float64)
-    bad = ~((back == orig) | (np.isnan(back) & np.isnan(orig)))
-    if bad.any():
-        i = int(np.flatnonzero(bad.reshape(-1))[0])
+    t, i = convert_exactly(a, target)
+    if i is not None:
         raise UsageError(
-            f"--dtype {dtype}: {what} element {i} = {orig.reshape(-1)[i]!r} is not a {dtype} value; give the "
+            f"--dtype {dtype}: {what} element {i} = {np.float64(a.reshape(-1)[i])!r} is not a {dtype} value; give the "
             f"kernel's own output format (fp16, bf16 or fp32)"
         )
     return t

@@ -124,11 +124,10 @@ def gpu_values(gpu, size: int, shape: tuple[int, ...]) -> np.ndarray:
     if a.dtype == np.float16:
         return a
     if a.dtype in (np.float32, np.float64):
-        with np.errstate(over="ignore", invalid="ignore"):
-            h = a.astype(np.float16)
-        same = (h.astype(a.dtype) == a) | (np.isnan(a) & np.isnan(h))
-        if not np.all(same):
-            i = int(np.flatnonzero(~same)[0])
+        from .arrays import convert_exactly
+
+        h, i = convert_exactly(a, np.float16)
+        if i is not None:
             raise ValueError(
                 f"gpu output: element {i} = {a[i]!r} is not an fp16 value; the kernel writes fp16 "
                 f"(save its output as float16, or the fp32 copy of it)"

@@ -227,11 +227,10 @@ def _fp16(name: str, source: str, a: np.ndarray) -> np.ndarray:
         return a
     if a.dtype == np.uint16:
         return a.view(np.float16)
-    with np.errstate(over="ignore", invalid="ignore"):
-        h = a.astype(np.float16)
-    same = (h.astype(a.dtype) == a) | (np.isnan(a) & np.isnan(h))
-    if not np.all(same):
-        i = int(np.flatnonzero(~same.reshape(-1))[0])
+    from .arrays import convert_exactly
+
+    h, i = convert_exactly(a, np.float16)
+    if i is not None:
         raise ValueError(
             f"--inputs {name}: {source} element {i} = {a.reshape(-1)[i]!r} is not an fp16 value; the kernel reads "
             f"fp16 (save the fp16 tensor your harness gave the kernel, or its exact fp32 copy)"
