@@ -213,7 +213,7 @@ def _cmd_check(args) -> int:
     )
     p = config.problem
     doc = {
-        "config": config.name or " ".join(config.source.split()),
+        "config": config.label,
         "direction": p.direction,
         "result_shape": list(p.tensor_shape(p.result_role)),
         "models": [],
@@ -322,7 +322,7 @@ def _cmd_run(args) -> int:
     comparison, verdict = _measure(result.validation_array, result.kernel_array, args, verifier, "fp16")
     p = result.problem
     header = {
-        "config": result.config.name or " ".join(result.config.source.split()),
+        "config": result.config.label,
         "direction": p.direction,
         "kernel": result.kernel.key,
         "validator": result.validator.key,

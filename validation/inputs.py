@@ -337,7 +337,7 @@ def save_run(result, directory, *, command: str | None = None) -> dict[str, str]
         np.save(d / f"{name}.npy", np.asarray(arr).reshape(p.tensor_shape(role)))
         written[f"{name}.npy"] = f"{role} tensor {p.layout(role)}, {np.asarray(arr).dtype}"
     doc = {
-        "config": result.config.name or " ".join(result.config.source.split()),
+        "config": result.config.label,
         "config_source": result.config.source,
         "direction": p.direction,
         "kernel": result.kernel.key,

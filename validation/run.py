@@ -110,7 +110,7 @@ class RunResult:
         return save_run(self, directory, command=command)
 
     def __repr__(self) -> str:
-        name = self.config.name or " ".join(self.config.source.split())
+        name = self.config.label
         ens = f", split-K atomics ({self.ensemble.n_split} partials: order-dependent)" if self.ensemble else ""
         return (
             f"<RunResult {name}: {self.problem.direction} {self.kernel.key} vs {self.validator.key}, "
@@ -121,7 +121,7 @@ class RunResult:
         import html
 
         rows = [
-            ("config", self.config.name or " ".join(self.config.source.split())),
+            ("config", self.config.label),
             ("direction", self.problem.direction),
             ("kernel", self.kernel.key),
             ("validator", self.validator.key),

@@ -94,6 +94,11 @@ class Config:
         return self.problem.direction
 
     @property
+    def label(self) -> str:
+        """How outputs name the config: its suite test name, else its text on one line, whole."""
+        return self.name or " ".join(self.source.split())
+
+    @property
     def pv_cpu(self) -> bool:
         """CPU validation (``-pv``, ``-pv_with_cpp``, ``-pv_with_mlir``)."""
         return self.validation in ("cpu", "cpp", "mlir")

@@ -348,7 +348,7 @@ def explain(
         top=top,
         progress=progress if progress is not None else auto_progress(),
         n_chunk=n_chunk,
-        name=config.name or " ".join(config.source.split()),
+        name=config.label,
         keep_arrays=keep_arrays,
     )
     out.hw = hw
