@@ -63,6 +63,7 @@ def _compare_each(self, seen16, **opts):
     """:meth:`CompareCache.result` as the sweep compared before: keyed by the array object and
     the options as written (so torch's explicit (1e-3, 1e-5) and the default are two comparisons,
     and an unchanged output is compared again)."""
+    opts = dict(opts, distinct_pairs=True)  # the sweep before computed diff4's pairs every time
     key = (id(seen16), repr(sorted(opts.items())))
     store = self.__dict__.setdefault("_each", {})
     if key not in store:

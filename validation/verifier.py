@@ -236,6 +236,11 @@ class Thresholds:
         """Checks from ``{metric: limit}`` in the mapping's order; ``options`` as the fields."""
         return cls(checks=tuple(Check(m, float(x)) for m, x in limits.items()), **options)
 
+    @property
+    def reads_diff4(self) -> bool:
+        """Whether a check reads MLU-OPS diff4 (which needs ``compare(distinct_pairs=True)``)."""
+        return any(c.metric == "diff4" for c in self.checks)
+
     def compare_options(self) -> dict[str, Any]:
         """The keyword arguments of :func:`~validation.metrics.compare` this verifier needs."""
         return {"dtype_hint": self.dtype, "study_quirks": self.study_quirks,
@@ -261,6 +266,8 @@ class Thresholds:
             )
         if result.allclose.equal_nan != self.equal_nan:
             problems.append(f"equal_nan {result.allclose.equal_nan} (needs {self.equal_nan})")
+        if not result.diff4_measured and self.reads_diff4:
+            problems.append("no distinct mismatch pairs (needs them for diff4: distinct_pairs=True)")
         if problems:
             raise ValueError(
                 f"the comparison does not fit verifier {self.name!r}: "

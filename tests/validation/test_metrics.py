@@ -612,3 +612,28 @@ def test_streaming_keeps_memory_flat():
     assert r.n == n and r.n_exact + r.n_eps1 + r.n_eps_ge2 + r.n_eps_other == n
     assert r.n - r.n_exact == n // 1000
     assert peak < 160 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+
+
+def test_compare_without_distinct_pairs_changes_only_diff4():
+    """distinct_pairs=False (the design sweep's comparisons) skips diff4's pair sort: every other
+    field is the same, diff4 says it was not measured, and reading it raises."""
+    rng = np.random.default_rng(11)
+    v = rng.uniform(-4, 4, 6000).astype(F16)
+    k = (v.astype(np.float32) * (1 + rng.standard_normal(6000).astype(np.float32) * 2e-3)).astype(F16)
+    k[::7] = v[::7]  # equal elements
+    v[5], k[6], v[8], k[8] = np.nan, np.inf, -0.0, 0.0  # non-finite and signed zeros
+    k[9:400] = (v[9:400].astype(np.float32) + 0.25).astype(F16)  # > 100 distinct one-sided pairs
+    for quirks in (None, "fair_1"):
+        full = compare(v, k, study_quirks=quirks, chunk=1000)
+        fast = compare(v, k, study_quirks=quirks, chunk=1000, distinct_pairs=False)
+        assert full.diff4_measured and not fast.diff4_measured
+        assert full.diff4_distinct and full.diff4 != full.diff4_all  # the pairs did matter here
+        assert fast.diff4 == fast.diff4_all == full.diff4_all and not fast.diff4_distinct
+        a, b = full.to_dict(), fast.to_dict()
+        assert b.pop("diff4_measured") is False and "diff4_measured" not in a
+        for key in ("diff4", "diff4_distinct"):
+            a.pop(key), b.pop(key)
+        assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+        with pytest.raises(ValueError, match="diff4 was not measured"):
+            fast.metric("diff4")
+        assert full.metric("diff4") == full.diff4_value  # measured: readable

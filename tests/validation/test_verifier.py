@@ -426,3 +426,14 @@ def test_study_line_of_equals_the_full_comparison(run_set, k_dtype, seed):
         )
     )
     assert got_small.fields() == want.fields()
+
+
+def test_a_diff4_verifier_refuses_a_comparison_without_distinct_pairs():
+    base = np.arange(1, 151, dtype=np.float32).astype(F16)
+    up = (base.astype(np.float32) + 0.5).astype(F16)
+    with_diff4 = preset("mlu-ops", diff4=True)
+    assert with_diff4.reads_diff4 and not preset("mlu-ops").reads_diff4
+    fast = compare(base, up, **with_diff4.compare_options(), distinct_pairs=False)
+    with pytest.raises(ValueError, match="distinct mismatch pairs"):
+        with_diff4.check_result(fast)
+    preset("mlu-ops").check_result(fast)  # diff1/diff2 only: the pairs are not needed

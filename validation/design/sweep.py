@@ -162,21 +162,26 @@ class CompareCache:
         opts["allclose"] = tuple(float(x) for x in opts["allclose"])
         seen16 = np.ascontiguousarray(seen16)
         digest = hashlib.blake2b(seen16.view(np.uint8).reshape(-1), digest_size=16).digest()
+        pairs = opts.pop("distinct_pairs")
         key = (digest, str(seen16.dtype), seen16.shape, repr(sorted(opts.items())))
-        if key not in self._results:
-            self._results[key] = compare(self.validation32, seen16, **opts)
+        # a result with diff4's distinct pairs serves a request without them, not the reverse
+        found = self._results.get((key, True)) or (None if pairs else self._results.get((key, False)))
+        if found is None:
+            found = self._results[key, pairs] = compare(self.validation32, seen16, distinct_pairs=pairs, **opts)
             self.computed += 1
-        return self._results[key]
+        return found
 
 
-#: The options :class:`CompareCache` fills in (those of :func:`compare` that verifiers set).
+#: The options :class:`CompareCache` fills in (those of :func:`compare` that verifiers set;
+#: MLU-OPS diff4's distinct pairs only for the verifiers that check diff4).
 DEFAULT_COMPARE = {"dtype_hint": "fp16", "study_quirks": None, "round_validation": None, "allclose": None,
-                   "equal_nan": False}  # fmt: skip
+                   "equal_nan": False, "distinct_pairs": False}  # fmt: skip
 
 
 def _verdict_failed(thresholds: Thresholds, seen16, cache: CompareCache) -> bool:
     """Whether ``thresholds`` fails ``seen16``."""
-    return not evaluate(cache.result(seen16, **thresholds.compare_options()), thresholds).passed
+    opts = thresholds.compare_options() | {"distinct_pairs": thresholds.reads_diff4}
+    return not evaluate(cache.result(seen16, **opts), thresholds).passed
 
 
 def seed_job(task: SeedTask) -> dict:

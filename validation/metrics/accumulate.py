@@ -58,7 +58,7 @@ class Accumulator:
 
     def __init__(self, *, fmt: FloatFormat, quirks: StudyQuirks | None, top: int,
                  allclose: tuple[float, float], equal_nan: bool, pack32: bool,
-                 on_grid: tuple[bool, bool]) -> None:  # fmt: skip
+                 on_grid: tuple[bool, bool], distinct_pairs: bool = True) -> None:  # fmt: skip
         self.fmt = fmt
         # whether v / k already hold values of fmt (so rounding them to it can be skipped)
         self.v_on_grid, self.k_on_grid = on_grid
@@ -86,7 +86,8 @@ class Accumulator:
         self.d3_rel, self.d3_abs = FirstMax(), FirstMax()
         self.d3_1, self.d3_2 = FirstMax(), FirstMax()
         self.d3_th = MLU_DIFF3_THRESHOLDS[fmt.short_name]
-        self.pairs = DistinctPairs(pack32)
+        # MLU-OPS diff4's distinct pairs (a sort of every mismatch), unless the caller needs no diff4
+        self.pairs = DistinctPairs(pack32) if distinct_pairs else None
         self.all_gt = 0
         self.all_lt = 0
         self.close_fail = 0
@@ -215,7 +216,8 @@ class Accumulator:
         nz = ab != 0
         self.d3_1.add(df[nz] / ab[nz], gidx[nz])
         self.d3_2.add(df, gidx)
-        self.pairs.add(vf, kf)
+        if self.pairs is not None:
+            self.pairs.add(vf, kf)
         n_gt = int(np.count_nonzero(kf > vf))
         self.all_gt += n_gt
         self.all_lt += kf.size - n_gt
@@ -366,7 +368,7 @@ class Accumulator:
         miopen_rms = 0.0 if n == 0 else math.sqrt(s2) / (math.sqrt(n) * mag)
         diff1 = self.f_sum_d.value / (self.f_sum_b.value + MLU_EPSILON)
         diff2 = math.sqrt(s2 / (self.f_sum_b2.value + MLU_EPSILON))
-        distinct = self.pairs.counts()
+        distinct = None if self.pairs is None else self.pairs.counts()
 
         trackers = {"epsilon_diff": self.max_eps, "abs_diff": self.max_abs,
                     "rel_diff": self.max_rel, "rel_diff_old": self.max_rel_old}  # fmt: skip
@@ -401,6 +403,7 @@ class Accumulator:
             diff4=_shares(*distinct) if distinct else _shares(self.all_gt, self.all_lt),
             diff4_distinct=distinct is not None,
             diff4_all=_shares(self.all_gt, self.all_lt),
+            diff4_measured=self.pairs is not None,
             allclose=AllClose(self.rtol, self.atol, self.equal_nan, self.close_fail, self.close_first),
             max_rel_diff_old_native=self.native.value,
             nonfinite=nonfinite,

@@ -148,6 +148,7 @@ class Comparison:
         round_validation: Any = None,
         allclose: tuple[float, float] | None = None,
         equal_nan: bool = False,
+        distinct_pairs: bool = True,
     ) -> None:
         va = np.asarray(validation)
         ka = np.asarray(kernel)
@@ -179,7 +180,7 @@ class Comparison:
         self._prepare = _preparer(quirks, rv)
         on_grid = (v_cmp.short_name == fmt.short_name, k_cmp.short_name == fmt.short_name)
         self._acc = Accumulator(fmt=fmt, quirks=quirks, top=top, allclose=tol, equal_nan=equal_nan,
-                                pack32=pack32, on_grid=on_grid)  # fmt: skip
+                                pack32=pack32, on_grid=on_grid, distinct_pairs=distinct_pairs)  # fmt: skip
         self._element = _element_reader(va, ka, fmt, quirks, rv, self._prepare, v_name, k_name,
                                         v_cmp.short_name, k_cmp.short_name)  # fmt: skip
 
@@ -221,6 +222,7 @@ def compare(
     round_validation: Any = None,
     allclose: tuple[float, float] | None = None,
     equal_nan: bool = False,
+    distinct_pairs: bool = True,
 ) -> ComparisonResult:
     """Measure how far ``kernel`` is from ``validation``, element by element.
 
@@ -250,6 +252,12 @@ def compare(
         (rtol, atol) of the allclose metric; default the torch.testing defaults of the data type.
     equal_nan
         Whether NaN against NaN passes allclose.
+    distinct_pairs
+        Collect the distinct (validation, kernel) mismatch pairs of MLU-OPS diff4 (a sort of
+        every mismatch: most of the cost of a comparison with many). False skips them for
+        callers whose checks do not read diff4: the result's ``diff4`` is then the shares over
+        all mismatches (``diff4_distinct`` False, ``diff4_measured`` False) and
+        ``metric("diff4")`` raises.
 
     Returns
     -------
@@ -263,7 +271,7 @@ def compare(
         raise ValueError(f"chunk must be positive, got {chunk}")
     comparison = Comparison(va, ka, dtype_hint=dtype_hint, top=top, study_quirks=study_quirks,
                             round_validation=round_validation, allclose=allclose,
-                            equal_nan=equal_nan)  # fmt: skip
+                            equal_nan=equal_nan, distinct_pairs=distinct_pairs)  # fmt: skip
     for (start, vc), (_, kc) in zip(_chunks(va, chunk), _chunks(ka, chunk)):
         comparison.add(start, vc, kc)
     return comparison.result()

@@ -186,6 +186,9 @@ class ComparisonResult:
     at_max: Mapping[str, Element | None]
     worst: tuple[Element, ...]
     nonfinite_elements: tuple[Element, ...]
+    #: False when :func:`compare` ran with ``distinct_pairs=False``: diff4 is then not MLU-OPS's
+    #: (``diff4`` holds the shares over all mismatches) and ``metric("diff4")`` raises
+    diff4_measured: bool = True
 
     # -- what the verifier reads -----------------------------------------------------------------
 
@@ -206,6 +209,9 @@ class ComparisonResult:
         if name == "diff3":
             return float(max(self.diff3))
         if name == "diff4":
+            if not self.diff4_measured:
+                raise ValueError("diff4 was not measured: compare(..., distinct_pairs=False) skips MLU-OPS's "
+                                 "distinct mismatch pairs; compare again with distinct_pairs=True")  # fmt: skip
             return self.diff4_value
         if name == "allclose":
             return float(self.allclose.n_fail)
@@ -255,6 +261,7 @@ class ComparisonResult:
             "diff3_2": json_float(self.diff3_2),
             "diff4_distinct": self.diff4_distinct,
             "diff4_all": [json_float(a1), json_float(a2), an],
+            **({} if self.diff4_measured else {"diff4_measured": False}),
             "miopen_rms": json_float(self.miopen_rms),
             "allclose": self.allclose.to_dict(),
             "max_rel_diff_old_native": json_float(self.max_rel_diff_old_native),
