@@ -105,7 +105,7 @@ _LANES = 4
 
 @jit(inline="always")
 def _order_sums4(col, key, seed, index, perm, w):
-    """w[t] = :func:`_order_sum` of member ``index + t`` for t < 4 over one element's partials
+    """w[t] = :func:`_col_sum` of member ``index + t`` for t < 4 over one element's partials
     ``col`` (contiguous: a column of ``parts`` is strided, and where its stride is a multiple of
     4 KiB every partial falls in the same cache set): the same shuffles and the same sums, interleaved so that four independent fp32 add chains and four generators overlap
     in the CPU's pipeline (each sum still adds its partials one by one in its own order).
@@ -149,20 +149,9 @@ def _order_sums4(col, key, seed, index, perm, w):
 
 
 @jit(inline="always")
-def _order_sum(parts, i, key, seed, index, perm):
-    """The fp32 sum of parts[:, i] added one by one onto +0 in the order of member ``index``;
-    ``perm`` is scratch."""
-    s = parts.shape[0]
-    _draw_order(s, key, seed, index, perm)
-    ws = np.float32(0.0)
-    for j in range(s):
-        ws = ws + parts[perm[j], i]
-    return ws
-
-
-@jit(inline="always")
 def _col_sum(col, key, seed, index, perm):
-    """:func:`_order_sum` over one element's partials ``col`` (contiguous)."""
+    """The fp32 sum of one element's partials ``col`` (contiguous) added one by one onto +0 in
+    the order of member ``index`` for ``key``; ``perm`` is scratch."""
     _draw_order(col.shape[0], key, seed, index, perm)
     ws = np.float32(0.0)
     for j in range(col.shape[0]):
@@ -195,14 +184,21 @@ def _distance_to(x, v):
 @jit(parallel=True)
 def _member_sums(parts, keys, seed, index, out):
     """out[i] = the fp32 sum of parts[:, i] added one by one onto +0 in the order of member
-    ``index`` for key keys[i]. Parallel over elements only."""
+    ``index`` for key keys[i]. Each block of elements is first copied element by element into
+    contiguous scratch (the columns of ``parts`` are strided; the sums are the same). Parallel
+    over elements only."""
     s, size = parts.shape
-    block = 4096
+    block = 1024
     for b in prange((size + block - 1) // block):
         perm = np.empty(s, np.int64)
-        for i in range(b * block, min(size, (b + 1) * block)):
-            ws = _order_sum(parts, i, keys[i], seed, index, perm)
-            out[i] = ws
+        lo = b * block
+        hi = min(size, lo + block)
+        cols = np.empty((hi - lo, s), np.float32)
+        for k in range(s):
+            for i in range(lo, hi):
+                cols[i - lo, k] = parts[k, i]
+        for i in range(lo, hi):
+            out[i] = _col_sum(cols[i - lo], keys[i], seed, index, perm)
 
 
 @jit(inline="always")
@@ -304,13 +300,14 @@ def _envelope_at(parts, keys, at, seed, first, stop, v16, searched, near, far):
 
 
 @jit(parallel=True)
-def _sum_in_order(parts, order, out):
-    """out[i] = the fp32 sum of parts[:, i] added one by one onto +0 in the order order[i, :]."""
-    s, size = parts.shape
+def _sum_in_order(by_element, order, out):
+    """out[i] = the fp32 sum of by_element[i, :] (element i's partials, contiguous) added one by
+    one onto +0 in the order order[i, :]."""
+    size, s = by_element.shape
     for i in prange(size):
         ws = np.float32(0.0)
         for j in range(s):
-            ws = ws + parts[order[i, j], i]
+            ws = ws + by_element[i, order[i, j]]
         out[i] = ws
 
 
@@ -468,7 +465,7 @@ class SplitPartials:
             for key in (by_element, -by_element, np.abs(by_element), -np.abs(by_element)):
                 order = np.argsort(key, axis=1, kind="stable")
                 ws = np.empty(self.size, np.float32)
-                _sum_in_order(self.parts, order, ws)
+                _sum_in_order(by_element, order, ws)
                 out.append(_to_fp16(ws))
             self._sorted = out
         return self._sorted
