@@ -75,28 +75,87 @@ def _splitmix(x):
 
 
 @jit(inline="always")
+def _order_state(key, seed, index):
+    """The generator state member ``index`` starts from for ``key``."""
+    return _splitmix(seed * _GOLDEN + _splitmix(np.uint64(index) * _GOLDEN + _splitmix(np.uint64(key))))
+
+
+@jit(inline="always")
+def _pick(state, j):
+    """The Fisher–Yates pick in 0 … j from a state: Lemire's multiply-shift of 53 random bits."""
+    return np.int64(((_splitmix(state) >> np.uint64(11)) * np.uint64(j + 1)) >> np.uint64(53))
+
+
+@jit(inline="always")
 def _draw_order(s, key, seed, index, perm):
     """perm[0:s] = the add order of member ``index`` for ``key`` (Fisher–Yates over the stream
     keyed by (seed, index, key))."""
-    state = _splitmix(seed * _GOLDEN + _splitmix(np.uint64(index) * _GOLDEN + _splitmix(np.uint64(key))))
+    state = _order_state(key, seed, index)
     for j in range(s):
         perm[j] = j
     for j in range(s - 1, 0, -1):
         state = state + _GOLDEN
-        r = _splitmix(state)
-        pick = np.int64(((r >> np.uint64(11)) * np.uint64(j + 1)) >> np.uint64(53))  # < j + 1
+        pick = _pick(state, j)  # < j + 1
         perm[j], perm[pick] = perm[pick], perm[j]
 
 
+#: Orders drawn side by side by :func:`_order_sums4`.
+_LANES = 4
+
+
 @jit(inline="always")
-def _order_sum(parts, i, key, seed, index, perm):
-    """The fp32 sum of parts[:, i] added one by one onto +0 in the order of member ``index``;
-    ``perm`` is scratch."""
-    s = parts.shape[0]
-    _draw_order(s, key, seed, index, perm)
-    ws = np.float32(0.0)
+def _order_sums4(col, key, seed, index, perm, w):
+    """w[t] = :func:`_col_sum` of member ``index + t`` for t < 4 over one element's partials
+    ``col`` (contiguous: a column of ``parts`` is strided, and where its stride is a multiple of
+    4 KiB every partial falls in the same cache set): the same shuffles and the same sums, interleaved so that four independent fp32 add chains and four generators overlap
+    in the CPU's pipeline (each sum still adds its partials one by one in its own order).
+    ``perm`` (4, s) is scratch."""
+    s = col.shape[0]
+    s0 = _order_state(key, seed, index)
+    s1 = _order_state(key, seed, index + 1)
+    s2 = _order_state(key, seed, index + 2)
+    s3 = _order_state(key, seed, index + 3)
     for j in range(s):
-        ws = ws + parts[perm[j], i]
+        perm[0, j] = j
+        perm[1, j] = j
+        perm[2, j] = j
+        perm[3, j] = j
+    for j in range(s - 1, 0, -1):
+        s0 = s0 + _GOLDEN
+        s1 = s1 + _GOLDEN
+        s2 = s2 + _GOLDEN
+        s3 = s3 + _GOLDEN
+        p0 = _pick(s0, j)
+        p1 = _pick(s1, j)
+        p2 = _pick(s2, j)
+        p3 = _pick(s3, j)
+        perm[0, j], perm[0, p0] = perm[0, p0], perm[0, j]
+        perm[1, j], perm[1, p1] = perm[1, p1], perm[1, j]
+        perm[2, j], perm[2, p2] = perm[2, p2], perm[2, j]
+        perm[3, j], perm[3, p3] = perm[3, p3], perm[3, j]
+    w0 = np.float32(0.0)
+    w1 = np.float32(0.0)
+    w2 = np.float32(0.0)
+    w3 = np.float32(0.0)
+    for j in range(s):
+        w0 = w0 + col[perm[0, j]]
+        w1 = w1 + col[perm[1, j]]
+        w2 = w2 + col[perm[2, j]]
+        w3 = w3 + col[perm[3, j]]
+    w[0] = w0
+    w[1] = w1
+    w[2] = w2
+    w[3] = w3
+
+
+@jit(inline="always")
+def _col_sum(col, key, seed, index, perm):
+    """The fp32 sum of one element's partials ``col`` (contiguous) added one by one onto +0 in
+    the order of member ``index`` for ``key``; ``perm`` is scratch."""
+    _draw_order(col.shape[0], key, seed, index, perm)
+    ws = np.float32(0.0)
+    for j in range(col.shape[0]):
+        ws = ws + col[perm[j]]
     return ws
 
 
@@ -125,14 +184,36 @@ def _distance_to(x, v):
 @jit(parallel=True)
 def _member_sums(parts, keys, seed, index, out):
     """out[i] = the fp32 sum of parts[:, i] added one by one onto +0 in the order of member
-    ``index`` for key keys[i]. Parallel over elements only."""
+    ``index`` for key keys[i]. Each block of elements is first copied element by element into
+    contiguous scratch (the columns of ``parts`` are strided; the sums are the same). Parallel
+    over elements only."""
     s, size = parts.shape
-    block = 4096
+    block = 1024
     for b in prange((size + block - 1) // block):
         perm = np.empty(s, np.int64)
-        for i in range(b * block, min(size, (b + 1) * block)):
-            ws = _order_sum(parts, i, keys[i], seed, index, perm)
-            out[i] = ws
+        lo = b * block
+        hi = min(size, lo + block)
+        cols = np.empty((hi - lo, s), np.float32)
+        for k in range(s):
+            for i in range(lo, hi):
+                cols[i - lo, k] = parts[k, i]
+        for i in range(lo, hi):
+            out[i] = _col_sum(cols[i - lo], keys[i], seed, index, perm)
+
+
+@jit(inline="always")
+def _keep_extremes(x, index, i, v16, near, far, dn, df):
+    """Order ``index``'s fp16 outcome ``x`` of element i, against every reference row v: it
+    replaces near[v, i] / far[v, i] where strictly closer to / farther from v16[v, i] (or where it
+    is the first, ``index`` 0); dn, df hold their distances."""
+    for v in range(v16.shape[0]):
+        d = _distance_to(x, v16[v, i])
+        if index == 0 or d < dn[v]:
+            near[v, i] = x
+            dn[v] = d
+        if index == 0 or d > df[v]:
+            far[v, i] = x
+            df[v] = d
 
 
 @jit(parallel=True)
@@ -140,29 +221,52 @@ def _envelope(parts, keys, seed, count, v16, near, far, kept):
     """Per element i and reference row v, over the orders of members 0 … count−1: near[v, i] the
     fp16 outcome closest to ``v16[v, i]`` (a reference in fp16, as float64), far[v, i] the
     farthest (NaN distances count as infinite; ties keep the first). kept[j, i] = the fp32 sum
-    of order j for j < kept.shape[0]. Parallel over elements only."""
+    of order j for j < kept.shape[0]. Orders are summed four at a time (:func:`_order_sums4`)
+    and then looked at one by one in order, so the result is that of one order at a time.
+    Parallel over elements only."""
     s, size = parts.shape
     nv = v16.shape[0]
     n_keep = kept.shape[0]
+    lanes = count - count % _LANES
     block = 1024
     for b in prange((size + block - 1) // block):
         perm = np.empty(s, np.int64)
+        perm4 = np.empty((_LANES, s), np.int32)
+        w = np.empty(_LANES, np.float32)
         dn = np.empty(nv, np.float64)
         df = np.empty(nv, np.float64)
+        col = np.empty(s, np.float32)
         for i in range(b * block, min(size, (b + 1) * block)):
-            for index in range(count):
-                ws = _order_sum(parts, i, keys[i], seed, index, perm)
+            key = keys[i]
+            for k in range(s):
+                col[k] = parts[k, i]
+            for first in range(0, lanes, _LANES):
+                _order_sums4(col, key, seed, first, perm4, w)
+                for t in range(_LANES):
+                    index = first + t
+                    if index < n_keep:
+                        kept[index, i] = w[t]
+                    _keep_extremes(round_to_fp16_rne(np.float64(w[t])), index, i, v16, near, far, dn, df)
+            for index in range(lanes, count):
+                ws = _col_sum(col, key, seed, index, perm)
                 if index < n_keep:
                     kept[index, i] = ws
-                x = round_to_fp16_rne(np.float64(ws))
-                for v in range(nv):
-                    d = _distance_to(x, v16[v, i])
-                    if index == 0 or d < dn[v]:
-                        near[v, i] = x
-                        dn[v] = d
-                    if index == 0 or d > df[v]:
-                        far[v, i] = x
-                        df[v] = d
+                _keep_extremes(round_to_fp16_rne(np.float64(ws)), index, i, v16, near, far, dn, df)
+
+
+@jit(inline="always")
+def _widen(x, j, v16, searched, near, far, dn, df):
+    """:func:`_keep_extremes` for the deep search: x replaces near[v, j] / far[v, j] only where
+    strictly closer / farther, and only for the rows v where searched[v, j]."""
+    for v in range(v16.shape[0]):
+        if searched[v, j]:
+            d = _distance_to(x, v16[v, j])
+            if d < dn[v]:
+                near[v, j] = x
+                dn[v] = d
+            if d > df[v]:
+                far[v, j] = x
+                df[v] = d
 
 
 @jit(parallel=True)
@@ -170,39 +274,40 @@ def _envelope_at(parts, keys, at, seed, first, stop, v16, searched, near, far):
     """:func:`_envelope` continued on the elements ``at`` (keys[j] is element at[j]'s key) over
     orders ``first`` … ``stop − 1``, each order's sum computed once for every reference row v
     where searched[v, j]: near[v, j] and far[v, j] (the outcomes found so far) are replaced by
-    any outcome strictly closer to / farther from v16[v, j]. Parallel over elements only."""
+    any outcome strictly closer to / farther from v16[v, j]. Orders are summed four at a time
+    and looked at in order. Parallel over elements only."""
     s = parts.shape[0]
     nv = v16.shape[0]
+    lanes = first + (stop - first) - (stop - first) % _LANES
     for j in prange(at.size):
         perm = np.empty(s, np.int64)
+        perm4 = np.empty((_LANES, s), np.int32)
+        w = np.empty(_LANES, np.float32)
         dn = np.empty(nv, np.float64)
         df = np.empty(nv, np.float64)
         for v in range(nv):
             dn[v] = _distance_to(near[v, j], v16[v, j])
             df[v] = _distance_to(far[v, j], v16[v, j])
-        i = at[j]
-        for index in range(first, stop):
-            ws = _order_sum(parts, i, keys[j], seed, index, perm)
-            x = round_to_fp16_rne(np.float64(ws))
-            for v in range(nv):
-                if searched[v, j]:
-                    d = _distance_to(x, v16[v, j])
-                    if d < dn[v]:
-                        near[v, j] = x
-                        dn[v] = d
-                    if d > df[v]:
-                        far[v, j] = x
-                        df[v] = d
+        col = parts[:, at[j]].copy()
+        key = keys[j]
+        for index in range(first, lanes, _LANES):
+            _order_sums4(col, key, seed, index, perm4, w)
+            for t in range(_LANES):
+                _widen(round_to_fp16_rne(np.float64(w[t])), j, v16, searched, near, far, dn, df)
+        for index in range(lanes, stop):
+            ws = _col_sum(col, key, seed, index, perm)
+            _widen(round_to_fp16_rne(np.float64(ws)), j, v16, searched, near, far, dn, df)
 
 
 @jit(parallel=True)
-def _sum_in_order(parts, order, out):
-    """out[i] = the fp32 sum of parts[:, i] added one by one onto +0 in the order order[i, :]."""
-    s, size = parts.shape
+def _sum_in_order(by_element, order, out):
+    """out[i] = the fp32 sum of by_element[i, :] (element i's partials, contiguous) added one by
+    one onto +0 in the order order[i, :]."""
+    size, s = by_element.shape
     for i in prange(size):
         ws = np.float32(0.0)
         for j in range(s):
-            ws = ws + parts[order[i, j], i]
+            ws = ws + by_element[i, order[i, j]]
         out[i] = ws
 
 
@@ -360,7 +465,7 @@ class SplitPartials:
             for key in (by_element, -by_element, np.abs(by_element), -np.abs(by_element)):
                 order = np.argsort(key, axis=1, kind="stable")
                 ws = np.empty(self.size, np.float32)
-                _sum_in_order(self.parts, order, ws)
+                _sum_in_order(by_element, order, ws)
                 out.append(_to_fp16(ws))
             self._sorted = out
         return self._sorted

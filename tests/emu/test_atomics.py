@@ -6,7 +6,7 @@ small split counts), and nothing may depend on the thread count."""
 
 import numpy as np
 
-from emu.atomics import SplitPartials, extreme_elements
+from emu.atomics import SplitPartials, add_order, extreme_elements
 
 
 def _order_outcomes(col):
@@ -162,3 +162,45 @@ def test_deep_search_of_several_validations_equals_each_alone():
     picks_a = extreme_elements(v_a, far_a, 20)
     picks_b = extreme_elements(v_b, far_b, 20)
     assert set(picks_a.tolist()) != set(picks_b.tolist())
+
+
+def test_envelope_equals_one_order_at_a_time():
+    """The envelope draws orders several at a time; it must equal, value and tie for tie, a plain
+    loop over the orders one by one (``add_order``, members 0 … count−1, then the four stable
+    sorted orders only where strictly closer / farther; the deep search continuing with orders
+    count … count + deep − 1, strictly), for order counts that are not multiples of 4, and keep
+    each order's fp32 sum. Many outcomes tie, at the same distance on either side."""
+    rng = np.random.default_rng(21)
+    s, size, count, deep = 6, 23, 10, 13
+    parts = SplitPartials(s, size, seed=99)
+    # 2^24 absorbs a 1 or not, by order: outcomes v − 1/2 and v + 1/2 tie around a reference v
+    cols = np.concatenate([np.full((2, size), 2.0**24) * [[1], [-1]], rng.choice([1.0, -1.0], (s - 2, size))])
+    parts.parts[:] = rng.permuted(cols, axis=0).astype(np.float32)
+    v16 = cols[2:].sum(axis=0) + rng.choice([-0.5, 0.5], size)
+    (got,), kept = parts.envelopes([v16], count, "element", keep=count, deep_elements=size, deep_orders=deep)
+
+    def f16(x):
+        return np.float16(x)
+
+    def order_sum(col, order):
+        ws = np.float32(0.0)
+        for j in order:
+            ws = np.float32(ws + col[j])
+        return ws
+
+    for i in range(size):
+        col = parts.parts[:, i].copy()
+        sums = [order_sum(col, add_order(s, 99, k, i)) for k in range(count + deep)]
+        assert np.array_equal(kept[:, i].view(np.uint32), np.float32(sums[:count]).view(np.uint32))
+        keys = (col, -col, np.abs(col), -np.abs(col))
+        by_sort = [f16(order_sum(col, np.argsort(key, kind="stable"))) for key in keys]
+        outs = [f16(x) for x in sums[:count]] + by_sort + [f16(x) for x in sums[count:]]
+        dist = [abs(float(x) - v16[i]) for x in outs]
+        near = far = 0
+        for k in range(1, len(outs)):
+            near = k if dist[k] < dist[near] else near
+            far = k if dist[k] > dist[far] else far
+            if k == count + 3:  # the plain envelope ends after the sorted orders
+                plain = (near, far)
+        want = [outs[plain[0]], outs[plain[1]], outs[near], outs[far]]
+        assert [f16(g[i]).view(np.uint16) for g in got] == [w.view(np.uint16) for w in want], i
