@@ -226,19 +226,19 @@ def test_the_2022_verifier_needed_loosening_and_then_missed_bugs(capsys):
 
 
 def test_compare_cache_measures_diff4_pairs_only_for_verifiers_that_read_them():
-    from validation.design.sweep import CompareCache, _verdict_failed
+    from validation.design.sweep import CompareCache, verdict_failed
     from validation.verifier import preset
 
     base = np.arange(1, 151, dtype=np.float32)
     up = (base + 0.5).astype(np.float16)
     cache = CompareCache(base)
     plain = preset("mlu-ops", dtype="fp16")
-    assert _verdict_failed(plain, up, cache)  # diff1 fails
+    assert verdict_failed(plain, up, cache)  # diff1 fails
     assert cache.computed == 1
-    (only,) = cache._results.values()
-    assert not only.diff4_measured  # no check reads diff4: the pair sort is skipped
+    first = cache.result(up, **plain.compare_options())
+    assert cache.computed == 1 and not first.diff4_measured  # no check reads diff4: no pair sort
     with_diff4 = preset("mlu-ops", dtype="fp16", diff4=True)
-    assert _verdict_failed(with_diff4, up, cache)
+    assert verdict_failed(with_diff4, up, cache)
     assert cache.computed == 2  # a result without the pairs cannot serve diff4
-    assert _verdict_failed(plain, up, cache) and cache.computed == 2  # ... but one with them serves both
+    assert verdict_failed(plain, up, cache) and cache.computed == 2  # ... but one with them serves both
     assert cache.result(up, **plain.compare_options()).diff4_measured

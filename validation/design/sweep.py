@@ -178,8 +178,9 @@ DEFAULT_COMPARE = {"dtype_hint": "fp16", "study_quirks": None, "round_validation
                    "equal_nan": False, "distinct_pairs": False}  # fmt: skip
 
 
-def _verdict_failed(thresholds: Thresholds, seen16, cache: CompareCache) -> bool:
-    """Whether ``thresholds`` fails ``seen16``."""
+def verdict_failed(thresholds: Thresholds, seen16, cache: CompareCache) -> bool:
+    """Whether ``thresholds`` fails ``seen16``, measured through ``cache`` (with MLU-OPS diff4's
+    distinct pairs only when a check reads diff4)."""
     opts = thresholds.compare_options() | {"distinct_pairs": thresholds.reads_diff4}
     return not evaluate(cache.result(seen16, **opts), thresholds).passed
 
@@ -256,7 +257,7 @@ def seed_job(task: SeedTask) -> dict:
                 d = np.abs(seen.astype(np.float64) - v16)
                 verdicts[bug] = bool(~(d <= eb["unit"]).all())  # NaN fails
             else:
-                verdicts[bug] = _verdict_failed(f.thresholds, seen, cache)
+                verdicts[bug] = verdict_failed(f.thresholds, seen, cache)
         out["verdicts"][f.label] = verdicts
     return out
 
