@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from .decode import fp16_value
 from .formats import (
     FP16,
     FP64,
@@ -388,13 +389,15 @@ _DIFFERS_BLOCK = 1 << 16
 
 
 @jit(parallel=True)
-def _fp16_rne_differs_pass(v32, k32, mask, block_max, block):
-    n = v32.size
+def _fp16_rne_differs_pass(v, k, k_is_fp16, mask, block_max, block):
+    """``v`` float32 or float64 (read as ``(float)v``); ``k`` float32 values, or fp16 bit patterns
+    (uint16) when ``k_is_fp16``: decoded here, so no float32 copy of a large kernel output."""
+    n = v.size
     for b in prange(block_max.size):
         best = np.float32(0.0)
         for i in range(b * block, min(n, (b + 1) * block)):
-            c = round_to_fp16_rne(np.float64(v32[i]))
-            g = k32[i]
+            c = round_to_fp16_rne(np.float64(np.float32(v[i])))
+            g = fp16_value(k[i], False) if k_is_fp16 else np.float32(k[i])
             mask[i] = not (c == g)
             ac, ag = abs(c), abs(g)
             m = ag if ac < ag else ac
@@ -409,7 +412,9 @@ def fp16_rne_differs(v32: np.ndarray, k32: np.ndarray) -> tuple[np.ndarray, floa
     Parameters
     ----------
     v32, k32
-        1-D float32 arrays of the same size (``k32`` usually holds fp16 values).
+        1-D arrays of the same size: ``v32`` float32 (float64 is read as ``(float)v``, rounded to
+        float32 first), ``k32`` float32 or float16 (usually fp16 values; float16 is read bit for
+        bit, without a float32 copy).
 
     Returns
     -------
@@ -424,11 +429,14 @@ def fp16_rne_differs(v32: np.ndarray, k32: np.ndarray) -> tuple[np.ndarray, floa
     Parallel over blocks of 65,536 elements in numba; each block's maximum is exact, so the
     result is the same for any thread count.
     """
-    v32 = np.ascontiguousarray(v32, np.float32)
-    k32 = np.ascontiguousarray(k32, np.float32)
+    v32 = np.asarray(v32)
+    v32 = np.ascontiguousarray(v32, np.float64 if v32.dtype == np.float64 else np.float32)
+    k32 = np.asarray(k32)
+    k_is_fp16 = k32.dtype == np.float16
+    k32 = np.ascontiguousarray(k32).view(np.uint16) if k_is_fp16 else np.ascontiguousarray(k32, np.float32)
     if v32.ndim != 1 or v32.shape != k32.shape:
         raise ValueError(f"v32, k32: need two 1-D arrays of one size, got {v32.shape}, {k32.shape}")
     mask = np.empty(v32.size, np.bool_)
     block_max = np.zeros(-(-v32.size // _DIFFERS_BLOCK) or 1, np.float32)
-    _fp16_rne_differs_pass(v32, k32, mask, block_max, _DIFFERS_BLOCK)
+    _fp16_rne_differs_pass(v32, k32, k_is_fp16, mask, block_max, _DIFFERS_BLOCK)
     return mask, float(block_max.max())

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from emu.formats import FP16, FP16_TO_FP32, spacing
+from emu.formats import FP16, spacing
 from emu.rounding import fp16_rne_differs
 
 if TYPE_CHECKING:
@@ -155,11 +155,9 @@ def differing_elements(validation: Any, kernel: Any) -> tuple[np.ndarray, float]
     flat_v = np.asarray(validation).reshape(-1)
     flat_k = np.asarray(kernel).reshape(-1)
     with np.errstate(over="ignore", invalid="ignore"):
-        v32 = flat_v if flat_v.dtype == np.float32 else flat_v.astype(np.float32)  # (float)v
-        if flat_k.dtype == np.float16:
-            k32 = FP16_TO_FP32[flat_k.view(np.uint16)]
-        else:
-            k32 = flat_k if flat_k.dtype == np.float32 else flat_k.astype(np.float32)
+        # (float)v: float32 and float64 are read as they are (the pass rounds float64 to float32)
+        v32 = flat_v if flat_v.dtype in (np.float32, np.float64) else flat_v.astype(np.float32)
+        k32 = flat_k if flat_k.dtype in (np.float16, np.float32) else flat_k.astype(np.float32)
     mask, max_mag = fp16_rne_differs(v32, k32)
     return np.flatnonzero(mask), max_mag
 

@@ -629,6 +629,32 @@ def test_fp16_rne_differs_contract():
     assert max_mag == want_max == np.inf
 
 
+def test_fp16_rne_differs_reads_float64_and_fp16_as_their_float32_values():
+    """A float64 validation is read as (float)v and an fp16 kernel bit for bit (every pattern,
+    NaN payloads included): the same mask and maximum as on float32 copies made by numpy."""
+    from emu.rounding import fp16_rne_differs
+
+    rng = np.random.default_rng(10)
+    k16 = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    n = k16.size
+    with np.errstate(over="ignore", invalid="ignore"):
+        k32 = k16.astype(np.float32)
+        # float64 values at float32 ties and overflow, beside the kernel's values and noise
+        v64 = k32.astype(np.float64) * (1 + rng.standard_normal(n) * 2.0**-11)
+        v64[::5] = k32[::5].astype(np.float64) + np.ldexp(1.0, np.frexp(k32[::5])[1] - 25)  # fp32 ties
+        v64[1::7] = rng.choice(
+            [1e300, -1e300, 3.5e38, -3.5e38, 65520.0, 65519.99, 2.0**-150, -(2.0**-149) * 1.5], n // 7 + 1
+        )[: v64[1::7].size]
+        v64[2::11] = np.nan
+        v32 = v64.astype(np.float32)
+    want = fp16_rne_differs(v32, k32)
+    for v, k in ((v64, k16), (v64, k32), (v32, k16)):
+        got = fp16_rne_differs(v, k)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1] == want[1]
+    assert want[0].any() and not want[0].all()
+
+
 def test_fp16_rne_differs_max_ignores_nan_and_empty_inputs():
     from emu.rounding import fp16_rne_differs
 
