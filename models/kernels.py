@@ -178,6 +178,13 @@ class KernelModel:
     def source(self, field_name: str) -> str:
         return self.sources[field_name]
 
+    def __reduce__(self):
+        # ``sources`` is read-only (a mappingproxy, which pickle refuses) and jobs carry kernel
+        # models to worker processes: a model pickles as its fields, ``sources`` as a plain dict
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields["sources"] = dict(self.sources)
+        return _kernel_model_from_fields, (fields,)
+
     # --- variants ---------------------------------------------------------------------------------
 
     def _variant(self, suffix: str, why: Mapping[str, str], **changes) -> KernelModel:
@@ -339,6 +346,11 @@ class KernelModel:
         return dataclasses.replace(
             u, name=f"{u.name}/{instr.name}", group_size=instr.k, sources=MappingProxyType(sources)
         )
+
+
+def _kernel_model_from_fields(fields: dict) -> KernelModel:
+    """The unpickler of :meth:`KernelModel.__reduce__`: the model again, ``sources`` read-only."""
+    return KernelModel(**(fields | {"sources": MappingProxyType(fields["sources"])}))
 
 
 @functools.lru_cache(maxsize=512)

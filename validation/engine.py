@@ -24,12 +24,10 @@ parent even when it is killed outright (Linux ``PR_SET_PDEATHSIG``, and a watchd
 
 from __future__ import annotations
 
-import copyreg
 import os
 import signal
 import sys
 import threading
-import types
 from collections.abc import Callable, Iterable, Iterator
 
 __all__ = ["SCHEDULERS", "RETRIES", "Engine", "Terminated", "dask_available", "check_scheduler"]
@@ -37,20 +35,6 @@ __all__ = ["SCHEDULERS", "RETRIES", "Engine", "Terminated", "dask_available", "c
 SCHEDULERS = ("auto", "local", "processes", "tcp://HOST:PORT")
 #: times a Dask job is re-run after its worker was lost or it raised
 RETRIES = 2
-
-
-def read_only_mapping(d: dict):
-    """``types.MappingProxyType(d)``, under a name pickle can find."""
-    return types.MappingProxyType(d)
-
-
-def _reduce_mappingproxy(m):
-    return read_only_mapping, (dict(m),)
-
-
-# models.Unit.sources is a read-only mapping (a mappingproxy), which plain pickle refuses: jobs
-# carry units to the pool and Dask workers, so teach pickle to rebuild one from a dict.
-copyreg.pickle(types.MappingProxyType, _reduce_mappingproxy)
 
 
 class Terminated(KeyboardInterrupt):

@@ -246,3 +246,27 @@ def test_shipped_sources_cite_public_material_only():
         texts += list(m.sources.values()) + list(m.unit.sources.values())
     bad = [t for t in texts if any(s in t for s in ("shared/", "reference/", "SPEC", ".md", "§", "code-index"))]
     assert not bad, bad[:5]
+
+
+def _pickled_without_global_rules(obj):
+    """pickle.loads(pickle.dumps(obj)) with no copyreg rule (a worker imports no engine)."""
+    import io
+    import pickle
+
+    buf = io.BytesIO()
+    pickler = pickle.Pickler(buf)
+    pickler.dispatch_table = {}  # ignore copyreg.dispatch_table: the object must pickle itself
+    pickler.dump(obj)
+    return pickle.loads(buf.getvalue())
+
+
+@pytest.mark.parametrize("hw", K.HW_NAMES)
+@pytest.mark.parametrize("name", K.NAMES)
+def test_a_kernel_model_pickles_to_an_equal_one_with_read_only_sources(name, hw):
+    # jobs carry kernel models to worker processes (process pool, Dask)
+    from types import MappingProxyType
+
+    original = K.kernel(name, hw, validating="xdlops")
+    again = _pickled_without_global_rules(original)
+    assert again == original and dict(again.sources) == dict(original.sources)
+    assert isinstance(again.sources, MappingProxyType) and isinstance(again.unit.sources, MappingProxyType)
