@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import get_num_threads
 
+from .decode import quads
 from .formats import FP16_TO_FP32, FP16_TO_FP32_FTZ
 from .jit import jit, prange
 from .kernels import KERNELS, LANES
@@ -150,6 +151,9 @@ def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
 #: decoded operand values per chunk of the batched layout (a and b together, float32 values):
 #: small enough to stay in a core's cache between the decode and the kernel
 CHUNK_VALUES = 1 << 17
+#: parallel tasks per numba thread in the rows layout (each task runs several chunks with one
+#: set of buffers; more tasks balance a loaded machine better)
+CHUNK_TASKS = 4
 #: a batched GEMM (G, M, 1, K) × (G, 1, N, K) runs its G elements in parallel in one launch when
 #: G is at least this (None: the numba thread count), else one parallel GEMM per element
 BATCH_MIN_G = None
@@ -220,7 +224,12 @@ def _rows(params, a2, b2, c1, flush) -> np.ndarray:
     # C-ordered operands (one row for a repeated one): one compiled signature, and rows read
     # twice as fast as through strides
     a2, b2, c1 = (np.ascontiguousarray(x[:1] if s else x) for x, s in zip((a2, b2, c1), same))
-    rows_driver(Family(params.family))(a2, b2, c1, flush, *same, width, out, np.asarray(params, np.int64))
+    none = np.empty((0, 0), np.uint64)
+    a4, b4 = ((None if s else quads(x)) for x, s in zip((a2, b2), same))
+    a4, b4 = (none if x is None else x for x in (a4, b4))
+    n_ch = -(-P // width)
+    per = max(1, n_ch // (CHUNK_TASKS * get_num_threads()))  # chunks per task, one buffer set each
+    rows_driver(Family(params.family))(a2, b2, a4, b4, c1, flush, *same, width, per, out, np.asarray(params, np.int64))
     return out
 
 
