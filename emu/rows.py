@@ -138,3 +138,50 @@ _SERIAL: dict = {}
 def rows_driver(family):
     """:func:`driver` of kind "rows"."""
     return driver(family, "rows")
+
+
+_TINY32 = np.float32(2.0**-126)  # the smallest normal float32
+_Q16, _Q32, _Q48 = np.uint64(16), np.uint64(32), np.uint64(48)
+
+
+@jit(parallel=True)
+def rows_fma(a4, b4, c1, flush, c_same, flush_c, flush_out, per, out):
+    """The FMA family (``emu.kernels.fma``: c ← RNE32(c + a_k·b_k) for k = 0, 1, …, c flushed to
+    +0 on entry with ``flush_c``, the sum flushed keeping its sign after the first product with
+    ``flush_out``) on rows given as :func:`emu.decode.quads`, decoded per lane inside the k loop:
+    tiles of ``TILE`` rows are transposed four values per load and never stored as float32.
+    The same float32 operations in the same order as the kernel, so the same bits."""
+    P = out.shape[0]
+    K4 = a4.shape[1]
+    n_t = (P + TILE - 1) // TILE
+    for task in prange((n_t + per - 1) // per):
+        ta = np.empty((K4, TILE), np.uint64)
+        tb = np.empty((K4, TILE), np.uint64)
+        acc = np.empty(TILE, np.float32)
+        for t in range(task * per, min(n_t, (task + 1) * per)):
+            p0 = t * TILE
+            n = min(TILE, P - p0)
+            for i in range(n):
+                sa = a4[p0 + i]
+                sb = b4[p0 + i]
+                for k in range(K4):
+                    ta[k, i] = sa[k]
+                    tb[k, i] = sb[k]
+            for i in range(n):
+                c = c1[0 if c_same else p0 + i]
+                acc[i] = (c - c if abs(c) < _TINY32 else c) if flush_c else c
+            for k in range(K4):
+                ra = ta[k]
+                rb = tb[k]
+                for i in range(n):
+                    x = ra[i]
+                    y = rb[i]
+                    s = acc[i] + fp16_value(x, flush) * fp16_value(y, flush)
+                    if flush_out and k == 0 and abs(s) < _TINY32:
+                        s = np.copysign(s - s, s)
+                    s = s + fp16_value(x >> _Q16, flush) * fp16_value(y >> _Q16, flush)
+                    s = s + fp16_value(x >> _Q32, flush) * fp16_value(y >> _Q32, flush)
+                    s = s + fp16_value(x >> _Q48, flush) * fp16_value(y >> _Q48, flush)
+                    acc[i] = s
+            for i in range(n):
+                out[p0 + i] = acc[i]
