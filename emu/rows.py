@@ -145,12 +145,15 @@ _Q16, _Q32, _Q48 = np.uint64(16), np.uint64(32), np.uint64(48)
 
 
 @jit(parallel=True)
-def rows_fma(a4, b4, c1, flush, c_same, flush_c, flush_out, per, out):
-    """The FMA family (``emu.kernels.fma``: c ← RNE32(c + a_k·b_k) for k = 0, 1, …, c flushed to
-    +0 on entry with ``flush_c``, the sum flushed keeping its sign after the first product with
-    ``flush_out``) on rows given as :func:`emu.decode.quads`, decoded per lane inside the k loop:
-    tiles of ``TILE`` rows are transposed four values per load and never stored as float32.
-    The same float32 operations in the same order as the kernel, so the same bits."""
+def rows_fused(a4, b4, c1, flush, c_same, flush_c, flush_out, pairwise, per, out):
+    """The FMA family (``emu.kernels.fma``: c ← RNE32(c + a_k·b_k) for k = 0, 1, …) or, with
+    ``pairwise``, the pairwise family with groups of 4 (``emu.kernels.pairwise``: c ← RNE32(c +
+    ((a0·b0 + a1·b1) + (a2·b2 + a3·b3))) per group, K a multiple of 4), c flushed to +0 on entry
+    with ``flush_c``, the sum flushed keeping its sign after the first product (group) with
+    ``flush_out``, on rows given as :func:`emu.decode.quads`, decoded per lane inside the k loop:
+    tiles of ``TILE`` rows are transposed four values per load and never stored as float32. The
+    same float32 operations in the same order as the kernels (whose docstrings show why their
+    other flushes are the identity), so the same bits."""
     P = out.shape[0]
     K4 = a4.shape[1]
     n_t = (P + TILE - 1) // TILE
@@ -173,6 +176,21 @@ def rows_fma(a4, b4, c1, flush, c_same, flush_c, flush_out, per, out):
             for k in range(K4):
                 ra = ta[k]
                 rb = tb[k]
+                if pairwise:
+                    for i in range(n):
+                        x = ra[i]
+                        y = rb[i]
+                        s01 = fp16_value(x, flush) * fp16_value(y, flush) + fp16_value(x >> _Q16, flush) * fp16_value(
+                            y >> _Q16, flush
+                        )
+                        s23 = fp16_value(x >> _Q32, flush) * fp16_value(y >> _Q32, flush) + fp16_value(
+                            x >> _Q48, flush
+                        ) * fp16_value(y >> _Q48, flush)
+                        s = acc[i] + (s01 + s23)
+                        if flush_out and k == 0 and abs(s) < _TINY32:
+                            s = np.copysign(s - s, s)
+                        acc[i] = s
+                    continue
                 for i in range(n):
                     x = ra[i]
                     y = rb[i]

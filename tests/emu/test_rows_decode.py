@@ -3,8 +3,8 @@
 ``fp16_value`` must give the bits of ``emu.formats.FP16_TO_FP32`` (``FP16_TO_FP32_FTZ`` with
 flush) for all 65,536 patterns, signalling NaN payloads included. ``dot_add`` on rows (P, K),
 through the four-at-a-time transpose (K a multiple of 4, 8-byte aligned rows) or the one-by-one
-one (other K, misaligned rows), the FMA family's fused path (``emu.rows.rows_fma``, with and
-without every flush), and with a broadcast a, b or c, must give exactly the bits (any NaN
+one (other K, misaligned rows), the fused path of the FMA family (with and without every
+flush) and of MI200's pairwise groups of 4 (``emu.rows.rows_fused``), and with a broadcast a, b or c, must give exactly the bits (any NaN
 result equal to any NaN) of the family kernel run on operands decoded by the tables in the batched layout
 (``emu.dot.run_kernel``) — a path that shares no decoding or chunking code with ``emu.rows``.
 """
@@ -40,7 +40,8 @@ def test_every_fp16_pattern_decodes_to_the_table_bits(flush):
 
 def _unit(name):
     """A named unit, or "fma32_ftz": fma32 with every flush of the FMA family set (inputs, c on
-    entry, the sum after the first product), which the fused FMA rows path implements itself."""
+    entry, the sum after the first product), which the fused rows path implements itself
+    (mi200 has them all set)."""
     if name == "fma32_ftz":
         fma = models.unit("fma32").params
         return fma._replace(flush_inputs=True, flush_c=True, flush_output=True)
@@ -92,11 +93,11 @@ def _misaligned(x):
 @pytest.mark.parametrize("K", [1, 3, 4, 12, 64])
 @pytest.mark.parametrize("tasks", [1, 4])
 def test_rows_and_broadcasts_give_the_table_decoded_bits(name, K, tasks, monkeypatch):
-    fused = tasks == 1 or not name.startswith("fma32")
+    fused = tasks == 1 or name not in ("fma32", "fma32_ftz", "mi200")
     unit = _unit(name)
     monkeypatch.setattr(emu.dot, "CHUNK_VALUES", 256)  # chunks of 128 outputs, a short last one
     monkeypatch.setattr(emu.dot, "CHUNK_TASKS", tasks)  # one or several chunks per buffer set
-    monkeypatch.setattr(emu.dot, "FUSED_FMA", fused)  # FMA rows decoded inside the k loop, or not
+    monkeypatch.setattr(emu.dot, "FUSED", fused)  # FMA/pairwise rows decoded inside the k loop, or not
     P = 5 * 128 + 37
     a, b, c = _operands(unit, K, P, seed=K)
     assert (quads(a) is not None) == (K % 4 == 0)
