@@ -8,9 +8,12 @@ parallel launches per call cost milliseconds on a loaded machine. Here the outpu
 chunks of ``width`` (a multiple of the kernels' lane count); one parallel loop runs over the
 chunks, and each chunk decodes its rows transposed into a small buffer (in cache) and runs a
 serial twin of the family kernel on it; each parallel task runs several chunks with one set of
-buffers, and rows of K a multiple of 4 are moved four values per load (``decode.quads``). Every output is still computed by the same kernel code
-from the same values, so the bits are those of the batched layout. A batch of GEMMs (G, M, N)
-runs its elements in parallel, each decoded and computed by the serial twin in the GEMM layout.
+buffers, and rows of K a multiple of 4 are moved four values per load (``decode.quads``). Every
+output is still computed by the same kernel code from the same values, so the bits are those of
+the batched layout. The FMA family and pairwise groups of 4, whose kernels are cheap next to the
+decoding, skip the decoded buffers: :func:`rows_fused` decodes each lane's operands inside its k
+loop. A batch of GEMMs (G, M, N) runs its elements in parallel, each decoded and computed by the
+serial twin in the GEMM layout.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from .decode import TILE, decode_tile, decode_tile4, fp16_value
 from .jit import jit, prange, specialise
 from .kernels import KERNELS
 
-__all__ = ["rows_driver", "driver"]
+__all__ = ["rows_driver", "driver", "rows_fused"]
 
 
 @jit(inline="always")
@@ -66,7 +69,7 @@ def _rows_body(a2, b2, a4, b4, c1, flush, a_same, b_same, c_same, width, per, ou
                     fill_rows(a2[0], flush, A[0])
                 if b_same:
                     fill_rows(b2[0], flush, B)
-            if a_same:
+            if a_same:  # filled above
                 pass
             elif a4.shape[0] > 0:
                 for q0 in range(0, w, TILE):
@@ -74,7 +77,7 @@ def _rows_body(a2, b2, a4, b4, c1, flush, a_same, b_same, c_same, width, per, ou
             else:
                 for q0 in range(0, w, TILE):
                     decode_tile(a2, p0 + q0, min(TILE, w - q0), flush, tmp, A[0], q0)
-            if b_same:
+            if b_same:  # filled above
                 pass
             elif b4.shape[0] > 0:
                 for q0 in range(0, w, TILE):
@@ -153,7 +156,8 @@ def rows_fused(a4, b4, c1, flush, c_same, flush_c, flush_out, pairwise, per, out
     ``flush_out``, on rows given as :func:`emu.decode.quads`, decoded per lane inside the k loop:
     tiles of ``TILE`` rows are transposed four values per load and never stored as float32. The
     same float32 operations in the same order as the kernels (whose docstrings show why their
-    other flushes are the identity), so the same bits."""
+    other flushes are the identity), so the same bits; only where two NaNs meet in one operation
+    may the result's NaN payload differ (which operand's payload wins is the compiler's order)."""
     P = out.shape[0]
     K4 = a4.shape[1]
     n_t = (P + TILE - 1) // TILE
