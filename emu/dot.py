@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 from numba import get_num_threads
 
+from .decode import TILE, quads
 from .formats import FP16_TO_FP32, FP16_TO_FP32_FTZ
 from .jit import jit, prange
 from .kernels import KERNELS, LANES
-from .rows import driver, rows_driver
+from .rows import driver, rows_driver, rows_fused
 from .units import Family, Format, UnitParams
 
 __all__ = ["dot_add", "unit_params", "fp16_operand", "run_kernel", "decode_operands", "compact_c", "accumulator_values"]
@@ -150,6 +151,12 @@ def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
 #: decoded operand values per chunk of the batched layout (a and b together, float32 values):
 #: small enough to stay in a core's cache between the decode and the kernel
 CHUNK_VALUES = 1 << 17
+#: parallel tasks per numba thread in the rows layout (each task runs several chunks with one
+#: set of buffers; more tasks balance a loaded machine better)
+CHUNK_TASKS = 4
+#: whether FMA-family and 4-wide pairwise rows (K a multiple of 4) take the fused decode of
+#: ``emu.rows.rows_fused``
+FUSED = True
 #: a batched GEMM (G, M, 1, K) × (G, 1, N, K) runs its G elements in parallel in one launch when
 #: G is at least this (None: the numba thread count), else one parallel GEMM per element
 BATCH_MIN_G = None
@@ -220,7 +227,22 @@ def _rows(params, a2, b2, c1, flush) -> np.ndarray:
     # C-ordered operands (one row for a repeated one): one compiled signature, and rows read
     # twice as fast as through strides
     a2, b2, c1 = (np.ascontiguousarray(x[:1] if s else x) for x, s in zip((a2, b2, c1), same))
-    rows_driver(Family(params.family))(a2, b2, c1, flush, *same, width, out, np.asarray(params, np.int64))
+    prm = np.asarray(params, np.int64)
+    pairwise = params.family == Family.PAIRWISE and params.group_size == 4
+    if (params.family == Family.FMA or pairwise) and not (same[0] or same[1]) and FUSED:
+        a4, b4 = quads(a2), quads(b2)
+        if a4 is not None and b4 is not None:  # decoded per lane inside the k loop (emu.rows)
+            n_t = -(-P // TILE)
+            per = max(1, n_t // (CHUNK_TASKS * get_num_threads()))
+            fc, fo = bool(params.flush_c), bool(params.flush_output)
+            rows_fused(a4, b4, c1, flush, same[2], fc, fo, pairwise, per, out)
+            return out
+    none = np.empty((0, 0), np.uint64)
+    a4, b4 = ((None if s else quads(x)) for x, s in zip((a2, b2), same))
+    a4, b4 = (none if x is None else x for x in (a4, b4))
+    n_ch = -(-P // width)
+    per = max(1, n_ch // (CHUNK_TASKS * get_num_threads()))  # chunks per task, one buffer set each
+    rows_driver(Family(params.family))(a2, b2, a4, b4, c1, flush, *same, width, per, out, prm)
     return out
 
 
