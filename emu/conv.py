@@ -67,7 +67,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .atomics import SplitPartials
-from .gemm import GemmOrder
+from .dot import unit_params
+from .gemm import GemmOrder, gemm_decoded, operand_in_order
 from .gemm import gemm as _unit_gemm
 from .jit import jit, prange
 
@@ -99,6 +100,9 @@ _OPERANDS = {"fwd": ("filter", "input"), "bwd_data": ("filter", "output"), "bwd_
 
 #: Default bytes of one gemmN chunk's B (fp16) plus C (fp32) in :func:`conv`.
 CHUNK_BYTES = 64 * 2**20
+#: decoded A operands kept across a group's gemmN chunks (one per gemmK order and flush setting)
+#: while they take no more than this; beyond it A is decoded again for each chunk
+DECODED_A_BYTES = 256 * 2**20
 
 
 def normalize_layout(layout: str, role: str) -> str:
@@ -617,6 +621,42 @@ class ConvGemm:
         self._a_src = _tensor_bits(problem, a_role, *given[a_role])
         self._b_src = _tensor_bits(problem, b_role, *given[b_role])
         self._maps_cache: dict[tuple[int, int], tuple[_Map, _Map, _Map]] = {}
+        self._flush_inert: bool | None = None
+
+    @property
+    def flush_inert(self) -> bool:
+        """True when flushing fp16 inputs below 2^-14 to +0 changes no operand: neither source
+        tensor holds a subnormal or −0 (gathered padding is +0). Then a unit with
+        ``flush_inputs`` computes the same bits as the unit without it."""
+        if self._flush_inert is None:
+            self._flush_inert = not any(
+                bool(np.any(((src & np.uint16(0x7C00)) == 0) & (src != 0))) for src in (self._a_src, self._b_src)
+            )
+        return self._flush_inert
+
+    def same_arithmetic(self, first: ConvArithmetic, second: ConvArithmetic) -> bool:
+        """Whether two models compute the same bits on these operands: equal unit parameters per
+        sub-GEMM (input flushing ignored where :attr:`flush_inert`), equal orders and counting
+        rule, no custom operands."""
+        if first.operands is not None or second.operands is not None:
+            return False
+        if (first.orders, first.inbounds_only, first.keep_partials, first.tiles, first.seed) != (
+            second.orders,
+            second.inbounds_only,
+            second.keep_partials,
+            second.tiles,
+            second.seed,
+        ):
+            return False
+        inert = self.flush_inert
+
+        def params(unit):
+            p = unit_params(unit)
+            return p._replace(flush_inputs=False) if inert else p
+
+        return len(first.units) == len(second.units) and all(
+            params(u) == params(v) for u, v in zip(first.units, second.units)
+        )
 
     def _maps(self, sub: int, group: int) -> tuple[_Map, _Map, _Map]:
         key = (sub, group)
@@ -715,13 +755,44 @@ class ConvGemm:
         if chunk < 1:
             raise ValueError(f"n_chunk: must be ≥ 1, got {n_chunk}")
         tile_base = {i: 0 for i in shared if models[i].keep_partials}
+        inert = self.flush_inert
         for sub, sg in enumerate(self.subs):
             for group in range(problem.groups):
                 a0 = self.a(sub, group)
+                # Models that run the whole gemmK through one GEMM on the gathered operands,
+                # grouped by what their decode depends on (gemmK order, flush): each group decodes
+                # B once per chunk and A once for all chunks (while small), one group at a time.
+                by_decode: dict[tuple, tuple[np.ndarray, list[int]]] = {}
+                own: list[int] = []  # split-K partials kept apart, or custom operands
+                for i in shared:
+                    m = models[i]
+                    if m.operands is None and (not m.keep_partials or m.orders[sub].split_k < 2):
+                        seq = m.orders[sub].sequence(a0.shape[1])
+                        flush = bool(unit_params(m.units[sub]).flush_inputs) and not inert
+                        by_decode.setdefault((seq.tobytes(), flush), (seq, []))[1].append(i)
+                    else:
+                        own.append(i)
+                a_decoded: dict[tuple, np.ndarray] = {}
+                a_bytes = 0
                 for start in range(0, sg.n, chunk):
                     stop = min(start + chunk, sg.n)
                     b0 = self.b(sub, group, start, stop)
-                    for i in shared:
+                    a_bits, b_bits = a0.view(np.uint16), b0.view(np.uint16)
+                    for key, (seq, idx) in by_decode.items():
+                        flush = key[1]
+                        a_seq = a_decoded.get(key)
+                        if a_seq is None:
+                            a_seq = operand_in_order(a_bits, seq, 1, flush)
+                            if a_bytes + a_seq.nbytes <= DECODED_A_BYTES:
+                                a_decoded[key] = a_seq
+                                a_bytes += a_seq.nbytes
+                        b_seq = operand_in_order(b_bits, seq, 0, flush)
+                        for i in idx:
+                            m, out = models[i], outs[i]
+                            res = gemm_decoded(a_seq, b_seq, None, m.units[sub], m.orders[sub])
+                            self.scatter(out.parts[0] if m.keep_partials else out, res, sub, group, start)
+                        del a_seq, b_seq
+                    for i in own:
                         m, out = models[i], outs[i]
                         unit, order = m.units[sub], m.orders[sub]
                         a, b = (a0, b0) if m.operands is None else m.operands(sub, group, start, a0, b0)

@@ -26,7 +26,7 @@ from .atomics import SplitPartials, add_order
 from .dot import accumulator_values, compact_c, decode_operands, fp16_operand, run_kernel, unit_params
 from .units import Format
 
-__all__ = ["GemmOrder", "gemm", "split_partials", "strided_k_order"]
+__all__ = ["GemmOrder", "gemm", "gemm_decoded", "operand_in_order", "split_partials", "strided_k_order"]
 
 
 #: Bounds of GemmOrder's integer fields: beyond them no kernel runs, and padding alone would
@@ -110,6 +110,14 @@ def _gather(bits: np.ndarray, seq: np.ndarray, axis: int) -> np.ndarray:
     return np.where((seq < 0).reshape(zero_shape), np.uint16(0), taken)
 
 
+def operand_in_order(bits: np.ndarray, seq: np.ndarray, axis: int, flush: bool) -> np.ndarray:
+    """float32 values of the fp16 operand ``bits`` (uint16 patterns, 2-D) with its gemmK axis
+    (``axis``: 1 for A, 0 for B) in the accumulation order ``seq`` (:meth:`GemmOrder.sequence`;
+    −1 entries are +0); with ``flush``, |x| < 2^-14 becomes +0. What :func:`gemm` feeds the
+    unit, for callers that run several units on the same operands (:func:`gemm_decoded`)."""
+    return decode_operands(_gather(bits, seq, axis), flush)
+
+
 def _prepare(A, B, unit, order):
     params = unit_params(unit)
     a_bits, b_bits = fp16_operand(A, "A"), fp16_operand(B, "B")
@@ -118,8 +126,8 @@ def _prepare(A, B, unit, order):
     order = order or GemmOrder()
     seq = order.sequence(a_bits.shape[1])
     flush = bool(params.flush_inputs)
-    A_seq = decode_operands(_gather(a_bits, seq, axis=1), flush)
-    B_seq = decode_operands(_gather(b_bits, seq, axis=0), flush)
+    A_seq = operand_in_order(a_bits, seq, 1, flush)
+    B_seq = operand_in_order(b_bits, seq, 0, flush)
     return params, A_seq, B_seq, order
 
 
@@ -150,6 +158,26 @@ def gemm(A, B, C, unit, order: GemmOrder | None = None) -> np.ndarray:
     member 0 of the generator seeded ``order.combine_seed`` (one order for the whole GEMM).
     """
     params, A_seq, B_seq, order = _prepare(A, B, unit, order)
+    return _gemm_in_order(params, A_seq, B_seq, C, order)
+
+
+def gemm_decoded(A_seq: np.ndarray, B_seq: np.ndarray, C, unit, order: GemmOrder | None = None) -> np.ndarray:
+    """:func:`gemm` on operands already in the unit's accumulation order: ``A_seq`` (M, K') and
+    ``B_seq`` (K', N) float32 fp16 values as :func:`operand_in_order` returns them for
+    ``order.sequence(K)`` (K' its length, padding included) and the unit's ``flush_inputs``.
+    The same bits as ``gemm(A, B, C, unit, order)``; several units that share an order and a
+    flush setting can share one decode."""
+    params = unit_params(unit)
+    order = order or GemmOrder()
+    for name, x in (("A_seq", A_seq), ("B_seq", B_seq)):
+        if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != 2:
+            raise TypeError(f"{name}: expected a 2-D float32 array of fp16 values, got {getattr(x, 'dtype', type(x))}")
+    if A_seq.shape[1] != B_seq.shape[0]:
+        raise ValueError(f"A_seq, B_seq: need (M, K) and (K, N), got {A_seq.shape} and {B_seq.shape}")
+    return _gemm_in_order(params, A_seq, B_seq, C, order)
+
+
+def _gemm_in_order(params, A_seq, B_seq, C, order):
     shape = (A_seq.shape[0], B_seq.shape[1])
     C0 = (
         np.zeros((1, 1), np.float32)

@@ -89,14 +89,40 @@ class _JobRun:
         inputs = job_inputs(self.problem, job.range, job.seed, job.rand_type)
         self.op = ConvGemm(self.problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
         self.size = self.problem.tensor_size(self.problem.result_role)
-        self.kernels = list(dict.fromkeys(r.recipe.kernel for r in job.requests))
-        self.validators = list(dict.fromkeys(r.recipe.validator for r in job.requests))
+        self.canon = self._same_bits_models()
+        self.kernels = list(dict.fromkeys(self.canon[r.recipe.kernel] for r in job.requests))
+        self.validators = list(dict.fromkeys(self.canon[r.recipe.validator] for r in job.requests))
         self.atomic = {m for m in self.kernels if m.atomic_split(self.problem)}
         self.results: dict[str, dict] = {}
         self.kernels16: dict[KernelModel, np.ndarray] = {}
         self.kernels32: dict = {}  # fp32 outputs (SplitPartials for the atomic kernels)
         self.memo: dict[tuple, dict] = {}  # lines shared by requests with the same arithmetic
         self.differing: dict[tuple, tuple] = {}  # (validator, kernel) → its differing elements
+
+    def _same_bits_models(self) -> dict[KernelModel, KernelModel]:
+        """Each model of the job → the first model that computes the same bits on this job's
+        inputs (e.g. a validator with input flush where no input is subnormal or −0), so that
+        it is computed once."""
+        canon: dict[KernelModel, KernelModel] = {}
+        arithmetic: dict[KernelModel, object] = {}
+        for r in self.job.requests:
+            for m in (r.recipe.kernel, r.recipe.validator):
+                if m in canon:
+                    continue
+                a = m.arithmetic(self.problem)
+                split = m.atomic_split(self.problem)
+                same = next(
+                    (
+                        c
+                        for c, ca in arithmetic.items()
+                        if c.atomic_split(self.problem) == split and self.op.same_arithmetic(a, ca)
+                    ),
+                    None,
+                )
+                if same is None:
+                    arithmetic[m] = a
+                canon[m] = m if same is None else same
+        return canon
 
     def compute(self, models: Sequence[KernelModel]) -> dict:
         """One pass over the convolution for ``models``: flat fp32 outputs, SplitPartials for the
@@ -117,7 +143,7 @@ class _JobRun:
             self.kernels16[model] = fp32_to_fp16(out)
 
     def finish(self, req: Request, validation: np.ndarray) -> None:
-        kernel, validator = req.recipe.kernel, req.recipe.validator
+        kernel, validator = self.canon[req.recipe.kernel], self.canon[req.recipe.validator]
         same = (kernel, validator, req.recipe.quirks, req.members, req.granularity)
         if same not in self.memo:  # e.g. non-xdlops lines: the same arithmetic on MI100 and MI200
             pair = (validator, kernel)
@@ -138,7 +164,7 @@ class _JobRun:
         for (n_members, granularity), group in groups.items():
             lines: dict[tuple, list[Request]] = {}
             for r in group:
-                lines.setdefault((r.recipe.validator, r.recipe.quirks), []).append(r)
+                lines.setdefault((self.canon[r.recipe.validator], r.recipe.quirks), []).append(r)
             validations = {v: validation_of(v) for v, _ in lines}
             results = ensemble_results(self.kernels32[kernel], validations, list(lines), n_members, granularity)
             for line, rs in lines.items():
@@ -147,12 +173,18 @@ class _JobRun:
 
     def finish_all(self, validation_of: Callable[[KernelModel], np.ndarray], validators: set) -> None:
         """Every request whose validator is in ``validators``."""
+        canon = self.canon
         for req in self.job.requests:
-            if req.recipe.validator in validators and req.recipe.kernel not in self.atomic:
-                self.finish(req, validation_of(req.recipe.validator))
+            validator = canon[req.recipe.validator]
+            if validator in validators and canon[req.recipe.kernel] not in self.atomic:
+                self.finish(req, validation_of(validator))
         for kernel in self.kernels:
             if kernel in self.atomic:
-                reqs = [r for r in self.job.requests if r.recipe.kernel == kernel and r.recipe.validator in validators]
+                reqs = [
+                    r
+                    for r in self.job.requests
+                    if canon[r.recipe.kernel] == kernel and canon[r.recipe.validator] in validators
+                ]
                 if reqs:
                     self.finish_ensemble(kernel, reqs, validation_of)
 
