@@ -7,6 +7,8 @@ block, row-block and lane-block boundaries. The reference: numpy, one k at a tim
 outputs, bit for bit.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -67,4 +69,16 @@ def test_fp64_validators_long_k(M, N, K, name, validating):
     a, b, c = _operands(M * 7 + K, M, N, K)
     got = emu.dot_add(a[:, None, :], b.T[None], c, u)
     want = _reference_fp64(a, b, c, p.group_size, bool(p.round_each_group))
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("M,N,K", SHAPES)
+@pytest.mark.parametrize("group", [1, 3, 4, 6])
+def test_fp64_round_each_group_long_k(M, N, K, group):
+    """Group 1 runs in fp32 arithmetic (double rounding innocuous), groups 3 and 6 do not divide
+    the kernel's K block of 256: the group ends must still fall every ``group`` k from k = 0."""
+    u = dataclasses.replace(unit("fp64"), group_size=group, round_each_group=True)
+    a, b, c = _operands(M * 3 + K + group, M, N, K)
+    got = emu.dot_add(a[:, None, :], b.T[None], c, u)
+    want = _reference_fp64(a, b, c, group, True)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))

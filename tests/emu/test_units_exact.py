@@ -156,6 +156,11 @@ def _variants():
         "mi300 RZ c alignment": r(u("mi300"), c_alignment_rounding=Rounding.RZ),
         "fp64 round each group of 4": r(u("fp64"), group_size=4, round_each_group=True),
         "fp64 group 2, once": r(u("fp64"), group_size=2),
+        # group 1 in RNE takes the kernel's fp32 path (double rounding innocuous); RZ and a group
+        # that does not divide the kernel's K block take the fp64 path
+        "fp64 round each step": r(u("fp64"), round_each_group=True),
+        "fp64 round each step RZ": r(u("fp64"), round_each_group=True, output_rounding=Rounding.RZ),
+        "fp64 group 3 each, RD": r(u("fp64"), group_size=3, round_each_group=True, output_rounding=Rounding.RD),
     }
     for n in ("v100", "a100", "h100"):
         base = u(n)
