@@ -68,6 +68,7 @@ import numpy as np
 
 from .atomics import SplitPartials
 from .dot import unit_params
+from .formats import FP16_TO_FP32, FP16_TO_FP32_FTZ
 from .gemm import GemmOrder, gemm_decoded, operand_in_order
 from .gemm import gemm as _unit_gemm
 from .jit import jit, prange
@@ -508,6 +509,48 @@ def _scatter_serial(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, boun
         _scatter_tile(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, t)
 
 
+@jit(parallel=True)
+def _take_decoded(src, rows, cols, lut, out):
+    """out[i, j] = lut[src[rows[i], cols[j]]]: a sub-matrix of fp16 patterns decoded to float32
+    in one pass (the in-bounds products of a backward-weight tap), parallel over out's rows."""
+    for i in prange(rows.shape[0]):
+        row = src[rows[i]]
+        dst = out[i]
+        for j in range(cols.shape[0]):
+            dst[j] = lut[row[cols[j]]]
+
+
+_TAKE_T = 64  # out rows per tile of the transposing gather
+
+
+@jit(parallel=True)
+def _take_decoded_t(src, rows, cols, lut, out):
+    """out[j, i] = lut[src[rows[i], cols[j]]]: the transpose of :func:`_take_decoded`, in tiles
+    of 64 out rows so that each source row is read along a short run of ``cols``."""
+    n_tiles = (cols.shape[0] + _TAKE_T - 1) // _TAKE_T
+    for t in prange(n_tiles):
+        j0 = t * _TAKE_T
+        j1 = min(cols.shape[0], j0 + _TAKE_T)
+        for i in range(rows.shape[0]):
+            row = src[rows[i]]
+            for j in range(j0, j1):
+                out[j, i] = lut[row[cols[j]]]
+
+
+def _taken_decoded(src: np.ndarray, rows: np.ndarray, cols: np.ndarray, flush: bool, transpose: bool = False):
+    """src[rows][:, cols] decoded to float32 (its transpose with ``transpose``)."""
+    lut = FP16_TO_FP32_FTZ if flush else FP16_TO_FP32
+    if transpose:
+        out = np.empty((cols.size, rows.size), np.float32)
+        if out.size:
+            _take_decoded_t(src, rows, cols, lut, out)
+        return out
+    out = np.empty((rows.size, cols.size), np.float32)
+    if out.size:
+        _take_decoded(src, rows, cols, lut, out)
+    return out
+
+
 def _gather(src: np.ndarray, m: _Map, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
     r, c = m.rows.at(*rows), m.cols.at(*cols)
     out = np.empty((r[0].size, c[0].size), dtype=np.uint16)
@@ -831,6 +874,7 @@ class ConvGemm:
         in each model's gemmK order. A tap's gathered operands are shared by the models with the
         same order (e.g. one validator with and without input flush)."""
         problem = self.problem
+        inert = self.flush_inert
         for sub, sg in enumerate(self.subs):
             chunk = max(self.default_n_chunk(), INBOUNDS_B_BYTES // max(1, 2 * sg.k))
             for group in range(problem.groups):
@@ -844,18 +888,38 @@ class ConvGemm:
                         by_order.append((full, [i]))
                     else:
                         same.append(i)
+                a_bits = a.view(np.uint16)
+                all_rows = np.arange(a.shape[0], dtype=np.int64)
                 for start in range(0, sg.n, chunk):
                     stop = min(start + chunk, sg.n)
-                    b = self.b(sub, group, start, stop)
+                    b_bits = self.b(sub, group, start, stop).view(np.uint16)
                     res = [np.zeros((sg.m, stop - start), np.float32) for _ in models]
                     for cols, kin in bwd_weight_taps(problem, sg.k, start, stop):
                         inside = np.zeros(a.shape[1], np.bool_)
                         inside[kin] = True
+                        cols = cols.astype(np.int64)
+                        # A tap has few columns (the channels of one filter tap): computed as
+                        # (B^T A^T)^T, the tap's outputs run along the kernels' lanes. The same
+                        # bits: every unit forms each exact product a_k·b_k (commutative) and adds
+                        # an output's products in the same k order.
+                        flip = cols.size < sg.m
                         for full, idx in by_order:
-                            seq = full[inside[full]]  # the model's order, in-bounds products only
-                            a_tap, b_tap = np.ascontiguousarray(a[:, seq]), b[seq[:, None], cols[None, :]]
+                            seq = full[inside[full]].astype(np.int64)  # the model's order, in-bounds products only
+                            decoded: dict[bool, tuple[np.ndarray, np.ndarray]] = {}  # flush → (A, B) of the tap
                             for i in idx:
-                                res[i][:, cols] = _unit_gemm(a_tap, b_tap, None, models[i].units[sub], GemmOrder())
+                                flush = bool(unit_params(models[i].units[sub]).flush_inputs) and not inert
+                                if flush not in decoded:
+                                    decoded[flush] = (
+                                        _taken_decoded(a_bits, all_rows, seq, flush, transpose=flip),
+                                        _taken_decoded(b_bits, seq, cols, flush, transpose=flip),
+                                    )
+                                a_tap, b_tap = decoded[flush]
+                                unit = models[i].units[sub]
+                                if flip:
+                                    res[i][:, cols] = gemm_decoded(b_tap, a_tap, None, unit, GemmOrder()).T
+                                else:
+                                    res[i][:, cols] = gemm_decoded(a_tap, b_tap, None, unit, GemmOrder())
+                            del decoded
                     for i in range(len(models)):
                         self.scatter(outs[i], res[i], sub, group, start)
 

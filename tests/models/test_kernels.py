@@ -270,3 +270,83 @@ def test_a_kernel_model_pickles_to_an_equal_one_with_read_only_sources(name, hw)
     again = _pickled_without_global_rules(original)
     assert again == original and dict(again.sources) == dict(original.sources)
     assert isinstance(again.sources, MappingProxyType) and isinstance(again.unit.sources, MappingProxyType)
+
+
+def _inbounds_reference(op, p, unit, order):
+    """Every output of a backward-weight convolution from its in-bounds products only, one
+    column at a time through ``emu.gemm`` (independent of ConvGemm's tap grouping)."""
+    from emu.gemm import GemmOrder
+
+    kd, nd = tuple(p.gemm_k_order), tuple(p.gemm_n_order)
+    want = op.new_result()
+    for sub, sg in enumerate(op.subs):
+        full = order.sequence(sg.k)
+        full = full[full >= 0]
+        kdig = np.unravel_index(full, [{"n": p.n, "ho": p.out_h, "wo": p.out_w}[d] for d in kd])
+        ho, wo = kdig[kd.index("ho")], kdig[kd.index("wo")]
+        for group in range(p.groups):
+            a, b = op.a(sub, group), op.b(sub, group)
+            res = np.zeros((sg.m, sg.n), np.float32)
+            for col in range(sg.n):
+                nds = np.unravel_index(col, [{"c": p.c // p.groups, "y": p.y, "x": p.x}[d] for d in nd])
+                ndig = dict(zip(nd, (int(v) for v in nds)))
+                hi = ho * p.stride[0] + ndig["y"] * p.dilation[0] - p.pad_h[0]
+                wi = wo * p.stride[1] + ndig["x"] * p.dilation[1] - p.pad_w[0]
+                seq = full[(hi >= 0) & (hi < p.h) & (wi >= 0) & (wi < p.w)]
+                res[:, col] = emu.gemm(
+                    np.ascontiguousarray(a[:, seq]),
+                    np.ascontiguousarray(b[seq, col : col + 1]),
+                    None,
+                    unit,
+                    GemmOrder(),
+                )[:, 0]
+            op.scatter(want, res, sub, group, 0)
+    return want
+
+
+@pytest.mark.parametrize("unit_name", ["mi100", "mi200", "h100", "fma32", "fp64"])
+@pytest.mark.parametrize("channels,filters", [(2, 5), (7, 2)])
+def test_inbounds_pass_any_unit_either_orientation(unit_name, channels, filters):
+    """The in-bounds pass runs a tap with fewer channels than filters as (B^T A^T)^T and one with
+    more as A·B: both give the bits of a column-by-column loop, for every unit family (exact,
+    pairwise, truncated, FMA, fp64), with subnormal inputs and input flush."""
+    from emu.conv import ConvArithmetic, ConvGemm, ConvProblem
+    from emu.gemm import GemmOrder
+    from models import unit
+
+    p = ConvProblem(
+        "bwd_weight",
+        n=2,
+        c=channels,
+        h=6,
+        w=5,
+        k=filters,
+        y=3,
+        x=3,
+        pad_h=(1, 1),
+        pad_w=(2, 0),
+        stride=(1, 2),
+        in_layout="nchw",
+        fil_layout="kcyx",
+        out_layout="nkhw",
+    )
+    rng = np.random.default_rng(channels * 100 + filters)
+    x = (rng.standard_normal(p.tensor_size("input")) * 2.0 ** rng.integers(-16, 4, p.tensor_size("input"))).astype(
+        np.float16
+    )
+    dy = (rng.standard_normal(p.tensor_size("output")) * 2.0 ** rng.integers(-16, 4, p.tensor_size("output"))).astype(
+        np.float16
+    )
+    op = ConvGemm(p, x=x, dy=dy)
+    assert not op.flush_inert  # subnormals: the flushed unit must decode apart
+    base = unit(unit_name)
+    units = [base, dataclasses.replace(base, flush_inputs=not base.flush_inputs)]
+    k_total = op.subs[0].k
+    order = GemmOrder(k_order=tuple(int(v) for v in np.random.default_rng(1).permutation(k_total)))
+    arith = [
+        ConvArithmetic(units=(u,) * len(op.subs), orders=(order,) * len(op.subs), inbounds_only=True) for u in units
+    ]
+    got = op.compute(arith)
+    for u, g in zip(units, got):
+        want = _inbounds_reference(op, p, u, order)
+        assert np.array_equal(g.view(np.uint32), want.view(np.uint32)), u.name
