@@ -77,6 +77,13 @@ def fp64_acc(A, B, C, out, prm):
                 k1 = min(K, k0 + kb)
                 for m in range(m0, m1):
                     am = acc[m - m0]
+                    if not each:  # one rounding at the end: no group structure in the loop
+                        for k in range(k0, k1):
+                            ak = a_of(A, m, k, n0, w)
+                            Bk = B[k, n0 : n0 + w]
+                            for j in range(w):
+                                am[j] = am[j] + np.float64(lane(ak, j) * Bk[j])
+                        continue
                     for g0 in range(k0, k1, L):
                         g1 = min(k1, g0 + L)
                         for k in range(g0, g1):
@@ -84,7 +91,7 @@ def fp64_acc(A, B, C, out, prm):
                             Bk = B[k, n0 : n0 + w]
                             for j in range(w):
                                 am[j] = am[j] + np.float64(lane(ak, j) * Bk[j])
-                        if each and g1 - g0 == L and g1 < K:
+                        if g1 - g0 == L and g1 < K:
                             if out_mode == RNE:
                                 _round_lanes(am, w, RNE)
                             else:
