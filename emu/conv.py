@@ -509,6 +509,18 @@ def _scatter_serial(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, boun
         _scatter_tile(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, t)
 
 
+@jit
+def _has_flushable(src):
+    """Whether the fp16 patterns ``src`` hold a subnormal or −0 (what an input flush changes);
+    one pass, stopping at the first."""
+    flat = src.reshape(-1)
+    for i in range(flat.size):
+        x = flat[i]
+        if (x & 0x7C00) == 0 and x != 0:
+            return True
+    return False
+
+
 @jit(parallel=True)
 def _take_decoded(src, rows, cols, lut, out):
     """out[i, j] = lut[src[rows[i], cols[j]]]: a sub-matrix of fp16 patterns decoded to float32
@@ -672,9 +684,7 @@ class ConvGemm:
         tensor holds a subnormal or −0 (gathered padding is +0). Then a unit with
         ``flush_inputs`` computes the same bits as the unit without it."""
         if self._flush_inert is None:
-            self._flush_inert = not any(
-                bool(np.any(((src & np.uint16(0x7C00)) == 0) & (src != 0))) for src in (self._a_src, self._b_src)
-            )
+            self._flush_inert = not (_has_flushable(self._a_src) or _has_flushable(self._b_src))
         return self._flush_inert
 
     def same_arithmetic(self, first: ConvArithmetic, second: ConvArithmetic) -> bool:
@@ -683,6 +693,8 @@ class ConvGemm:
         rule, no custom operands."""
         if first.operands is not None or second.operands is not None:
             return False
+        if first == second:
+            return True
         if (first.orders, first.inbounds_only, first.keep_partials, first.tiles, first.seed) != (
             second.orders,
             second.inbounds_only,
@@ -691,15 +703,14 @@ class ConvGemm:
             second.seed,
         ):
             return False
-        inert = self.flush_inert
-
-        def params(unit):
-            p = unit_params(unit)
-            return p._replace(flush_inputs=False) if inert else p
-
-        return len(first.units) == len(second.units) and all(
-            params(u) == params(v) for u, v in zip(first.units, second.units)
-        )
+        if len(first.units) != len(second.units):
+            return False
+        pairs = [(unit_params(u), unit_params(v)) for u, v in zip(first.units, second.units)]
+        if all(p == q for p, q in pairs):
+            return True
+        # the scan of the sources only when the units differ, and only in input flushing
+        unflushed = all(p._replace(flush_inputs=False) == q._replace(flush_inputs=False) for p, q in pairs)
+        return unflushed and self.flush_inert
 
     def _maps(self, sub: int, group: int) -> tuple[_Map, _Map, _Map]:
         key = (sub, group)
@@ -798,7 +809,8 @@ class ConvGemm:
         if chunk < 1:
             raise ValueError(f"n_chunk: must be ≥ 1, got {n_chunk}")
         tile_base = {i: 0 for i in shared if models[i].keep_partials}
-        inert = self.flush_inert
+        # the scan of the sources only where some model flushes its inputs
+        inert = any(unit_params(u).flush_inputs for i in shared for u in models[i].units) and self.flush_inert
         for sub, sg in enumerate(self.subs):
             for group in range(problem.groups):
                 a0 = self.a(sub, group)
@@ -874,7 +886,7 @@ class ConvGemm:
         in each model's gemmK order. A tap's gathered operands are shared by the models with the
         same order (e.g. one validator with and without input flush)."""
         problem = self.problem
-        inert = self.flush_inert
+        inert = any(unit_params(u).flush_inputs for m in models for u in m.units) and self.flush_inert
         for sub, sg in enumerate(self.subs):
             chunk = max(self.default_n_chunk(), INBOUNDS_B_BYTES // max(1, 2 * sg.k))
             for group in range(problem.groups):

@@ -44,6 +44,7 @@ def fp64_acc(A, B, C, out, prm):
     fp32_steps = each and L == 1 and out_mode == RNE
     # K blocks hold whole groups, so a group's rounding is tested once per group, not per k
     kb = K_BLOCK if K_BLOCK % L == 0 else L * (K_BLOCK // L + 1)
+    step = L if each else kb  # one rounding at the end: a whole block is one stretch of the loop
     n_tasks, n_rb = task_grid(M, N)
     for t in prange(n_tasks):
         n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
@@ -77,21 +78,14 @@ def fp64_acc(A, B, C, out, prm):
                 k1 = min(K, k0 + kb)
                 for m in range(m0, m1):
                     am = acc[m - m0]
-                    if not each:  # one rounding at the end: no group structure in the loop
-                        for k in range(k0, k1):
-                            ak = a_of(A, m, k, n0, w)
-                            Bk = B[k, n0 : n0 + w]
-                            for j in range(w):
-                                am[j] = am[j] + np.float64(lane(ak, j) * Bk[j])
-                        continue
-                    for g0 in range(k0, k1, L):
-                        g1 = min(k1, g0 + L)
+                    for g0 in range(k0, k1, step):
+                        g1 = min(k1, g0 + step)
                         for k in range(g0, g1):
                             ak = a_of(A, m, k, n0, w)
                             Bk = B[k, n0 : n0 + w]
                             for j in range(w):
                                 am[j] = am[j] + np.float64(lane(ak, j) * Bk[j])
-                        if g1 - g0 == L and g1 < K:
+                        if each and g1 - g0 == L and g1 < K:
                             if out_mode == RNE:
                                 _round_lanes(am, w, RNE)
                             else:

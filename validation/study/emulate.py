@@ -104,23 +104,17 @@ class _JobRun:
         inputs (e.g. a validator with input flush where no input is subnormal or −0), so that
         it is computed once."""
         canon: dict[KernelModel, KernelModel] = {}
-        arithmetic: dict[KernelModel, object] = {}
+        arithmetic: dict[KernelModel, tuple] = {}  # each first model → (its arithmetic, its atomic split)
         for r in self.job.requests:
             for m in (r.recipe.kernel, r.recipe.validator):
                 if m in canon:
                     continue
-                a = m.arithmetic(self.problem)
-                split = m.atomic_split(self.problem)
+                a, split = m.arithmetic(self.problem), m.atomic_split(self.problem)
                 same = next(
-                    (
-                        c
-                        for c, ca in arithmetic.items()
-                        if c.atomic_split(self.problem) == split and self.op.same_arithmetic(a, ca)
-                    ),
-                    None,
+                    (c for c, (ca, cs) in arithmetic.items() if cs == split and self.op.same_arithmetic(a, ca)), None
                 )
                 if same is None:
-                    arithmetic[m] = a
+                    arithmetic[m] = (a, split)
                 canon[m] = m if same is None else same
         return canon
 
