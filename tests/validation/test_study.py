@@ -354,3 +354,58 @@ def test_fair_rand0_is_compared_with_the_spread_of_stand_in_seeds(measured, tmp_
     assert gpu_validated and all(x.ok and x.fields["n_exact"] == x.fields["n"] for x in gpu_validated)
     md = (tmp_path / "report.md").read_text()
     assert "fair_rand0: distributions only" in md and "time seed" in md
+
+
+def test_seed_positions_place_each_measured_value_against_distinct_seed_values(measured):
+    """The fair_rand0 calibration table: a measured value is below, inside or above the seeds'
+    values where those are distinct, and counted apart where seeds tie; atomic lines (pooled
+    ensemble members) are left out; the report and the summary print the shares."""
+    import io
+
+    from validation.study.judge import judge, seed_position
+    from validation.study.report import print_summary, seed_expected_share
+
+    src = next(m for m in measured if m.run_set == "fair_rand0" and m.kernel == "nonxdlops" and m.validator == "cpu")
+    fields = src.line.fields()
+    v = float(fields["rms"])
+
+    def seeds(values):  # one result per seed: every field as measured, rms set to each value
+        return [{"mode": "exact", "fields": {**fields, "rms": repr(x)}, "line": "", "recipe": ""} for x in values]
+
+    cases = {
+        "below": [v + 1, v + 2, v + 3],
+        "above": [v - 1, v - 2, v - 3],
+        "inside": [v - 1, v + 1, v + 2],
+        "inside (an end)": [v, v + 1, v + 2],
+        "tie_outside": [v + 1, v + 1, v + 2],
+        "tie_inside": [v - 1, v - 1, v + 1],
+    }
+    lines = {name: judge(src, seeds(vals), "seeds") for name, vals in cases.items()}
+    assert [seed_position(r, "rms") for r in lines.values()] == [
+        "below",
+        "above",
+        "inside",
+        "inside",
+        "below",
+        "inside",
+    ]
+    assert [r.distinct["rms"] for r in lines.values()] == [True, True, True, True, False, False]
+    atomic = judge(src, [{"mode": "ensemble", "members": seeds([v + 1, v + 2])}] * 2, "seeds")
+    assert atomic.n_members == 4 and seed_position(atomic, "rms") == "below"
+
+    sel = study.Selection(run_sets=("fair_rand0",), rand0_seeds=(1, 2, 3))
+    report = study.Report(sel, [*lines.values(), atomic])
+    sp = report.seed_positions()
+    assert sp["seeds"] == 3 and sp["lines"] == 6 and sp["atomic_lines"] == 1
+    assert sp["fields"]["rms"] == {"below": 1, "above": 1, "inside": 2, "tie_outside": 1, "tie_inside": 1}
+    # every other field: the three seeds give the measured value, a tie inside
+    others = [f for f in fields if f != "rms" and seed_position(lines["below"], f) is not None]
+    assert others and all(sp["fields"][f] == {"tie_inside": 6} for f in others)
+    assert seed_expected_share(3) == 0.25
+    md = report.markdown()
+    assert "Where the measured values lie against the seeds' spread" in md
+    assert "| rms | 4 | 1 (25 %) | 2 (50 %) | 1 (25 %) | 1 | 1 |" in md
+    buf = io.StringIO()
+    print_summary(report, buf)
+    assert "4 numeric fields of 6 non-atomic lines" in buf.getvalue()
+    assert "below them all 25 %, inside 50 %, above them all 25 %" in buf.getvalue()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .measured import MeasuredLine
 
-__all__ = ["LineResult", "judge", "range_check", "num", "PAIR_FIELDS"]
+__all__ = ["LineResult", "judge", "range_check", "num", "seed_position", "PAIR_FIELDS"]
 
 #: The (validation, kernel) value pairs printed at the maxima.
 PAIR_FIELDS = ("val_at_max_eps", "kern_at_max_eps", "val_at_max_rel_old", "kern_at_max_rel_old")
@@ -39,6 +39,7 @@ class LineResult:
     recipe: str = ""
     diagnosis: str = ""
     bounds: dict | None = None  # field -> (lo, hi) over the members (numeric; ensembles and seeds)
+    distinct: dict | None = None  # field -> whether the members' numeric values are pairwise distinct
 
     @property
     def ok(self) -> bool:
@@ -75,6 +76,21 @@ def num(s: str) -> float:
         return float(s)
     except ValueError:
         return math.nan
+
+
+def seed_position(r: LineResult, field: str) -> str | None:
+    """Where a seeds-mode (fair_rand0) line's measured value of ``field`` lies against the values
+    its seeds gave: "below" them all, "inside" their range (ends included) or "above" them all;
+    None where there is nothing to place (a field not compared across seeds, such as a (val, kern)
+    pair whose place moves with the inputs, or a value that is not a number). Whether the seeds'
+    values were pairwise distinct is ``r.distinct[field]``."""
+    if r.mode != "seeds" or r.bounds is None or r.emulated.get(field) == "(varies)":
+        return None
+    m = num(r.fields.get(field, "nan"))
+    lo, hi = r.bounds.get(field, (math.nan, math.nan))
+    if math.isnan(m) or math.isnan(lo) or math.isnan(hi):
+        return None
+    return "below" if m < lo else "above" if m > hi else "inside"
 
 
 def range_check(measured: str, values: list[str]) -> tuple[bool, str]:
@@ -121,10 +137,11 @@ def judge(m: MeasuredLine, results: list[dict], mode: str) -> LineResult:
         equal[f], emulated[f] = range_check(v, values)
     exact = sum(all(mem["fields"].get(f) == v for f, v in fields.items()) for mem in members if "envelope" not in mem)
     n_sampled = sum("envelope" not in mem for mem in members)
-    bounds = {}
+    bounds, distinct = {}, {}
     for f in fields:
         nums = [x for x in (num(mem["fields"].get(f, "nan")) for mem in members) if not math.isnan(x)]
         bounds[f] = (min(nums), max(nums)) if nums else (math.nan, math.nan)
+        distinct[f] = len(nums) == len(members) and len(set(nums)) == len(nums)
     return LineResult(
         m,
         mode,
@@ -136,4 +153,5 @@ def judge(m: MeasuredLine, results: list[dict], mode: str) -> LineResult:
         emulated_line=members[0]["line"],
         recipe=results[0].get("recipe", ""),
         bounds=bounds,
+        distinct=distinct,
     )

@@ -12,11 +12,11 @@ from pathlib import Path
 from models.kernels import ATOMIC_ORDERS
 
 from .cache import fp16emu_version
-from .judge import LineResult, num
+from .judge import LineResult, num, seed_position
 from .measured import RUN_SETS
 from .selection import Selection
 
-__all__ = ["Report", "print_line", "print_summary", "side_by_side", "aggregate_cell"]
+__all__ = ["Report", "print_line", "print_summary", "side_by_side", "aggregate_cell", "seed_expected_share"]
 
 #: The three combinations the study averaged in its summary tables.
 STUDY_COMBOS = (("xdlops", "cpu"), ("xdlops", "gpu"), ("nonxdlops", "cpu"))
@@ -121,6 +121,39 @@ class Report:
             row["emulated_hi"] = sum(r.bound("max_epsilon_diff")[0] <= 2 for r in pairs) / len(pairs)
             rows.append(row)
         return rows
+
+    def seed_positions(self) -> dict:
+        """Where fair_rand0's measured values lie against the spread of the stand-in seeds, per field.
+
+        Only lines whose spread is one line per seed (non-atomic kernels) are placed: an atomic
+        line's spread pools every seed's ensemble members, which are not independent draws. A
+        field whose seeds gave pairwise distinct values counts as "below", "inside" or "above";
+        one where some seeds tie counts as "tie_inside" or "tie_outside". Returns ``{"seeds": n, "lines": placed lines, "atomic_lines": lines
+        left out, "fields": {field: Counter}, "total": Counter}``. If the GPU's runs were draws
+        from the distribution the emulation gives over seeds, the measured value is at most as
+        likely to lie below all n distinct seed values, or above all, as 1 / (n + 1)
+        (:func:`seed_expected_share`)."""
+        n = len(self.selection.rand0_seeds)
+        seeds = [r for r in self.lines if r.mode == "seeds"]
+        placed = [r for r in seeds if r.n_members == n]
+        fields: dict[str, Counter] = defaultdict(Counter)
+        total: Counter = Counter()
+        for r in placed:
+            for f in r.fields:
+                pos = seed_position(r, f)
+                if pos is None:
+                    continue
+                if not (r.distinct or {}).get(f, False):
+                    pos = "tie_inside" if pos == "inside" else "tie_outside"
+                fields[f][pos] += 1
+                total[pos] += 1
+        return {
+            "seeds": n,
+            "lines": len(placed),
+            "atomic_lines": len(seeds) - len(placed),
+            "fields": dict(fields),
+            "total": total,
+        }
 
     def validation_methods(self) -> list[dict]:
         """Per (run set, GPU, kernel, validator): the mean over the ranges of the per-range mean
@@ -329,6 +362,34 @@ class Report:
                 )
                 + "\n"
             )
+            sp = self.seed_positions()
+            if sp["total"]:
+                n, share = sp["seeds"], seed_expected_share(sp["seeds"])
+                p("### Where the measured values lie against the seeds' spread\n")
+                p(
+                    f"Each numeric field of each of the {sp['lines']} non-atomic fair_rand0 lines, placed against the "
+                    f"values of the {n} stand-in seeds: below them all, inside their range (ends included) or above "
+                    f"them all. Were the GPU's clock-seeded runs draws from the distribution the emulation gives over "
+                    f"seeds, then where the {n} seeds' values are distinct the measured value would lie below them "
+                    f"all with probability at most {100 * share:.0f} % (one of {n + 1} equally likely places; less "
+                    f"where it can tie a seed), above them all as much. A clear surplus on one side says the "
+                    "hardware's values run lower or higher than the emulation's; fields of one line are not "
+                    "independent. Fields where some seeds tie (integer counts, values set by the range) are "
+                    f"counted apart. {sp['atomic_lines']} atomic lines are left out: their spread pools every seed's "
+                    "ensemble members, which are not independent draws.\n"
+                )
+                p("| field | distinct seeds: placed | below | inside | above | seeds tie: inside | outside |")
+                p("|---|---|---|---|---|---|---|")
+                rows = sorted(sp["fields"].items()) + [("**all fields**", sp["total"])]
+                for f, c in rows:
+                    k = c["below"] + c["inside"] + c["above"]
+                    p(
+                        f"| {f} | {k} | {c['below']} ({percent(c['below'], k)}) | {c['inside']} "
+                        f"({percent(c['inside'], k)}) | {c['above']} ({percent(c['above'], k)}) | "
+                        f"{c['tie_inside']} | {c['tie_outside']} |"
+                    )
+                p(f"| draws from the emulated distribution | | ≤ {100 * share:.0f} % | | ≤ {100 * share:.0f} % | | |")
+                p("")
         agg = self.aggregate()
         if agg:
             p("## The study's aggregated tables, emulated next to measured\n")
@@ -366,6 +427,17 @@ class Report:
         md.write_text(self.markdown(), encoding="utf-8")
         self.write_csv(cs)
         return md, cs
+
+
+def seed_expected_share(n_seeds: int) -> float:
+    """The chance that one more independent draw lies below all of ``n_seeds`` distinct draws of
+    the same continuous distribution (and, as much, above all): 1 / (n + 1). Ties between the
+    seeds' values (integer counts, equal maxima) move share into "inside"."""
+    return 1.0 / (n_seeds + 1)
+
+
+def percent(k: int, n: int) -> str:
+    return f"{100.0 * k / n:.0f} %" if n else "–"
 
 
 def aggregate_cell(groups: list[list[LineResult]], metric: str, stat: str) -> dict:
@@ -512,6 +584,18 @@ def print_summary(report: Report, file) -> None:
         + (f" Partial: {report.not_cached} selected lines not in the cache yet." if report.not_cached else ""),
         file=file,
     )
+    sp = report.seed_positions()
+    c = sp["total"]
+    k = c["below"] + c["inside"] + c["above"]
+    if k:
+        share = seed_expected_share(sp["seeds"])
+        print(
+            f"fair_rand0, {k} numeric fields of {sp['lines']} non-atomic lines where the {sp['seeds']} seeds' values "
+            f"are distinct: measured below them all {percent(c['below'], k)}, inside {percent(c['inside'], k)}, above "
+            f"them all {percent(c['above'], k)} (draws from the emulated distribution: at most {100 * share:.0f} % "
+            "below, as much above).",
+            file=file,
+        )
     if report.missing:
         print(
             f"INCOMPLETE: {len(report.missing)} selected measured files are missing or empty, their lines "
