@@ -10,7 +10,7 @@ from .formats import FP16_TO_FP32, FP16_TO_FP32_FTZ
 from .jit import jit, prange
 from .kernels import KERNELS, LANES
 from .rows import driver, rows_driver, rows_fused
-from .units import Family, Format, UnitParams
+from .units import Family, Format, UnitParams, kernel_params
 
 __all__ = ["dot_add", "unit_params", "fp16_operand", "run_kernel", "decode_operands", "compact_c", "accumulator_values"]
 
@@ -144,6 +144,7 @@ def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
         raise ValueError(f"C: shape {C.shape} does not broadcast to ({M}, {N})")
     out = np.empty((M, N), np.float32)
     if out.size:
+        params = kernel_params(params)
         KERNELS[Family(params.family)](A, B, C, out, np.asarray(params, np.int64))
     return out
 
@@ -169,6 +170,7 @@ def _gemm_like(a_batch: tuple, b_batch: tuple, batch: tuple) -> bool:
 
 def _dot_batch(params, a_bits, b_bits, c32, batch, flush) -> np.ndarray:
     """float32 results of ``batch`` shape (see :func:`dot_add`), in the cheapest layout."""
+    params = kernel_params(params)
     K = a_bits.shape[-1]
     nd = len(batch)
     a_batch = (1,) * (nd - a_bits.ndim + 1) + a_bits.shape[:-1]

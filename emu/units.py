@@ -28,7 +28,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import NamedTuple
 
-__all__ = ["Family", "Rounding", "Format", "UnitParams"]
+__all__ = ["Family", "Rounding", "Format", "UnitParams", "kernel_params"]
 
 
 class Family(IntEnum):
@@ -77,3 +77,26 @@ class UnitParams(NamedTuple):
     flush_partials: bool = False
     flush_output: bool = False
     round_each_group: bool = True
+
+
+def kernel_params(params: UnitParams) -> UnitParams:
+    """The parameters of the family kernel that computes ``params``' bits (the dispatch in
+    :mod:`emu.dot` runs this one).
+
+    An FP64 unit that rounds the accumulator to fp32 in RNE after every product (``group_size``
+    1, ``round_each_group``, ``output_rounding`` RNE) is the FMA family without flushes: with c
+    in fp32 and the fp16 product p exact in fp32, RN32(RN64(c + p)) = RN32(c + p), because
+    53 ≥ 2·24 + 2 (Figueroa, "When is double rounding innocuous?", SIGNUM Newsletter 30(3),
+    1995), and a sum below 2^-125 in magnitude is a multiple of 2^-149, exact in fp64. The FP64
+    kernel ignores the flush flags other than ``flush_inputs`` (applied when decoding), so they
+    are cleared. Every other unit is its own kernel's."""
+    if (
+        params.family == Family.FP64
+        and params.round_each_group
+        and params.group_size == 1
+        and params.output_rounding == Rounding.RNE
+    ):
+        return params._replace(
+            family=int(Family.FMA), flush_c=False, flush_products=False, flush_partials=False, flush_output=False
+        )
+    return params

@@ -5,8 +5,9 @@ Contract: the accumulator starts as c (exact in fp64); for k = 0, 1, …: acc �
 ``output_rounding`` after every group of ``L`` products, otherwise once at the end.
 
 The product of two fp16 values is exact in float32, so it is formed there and widened (the
-same value as the float64 product). Rounding after every product (``L`` 1) in RNE runs in fp32
-arithmetic, which gives the same bits (the comment in :func:`fp64_acc` says why).
+same value as the float64 product). Rounding after every product (``L`` 1) in RNE gives the
+bits of the FMA family, and the dispatch runs that kernel instead
+(:func:`emu.units.kernel_params` says why); this kernel still computes it correctly.
 """
 
 from __future__ import annotations
@@ -37,60 +38,36 @@ def fp64_acc(A, B, C, out, prm):
     L = prm[P_GROUP]
     out_mode = prm[P_OUT_ROUND]
     each = prm[P_ROUND_EACH] != 0
-    # Rounding to fp32 after every product in RNE is fp32 arithmetic: the sum of two fp32 values
-    # (the accumulator and an exact fp16 product) rounded to float64 then to fp32 is its single
-    # RNE rounding, since 53 ≥ 2·24 + 2 (Figueroa, "When is double rounding innocuous?", SIGNUM
-    # Newsletter 30(3), 1995); a tiny sum is a multiple of 2^-149 below 2^-125, exact in float64.
-    fp32_steps = each and L == 1 and out_mode == RNE
     # K blocks hold whole groups, so a group's rounding is tested once per group, not per k
     kb = K_BLOCK if K_BLOCK % L == 0 else L * (K_BLOCK // L + 1)
     step = L if each else kb  # one rounding at the end: a whole block is one stretch of the loop
     n_tasks, n_rb = task_grid(M, N)
     for t in prange(n_tasks):
         n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
-        if fp32_steps:
-            acc32 = np.empty((ROWS, LANES), np.float32)
+        acc = np.empty((ROWS, LANES), np.float64)
+        for m in range(m0, m1):
+            for j in range(w):
+                acc[m - m0, j] = np.float64(c_at(C, m, n0 + j))
+        # K in blocks, every row of the task per block: the block of B stays in cache for all
+        # rows (a long K, as in backward weight, would otherwise stream B once per row); each
+        # output still adds its products in k order
+        for k0 in range(0, K, kb):
+            k1 = min(K, k0 + kb)
             for m in range(m0, m1):
-                for j in range(w):
-                    acc32[m - m0, j] = np.float32(c_at(C, m, n0 + j))
-            for k0 in range(0, K, K_BLOCK):
-                k1 = min(K, k0 + K_BLOCK)
-                for m in range(m0, m1):
-                    am32 = acc32[m - m0]
-                    for k in range(k0, k1):
+                am = acc[m - m0]
+                for g0 in range(k0, k1, step):
+                    g1 = min(k1, g0 + step)
+                    for k in range(g0, g1):
                         ak = a_of(A, m, k, n0, w)
                         Bk = B[k, n0 : n0 + w]
                         for j in range(w):
-                            am32[j] = am32[j] + lane(ak, j) * Bk[j]  # the product is exact in fp32
-            for m in range(m0, m1):
-                outm = out[m, n0 : n0 + w]
-                for j in range(w):
-                    outm[j] = acc32[m - m0, j]
-        else:
-            acc = np.empty((ROWS, LANES), np.float64)
-            for m in range(m0, m1):
-                for j in range(w):
-                    acc[m - m0, j] = np.float64(c_at(C, m, n0 + j))
-            # K in blocks, every row of the task per block: the block of B stays in cache for all
-            # rows (a long K, as in backward weight, would otherwise stream B once per row); each
-            # output still adds its products in k order
-            for k0 in range(0, K, kb):
-                k1 = min(K, k0 + kb)
-                for m in range(m0, m1):
-                    am = acc[m - m0]
-                    for g0 in range(k0, k1, step):
-                        g1 = min(k1, g0 + step)
-                        for k in range(g0, g1):
-                            ak = a_of(A, m, k, n0, w)
-                            Bk = B[k, n0 : n0 + w]
-                            for j in range(w):
-                                am[j] = am[j] + np.float64(lane(ak, j) * Bk[j])
-                        if each and g1 - g0 == L and g1 < K:
-                            if out_mode == RNE:
-                                _round_lanes(am, w, RNE)
-                            else:
-                                _round_lanes(am, w, out_mode)
-            for m in range(m0, m1):
-                outm = out[m, n0 : n0 + w]
-                for j in range(w):
-                    outm[j] = round_to_fp32_bf(acc[m - m0, j], out_mode)
+                            am[j] = am[j] + np.float64(lane(ak, j) * Bk[j])
+                    if each and g1 - g0 == L and g1 < K:
+                        if out_mode == RNE:
+                            _round_lanes(am, w, RNE)
+                        else:
+                            _round_lanes(am, w, out_mode)
+        for m in range(m0, m1):
+            outm = out[m, n0 : n0 + w]
+            for j in range(w):
+                outm[j] = round_to_fp32_bf(acc[m - m0, j], out_mode)

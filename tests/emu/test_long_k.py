@@ -75,10 +75,46 @@ def test_fp64_validators_long_k(M, N, K, name, validating):
 @pytest.mark.parametrize("M,N,K", SHAPES)
 @pytest.mark.parametrize("group", [1, 3, 4, 6])
 def test_fp64_round_each_group_long_k(M, N, K, group):
-    """Group 1 runs in fp32 arithmetic (double rounding innocuous), groups 3 and 6 do not divide
+    """Group 1 runs as the FMA family (double rounding innocuous), groups 3 and 6 do not divide
     the kernel's K block of 256: the group ends must still fall every ``group`` k from k = 0."""
     u = dataclasses.replace(unit("fp64"), group_size=group, round_each_group=True)
     a, b, c = _operands(M * 3 + K + group, M, N, K)
     got = emu.dot_add(a[:, None, :], b.T[None], c, u)
     want = _reference_fp64(a, b, c, group, True)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_fp64_rounding_every_product_in_rne_dispatches_to_the_fma_family():
+    """``kernel_params`` maps an fp64 unit that rounds to fp32 in RNE after every product to the
+    FMA family, and no other unit. Both kernels, called directly on adversarial dot products
+    (subnormals, cancellation, fp32 ties, far exponents, overflow, NaN/inf, signed zeros), give
+    the same bits: the double rounding is innocuous."""
+    from adversarial import all_families, concat
+
+    from emu.dot import decode_operands
+    from emu.kernels import KERNELS
+    from emu.units import Family, Rounding, kernel_params
+
+    p = dataclasses.replace(unit("fp64"), group_size=1, round_each_group=True).params
+    assert p.family == Family.FP64 and p.output_rounding == Rounding.RNE
+    assert kernel_params(p) == p._replace(family=Family.FMA)
+    for other in (
+        p._replace(output_rounding=Rounding.RZ),
+        p._replace(group_size=3),
+        p._replace(round_each_group=False),
+        unit("fma32").params,
+        unit("mi200").params,
+    ):
+        assert kernel_params(other) is other
+    a_bits, b_bits, c_bits, _ = concat(all_families(np.random.default_rng(5), 64, 40))
+    n, K = a_bits.shape
+    A = decode_operands(a_bits, False).T[None].copy()  # (1, K, n): one a-vector per output
+    B = decode_operands(b_bits, False).T.copy()  # (K, n)
+    C = c_bits.view(np.float32).reshape(1, n)
+    outs = []
+    for family in (Family.FP64, Family.FMA):
+        out = np.empty((1, n), np.float32)
+        KERNELS[family](A, B, C, out, np.asarray(p._replace(family=family), np.int64))
+        outs.append(out.view(np.uint32))
+    assert np.array_equal(outs[0], outs[1])
+    assert np.array_equal(emu.dot.run_kernel(p, A, B, C).view(np.uint32), outs[0])
