@@ -128,8 +128,9 @@ class Report:
         Only lines whose spread is one line per seed (non-atomic kernels) are placed: an atomic
         line's spread pools every seed's ensemble members, which are not independent draws. A
         field whose seeds gave pairwise distinct values counts as "below", "inside" or "above";
-        one where some seeds tie counts as "tie_inside" or "tie_outside". Returns ``{"seeds": n, "lines": placed lines, "atomic_lines": lines
-        left out, "fields": {field: Counter}, "total": Counter}``. If the GPU's runs were draws
+        one where some seeds tie counts as "tie_inside" or "tie_outside". Returns ``{"seeds": n,
+        "lines": placed lines, "atomic_lines": lines left out, "fields": {field: Counter},
+        "total": Counter}``. If the GPU's runs were draws
         from the distribution the emulation gives over seeds, the measured value is at most as
         likely to lie below all n distinct seed values, or above all, as 1 / (n + 1)
         (:func:`seed_expected_share`)."""
@@ -437,6 +438,7 @@ def seed_expected_share(n_seeds: int) -> float:
 
 
 def percent(k: int, n: int) -> str:
+    """k of n as a whole percentage ("25 %"), or "–" when n is 0."""
     return f"{100.0 * k / n:.0f} %" if n else "–"
 
 
