@@ -67,6 +67,10 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+def _workers(n: int) -> str:
+    return f"{n} worker" if n == 1 else f"{n} workers"
+
+
 def _single_thread_numba() -> None:
     import numba
 
@@ -162,9 +166,9 @@ class Engine:
         if self.kind == "serial":
             where = "in this process"
         elif self.kind == "processes":
-            where = f"process pool, {self.jobs} workers"
+            where = f"process pool, {_workers(self.jobs)}"
         elif self.kind == "local":
-            where = f"Dask LocalCluster, {self.jobs} workers × 1 thread"
+            where = f"Dask LocalCluster, {_workers(self.jobs)} × 1 thread"
         else:
             where = f"Dask cluster at {self.kind}"
         if self.dashboard:

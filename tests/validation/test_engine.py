@@ -40,6 +40,14 @@ def test_jobs_are_capped_by_the_work_and_the_cores_with_a_note():
     assert (one.kind, one.jobs) == ("serial", 1)
 
 
+def test_describe_names_the_workers_in_the_right_number():
+    one, two = Engine("local", 1, 5), Engine("local", 2, 5)
+    if one.kind == "local":  # without dask.distributed both fall back to a process pool
+        assert one.describe() == "Dask LocalCluster, 1 worker × 1 thread"
+    if two.jobs == 2:
+        assert two.describe() in ("Dask LocalCluster, 2 workers × 1 thread", "process pool, 2 workers")
+
+
 @needs_dask
 def test_scheduler_processes_local_1_and_2_workers_give_identical_csv(tmp_path):
     raw = ref.require("fp16_study_raw_results")
