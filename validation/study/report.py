@@ -329,16 +329,17 @@ class Report:
             p("## fair_rand0: distributions only\n")
             p(
                 "fair_rand0 ran with `-rand 0` (time seed, unrecorded): no line can be reproduced. Each measured line "
-                f"is set against the lines of seeds {','.join(map(str, s.rand0_seeds))}; the seed-invariant fields "
-                "(equal for every seed) must match exactly, the others are compared with the seeds' spread; the "
-                "(val, kern) pairs at the maxima are compared only where every seed gives the same pair. "
-                "These lines never count as failures.\n"
+                f"is set against the lines of seeds {','.join(map(str, s.rand0_seeds))}: a field on which every seed "
+                "agrees is compared for equality, the others with the seeds' spread (ends included); the (val, kern) "
+                "pairs at the maxima are compared only where every seed gives the same pair. A few seeds agreeing is "
+                "weak evidence that a field cannot move, so a measured value that differs from them may be one more "
+                "draw. These lines never count as failures.\n"
             )
             c = Counter(r.status for r in seeds)
             inv = sum(all(("..") not in v for v in r.emulated.values()) for r in seeds)
             p(
                 f"* {len(seeds)} lines: {c['in_distribution']} inside the seeds' spread in every field, "
-                f"{c['outside_distribution']} outside in some field; {inv} lines are seed-invariant in every field; "
+                f"{c['outside_distribution']} outside in some field; every seed agrees in every field of {inv} lines; "
                 f"{sum(r.exact_members > 0 for r in seeds)} equal a seed's line exactly.\n"
             )
             fields = Counter(f for r in seeds for f in r.differing)
@@ -350,7 +351,7 @@ class Report:
                 )
             inv_bad = [r for r in seeds if any(not r.equal[f] and ".." not in r.emulated[f] for f in r.fields)]
             p(
-                f"* lines where a seed-invariant field differs: {len(inv_bad)}"
+                f"* lines where a field on which every seed agrees differs: {len(inv_bad)}"
                 + (
                     ""
                     if not inv_bad
