@@ -282,6 +282,27 @@ def test_study_progress_counts_small_jobs(monkeypatch):
     assert seen["total"] == seen["n"] == int(3e6) + int(4e7) + int(1.5e6) and seen["closed"]
 
 
+def test_without_a_terminal_study_progress_is_a_plain_line_now_and_then(monkeypatch, capsys):
+    """A long run logged to a file (nohup, CI) is not silent: without a bar, ``heartbeat_s`` gives
+    a plain line (no carriage return) with jobs and the share of the work done, and time left."""
+    from validation.study import execution
+
+    class Job:
+        def __init__(self, w):
+            self.weight, self.test, self.range, self.seed, self.rand_type, self.requests = w, "t", "r0", 1, "float", ()
+
+    monkeypatch.setattr(execution, "run_job", lambda job, cache: {})
+    jobs = [Job(1.0), Job(1.0), Job(2.0)]
+    execution.execute(jobs, 1, None, False, heartbeat_s=0.0)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 3 and "\r" not in "".join(lines)
+    assert lines[0].startswith("fp16emu: 1/3 jobs done, 25 % of the work") and "left" in lines[0]
+    assert lines[2].startswith("fp16emu: 3/3 jobs done, 100 % of the work") and "left" not in lines[2]
+    execution.execute(jobs, 1, None, False, heartbeat_s=3600.0)  # none due within the hour
+    execution.execute(jobs, 1, None, False)  # off by default
+    assert capsys.readouterr().err == ""
+
+
 def test_explain_states_its_inputs_and_warns(capsys):
     code, out, err = _run(
         capsys, "explain", SMALL, "--rand-min", "-2", "--no-progress", "--top", "0", "--metric", "rms"

@@ -17,6 +17,9 @@ from .report import print_summary
 from .reproduce import reproduce
 from .selection import Selection
 
+#: Without a terminal, a plain progress line on stderr at most this often (seconds).
+HEARTBEAT_S = 300.0
+
 __all__ = ["add_reproduce_arguments", "run_reproduce", "register_cli", "main"]
 
 _DESCRIPTION = """``fp16emu study reproduce --measured DIR`` reads the study's raw results (DIR is its
@@ -81,7 +84,9 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
         help="emulate nothing: report the lines already in the cache (a partial report of a running reproduction)",
     )
     p.add_argument(
-        "--no-progress", action="store_true", help="no progress bar (there is one only when stderr is a terminal)"
+        "--no-progress",
+        action="store_true",
+        help="no progress: no bar on a terminal, no line every 5 minutes when stderr is not a terminal",
     )
     p.add_argument(
         "--allow-missing",
@@ -170,6 +175,8 @@ def _reproduce(args, selection, command):
         out=args.out,
         cache_dir=False if args.no_cache else None,
         progress=not args.no_progress and auto_progress(),
+        # no terminal (a log, nohup, CI): a plain line every 5 minutes instead of the bar
+        heartbeat_s=None if args.no_progress or auto_progress() else HEARTBEAT_S,
         show=args.show,
         command=command,
         cached_only=args.cached_only,

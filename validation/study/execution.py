@@ -20,6 +20,19 @@ from .emulate import Job, run_job
 __all__ = ["execute"]
 
 
+def _duration(seconds: float) -> str:
+    s = round(seconds)
+    h, m = divmod(s // 60, 60)
+    return f"{h} h {m} min" if h else f"{m} min {s % 60} s" if m else f"{s} s"
+
+
+def _heartbeat(done: int, total: int, share: float, elapsed: float) -> str:
+    """One log line: jobs done, the estimated share of the work done (by the jobs' weights), time
+    elapsed and, from the work rate so far, time left."""
+    left = f", about {_duration(elapsed * (1 - share) / share)} left" if 0 < share < 1 else ""
+    return f"fp16emu: {done}/{total} jobs done, {100 * share:.0f} % of the work, {_duration(elapsed)} elapsed{left}"
+
+
 def _worker(args):
     job, cache_dir = args
     t0 = time.time()
@@ -34,11 +47,15 @@ def execute(
     on_done: Callable[[Job, dict], None] | None = None,
     log_path=None,
     scheduler: str = "auto",
+    heartbeat_s: float | None = None,
 ) -> dict[str, dict]:
     """Run ``jobs`` on ``jobs_n`` workers of ``scheduler`` (:class:`validation.engine.Engine`);
     returns {cache key: result}. ``log_path``: append one line per finished job (test, range,
     seed, inputs, lines, seconds). Progress: work done (G multiply-adds and compared elements),
-    jobs done, and where the jobs run (the Dask dashboard link)."""
+    jobs done, and where the jobs run (the Dask dashboard link). ``heartbeat_s``: without a bar,
+    print one plain line on stderr (jobs and share of the work done, time elapsed and left) when
+    a job finishes at least this many seconds after the last such line: for logs, where a bar's
+    carriage returns would not show."""
     results: dict[str, dict] = {}
     if not jobs:
         return results
@@ -62,10 +79,14 @@ def execute(
 
     n_done = 0
     where = ""
+    total_work = sum(j.weight for j in jobs) or 1.0
+    work_done = 0.0
+    t_start = last_beat = time.monotonic()
 
     def done(job: Job, res: dict, seconds: float) -> None:
-        nonlocal n_done
+        nonlocal n_done, work_done, last_beat
         n_done += 1
+        work_done += job.weight
         results.update(res)
         if log_path is not None:
             with open(log_path, "a", encoding="utf-8") as fh:
@@ -73,6 +94,11 @@ def execute(
         if bar is not None:
             bar.update(int(job.weight))
             bar.set_postfix_str(f"jobs {n_done}/{len(jobs)}{where} {job.test[-28:]} {job.range}", refresh=False)
+        if bar is None and heartbeat_s is not None and time.monotonic() - last_beat >= heartbeat_s:
+            last_beat = time.monotonic()
+            print(
+                _heartbeat(n_done, len(jobs), work_done / total_work, last_beat - t_start), file=sys.stderr, flush=True
+            )
         if on_done is not None:
             on_done(job, res)
 

@@ -98,6 +98,7 @@ def reproduce(
     cached_only: bool = False,
     allow_missing: bool = False,
     scheduler: str = "auto",
+    heartbeat_s: float | None = None,
 ) -> Report:
     """Emulate every measured line ``selection`` picks and compare it field for field.
 
@@ -108,8 +109,9 @@ def reproduce(
     "none" nothing (to ``stream``, default stdout); ``cached_only``: emulate nothing, report the
     lines whose emulation is in the cache (e.g. while another run is still filling it);
     ``allow_missing``: a selected measured file that is missing or empty is reported (a warning
-    on stderr, a flagged summary and report) instead of being an error. ``out`` and the cache
-    folder are checked to be writable folders before anything is computed."""
+    on stderr, a flagged summary and report) instead of being an error; ``heartbeat_s``: without
+    a progress bar, a plain progress line on stderr at most this often (for logs). ``out`` and
+    the cache folder are checked to be writable folders before anything is computed."""
     t0 = time.time()
     if jobs < 1:
         raise ValueError(f"--jobs: must be a positive integer, got {jobs}")
@@ -214,7 +216,7 @@ def reproduce(
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         log_path = Path(out) / "jobs.tsv"
-    execute(jobs_list, jobs, cache_dir, progress, on_done, log_path, scheduler)
+    execute(jobs_list, jobs, cache_dir, progress, on_done, log_path, scheduler, heartbeat_s)
     lines = [judge_line(i) for i in range(len(selected))]
     if selection.diagnose:
         diagnose(lines, selection, jobs, cache_dir, progress, scheduler)
