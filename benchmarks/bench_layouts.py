@@ -18,6 +18,12 @@ k innermost for ``rows``/``bcast_*``/``gemm``/``batched`` (each output's product
 k outer with the outputs vectorised inside for ``gemm()`` (B is (K, N)). The ratio is
 baseline time / emulation time (≥ 1: faster than the plain loop).
 
+With ``rows`` chosen, a third kind of job, ``floor``, times the least any rows kernel must do:
+read every fp16 bit pattern of a and b once (a xor over each row, parallel over rows, vectorised)
+and write one float32 per output. Its G MAC/s is an upper bound on what any emulation of the rows
+layout can reach on this machine, decode and arithmetic left out; the summary sets it against half
+the best layout's speed (what "within 2× of the best layout" asks of rows).
+
 Timing: one untimed warm-up call of each job, then ``--repeat`` rounds that time every job once,
 in turn (machine load drifting during the run hits all alike); the best round of each
 (on a shared machine the least disturbed one). Prints a Markdown table
@@ -96,6 +102,19 @@ def loop_gemm_cols(A, B, C, out):
         out[m] = acc
 
 
+@numba.njit(parallel=True, cache=True, fastmath=False)
+def floor_rows(A, B, out):
+    """out[p] = xor of the bit patterns of A[p] and B[p] (uint16 views): one read of each operand."""
+    P, K = A.shape
+    for p in numba.prange(P):
+        a = A[p]
+        b = B[p]
+        x = np.uint16(0)
+        for k in range(K):
+            x ^= a[k] ^ b[k]
+        out[p] = np.float32(x)
+
+
 def _f32(x):
     return np.ascontiguousarray(x.astype(np.float32))
 
@@ -112,6 +131,8 @@ def layouts(P: int, K: int, rng):
     a, b, c = h(P, K), h(P, K), np.zeros(P, np.float32)
     A, B, o = _f32(a), _f32(b), np.empty(P, np.float32)
     out["rows"] = (lambda u, a=a, b=b, c=c: emu.dot_add(a, b, c, u), lambda A=A, B=B, c=c, o=o: loop_rows(A, B, c, o))
+    a16, b16 = a.view(np.uint16), b.view(np.uint16)
+    out["floor"] = (None, lambda a16=a16, b16=b16, o=o: floor_rows(a16, b16, o))
 
     a1 = h(K)
     A1 = _f32(a1)[None]
@@ -161,13 +182,20 @@ def main():
     rng = np.random.default_rng(0)
     units = {n: models.unit(n) for n in args.units.split(",")}
     all_layouts = layouts(args.outputs, args.k, rng)
+    names = [n for n in all_layouts if n != "floor"]
+    unknown = [n for n in args.layouts.split(",") if n not in names]
+    if unknown:
+        raise SystemExit(f"--layouts: {', '.join(unknown)} not among {','.join(names)}")
     chosen = {n: all_layouts[n] for n in args.layouts.split(",")}
+    floor_call = all_layouts["floor"][1] if "rows" in chosen else None
     load_before = os.getloadavg()
     jobs = {}
     for name, (emu_call, base_call) in chosen.items():
         jobs[("loop", name)] = base_call
         for un, u in units.items():
             jobs[(un, name)] = lambda emu_call=emu_call, u=u: emu_call(u)
+    if floor_call is not None:
+        jobs[("floor", "rows")] = floor_call
     med = {key: min(v) for key, v in time_rounds(jobs, args.repeat).items()}  # best round each
     load_after = os.getloadavg()
     macs = args.outputs * args.k
@@ -204,6 +232,23 @@ def main():
         )
         if ts[worst] / best > 2 or low:
             fails.append(un)
+    floor = None
+    if floor_call is not None:
+        floor = med[("floor", "rows")]
+        print()
+        print(
+            f"rows read floor (one read of a and b, no decode, no arithmetic): {macs / floor / 1e9:.2f} G MAC/s; "
+            "within 2× of the best layout, rows needs "
+            + "; ".join(
+                f"{un} ≥ {macs / (2 * min(med[(un, n)] for n in chosen)) / 1e9:.2f} G MAC/s"
+                + (
+                    " (more than the floor: out of reach here)"
+                    if floor > 2 * min(med[(un, n)] for n in chosen)
+                    else " (under the floor)"
+                )
+                for un in units
+            )
+        )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(
         json.dumps(
@@ -216,6 +261,7 @@ def main():
                 "load_before": load_before,
                 "load_after": load_after,
                 "results": rows,
+                "rows_floor_seconds": floor,
             },
             indent=1,
         )
