@@ -199,16 +199,19 @@ class Engine:
 
         from dask.distributed import Client, LocalCluster
 
-        dashboard = None
+        has_dashboard = True
         if self.kind == "local":
             import importlib.util
 
-            dashboard = ":0" if importlib.util.find_spec("bokeh") is not None else None
+            has_dashboard = importlib.util.find_spec("bokeh") is not None
+            # ":0", a free port, even without bokeh: the scheduler's HTTP server (metrics, health)
+            # starts anyway and would otherwise take the fixed 8787, so a second run at the same
+            # time (or anything else on 8787) failed with "Port 8787 is already in use"
             self._cluster = LocalCluster(
                 n_workers=self.jobs,
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=dashboard,
+                dashboard_address=":0",
                 silence_logs=logging.ERROR,
             )
             self._client = Client(self._cluster)
@@ -219,7 +222,7 @@ class Engine:
         except Exception:  # pragma: no cover
             link = None
         # a LocalCluster serves a dashboard only with bokeh installed (the link is formatted anyway)
-        self.dashboard = link if (self.kind != "local" or dashboard is not None) else None
+        self.dashboard = link if has_dashboard else None
 
     def close(self) -> None:
         for obj in (self._client, self._cluster):

@@ -78,6 +78,23 @@ def _flaky(marker_and_value):
 
 
 @needs_dask
+def test_a_local_cluster_starts_when_the_default_dashboard_port_is_taken():
+    """Two runs at once (or anything else on 8787): each LocalCluster takes a free port, with or
+    without bokeh, instead of failing with "Port 8787 is already in use"."""
+    import socket
+
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("", 8787))
+            s.listen()
+        except OSError:
+            pass  # already taken by something else: the case under test all the same
+        with Engine("local", 1, 2) as engine:
+            assert sorted(engine.map_unordered(abs, [-1, -2])) == [1, 2]
+
+
+@needs_dask
 def test_a_job_that_raises_or_loses_its_worker_is_retried(tmp_path):
     items = [(str(tmp_path / "raise"), 1, "raise"), (str(tmp_path / "kill"), 2, "kill"), (str(tmp_path / "x"), 3, "-")]
     with Engine("local", 2, len(items)) as engine:
