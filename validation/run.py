@@ -15,6 +15,7 @@ fair_3 MI200 backward-weight validator).
 from __future__ import annotations
 
 import sys
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -45,6 +46,8 @@ __all__ = [
     "progress_bar",
     "shape_axes",
     "auto_progress",
+    "Heartbeat",
+    "HEARTBEAT_S",
     "harness_verifier",
 ]
 
@@ -248,6 +251,53 @@ def auto_progress() -> bool:
         return bool(sys.stderr.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+#: Without a terminal, a long command prints a plain progress line at most this often (seconds).
+HEARTBEAT_S = 300.0
+
+
+def _duration(seconds: float) -> str:
+    s = round(seconds)
+    h, m = divmod(s // 60, 60)
+    return f"{h} h {m} min" if h else f"{m} min {s % 60} s" if m else f"{s} s"
+
+
+class Heartbeat:
+    """Progress for logs (nohup, CI), where a bar's carriage returns would not show: a plain line
+    on stderr, ``fp16emu: 3/40 runs done, 2 min 5 s elapsed, about 25 min left``, when an item
+    finishes at least ``interval_s`` seconds after the last line (or the start).
+
+    ``total``: items expected (settable later, as :attr:`total`). ``weighted``: items carry
+    unequal work (:meth:`update`'s ``work``); the line then adds the share of the work done and
+    estimates the time left from it rather than from the item count."""
+
+    def __init__(self, interval_s: float, total: int = 0, unit: str = "jobs", total_work: float | None = None):
+        self.interval_s = float(interval_s)
+        self.total = int(total)
+        self.unit = unit
+        self.total_work = total_work
+        self.done = 0
+        self.work_done = 0.0
+        self.start = self.last = time.monotonic()
+
+    def update(self, items: int = 1, work: float | None = None) -> None:
+        """Count ``items`` finished (carrying ``work``, when weighted); print a line when due."""
+        self.done += items
+        self.work_done += items if work is None else work
+        now = time.monotonic()
+        if now - self.last >= self.interval_s:
+            self.last = now
+            print(self.line(now - self.start), file=sys.stderr, flush=True)
+
+    def line(self, elapsed: float) -> str:
+        """The progress line after ``elapsed`` seconds."""
+        total_work = self.total_work if self.total_work is not None else self.total
+        share = self.work_done / total_work if total_work else 0.0
+        of = f"/{self.total}" if self.total else ""
+        work = f", {100 * share:.0f} % of the work" if self.total_work is not None else ""
+        left = f", about {_duration(elapsed * (1 - share) / share)} left" if 0 < share < 1 else ""
+        return f"fp16emu: {self.done}{of} {self.unit} done{work}, {_duration(elapsed)} elapsed{left}"
 
 
 def progress_bar(total: int, enabled: bool, desc: str, unit: str = "col"):

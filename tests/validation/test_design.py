@@ -176,6 +176,23 @@ def test_cli_json_records_and_usage_errors(capsys, tmp_path):
         assert field in capsys.readouterr().err
 
 
+def test_without_a_terminal_design_progress_is_a_plain_line_now_and_then(monkeypatch, capsys):
+    """A design sweep logged to a file (nohup, CI) is not silent: with stderr not a terminal, a
+    plain line (no carriage return) counts the runs done out of all of them; --no-progress: none."""
+    from validation.design import cli
+
+    monkeypatch.setattr(cli, "HEARTBEAT_S", 0.0)  # a line after every run
+    argv = ["design", SMALL, "--seeds", "1", "--validators", "exact", "--bugs", "none", "--format", "json"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().err.splitlines()
+    n = len(lines)
+    assert n >= 2 and "\r" not in "".join(lines)
+    assert lines[0].startswith(f"fp16emu: 1/{n} runs done, ") and "elapsed, about" in lines[0]
+    assert lines[-1].startswith(f"fp16emu: {n}/{n} runs done, ") and "left" not in lines[-1]
+    assert main(argv + ["--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_text_report_states_its_inputs(capsys):
     assert (
         main(["design", SMALL, "--seeds", "1", "--validators", "torch", "--ranges", "away:1:3", "--no-progress"]) == 0

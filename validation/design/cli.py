@@ -6,7 +6,7 @@ import sys
 
 from models.bugs import MUTANTS, default_mutants
 
-from ..run import HW_CHOICES, KERNEL_CHOICES, choice
+from ..run import HEARTBEAT_S, HW_CHOICES, KERNEL_CHOICES, Heartbeat, choice
 from .functions import FUNCTION_NAMES, parse_functions
 from .generators import parse_generator
 from .report import format_json, format_text, plot
@@ -121,11 +121,15 @@ def _cmd_design(args) -> int:
         from tqdm import tqdm
 
         bar = tqdm(total=0, desc="design", unit="run", leave=False, dynamic_ncols=True)
+    # no terminal (a log, nohup, CI): a plain line every HEARTBEAT_S instead of the bar
+    beat = Heartbeat(HEARTBEAT_S, unit="runs") if bar is None and not args.no_progress else None
 
     def total(n):
         if bar is not None:
             bar.total = n
             bar.refresh()
+        if beat is not None:
+            beat.total = n
 
     try:
         result = design(
@@ -135,7 +139,7 @@ def _cmd_design(args) -> int:
             mutants=mutants,
             rate=rate,
             jobs=jobs,
-            progress=None if bar is None else bar.update,
+            progress=bar.update if bar is not None else None if beat is None else beat.update,
             total=total,
             scheduler=scheduler,
         )

@@ -11,14 +11,11 @@ from pathlib import Path
 from models.kernels import ATOMIC_ORDERS
 
 from ..engine import Terminated, check_scheduler
-from ..run import auto_progress
+from ..run import HEARTBEAT_S, auto_progress
 from .measured import RAND0_SEEDS, RUN_SETS
 from .report import print_summary
 from .reproduce import reproduce
 from .selection import Selection
-
-#: Without a terminal, a plain progress line on stderr at most this often (seconds).
-HEARTBEAT_S = 300.0
 
 __all__ = ["add_reproduce_arguments", "run_reproduce", "register_cli", "main"]
 

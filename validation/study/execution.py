@@ -14,23 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..engine import Engine
+from ..run import Heartbeat
 from .cache import Cache
 from .emulate import Job, run_job
 
 __all__ = ["execute"]
-
-
-def _duration(seconds: float) -> str:
-    s = round(seconds)
-    h, m = divmod(s // 60, 60)
-    return f"{h} h {m} min" if h else f"{m} min {s % 60} s" if m else f"{s} s"
-
-
-def _heartbeat(done: int, total: int, share: float, elapsed: float) -> str:
-    """One log line: jobs done, the estimated share of the work done (by the jobs' weights), time
-    elapsed and, from the work rate so far, time left."""
-    left = f", about {_duration(elapsed * (1 - share) / share)} left" if 0 < share < 1 else ""
-    return f"fp16emu: {done}/{total} jobs done, {100 * share:.0f} % of the work, {_duration(elapsed)} elapsed{left}"
 
 
 def _worker(args):
@@ -79,14 +67,13 @@ def execute(
 
     n_done = 0
     where = ""
-    total_work = sum(j.weight for j in jobs) or 1.0
-    work_done = 0.0
-    t_start = last_beat = time.monotonic()
+    beat = None
+    if bar is None and heartbeat_s is not None:
+        beat = Heartbeat(heartbeat_s, len(jobs), "jobs", total_work=sum(j.weight for j in jobs) or 1.0)
 
     def done(job: Job, res: dict, seconds: float) -> None:
-        nonlocal n_done, work_done, last_beat
+        nonlocal n_done
         n_done += 1
-        work_done += job.weight
         results.update(res)
         if log_path is not None:
             with open(log_path, "a", encoding="utf-8") as fh:
@@ -94,11 +81,8 @@ def execute(
         if bar is not None:
             bar.update(int(job.weight))
             bar.set_postfix_str(f"jobs {n_done}/{len(jobs)}{where} {job.test[-28:]} {job.range}", refresh=False)
-        if bar is None and heartbeat_s is not None and time.monotonic() - last_beat >= heartbeat_s:
-            last_beat = time.monotonic()
-            print(
-                _heartbeat(n_done, len(jobs), work_done / total_work, last_beat - t_start), file=sys.stderr, flush=True
-            )
+        if beat is not None:
+            beat.update(1, job.weight)
         if on_done is not None:
             on_done(job, res)
 
