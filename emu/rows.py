@@ -41,86 +41,99 @@ def _rows_body(a2, b2, a4, b4, c1, flush, a_same, b_same, c_same, width, per, ou
     """out[p] = KERNEL(a2[p], b2[p], c1[p]) for chunks of ``width`` outputs, ``per`` chunks per
     parallel task (one set of buffers per task), a2, b2 or c1 of one row when ``a_same``,
     ``b_same``, ``c_same`` (the same operand for every output). ``a4``/``b4``: the rows as
-    :func:`emu.decode.quads` (K/4 uint64 each), or of shape (0, 0) to decode them one by one."""
+    :func:`emu.decode.quads` (K/4 uint64 each), or of shape (0, 0) to decode them one by one.
+    Each task is TASK (:func:`_rows_task`, bound by specialise)."""
+    n_ch = (out.shape[0] + width - 1) // width
+    for task in prange((n_ch + per - 1) // per):
+        TASK(a2, b2, a4, b4, c1, flush, a_same, b_same, c_same, width, per, out, prm, np.int64(task))  # noqa: F821
+
+
+def _rows_task(a2, b2, a4, b4, c1, flush, a_same, b_same, c_same, width, per, out, prm, task):
+    """Task ``task`` of :func:`_rows_body`: a function of its own, so that numba's parallel
+    passes see a one-line loop (they take seconds to minutes over an inlined body)."""
     P, K = out.shape[0], a2.shape[1]
     n_ch = (P + width - 1) // width
-    for task in prange((n_ch + per - 1) // per):
-        tmp = np.empty((K, TILE), np.uint16)
-        tmp4 = np.empty((K // 4, TILE), np.uint64)
-        A_full = np.empty((1, K, width), np.float32)
-        B_full = np.empty((K, width), np.float32)
-        C_full = np.empty((1, 1 if c_same else width), np.float32)
-        o_full = np.empty((1, width), np.float32)
-        if a_same:  # the same a for every lane of every chunk: decoded once per task
-            fill_rows(a2[0], flush, A_full[0])
-        if b_same:
-            fill_rows(b2[0], flush, B_full)
-        for ch in range(task * per, min(n_ch, (task + 1) * per)):
-            p0 = ch * width
-            w = min(width, P - p0)
-            if w == width:
-                A, B, C, o = A_full, B_full, C_full, o_full
-            else:  # the last, short chunk: buffers of its own (C-ordered, one kernel signature)
-                A = np.empty((1, K, w), np.float32)
-                B = np.empty((K, w), np.float32)
-                C = np.empty((1, 1 if c_same else w), np.float32)
-                o = np.empty((1, w), np.float32)
-                if a_same:
-                    fill_rows(a2[0], flush, A[0])
-                if b_same:
-                    fill_rows(b2[0], flush, B)
-            if a_same:  # filled above
-                pass
-            elif a4.shape[0] > 0:
-                for q0 in range(0, w, TILE):
-                    decode_tile4(a4, p0 + q0, min(TILE, w - q0), flush, tmp4, A[0], q0)
-            else:
-                for q0 in range(0, w, TILE):
-                    decode_tile(a2, p0 + q0, min(TILE, w - q0), flush, tmp, A[0], q0)
-            if b_same:  # filled above
-                pass
-            elif b4.shape[0] > 0:
-                for q0 in range(0, w, TILE):
-                    decode_tile4(b4, p0 + q0, min(TILE, w - q0), flush, tmp4, B, q0)
-            else:
-                for q0 in range(0, w, TILE):
-                    decode_tile(b2, p0 + q0, min(TILE, w - q0), flush, tmp, B, q0)
-            if c_same:
-                C[0, 0] = c1[0]
-            else:
-                for i in range(w):
-                    C[0, i] = c1[p0 + i]
-            KERNEL(A, B, C, o, prm)  # noqa: F821  (bound by specialise)
+    tmp = np.empty((K, TILE), np.uint16)
+    tmp4 = np.empty((K // 4, TILE), np.uint64)
+    A_full = np.empty((1, K, width), np.float32)
+    B_full = np.empty((K, width), np.float32)
+    C_full = np.empty((1, 1 if c_same else width), np.float32)
+    o_full = np.empty((1, width), np.float32)
+    if a_same:  # the same a for every lane of every chunk: decoded once per task
+        fill_rows(a2[0], flush, A_full[0])
+    if b_same:
+        fill_rows(b2[0], flush, B_full)
+    for ch in range(task * per, min(n_ch, (task + 1) * per)):
+        p0 = ch * width
+        w = min(width, P - p0)
+        if w == width:
+            A, B, C, o = A_full, B_full, C_full, o_full
+        else:  # the last, short chunk: buffers of its own (C-ordered, one kernel signature)
+            A = np.empty((1, K, w), np.float32)
+            B = np.empty((K, w), np.float32)
+            C = np.empty((1, 1 if c_same else w), np.float32)
+            o = np.empty((1, w), np.float32)
+            if a_same:
+                fill_rows(a2[0], flush, A[0])
+            if b_same:
+                fill_rows(b2[0], flush, B)
+        if a_same:  # filled above
+            pass
+        elif a4.shape[0] > 0:
+            for q0 in range(0, w, TILE):
+                decode_tile4(a4, p0 + q0, min(TILE, w - q0), flush, tmp4, A[0], q0)
+        else:
+            for q0 in range(0, w, TILE):
+                decode_tile(a2, p0 + q0, min(TILE, w - q0), flush, tmp, A[0], q0)
+        if b_same:  # filled above
+            pass
+        elif b4.shape[0] > 0:
+            for q0 in range(0, w, TILE):
+                decode_tile4(b4, p0 + q0, min(TILE, w - q0), flush, tmp4, B, q0)
+        else:
+            for q0 in range(0, w, TILE):
+                decode_tile(b2, p0 + q0, min(TILE, w - q0), flush, tmp, B, q0)
+        if c_same:
+            C[0, 0] = c1[0]
+        else:
             for i in range(w):
-                out[p0 + i] = o[0, i]
+                C[0, i] = c1[p0 + i]
+        KERNEL(A, B, C, o, prm)  # noqa: F821  (bound by specialise)
+        for i in range(w):
+            out[p0 + i] = o[0, i]
 
 
 def _gemms_body(a3, b3, c3, flush, out, prm):
     """out[g] = KERNEL(a3[g] (M, K), b3[g] (N, K), c3[g]) in the GEMM layout, the batch elements
     in parallel (a3, b3 or c3 of one element when it repeats; c3[g] is (1 or M, 1 or N))."""
+    for g in prange(out.shape[0]):
+        TASK(a3, b3, c3, flush, out, prm, np.int64(g))  # noqa: F821
+
+
+def _gemms_task(a3, b3, c3, flush, out, prm, g):
+    """Element ``g`` of :func:`_gemms_body` (a function of its own: see :func:`_rows_task`)."""
     G, M, N = out.shape
     K = a3.shape[2]
     sa = 1 if a3.shape[0] > 1 else 0
     sb = 1 if b3.shape[0] > 1 else 0
     sc = 1 if c3.shape[0] > 1 else 0
-    for g in prange(G):
-        ag = a3[g * sa]
-        A = np.empty((M, K), np.float32)
-        for m in range(M):
-            for k in range(K):
-                A[m, k] = fp16_value(ag[m, k], flush)
-        B = np.empty((K, N), np.float32)
-        tmp = np.empty((K, TILE), np.uint16)
-        bg = b3[g * sb]
-        for q0 in range(0, N, TILE):
-            decode_tile(bg, q0, min(TILE, N - q0), flush, tmp, B, q0)
-        o = np.empty((M, N), np.float32)
-        KERNEL(A, B, c3[g * sc], o, prm)  # noqa: F821  (bound by specialise)
-        out[g] = o
+    ag = a3[g * sa]
+    A = np.empty((M, K), np.float32)
+    for m in range(M):
+        for k in range(K):
+            A[m, k] = fp16_value(ag[m, k], flush)
+    B = np.empty((K, N), np.float32)
+    tmp = np.empty((K, TILE), np.uint16)
+    bg = b3[g * sb]
+    for q0 in range(0, N, TILE):
+        decode_tile(bg, q0, min(TILE, N - q0), flush, tmp, B, q0)
+    o = np.empty((M, N), np.float32)
+    KERNEL(A, B, c3[g * sc], o, prm)  # noqa: F821  (bound by specialise)
+    out[g] = o
 
 
 _DRIVERS: dict = {}
-_BODIES = {"rows": _rows_body, "gemms": _gemms_body}
+_BODIES = {"rows": (_rows_body, _rows_task), "gemms": (_gemms_body, _gemms_task)}
 
 
 def driver(family, kind: str = "rows"):
@@ -131,7 +144,9 @@ def driver(family, kind: str = "rows"):
         serial = _SERIAL.get(family)
         if serial is None:
             serial = _SERIAL[family] = specialise(kernel, f"{kernel.__name__}_serial")
-        _DRIVERS[family, kind] = specialise(_BODIES[kind], f"{kind}_{kernel.__name__}", parallel=True, KERNEL=serial)
+        body, task = _BODIES[kind]
+        task = specialise(task, f"{kind}_task_{kernel.__name__}", KERNEL=serial)
+        _DRIVERS[family, kind] = specialise(body, f"{kind}_{kernel.__name__}", parallel=True, TASK=task)
     return _DRIVERS[family, kind]
 
 
@@ -158,52 +173,59 @@ def rows_fused(a4, b4, c1, flush, c_same, flush_c, flush_out, pairwise, per, out
     same float32 operations in the same order as the kernels (whose docstrings show why their
     other flushes are the identity), so the same bits; only where two NaNs meet in one operation
     may the result's NaN payload differ (which operand's payload wins is the compiler's order)."""
+    n_t = (out.shape[0] + TILE - 1) // TILE
+    for task in prange((n_t + per - 1) // per):
+        _rows_fused_task(a4, b4, c1, flush, c_same, flush_c, flush_out, pairwise, per, out, np.int64(task))
+
+
+@jit
+def _rows_fused_task(a4, b4, c1, flush, c_same, flush_c, flush_out, pairwise, per, out, task):
+    """Task ``task`` of :func:`rows_fused` (a function of its own: see :func:`_rows_task`)."""
     P = out.shape[0]
     K4 = a4.shape[1]
     n_t = (P + TILE - 1) // TILE
-    for task in prange((n_t + per - 1) // per):
-        ta = np.empty((K4, TILE), np.uint64)
-        tb = np.empty((K4, TILE), np.uint64)
-        acc = np.empty(TILE, np.float32)
-        for t in range(task * per, min(n_t, (task + 1) * per)):
-            p0 = t * TILE
-            n = min(TILE, P - p0)
-            for i in range(n):
-                sa = a4[p0 + i]
-                sb = b4[p0 + i]
-                for k in range(K4):
-                    ta[k, i] = sa[k]
-                    tb[k, i] = sb[k]
-            for i in range(n):
-                c = c1[0 if c_same else p0 + i]
-                acc[i] = (c - c if abs(c) < _TINY32 else c) if flush_c else c
+    ta = np.empty((K4, TILE), np.uint64)
+    tb = np.empty((K4, TILE), np.uint64)
+    acc = np.empty(TILE, np.float32)
+    for t in range(task * per, min(n_t, (task + 1) * per)):
+        p0 = t * TILE
+        n = min(TILE, P - p0)
+        for i in range(n):
+            sa = a4[p0 + i]
+            sb = b4[p0 + i]
             for k in range(K4):
-                ra = ta[k]
-                rb = tb[k]
-                if pairwise:
-                    for i in range(n):
-                        x = ra[i]
-                        y = rb[i]
-                        s01 = fp16_value(x, flush) * fp16_value(y, flush) + fp16_value(x >> _Q16, flush) * fp16_value(
-                            y >> _Q16, flush
-                        )
-                        s23 = fp16_value(x >> _Q32, flush) * fp16_value(y >> _Q32, flush) + fp16_value(
-                            x >> _Q48, flush
-                        ) * fp16_value(y >> _Q48, flush)
-                        s = acc[i] + (s01 + s23)
-                        if flush_out and k == 0 and abs(s) < _TINY32:
-                            s = np.copysign(s - s, s)
-                        acc[i] = s
-                    continue
+                ta[k, i] = sa[k]
+                tb[k, i] = sb[k]
+        for i in range(n):
+            c = c1[0 if c_same else p0 + i]
+            acc[i] = (c - c if abs(c) < _TINY32 else c) if flush_c else c
+        for k in range(K4):
+            ra = ta[k]
+            rb = tb[k]
+            if pairwise:
                 for i in range(n):
                     x = ra[i]
                     y = rb[i]
-                    s = acc[i] + fp16_value(x, flush) * fp16_value(y, flush)
+                    s01 = fp16_value(x, flush) * fp16_value(y, flush) + fp16_value(x >> _Q16, flush) * fp16_value(
+                        y >> _Q16, flush
+                    )
+                    s23 = fp16_value(x >> _Q32, flush) * fp16_value(y >> _Q32, flush) + fp16_value(
+                        x >> _Q48, flush
+                    ) * fp16_value(y >> _Q48, flush)
+                    s = acc[i] + (s01 + s23)
                     if flush_out and k == 0 and abs(s) < _TINY32:
                         s = np.copysign(s - s, s)
-                    s = s + fp16_value(x >> _Q16, flush) * fp16_value(y >> _Q16, flush)
-                    s = s + fp16_value(x >> _Q32, flush) * fp16_value(y >> _Q32, flush)
-                    s = s + fp16_value(x >> _Q48, flush) * fp16_value(y >> _Q48, flush)
                     acc[i] = s
+                continue
             for i in range(n):
-                out[p0 + i] = acc[i]
+                x = ra[i]
+                y = rb[i]
+                s = acc[i] + fp16_value(x, flush) * fp16_value(y, flush)
+                if flush_out and k == 0 and abs(s) < _TINY32:
+                    s = np.copysign(s - s, s)
+                s = s + fp16_value(x >> _Q16, flush) * fp16_value(y >> _Q16, flush)
+                s = s + fp16_value(x >> _Q32, flush) * fp16_value(y >> _Q32, flush)
+                s = s + fp16_value(x >> _Q48, flush) * fp16_value(y >> _Q48, flush)
+                acc[i] = s
+        for i in range(n):
+            out[p0 + i] = acc[i]

@@ -185,90 +185,98 @@ def _exact4_lane(A, B, m, g0, n0, w, j, acc, nxt, mode):
 
 @jit(parallel=True)
 def fused_exact(A, B, C, out, prm):
+    n_tasks, n_rb = task_grid(out.shape[0], out.shape[1])
+    for t in prange(n_tasks):
+        _fused_exact_task(A, B, C, out, prm, np.int64(t), n_rb)
+
+
+@jit
+def _fused_exact_task(A, B, C, out, prm, t, n_rb):
+    """Task ``t`` of :func:`fused_exact`. A function of its own, called from a one-line parallel
+    loop: numba's parallel passes over the whole inlined body took most of the kernel's compile
+    time (47 s of a cold first call, 14 s without them). Same operations, same bits."""
     M, N = out.shape
     K = B.shape[0]
     L = prm[P_GROUP]
     out_mode = prm[P_OUT_ROUND]
     flush_c = prm[P_FLUSH_C] != 0
     flush_out = prm[P_FLUSH_OUT] != 0
-    n_tasks, n_rb = task_grid(M, N)
-    for t in prange(n_tasks):
-        n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
-        acc = np.empty(LANES, np.float64)
-        nxt = np.empty(LANES, np.float64)
-        s = np.empty(LANES, np.float64)
-        err = np.empty(LANES, np.float64)
-        tot = np.empty(LANES, np.float64)
-        ok = np.empty(LANES, np.int64)
-        for m in range(m0, m1):
-            for j in range(w):
-                c = np.float64(c_at(C, m, n0 + j))
-                acc[j] = flush_to_plus_zero(c, FP32_MIN_NORMAL) if flush_c else c
-            large = False
-            for g0 in range(0, K, L):
-                g = min(L, K - g0)
-                if L == 4 and g == 4:  # the MI100 case, fused into one pass
-                    # Large accumulators (|c| ≥ 2^5) fail the first test; once a row's group
-                    # has, the row takes one pass with the second test. Lanes that fail it
-                    # (cancellation, terms far apart) take the exact path one by one.
-                    if not large:
-                        if out_mode == RNE:
-                            proven = _plain4(A, B, m, g0, n0, w, acc, nxt, RNE)
-                        else:
-                            proven = _plain4(A, B, m, g0, n0, w, acc, nxt, out_mode)
-                        large = proven != w
-                    if large:  # also the group that first failed: it is computed again, the same way
-                        if out_mode == RNE:
-                            proven = _settle4(A, B, m, g0, n0, w, acc, nxt, ok, RNE)
-                        else:
-                            proven = _settle4(A, B, m, g0, n0, w, acc, nxt, ok, out_mode)
-                    if proven != w:
+    n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
+    acc = np.empty(LANES, np.float64)
+    nxt = np.empty(LANES, np.float64)
+    s = np.empty(LANES, np.float64)
+    err = np.empty(LANES, np.float64)
+    tot = np.empty(LANES, np.float64)
+    ok = np.empty(LANES, np.int64)
+    for m in range(m0, m1):
+        for j in range(w):
+            c = np.float64(c_at(C, m, n0 + j))
+            acc[j] = flush_to_plus_zero(c, FP32_MIN_NORMAL) if flush_c else c
+        large = False
+        for g0 in range(0, K, L):
+            g = min(L, K - g0)
+            if L == 4 and g == 4:  # the MI100 case, fused into one pass
+                # Large accumulators (|c| ≥ 2^5) fail the first test; once a row's group
+                # has, the row takes one pass with the second test. Lanes that fail it
+                # (cancellation, terms far apart) take the exact path one by one.
+                if not large:
+                    if out_mode == RNE:
+                        proven = _plain4(A, B, m, g0, n0, w, acc, nxt, RNE)
+                    else:
+                        proven = _plain4(A, B, m, g0, n0, w, acc, nxt, out_mode)
+                    large = proven != w
+                if large:  # also the group that first failed: it is computed again, the same way
+                    if out_mode == RNE:
+                        proven = _settle4(A, B, m, g0, n0, w, acc, nxt, ok, RNE)
+                    else:
+                        proven = _settle4(A, B, m, g0, n0, w, acc, nxt, ok, out_mode)
+                if proven != w:
+                    for j in range(w):
+                        if ok[j] == 0:
+                            _exact4_lane(A, B, m, g0, n0, w, j, acc, nxt, out_mode)
+            else:
+                for i in range(g):  # plain path, left to right; err holds the worst partial,
+                    ai = a_of(A, m, g0 + i, n0, w)  # tot the sum of the partials' magnitudes
+                    Bi = B[g0 + i, n0 : n0 + w]
+                    if i == 0:
                         for j in range(w):
-                            if ok[j] == 0:
-                                _exact4_lane(A, B, m, g0, n0, w, j, acc, nxt, out_mode)
-                else:
-                    for i in range(g):  # plain path, left to right; err holds the worst partial,
-                        ai = a_of(A, m, g0 + i, n0, w)  # tot the sum of the partials' magnitudes
+                            p = np.float64(lane(ai, j)) * np.float64(Bi[j])
+                            s[j] = p
+                            err[j] = abs(p)
+                            tot[j] = 0.0  # the first product is exact
+                    else:
+                        for j in range(w):
+                            sj = s[j] + np.float64(lane(ai, j)) * np.float64(Bi[j])
+                            s[j] = sj
+                            x, y = err[j], abs(sj)
+                            err[j] = (x if x > y else y) + 0.0  # + 0.0: no masked store (see truncated)
+                            tot[j] += y
+                accepted = np.int64(0)
+                for j in range(w):
+                    c = acc[j]
+                    z = c + s[j]
+                    exact = _plain_accept(c, z, err[j], EXACT_BELOW)
+                    accepted += exact | _settled(z, tot[j] + abs(z), out_mode)
+                    nxt[j] = _round(z, out_mode) + 0.0
+                if accepted != w:  # exact path: TwoSum cascade, left to right
+                    for i in range(g):
+                        ai = a_of(A, m, g0 + i, n0, w)
                         Bi = B[g0 + i, n0 : n0 + w]
                         if i == 0:
                             for j in range(w):
-                                p = np.float64(lane(ai, j)) * np.float64(Bi[j])
-                                s[j] = p
-                                err[j] = abs(p)
-                                tot[j] = 0.0  # the first product is exact
+                                s[j] = np.float64(lane(ai, j)) * np.float64(Bi[j])
+                                err[j] = 0.0
                         else:
                             for j in range(w):
-                                sj = s[j] + np.float64(lane(ai, j)) * np.float64(Bi[j])
+                                sj, tj = two_sum(s[j], np.float64(lane(ai, j)) * np.float64(Bi[j]))
                                 s[j] = sj
-                                x, y = err[j], abs(sj)
-                                err[j] = (x if x > y else y) + 0.0  # + 0.0: no masked store (see truncated)
-                                tot[j] += y
-                    accepted = np.int64(0)
+                                err[j] += tj
                     for j in range(w):
-                        c = acc[j]
-                        z = c + s[j]
-                        exact = _plain_accept(c, z, err[j], EXACT_BELOW)
-                        accepted += exact | _settled(z, tot[j] + abs(z), out_mode)
-                        nxt[j] = _round(z, out_mode) + 0.0
-                    if accepted != w:  # exact path: TwoSum cascade, left to right
-                        for i in range(g):
-                            ai = a_of(A, m, g0 + i, n0, w)
-                            Bi = B[g0 + i, n0 : n0 + w]
-                            if i == 0:
-                                for j in range(w):
-                                    s[j] = np.float64(lane(ai, j)) * np.float64(Bi[j])
-                                    err[j] = 0.0
-                            else:
-                                for j in range(w):
-                                    sj, tj = two_sum(s[j], np.float64(lane(ai, j)) * np.float64(Bi[j]))
-                                    s[j] = sj
-                                    err[j] += tj
-                        for j in range(w):
-                            nxt[j] = _round(_round_exact_sum(acc[j], s[j], err[j]), out_mode)
-                if flush_out and g0 == 0:
-                    for j in range(w):
-                        nxt[j] = flush_keep_sign(nxt[j], FP32_MIN_NORMAL)
-                acc, nxt = nxt, acc
-            outm = out[m, n0 : n0 + w]
-            for j in range(w):
-                outm[j] = np.float32(acc[j])
+                        nxt[j] = _round(_round_exact_sum(acc[j], s[j], err[j]), out_mode)
+            if flush_out and g0 == 0:
+                for j in range(w):
+                    nxt[j] = flush_keep_sign(nxt[j], FP32_MIN_NORMAL)
+            acc, nxt = nxt, acc
+        outm = out[m, n0 : n0 + w]
+        for j in range(w):
+            outm[j] = np.float32(acc[j])

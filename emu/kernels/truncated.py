@@ -280,6 +280,14 @@ def _finish32(total, emax, acc, w, two_mf, mode, align):
 
 @jit(parallel=True)
 def truncated_fused(A, B, C, out, prm):
+    n_tasks, n_rb = task_grid(out.shape[0], out.shape[1])
+    for t in prange(n_tasks):
+        _truncated_fused_task(A, B, C, out, prm, np.int64(t), n_rb)
+
+
+@jit
+def _truncated_fused_task(A, B, C, out, prm, t, n_rb):
+    """Task ``t`` of :func:`truncated_fused` (see :func:`emu.kernels.fused_exact._fused_exact_task`)."""
     M, N = out.shape
     K = B.shape[0]
     L = prm[P_GROUP]
@@ -295,56 +303,54 @@ def truncated_fused(A, B, C, out, prm):
     zero_low = prm[P_ZERO_EXP] <= min(-28, c_emin)
     two_f = pow2(F)
     two_mf = pow2(-F)
-    n_tasks, n_rb = task_grid(M, N)
-    for t in prange(n_tasks):
-        n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
-        EB = _b_pows(B, n0, w)
-        EA = a_table(A, K)
-        acc = np.empty(LANES, np.float64)
-        emax = np.empty(LANES, np.float64)
-        pmax = np.empty(LANES, np.float32)
-        pmin = np.empty(LANES, np.float32)
-        sc32 = np.empty(LANES, np.float32)
-        total = np.empty(LANES, np.float64)
-        for m in range(m0, m1):
-            _fill_a_pows(A, m, n0, w, EA)
-            for j in range(w):
-                acc[j] = np.float64(c_at(C, m, n0 + j))
-            for g0 in range(0, K, L):
-                g = min(L, K - g0)
-                if L == 4 and g == 4 and not fp16_out:
-                    if zero_low and out_mode == RZ and align == RZ:  # V100: all literal, no tests in the loop
-                        _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, RZ, RZ, True)
-                    else:
-                        _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, align, out_mode, zero_low)
-                    continue
-                for j in range(w):
-                    pmax[j] = F32_ZERO
-                _max_power(n0, w, g0, g, EA, EB, pmax)
-                if not zero_low:
-                    _min_power(n0, w, g0, g, EA, EB, pmin)
-                for j in range(w):
-                    c = acc[j]
-                    e = zpow if c == 0.0 else exp_pow64(c, c_pmin, C_POW_MAX)
-                    x = np.float64(pmax[j])
-                    e = x if x > e else e
-                    if not zero_low:
-                        e = zpow if (pmin[j] == 0.0) & (zpow > e) else e  # a zero product
-                    emax[j] = e
-                    sc = two_f * inv_pow2(e)
-                    sc32[j] = _sc32(sc)
-                    total[j] = _cut(c * sc, align)
-                _add_cut_products(A, B, m, n0, w, g0, g, sc32, total, align)
-                if fp16_out:
-                    for j in range(w):
-                        acc[j] = np.float64(round_to_fp16_rne(total[j] * (emax[j] * two_mf))) + 0.0
-                elif out_mode == RZ and align == RZ:
-                    _finish32(total, emax, acc, w, two_mf, RZ, RZ)
+    n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
+    EB = _b_pows(B, n0, w)
+    EA = a_table(A, K)
+    acc = np.empty(LANES, np.float64)
+    emax = np.empty(LANES, np.float64)
+    pmax = np.empty(LANES, np.float32)
+    pmin = np.empty(LANES, np.float32)
+    sc32 = np.empty(LANES, np.float32)
+    total = np.empty(LANES, np.float64)
+    for m in range(m0, m1):
+        _fill_a_pows(A, m, n0, w, EA)
+        for j in range(w):
+            acc[j] = np.float64(c_at(C, m, n0 + j))
+        for g0 in range(0, K, L):
+            g = min(L, K - g0)
+            if L == 4 and g == 4 and not fp16_out:
+                if zero_low and out_mode == RZ and align == RZ:  # V100: all literal, no tests in the loop
+                    _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, RZ, RZ, True)
                 else:
-                    _finish32(total, emax, acc, w, two_mf, out_mode, align)
-            outm = out[m, n0 : n0 + w]
+                    _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, align, out_mode, zero_low)
+                continue
             for j in range(w):
-                outm[j] = np.float32(acc[j])
+                pmax[j] = F32_ZERO
+            _max_power(n0, w, g0, g, EA, EB, pmax)
+            if not zero_low:
+                _min_power(n0, w, g0, g, EA, EB, pmin)
+            for j in range(w):
+                c = acc[j]
+                e = zpow if c == 0.0 else exp_pow64(c, c_pmin, C_POW_MAX)
+                x = np.float64(pmax[j])
+                e = x if x > e else e
+                if not zero_low:
+                    e = zpow if (pmin[j] == 0.0) & (zpow > e) else e  # a zero product
+                emax[j] = e
+                sc = two_f * inv_pow2(e)
+                sc32[j] = _sc32(sc)
+                total[j] = _cut(c * sc, align)
+            _add_cut_products(A, B, m, n0, w, g0, g, sc32, total, align)
+            if fp16_out:
+                for j in range(w):
+                    acc[j] = np.float64(round_to_fp16_rne(total[j] * (emax[j] * two_mf))) + 0.0
+            elif out_mode == RZ and align == RZ:
+                _finish32(total, emax, acc, w, two_mf, RZ, RZ)
+            else:
+                _finish32(total, emax, acc, w, two_mf, out_mode, align)
+        outm = out[m, n0 : n0 + w]
+        for j in range(w):
+            outm[j] = np.float32(acc[j])
 
 
 @jit(inline="always")
@@ -369,6 +375,14 @@ def _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, c_mode, out_mode
 
 @jit(parallel=True)
 def two_stage(A, B, C, out, prm):
+    n_tasks, n_rb = task_grid(out.shape[0], out.shape[1])
+    for t in prange(n_tasks):
+        _two_stage_task(A, B, C, out, prm, np.int64(t), n_rb)
+
+
+@jit
+def _two_stage_task(A, B, C, out, prm, t, n_rb):
+    """Task ``t`` of :func:`two_stage` (see :func:`emu.kernels.fused_exact._fused_exact_task`)."""
     M, N = out.shape
     K = B.shape[0]
     L = prm[P_GROUP]
@@ -379,33 +393,31 @@ def two_stage(A, B, C, out, prm):
     out_mode = prm[P_OUT_ROUND]
     two_f, two_mf = pow2(F), pow2(-F)
     two_f2, two_mf2 = pow2(F2), pow2(-F2)
-    n_tasks, n_rb = task_grid(M, N)
-    for t in prange(n_tasks):
-        n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
-        EB = _b_pows(B, n0, w)
-        EA = a_table(A, K)
-        acc = np.empty(LANES, np.float64)
-        edot = np.empty(LANES, np.float32)
-        sdot = np.empty(LANES, np.float64)
-        sc32 = np.empty(LANES, np.float32)
-        for m in range(m0, m1):
-            _fill_a_pows(A, m, n0, w, EA)
+    n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
+    EB = _b_pows(B, n0, w)
+    EA = a_table(A, K)
+    acc = np.empty(LANES, np.float64)
+    edot = np.empty(LANES, np.float32)
+    sdot = np.empty(LANES, np.float64)
+    sc32 = np.empty(LANES, np.float32)
+    for m in range(m0, m1):
+        _fill_a_pows(A, m, n0, w, EA)
+        for j in range(w):
+            acc[j] = np.float64(c_at(C, m, n0 + j))
+        for g0 in range(0, K, L):
+            g = min(L, K - g0)
             for j in range(w):
-                acc[j] = np.float64(c_at(C, m, n0 + j))
-            for g0 in range(0, K, L):
-                g = min(L, K - g0)
-                for j in range(w):
-                    edot[j] = F32_ZERO  # zero products (power 0) never raise it
-                _max_power(n0, w, g0, g, EA, EB, edot)
-                for j in range(w):
-                    e = np.float64(edot[j])
-                    sc32[j] = _sc32(two_f * inv_pow2(e if e > LOWEST_SCALE_POWER else LOWEST_SCALE_POWER))
-                    sdot[j] = 0.0
-                _add_cut_products(A, B, m, n0, w, g0, g, sc32, sdot, align)
-                if c_mode == RD and out_mode == RNE:  # MI300: literal modes, no tests in the loop
-                    _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, RD, RNE)
-                else:
-                    _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, c_mode, out_mode)
-            outm = out[m, n0 : n0 + w]
+                edot[j] = F32_ZERO  # zero products (power 0) never raise it
+            _max_power(n0, w, g0, g, EA, EB, edot)
             for j in range(w):
-                outm[j] = np.float32(acc[j])
+                e = np.float64(edot[j])
+                sc32[j] = _sc32(two_f * inv_pow2(e if e > LOWEST_SCALE_POWER else LOWEST_SCALE_POWER))
+                sdot[j] = 0.0
+            _add_cut_products(A, B, m, n0, w, g0, g, sc32, sdot, align)
+            if c_mode == RD and out_mode == RNE:  # MI300: literal modes, no tests in the loop
+                _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, RD, RNE)
+            else:
+                _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, c_mode, out_mode)
+        outm = out[m, n0 : n0 + w]
+        for j in range(w):
+            outm[j] = np.float32(acc[j])
