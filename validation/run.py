@@ -268,9 +268,10 @@ class Heartbeat:
     on stderr, ``fp16emu: 3/40 runs done, 2 min 5 s elapsed, about 25 min left``, when an item
     finishes at least ``interval_s`` seconds after the last line (or the start).
 
-    ``total``: items expected (settable later, as :attr:`total`). ``weighted``: items carry
-    unequal work (:meth:`update`'s ``work``); the line then adds the share of the work done and
-    estimates the time left from it rather than from the item count."""
+    ``total``: items expected (settable later, as :attr:`total`). ``total_work``: when given, the
+    items carry unequal work (:meth:`update`'s ``work``, out of ``total_work``); the line then adds
+    the share of the work done and estimates the time left from it rather than from the item
+    count."""
 
     def __init__(self, interval_s: float, total: int = 0, unit: str = "jobs", total_work: float | None = None):
         self.interval_s = float(interval_s)
