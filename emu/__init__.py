@@ -7,20 +7,25 @@ to zero; *group* the terms one unit step fuses; *fused_terms* its size.
 
 Public API: :func:`dot_add` (one unit over a K vector) and :func:`gemm` (a GEMM in an explicit
 accumulation order) share one convention, ``(a, b, c, unit)``: operands, accumulator, unit, and
-return float32 (float16 for a unit with fp16 output). The modules ``formats``, ``rounding``,
-``atomics`` (split-K partials and atomic add orders) and ``conv`` (convolutions as the kernels'
-GEMMs) are imported with the package.
+return float32 (float16 for a unit with fp16 output). :class:`Schedule` is a kernel's whole
+accumulation schedule (splits, reductions, epilogue); :class:`GemmOrder` its older, narrower
+form. The modules ``formats``, ``rounding``,
+``atomics`` (split-K partials and atomic add orders), ``conv`` (convolutions as the kernels'
+GEMMs) and ``implicit_gemm`` (convolutions as the libraries' implicit GEMMs) are imported with
+the package.
 """
 
-from . import atomics, conv, formats, rounding
+from . import atomics, conv, formats, implicit_gemm, rounding
 from .dot import dot_add
 from .gemm import GemmOrder, gemm, split_partials, strided_k_order
+from .schedule import Schedule
 from .units import Family, Format, Rounding, UnitParams
 
 __all__ = [
     "dot_add",
     "gemm",
     "GemmOrder",
+    "Schedule",
     "split_partials",
     "strided_k_order",
     "Family",
@@ -30,5 +35,6 @@ __all__ = [
     "atomics",
     "conv",
     "formats",
+    "implicit_gemm",
     "rounding",
 ]

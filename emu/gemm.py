@@ -14,19 +14,39 @@
   orders (:mod:`emu.atomics`).
 
 M and N never change the arithmetic of an output; their padding is not modelled.
+
+``GemmOrder`` is one case of :class:`emu.schedule.Schedule`, the general accumulation schedule
+(k tiles, splits as tile ranges, reductions of the partials, instruction K, the fp32 epilogue and
+the output rounding); :func:`gemm` takes either.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 
 from .atomics import SplitPartials, add_order
 from .dot import accumulator_values, compact_c, decode_operands, fp16_operand, run_kernel, unit_params
+from .schedule import Schedule
 from .units import Format
 
-__all__ = ["GemmOrder", "gemm", "gemm_decoded", "operand_in_order", "split_partials", "strided_k_order"]
+__all__ = [
+    "GemmOrder",
+    "Schedule",
+    "as_schedule",
+    "chain_operands",
+    "chain_params",
+    "finish",
+    "fma32",
+    "reduce_partials",
+    "gemm",
+    "gemm_decoded",
+    "operand_in_order",
+    "split_partials",
+    "strided_k_order",
+]
 
 
 #: Bounds of GemmOrder's integer fields: beyond them no kernel runs, and padding alone would
@@ -76,8 +96,35 @@ class GemmOrder:
 
     def chunks(self, length: int) -> list[slice]:
         """Contiguous split-K chunks of the accumulation sequence (as even as possible)."""
-        bounds = np.linspace(0, length, self.split_k + 1).round().astype(int)
-        return [slice(int(b0), int(b1)) for b0, b1 in zip(bounds[:-1], bounds[1:])]
+        return self.schedule().split_ranges(length)
+
+    def schedule(self) -> Schedule:
+        """This order as an :class:`emu.schedule.Schedule`, the same bits: k tiles of width 1 split
+        as evenly as possible; one split is one chain from C; several are chains from +0 added
+        onto a workspace holding C, in ascending or seeded random order."""
+        if self.split_k == 1:
+            reduction, c_entry = "sequential", "chain"
+        else:
+            reduction, c_entry = ("workspace" if self.combine == "ascending" else "random"), "workspace"
+        return Schedule(
+            k_order=self.k_order,
+            pad_k=self.pad_k,
+            splits=self.split_k,
+            reduction=reduction,
+            reduction_seed=self.combine_seed,
+            c_entry=c_entry,
+        )
+
+
+def as_schedule(order) -> Schedule:
+    """``order`` (a :class:`GemmOrder`, a :class:`Schedule` or None for ascending k) as a Schedule."""
+    if order is None:
+        return Schedule()
+    if isinstance(order, GemmOrder):
+        return order.schedule()
+    if isinstance(order, Schedule):
+        return order
+    raise TypeError(f"order: expected emu.GemmOrder, emu.Schedule or None, got {type(order).__name__}")
 
 
 def strided_k_order(K: int, tile: int, group: int) -> tuple[int, ...]:
@@ -123,31 +170,115 @@ def _prepare(A, B, unit, order):
     a_bits, b_bits = fp16_operand(A, "A"), fp16_operand(B, "B")
     if a_bits.ndim != 2 or b_bits.ndim != 2 or a_bits.shape[1] != b_bits.shape[0]:
         raise ValueError(f"A, B: need (M, K) and (K, N), got {a_bits.shape} and {b_bits.shape}")
-    order = order or GemmOrder()
-    seq = order.sequence(a_bits.shape[1])
+    schedule = as_schedule(order)
+    seq = schedule.sequence(a_bits.shape[1])
     flush = bool(params.flush_inputs)
     A_seq = operand_in_order(a_bits, seq, 1, flush)
     B_seq = operand_in_order(b_bits, seq, 0, flush)
-    return params, A_seq, B_seq, order
+    return params, A_seq, B_seq, schedule
 
 
-def _partials(params, A_seq, B_seq, order, C):
-    if order.split_k == 1:
-        return run_kernel(params, A_seq, B_seq, C)[None]
+def chain_params(params, schedule: Schedule):
+    """The unit as one chain runs it: ``instruction_k`` products fused per step where set."""
+    k = schedule.instruction_k
+    if not k or k == params.group_size:
+        return params
+    if k > params.group_size:
+        raise ValueError(f"instruction_k: {k} is wider than the unit's group of {params.group_size}")
+    return params._replace(group_size=k)
+
+
+def chain_operands(A_seq: np.ndarray, B_seq: np.ndarray, r: slice, schedule: Schedule):
+    """The operands one split's chain takes: ``A_seq[:, r]`` and ``B_seq[r]``, contiguous, with
+    ``schedule.residue_tile`` t > 0 the split's k residue (its length modulo t) first and
+    zero-filled to t entries (+0 products)."""
+    a, b = A_seq[:, r], B_seq[r]
+    tile = schedule.residue_tile
+    rem = a.shape[1] % tile if tile else 0
+    if rem:
+        fill = tile - rem
+        a = np.concatenate([a[:, :rem], np.zeros((a.shape[0], fill), np.float32), a[:, rem:]], axis=1)
+        b = np.concatenate([b[:rem], np.zeros((fill, b.shape[1]), np.float32), b[rem:]], axis=0)
+    return np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32)
+
+
+def _partials(params, A_seq, B_seq, schedule: Schedule, C0=None):
+    """The chain results of each split (split 0 from ``C0`` when given, the others from +0)."""
     zero = np.zeros((1, 1), np.float32)
+    chain = chain_params(params, schedule)
+    ranges = schedule.split_ranges(A_seq.shape[1])
+    if len(ranges) == 1 and not schedule.residue_tile:
+        return run_kernel(chain, A_seq, B_seq, zero if C0 is None else C0)[None]
     return np.stack(
         [
-            run_kernel(params, np.ascontiguousarray(A_seq[:, s]), np.ascontiguousarray(B_seq[s]), zero)
-            for s in order.chunks(A_seq.shape[1])
+            run_kernel(chain, *chain_operands(A_seq, B_seq, s, schedule), C0 if (i == 0 and C0 is not None) else zero)
+            for i, s in enumerate(ranges)
         ]
     )
 
 
-def _output(params, out: np.ndarray) -> np.ndarray:
-    return out.astype(np.float16) if params.output_format == Format.FP16 else out
+def reduce_partials(partials, schedule: Schedule, ws: np.ndarray | None = None) -> np.ndarray:
+    """The split partial sums (a sequence of float32 arrays) combined in fp32 (RNE) as
+    ``schedule.reduction`` says; ``ws`` is the workspace the ``"workspace"`` and ``"random"``
+    reductions add onto (+0 when None)."""
+    if ws is None:
+        ws = np.zeros_like(partials[0])
+    if schedule.partial_format:
+        partials = [_output(None, p, schedule.partial_format).astype(np.float32) for p in partials]
+    with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is NaN, a huge sum inf: IEEE, not an error
+        if schedule.reduction == "tree":
+            level = list(partials)
+            while len(level) > 1:
+                level = [level[i] + level[i + 1] if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+            return level[0]
+        if schedule.reduction == "halving":
+            level = list(partials)
+            while len(level) > 1:
+                h = (len(level) + 1) // 2
+                level = [level[i] + level[i + h] if i + h < len(level) else level[i] for i in range(h)]
+            return level[0]
+        if schedule.reduction == "sequential":
+            acc = partials[0]
+            for p in partials[1:]:
+                acc = acc + p
+            return acc
+        order = range(len(partials))
+        if schedule.reduction == "random":
+            order = add_order(len(partials), schedule.reduction_seed, 0)
+        for s in order:
+            ws = ws + partials[s]
+        return ws
 
 
-def gemm(A, B, C, unit, order: GemmOrder | None = None) -> np.ndarray:
+def fma32(a, b, c) -> np.ndarray:
+    """RNE32(a·b + c) for float32 arrays, one rounding (the fp32 FMA of an epilogue): the product
+    is exact in float64, the sum is taken in float64 with round-to-odd (TwoSum's error term sets
+    the sticky bit), and rounding that to fp32 is then correct (53 ≥ 24 + 2)."""
+    a, b, c = (np.asarray(x, np.float32).astype(np.float64) for x in (a, b, c))
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = a * b
+        s = p + c
+        bb = s - p
+        err = (p - (s - bb)) + (c - bb)
+        odd = (s.view(np.int64) & 1) == 1
+        fix = np.isfinite(s) & (err != 0) & ~odd
+        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+        return s.astype(np.float32)
+
+
+def _output(params, out: np.ndarray, output: str | None = None) -> np.ndarray:
+    """The result in its output format: RNE, overflow to ±inf (IEEE, not an error)."""
+    with np.errstate(over="ignore"):
+        if output is None:
+            return out.astype(np.float16) if params.output_format == Format.FP16 else out
+        if output == "fp16":
+            return out.astype(np.float16)
+        if output == "bf16":
+            return out.astype(ml_dtypes.bfloat16)
+        return out.astype(np.float32)
+
+
+def gemm(A, B, C, unit, order: GemmOrder | Schedule | None = None) -> np.ndarray:
     """C + A·B through ``unit`` in ``order``, the GEMM form of :func:`emu.dot_add` (same argument
     order, same result type).
 
@@ -156,54 +287,82 @@ def gemm(A, B, C, unit, order: GemmOrder | None = None) -> np.ndarray:
     fp16-output units). With split-K the chunk results are added onto C in ascending chunk order,
     or, with ``order.combine == "random"``, in the order :func:`emu.atomics.add_order` draws for
     member 0 of the generator seeded ``order.combine_seed`` (one order for the whole GEMM).
+    With a :class:`emu.schedule.Schedule`, the schedule's splits, reduction, epilogue and output
+    rounding (its ``output``, when set, decides the result's dtype: float16, bfloat16 or float32).
     """
-    params, A_seq, B_seq, order = _prepare(A, B, unit, order)
-    return _gemm_in_order(params, A_seq, B_seq, C, order)
+    params, A_seq, B_seq, schedule = _prepare(A, B, unit, order)
+    return _gemm_in_order(params, A_seq, B_seq, C, schedule)
 
 
-def gemm_decoded(A_seq: np.ndarray, B_seq: np.ndarray, C, unit, order: GemmOrder | None = None) -> np.ndarray:
+def gemm_decoded(
+    A_seq: np.ndarray, B_seq: np.ndarray, C, unit, order: GemmOrder | Schedule | None = None
+) -> np.ndarray:
     """:func:`gemm` on operands already in the unit's accumulation order: ``A_seq`` (M, K') and
     ``B_seq`` (K', N) float32 fp16 values as :func:`operand_in_order` returns them for
     ``order.sequence(K)`` (K' its length, padding included) and the unit's ``flush_inputs``.
     The same bits as ``gemm(A, B, C, unit, order)``; several units that share an order and a
     flush setting can share one decode."""
     params = unit_params(unit)
-    order = order or GemmOrder()
+    schedule = as_schedule(order)
     for name, x in (("A_seq", A_seq), ("B_seq", B_seq)):
         if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != 2:
             raise TypeError(f"{name}: expected a 2-D float32 array of fp16 values, got {getattr(x, 'dtype', type(x))}")
     if A_seq.shape[1] != B_seq.shape[0]:
         raise ValueError(f"A_seq, B_seq: need (M, K) and (K, N), got {A_seq.shape} and {B_seq.shape}")
-    return _gemm_in_order(params, A_seq, B_seq, C, order)
+    return _gemm_in_order(params, A_seq, B_seq, C, schedule)
 
 
-def _gemm_in_order(params, A_seq, B_seq, C, order):
+def _c_values(C, params, shape) -> np.ndarray:
+    """C as the kernels take it (float32, compacted), with a clear error for a wrong shape."""
+    c = accumulator_values(C, params.output_format).astype(np.float32)
+    try:
+        np.broadcast_shapes(c.shape, shape)
+    except ValueError:
+        raise ValueError(f"C: shape {c.shape} does not broadcast to the output's {shape}") from None
+    if np.broadcast_shapes(c.shape, shape) != shape:
+        raise ValueError(f"C: shape {c.shape} does not broadcast to the output's {shape}")
+    return compact_c(c, shape, *shape)
+
+
+def _gemm_in_order(params, A_seq, B_seq, C, schedule: Schedule):
     shape = (A_seq.shape[0], B_seq.shape[1])
-    C0 = (
-        np.zeros((1, 1), np.float32)
-        if C is None
-        else compact_c(accumulator_values(C, params.output_format).astype(np.float32), shape, *shape)
-    )
-    if order.split_k == 1:
-        return _output(params, _partials(params, A_seq, B_seq, order, C0)[0])
-    partials = _partials(params, A_seq, B_seq, order, None)
-    if order.combine == "random":
-        chunk_order = add_order(order.split_k, order.combine_seed, 0)
+    zero = np.zeros((1, 1), np.float32)
+    C0 = zero if C is None else _c_values(C, params, shape)
+    if schedule.c_entry == "chain":
+        partials = _partials(params, A_seq, B_seq, schedule, C0)
+        ws = None
     else:
-        chunk_order = range(order.split_k)
-    ws = np.broadcast_to(C0, shape).astype(np.float32)
-    with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is NaN, a huge sum inf: IEEE, not an error
-        for s in chunk_order:
-            ws = ws + partials[s]
-    return _output(params, ws)
+        partials = _partials(params, A_seq, B_seq, schedule, None)
+        ws = np.broadcast_to(C0 if schedule.c_entry == "workspace" else zero, shape).astype(np.float32)
+    if len(partials) == 1 and schedule.reduction not in ("workspace", "random") and not schedule.partial_format:
+        acc = partials[0]
+    else:
+        if ws is None:
+            ws = np.zeros(shape, np.float32)
+        acc = reduce_partials(partials, schedule, ws)
+    return finish(params, acc, None if C is None else C0, schedule)
+
+
+def finish(unit, acc: np.ndarray, C, schedule: Schedule) -> np.ndarray:
+    """The epilogue and output rounding of ``schedule`` on a reduced fp32 accumulator ``acc``:
+    with ``c_entry="epilogue"`` RNE32(alpha·acc + beta·C) as one FMA (C float32, broadcastable,
+    or None for 0), else alpha·acc (rounded) where alpha ≠ 1; then the output rounding."""
+    params = unit_params(unit)
+    if schedule.c_entry == "epilogue":
+        c = np.zeros((1, 1), np.float32) if C is None else np.asarray(C, np.float32)
+        beta_c = (np.float32(schedule.beta) * np.broadcast_to(c, acc.shape)).astype(np.float32)
+        acc = fma32(np.float32(schedule.alpha), acc, beta_c)
+    elif schedule.alpha != 1:
+        acc = (np.float32(schedule.alpha) * acc).astype(np.float32)
+    return _output(params, acc, schedule.output)
 
 
 def split_partials(A, B, unit, order: GemmOrder, seed: int = 0) -> SplitPartials:
     """The split-K partial sums of ``gemm(A, B, None, unit, order)``, element (m, n) at m·N + n,
     as :class:`emu.atomics.SplitPartials` whose members are the GEMM with the chunk results added
     in counter-based random orders (``seed``): the run-to-run spread of fp32 atomic adds."""
-    params, A_seq, B_seq, order = _prepare(A, B, unit, order)
-    partials = _partials(params, A_seq, B_seq, order, None)
-    out = SplitPartials(order.split_k, partials[0].size, seed)
-    out.parts[:] = partials.reshape(order.split_k, -1)
+    params, A_seq, B_seq, schedule = _prepare(A, B, unit, order)
+    partials = _partials(params, A_seq, B_seq, schedule, None)
+    out = SplitPartials(len(partials), partials[0].size, seed)
+    out.parts[:] = partials.reshape(len(partials), -1)
     return out

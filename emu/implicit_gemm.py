@@ -1,0 +1,248 @@
+"""Convolutions as the libraries' implicit GEMMs: forward, backward data and backward weight.
+
+Each pass is one GEMM per group, ``out[m, col] = Σ_kk A[m, kk]·B[kk, col]``, whose gemmK order is
+what a kernel's loop nest makes of it; the unit then reduces that sequence in its order
+(:func:`emu.gemm`). Taps that fall into the padding are zero products *in* the sequence, as an
+implicit-GEMM kernel loads them.
+
+* forward (``y = conv2d(x, w)``): rows k (output channel), columns (n, p, q), gemmK over (c, r, s)
+  in the order ``"rsc"`` (filter row, filter column, channel: an NHWC kernel such as CUTLASS's
+  ``fprop``) or ``"crs"`` (channel outermost: an NCHW kernel);
+* backward data (``dx``): rows c, columns (n, h, w), gemmK over (k, r, s) in the order ``"rsk"``
+  or ``"krs"``, with the filter taps ascending (``flip=False``) or descending (``flip=True``: the
+  rotated filter of a dgrad written as a forward convolution); with ``skip_invalid`` the taps
+  whose output position is not a whole multiple of the stride are left out of the sequence (a
+  strided dgrad that iterates each phase's own taps) instead of entering as zeros;
+* backward weight (``dw``): rows k, columns (c, r, s), gemmK over (n, p, q) ascending.
+
+Tensors are NCHW values (fp16 bit patterns as uint16, or float16); the GEMM operands come back as
+uint16 bit patterns with the output index of each GEMM element, so any unit and schedule runs
+them. ``rows`` / ``columns`` select a subset of a group's GEMM outputs (for searches on a sample).
+
+Sources: the implicit-GEMM formulation of CUTLASS (``docs/implicit_gemm_convolution.md``,
+github.com/NVIDIA/cutlass, conv2d fprop/dgrad/wgrad iterators; v3.5) and cuDNN's
+``CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM``; the (r, s, c) order of the NHWC fprop kernel was
+measured on an NVIDIA H200 (fp16emu's library captures).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ConvShape", "GemmPiece", "PASSES", "K_ORDERS", "conv_pieces"]
+
+PASSES = ("fwd", "bwd_data", "bwd_weight")
+#: the gemmK orders each pass accepts
+K_ORDERS = {"fwd": ("rsc", "crs"), "bwd_data": ("rsk", "krs"), "bwd_weight": ("npq",)}
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """A 2-D convolution's shapes: input (N, C, H, W), weight (K, C/G, R, S), output (N, K, P, Q)."""
+
+    N: int
+    C: int
+    H: int
+    W: int
+    K: int
+    R: int
+    S: int
+    stride: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+
+    def __post_init__(self):
+        for name in ("N", "C", "H", "W", "K", "R", "S", "groups"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name}: must be a whole number ≥ 1, got {v!r}")
+        if self.C % self.groups or self.K % self.groups:
+            raise ValueError(f"groups: {self.groups} does not divide C={self.C} and K={self.K}")
+        for name, low in (("stride", 1), ("padding", 0), ("dilation", 1)):
+            v = getattr(self, name)
+            if len(v) != 2 or any(int(x) != x or x < low for x in v):
+                raise ValueError(f"{name}: expected two whole numbers ≥ {low}, got {v!r}")
+        if self.P < 1 or self.Q < 1:
+            raise ValueError(f"the output would be empty ({self.P}×{self.Q}): filter larger than the padded input")
+
+    @property
+    def P(self) -> int:
+        return (self.H + 2 * self.padding[0] - self.dilation[0] * (self.R - 1) - 1) // self.stride[0] + 1
+
+    @property
+    def Q(self) -> int:
+        return (self.W + 2 * self.padding[1] - self.dilation[1] * (self.S - 1) - 1) // self.stride[1] + 1
+
+    @property
+    def Cg(self) -> int:
+        return self.C // self.groups
+
+    @property
+    def Kg(self) -> int:
+        return self.K // self.groups
+
+    def out_shape(self, pass_: str) -> tuple[int, ...]:
+        return {
+            "fwd": (self.N, self.K, self.P, self.Q),
+            "bwd_data": (self.N, self.C, self.H, self.W),
+            "bwd_weight": (self.K, self.Cg, self.R, self.S),
+        }[pass_]
+
+    def gemm_size(self, pass_: str) -> tuple[int, int, int]:
+        """(rows, columns, gemmK) of one group's GEMM."""
+        return {
+            "fwd": (self.Kg, self.N * self.P * self.Q, self.Cg * self.R * self.S),
+            "bwd_data": (self.Cg, self.N * self.H * self.W, self.Kg * self.R * self.S),
+            "bwd_weight": (self.Kg, self.Cg * self.R * self.S, self.N * self.P * self.Q),
+        }[pass_]
+
+
+@dataclass(frozen=True)
+class GemmPiece:
+    """One GEMM of a pass: ``A`` (rows, gemmK) and ``B`` (gemmK, columns) fp16 bit patterns, and
+    ``out_index`` (rows, columns): the flat index of each GEMM output in the pass's output."""
+
+    A: np.ndarray
+    B: np.ndarray
+    out_index: np.ndarray
+
+
+def _bits(x) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype == np.float16:
+        return x.view(np.uint16)
+    if x.dtype == np.uint16:
+        return x
+    raise TypeError(f"expected float16 values or uint16 bit patterns, got dtype {x.dtype}")
+
+
+def _take_or_zero(t: np.ndarray, idx: tuple, valid: np.ndarray) -> np.ndarray:
+    clipped = tuple(np.where(valid, i, 0) for i in np.broadcast_arrays(*idx))
+    return np.where(valid, t[clipped], np.uint16(0))
+
+
+def _sel(n: int, subset) -> np.ndarray:
+    return np.arange(n) if subset is None else np.asarray(subset, np.int64)
+
+
+def conv_pieces(
+    pass_: str,
+    shape: ConvShape,
+    first,
+    second,
+    k_order: str | None = None,
+    *,
+    flip: bool = False,
+    skip_invalid: bool = False,
+    channel_block: int = 0,
+    rows=None,
+    columns=None,
+    groups=None,
+) -> list[GemmPiece]:
+    """The implicit GEMMs of one pass, one :class:`GemmPiece` per group.
+
+    ``fwd``: ``first`` the input x (N, C, H, W), ``second`` the weight w (K, C/G, R, S);
+    ``bwd_data``: ``first`` dy (N, K, P, Q), ``second`` w; ``bwd_weight``: ``first`` dy,
+    ``second`` x. ``k_order`` one of :data:`K_ORDERS` for the pass (its first by default).
+    ``rows`` / ``columns`` / ``groups`` restrict the pieces to a subset of each GEMM's outputs.
+    ``skip_invalid`` (bwd_data only) needs a stride: taps a phase never reads are dropped, so
+    the pieces' gemmK differs per column and the GEMM is built per phase (one piece per group and
+    phase). ``channel_block`` b > 0 walks the channels (c forward, k backward data) in blocks of
+    b, the filter taps inside each block: (c // b, r, s, c % b), as kernels that load b channels
+    of every tap per k tile do ("rsc" with b = C/G, "crs" with b = 1)."""
+    if pass_ not in PASSES:
+        raise ValueError(f"pass: {pass_!r} is not one of {', '.join(PASSES)}")
+    k_order = k_order or K_ORDERS[pass_][0]
+    if k_order not in K_ORDERS[pass_]:
+        raise ValueError(f"k_order: {k_order!r} is not one of {', '.join(K_ORDERS[pass_])} for {pass_}")
+    a, b = _bits(first), _bits(second)
+    s = shape
+    (sh, sw), (ph, pw), (dh, dw) = s.stride, s.padding, s.dilation
+    n_rows, n_cols, _ = s.gemm_size(pass_)
+    rows_sel, cols_sel = _sel(n_rows, rows), _sel(n_cols, columns)
+    out = []
+    for g in _sel(s.groups, groups):
+        if pass_ == "fwd":
+            x, w = a, b
+            n, rem = np.divmod(cols_sel, s.P * s.Q)
+            p, q = np.divmod(rem, s.Q)
+            c, r, t = _k_axes(k_order, s.Cg, s.R, s.S, channel_block)
+            A = w[(g * s.Kg + rows_sel)[:, None], c[None], r[None], t[None]]
+            h = p[None] * sh - ph + r[:, None] * dh
+            wi = q[None] * sw - pw + t[:, None] * dw
+            valid = (h >= 0) & (h < s.H) & (wi >= 0) & (wi < s.W)
+            B = _take_or_zero(x, (n[None], g * s.Cg + c[:, None], h, wi), valid)
+            index = ((n[None] * s.K + g * s.Kg + rows_sel[:, None]) * s.P + p[None]) * s.Q + q[None]
+            out.append(GemmPiece(A, B, index))
+        elif pass_ == "bwd_weight":
+            dy, x = a, b
+            c, rem = np.divmod(cols_sel, s.R * s.S)
+            r, t = np.divmod(rem, s.S)
+            n, rem = np.divmod(np.arange(s.N * s.P * s.Q), s.P * s.Q)
+            p, q = np.divmod(rem, s.Q)
+            A = dy[n[None], (g * s.Kg + rows_sel)[:, None], p[None], q[None]]
+            h = p[:, None] * sh - ph + r[None] * dh
+            wi = q[:, None] * sw - pw + t[None] * dw
+            valid = (h >= 0) & (h < s.H) & (wi >= 0) & (wi < s.W)
+            B = _take_or_zero(x, (n[:, None], g * s.Cg + c[None], h, wi), valid)
+            index = (((g * s.Kg + rows_sel[:, None]) * s.Cg + c[None]) * s.R + r[None]) * s.S + t[None]
+            out.append(GemmPiece(A, B, index))
+        else:
+            out.extend(_bwd_data_pieces(s, a, b, g, k_order, flip, skip_invalid, channel_block, rows_sel, cols_sel))
+    return out
+
+
+def _k_axes(order: str, C: int, R: int, S: int, block: int = 0):
+    """(c, r, s) of each gemmK position for a forward order (``block``: see :func:`conv_pieces`)."""
+    kk = np.arange(C * R * S)
+    if block and block < C:
+        if C % block:
+            raise ValueError(f"channel_block: {block} does not divide the {C} channels")
+        cb, rem = np.divmod(kk, R * S * block)
+        rs, ci = np.divmod(rem, block)
+        r, t = np.divmod(rs, S)
+        return cb * block + ci, r, t
+    if order == "rsc":
+        rs, c = np.divmod(kk, C)
+        r, t = np.divmod(rs, S)
+    else:
+        c, rs = np.divmod(kk, R * S)
+        r, t = np.divmod(rs, S)
+    return c, r, t
+
+
+def _bwd_data_pieces(s: ConvShape, dy, w, g, k_order, flip, skip_invalid, block, rows_sel, cols_sel):
+    (sh, sw), (ph, pw), (dh, dw) = s.stride, s.padding, s.dilation
+    kk = np.arange(s.Kg * s.R * s.S)
+    if block and block < s.Kg:
+        k, r, t = _k_axes("rsc", s.Kg, s.R, s.S, block)
+    elif k_order == "rsk":
+        rs, k = np.divmod(kk, s.Kg)
+        r, t = np.divmod(rs, s.S)
+    else:
+        k, rs = np.divmod(kk, s.R * s.S)
+        r, t = np.divmod(rs, s.S)
+    if flip:
+        r, t = s.R - 1 - r, s.S - 1 - t
+    n, rem = np.divmod(cols_sel, s.H * s.W)
+    h, wi = np.divmod(rem, s.W)
+    A = w[(g * s.Kg + k)[None], rows_sel[:, None], r[None], t[None]]
+    hp = h[None] + ph - r[:, None] * dh
+    wp = wi[None] + pw - t[:, None] * dw
+    aligned = (hp % sh == 0) & (wp % sw == 0)
+    p, q = hp // sh, wp // sw
+    valid = aligned & (p >= 0) & (p < s.P) & (q >= 0) & (q < s.Q)
+    B = _take_or_zero(dy, (n[None], (g * s.Kg + k)[:, None], p, q), valid)
+    index = ((n[None] * s.C + g * s.Cg + rows_sel[:, None]) * s.H + h[None]) * s.W + wi[None]
+    if not skip_invalid or (sh == 1 and sw == 1):
+        return [GemmPiece(A, B, index)]
+    pieces = []
+    phase = (h + ph) % sh * sw + (wi + pw) % sw
+    for ph_id in np.unique(phase):
+        cols = np.flatnonzero(phase == ph_id)
+        keep = aligned[:, cols[0]]
+        pieces.append(GemmPiece(A[:, keep], B[np.ix_(keep, cols)], index[:, cols]))
+    return pieces

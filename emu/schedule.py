@@ -1,0 +1,231 @@
+"""The accumulation schedule of a GEMM: how a kernel walks gemmK and combines what it sums.
+
+A :class:`Schedule` says everything about a kernel's order that changes the arithmetic of one
+output element:
+
+* **the k sequence**: ``k_order`` (a permutation of range(K), or None for ascending) and
+  ``pad_k`` (zero padding of gemmK up to a multiple; −1 entries in :meth:`Schedule.sequence`);
+* **splits as ranges of k tiles**: the sequence is cut into ``k_tile``-wide tiles and the tiles
+  into ``splits`` contiguous ranges, either as even as possible (``split_rule="even"``: the
+  bounds ``round(linspace(0, tiles, splits + 1))``) or ``⌈tiles/splits⌉`` tiles per split, the
+  last one shorter (``"ceil"``), or at given tile bounds (``split_bounds``); or *strided*
+  (``"strided"``: split t takes sequence entries t, t + splits, t + 2·splits, …, as the lanes of a
+  warp that each accumulate every 32nd position);
+* **per split a chain of the unit**: each split is accumulated by the unit in its sequence
+  order, from +0, or, for split 0 when ``c_entry="chain"``, from C; with ``residue_tile`` t a
+  split whose length is not a multiple of t takes its short tile first, zero-filled to t
+  entries (CUTLASS 2.x's predicated iterators load the k residue in the first mainloop
+  iteration), which moves the unit's group boundaries;
+* **the reduction of the partials** in fp32 (RNE), each partial first rounded to
+  ``partial_format`` where the workspace holds a narrower type (``"fp16"``: cuBLAS's
+  ``splitKreduce_kernel`` over ``__half`` partials); ``"sequential"`` adds them one by one in split
+  order starting from partial 0 (cuBLAS's ``splitKreduce``); ``"workspace"`` adds them in split
+  order onto a workspace holding C (or +0), as fp32 atomic adds in a fixed order do;
+  ``"random"`` the same in the order :func:`emu.atomics.add_order` draws for ``reduction_seed``;
+  ``"tree"`` a pairwise tree (p0+p1, p2+p3, …, then pairs of those); ``"halving"`` the tree of a
+  warp's shuffle reduction (p_i + p_{i+n/2} for the first half, then again: lane 0 of an xor
+  butterfly);
+* **an instruction K** smaller than the unit's group (``instruction_k``): the unit fuses that
+  many products per step instead of its own group (an ``m16n8k8`` instruction on a unit whose
+  widest instruction takes 16);
+* **the epilogue** in fp32: C enters the chain (``c_entry="chain"``), the workspace
+  (``"workspace"``) or the epilogue (``"epilogue"``: D = RNE(alpha·acc + beta·C) as one fused
+  multiply-add on beta·C, CUTLASS's ``LinearCombination``); a ``bias`` (one value per column)
+  is added the same way; then one rounding to ``output`` (``"fp16"``, ``"bf16"``, ``"fp32"``, or
+  None for the unit's own output format).
+
+:class:`emu.GemmOrder` is one case: :meth:`emu.GemmOrder.schedule` gives the schedule that
+reproduces it bit for bit (k tiles of width 1, an even split, C in the chain for one split and
+in the workspace for several).
+
+Sources: CUTLASS's split-K (``GemmSplitKParallel``, ``ReduceSplitK``) and its
+``epilogue/thread/linear_combination.h`` (github.com/NVIDIA/cutlass, v3.5); cuBLASLt's
+``CUBLASLT_MATMUL_DESC_EPILOGUE`` bias epilogue and split-K reduction (docs.nvidia.com/cuda/
+cublas, "cublasLtMatmul"); the split counts and tile widths themselves are found from outputs
+(``models.libraries``), since the same call can take another split count on another GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Schedule", "C_ENTRIES", "REDUCTIONS", "SPLIT_RULES", "OUTPUTS", "MAX_PAD_K", "MAX_SPLITS"]
+
+#: Bounds of the integer fields: beyond them no kernel runs, and padding alone would exhaust memory.
+MAX_PAD_K = 1 << 16
+MAX_SPLITS = 1 << 12
+SPLIT_RULES = ("even", "ceil", "strided")
+REDUCTIONS = ("sequential", "workspace", "random", "tree", "halving")
+C_ENTRIES = ("chain", "workspace", "epilogue")
+OUTPUTS = (None, "fp32", "fp16", "bf16")
+
+
+def _whole(name, value, low, high=None):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name}: must be a whole number, got {value!r}")
+    if value < low or (high is not None and value > high):
+        raise ValueError(f"{name}: must be in {low}..{high if high is not None else '∞'}, got {value}")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """An accumulation schedule (see the module docstring for each field's meaning)."""
+
+    k_order: tuple[int, ...] | None = None
+    pad_k: int = 1
+    k_tile: int = 1
+    splits: int = 1
+    split_rule: str = "even"
+    split_bounds: tuple[int, ...] | None = None
+    reduction: str = "sequential"
+    reduction_seed: int = 0
+    instruction_k: int = 0
+    residue_tile: int = 0
+    partial_format: str | None = None
+    c_entry: str = "chain"
+    alpha: float = 1.0
+    beta: float = 1.0
+    output: str | None = None
+    notes: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        _whole("pad_k", self.pad_k, 1, MAX_PAD_K)
+        _whole("k_tile", self.k_tile, 1, MAX_PAD_K)
+        _whole("splits", self.splits, 1, MAX_SPLITS)
+        _whole("reduction_seed", self.reduction_seed, 0)
+        _whole("instruction_k", self.instruction_k, 0, 256)
+        for name, value, accepted in (
+            ("split_rule", self.split_rule, SPLIT_RULES),
+            ("reduction", self.reduction, REDUCTIONS),
+            ("c_entry", self.c_entry, C_ENTRIES),
+            ("output", self.output, OUTPUTS),
+            ("partial_format", self.partial_format, (None, "fp16", "bf16")),
+        ):
+            if value not in accepted:
+                raise ValueError(f"{name}: {value!r} is not one of {', '.join(map(repr, accepted))}")
+        if self.k_order is not None:
+            bad = [k for k in self.k_order if isinstance(k, bool) or not isinstance(k, (int, np.integer))]
+            if bad:
+                raise ValueError(f"k_order: gemmK indices must be whole numbers, got {bad[0]!r}")
+            seq = np.sort(np.asarray(self.k_order, dtype=np.int64))
+            if not np.array_equal(seq, np.arange(len(seq))):
+                raise ValueError(f"k_order: must be a permutation of range({len(self.k_order)}), each index once")
+        if self.split_bounds is not None:
+            b = [int(x) for x in self.split_bounds]
+            if len(b) < 2 or b[0] != 0 or any(b1 <= b0 for b0, b1 in zip(b[:-1], b[1:])):
+                raise ValueError(f"split_bounds: must rise strictly from 0 (tile indices), got {self.split_bounds!r}")
+            if len(b) - 1 != self.splits:
+                raise ValueError(f"split_bounds: {len(b) - 1} ranges for splits={self.splits}")
+        for name in ("alpha", "beta"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not np.isfinite(value):
+                raise ValueError(f"{name}: must be a finite number, got {value!r}")
+            if float(np.float32(value)) != float(value):
+                raise ValueError(f"{name}: must be an fp32 value (the epilogue computes in fp32), got {value!r}")
+        if self.beta != 1 and self.c_entry != "epilogue":
+            raise ValueError(f"beta: scales C in the epilogue only (c_entry='epilogue'), got c_entry={self.c_entry!r}")
+        _whole("residue_tile", self.residue_tile, 0, MAX_PAD_K)
+        if self.residue_tile and self.split_rule == "strided":
+            raise ValueError("residue_tile: needs contiguous splits, not split_rule='strided'")
+        if self.c_entry == "workspace" and self.reduction not in ("workspace", "random"):
+            raise ValueError(f"c_entry: 'workspace' needs reduction 'workspace' or 'random', got {self.reduction!r}")
+
+    def sequence(self, K: int) -> np.ndarray:
+        """The gemmK indices in accumulation order, −1 marking padding zeros."""
+        if self.k_order is None:
+            seq = np.arange(K)
+        else:
+            seq = np.asarray(self.k_order, dtype=np.int64)
+            if seq.shape != (K,):
+                raise ValueError(f"k_order: must be a permutation of range({K}), got {len(seq)} indices")
+        padded = -(-K // self.pad_k) * self.pad_k
+        return np.concatenate([seq, np.full(padded - K, -1, np.int64)])
+
+    def split_ranges(self, length: int) -> list[slice]:
+        """The splits as slices of an accumulation sequence of ``length`` entries (contiguous, or
+        with a step for ``split_rule="strided"``)."""
+        if self.split_rule == "strided" and self.split_bounds is None:
+            return [slice(t, length, self.splits) for t in range(min(self.splits, max(length, 1)))]
+        tiles = -(-length // self.k_tile)
+        if self.split_bounds is not None:
+            bounds = [int(b) for b in self.split_bounds]
+            if bounds[-1] != tiles:
+                raise ValueError(
+                    f"split_bounds: must end at the {tiles} k tiles of width {self.k_tile}, got {bounds[-1]}"
+                )
+        elif self.split_rule == "ceil":
+            per = -(-tiles // self.splits)
+            bounds = sorted({min(tiles, i * per) for i in range(self.splits + 1)})
+            if len(bounds) - 1 != self.splits and tiles:
+                raise ValueError(
+                    f"splits: {self.splits} splits of ⌈{tiles}/{self.splits}⌉ = {per} tiles leave "
+                    f"{self.splits - len(bounds) + 1} empty (use split_rule='even')"
+                )
+        else:
+            bounds = np.linspace(0, tiles, self.splits + 1).round().astype(int).tolist()
+        return [
+            slice(min(length, b0 * self.k_tile), min(length, b1 * self.k_tile))
+            for b0, b1 in zip(bounds[:-1], bounds[1:])
+        ]
+
+    def describe(self) -> str:
+        """The schedule in words, for reports."""
+        parts = ["k ascending" if self.k_order is None else "k in a given order"]
+        if self.pad_k > 1:
+            parts.append(f"gemmK padded to a multiple of {self.pad_k}")
+        if self.splits == 1:
+            parts.append("one chain")
+        else:
+            if self.split_rule == "strided":
+                how = "strided (split t takes every entry t mod splits)"
+            elif self.split_bounds is not None:
+                how = f"at tile bounds {list(self.split_bounds)}"
+            elif self.split_rule == "ceil":
+                how = "⌈tiles/splits⌉ tiles each"
+            else:
+                how = "as even as possible"
+            red = {
+                "sequential": "partials added in fp32 in split order",
+                "workspace": "partials added onto the workspace in split order",
+                "random": f"partials added in the order of seed {self.reduction_seed}",
+                "tree": "partials added in a pairwise fp32 tree",
+                "halving": "partials added in a halving fp32 tree (a warp shuffle's)",
+            }[self.reduction]
+            width = "" if self.split_rule == "strided" else f" of {self.k_tile}-wide k tiles"
+            parts.append(f"{self.splits} splits{width}, {how}, each from +0; {red}")
+        if self.partial_format:
+            parts.append(f"each partial rounded to {self.partial_format} before the reduction")
+        if self.residue_tile:
+            parts.append(f"each split's k residue first, zero-filled to a {self.residue_tile}-wide tile")
+        if self.instruction_k:
+            parts.append(f"{self.instruction_k} products fused per instruction")
+        if self.c_entry == "epilogue" and (self.alpha != 1 or self.beta != 1):
+            parts.append(f"epilogue alpha={self.alpha:g}, beta={self.beta:g}")
+        parts.append(f"C enters the {self.c_entry}")
+        if self.output:
+            parts.append(f"one rounding to {self.output}")
+        return "; ".join(parts)
+
+    def fields(self) -> dict:
+        """The schedule as plain JSON-able fields (``k_order`` summarised by its length)."""
+        out = {
+            "k_tile": self.k_tile,
+            "splits": self.splits,
+            "split_rule": self.split_rule,
+            "split_bounds": None if self.split_bounds is None else list(self.split_bounds),
+            "reduction": self.reduction,
+            "instruction_k": self.instruction_k,
+            "residue_tile": self.residue_tile,
+            "partial_format": self.partial_format,
+            "c_entry": self.c_entry,
+            "output": self.output,
+            "pad_k": self.pad_k,
+            "k_order": None if self.k_order is None else "custom",
+        }
+        if self.reduction == "random":
+            out["reduction_seed"] = self.reduction_seed
+        if self.alpha != 1 or self.beta != 1:
+            out.update(alpha=self.alpha, beta=self.beta)
+        return out

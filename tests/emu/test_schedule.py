@@ -1,0 +1,207 @@
+"""emu.Schedule: splits as k-tile ranges, reductions, residue tiles, instruction K and the fp32
+epilogue, each checked bit for bit against an independent composition (the pure-Python exact
+reference for the chains, Python fractions for the epilogue's one rounding)."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import emu
+import models
+from emu.gemm import fma32
+from emu.schedule import Schedule
+from tests.exact_reference import reference_dot_add
+
+
+def _bits(x):
+    x = np.asarray(x)
+    return x.view(np.dtype(f"u{x.dtype.itemsize}"))
+
+
+@pytest.fixture(scope="module")
+def operands():
+    rng = np.random.default_rng(11)
+    A = rng.uniform(-1, 1, (3, 200)).astype(np.float16)
+    B = rng.uniform(-1, 1, (200, 4)).astype(np.float16)
+    # adversarial columns: a wide exponent span, exact cancellation, subnormals
+    A[0, :16] = np.float16(2.0**-20)
+    A[1, 40:48] = np.float16(60000.0)
+    B[40:48, 1] = np.float16(1.0)
+    A[1, 48:56] = np.float16(-60000.0)
+    B[48:56, 1] = np.float16(1.0)
+    return A, B
+
+
+def _chain(a, b, c_bits, unit):
+    """One chain through the exact reference: fp32 bits of c + a·b in the unit's groups."""
+    return reference_dot_add(
+        [int(x) for x in a.view(np.uint16)], [int(x) for x in b.view(np.uint16)], c_bits, unit.params
+    )
+
+
+def _f32(bits):
+    return np.uint32(bits).view(np.float32)
+
+
+def test_split_ranges_follow_the_rule():
+    # cuBLAS nvjet split-K on K = 4096: 64 tiles of 64, 3 splits of ⌈64/3⌉ = 22 tiles
+    ceil = Schedule(k_tile=64, splits=3, split_rule="ceil").split_ranges(4096)
+    assert [(r.start, r.stop) for r in ceil] == [(0, 1408), (1408, 2816), (2816, 4096)]
+    even = Schedule(k_tile=64, splits=3).split_ranges(4096)
+    assert [(r.start, r.stop) for r in even] == [(0, 1344), (1344, 2752), (2752, 4096)]
+    given = Schedule(k_tile=16, splits=2, split_bounds=(0, 1, 7)).split_ranges(100)
+    assert [(r.start, r.stop) for r in given] == [(0, 16), (16, 100)]
+    with pytest.raises(ValueError, match="splits: 5 splits"):
+        Schedule(k_tile=64, splits=5, split_rule="ceil").split_ranges(384)  # ⌈6/5⌉ = 2 leaves 2 empty
+
+
+@pytest.mark.parametrize("reduction", ["sequential", "tree"])
+@pytest.mark.parametrize("name", ["h100", "mi300", "fma32"])
+def test_splits_are_chains_from_zero_reduced_in_fp32(operands, name, reduction):
+    A, B = operands
+    unit = models.unit(name)
+    sched = Schedule(k_tile=16, splits=5, split_rule="ceil", reduction=reduction)
+    got = emu.gemm(A, B, None, unit, sched)
+    for m in range(A.shape[0]):
+        for n in range(B.shape[1]):
+            parts = [_f32(_chain(A[m, r], B[r, n], 0, unit)) for r in sched.split_ranges(A.shape[1])]
+            if reduction == "sequential":
+                acc = parts[0]
+                for p in parts[1:]:
+                    acc = np.float32(acc + p)
+            else:
+                level = parts
+                while len(level) > 1:
+                    level = [
+                        np.float32(level[i] + level[i + 1]) if i + 1 < len(level) else level[i]
+                        for i in range(0, len(level), 2)
+                    ]
+                acc = level[0]
+            assert _bits(got[m, n]) == _bits(np.float32(acc)), (m, n)
+
+
+def test_strided_lanes_reduced_by_a_halving_tree(operands):
+    A, B = operands
+    unit = models.unit("fma32")
+    sched = Schedule(splits=8, split_rule="strided", reduction="halving")
+    got = emu.gemm(A, B, None, unit, sched)
+    for m in range(A.shape[0]):
+        for n in range(B.shape[1]):
+            lanes = [_f32(_chain(A[m, t::8], B[t::8, n], 0, unit)) for t in range(8)]
+            level = lanes
+            while len(level) > 1:  # an xor butterfly's lane 0: i + i⊕4, then i + i⊕2, then i + i⊕1
+                half = len(level) // 2
+                level = [np.float32(level[i] + level[i + half]) for i in range(half)]
+            assert _bits(got[m, n]) == _bits(level[0]), (m, n)
+
+
+def test_a_gemm_order_is_the_same_schedule(operands):
+    A, B = operands
+    unit = models.unit("mi200")
+    C = np.random.default_rng(2).uniform(-1, 1, (3, 4)).astype(np.float32)
+    for order in (
+        emu.GemmOrder(),
+        emu.GemmOrder(split_k=3),
+        emu.GemmOrder(split_k=4, combine="random", combine_seed=5),
+    ):
+        sched = order.schedule()
+        np.testing.assert_array_equal(_bits(emu.gemm(A, B, C, unit, order)), _bits(emu.gemm(A, B, C, unit, sched)))
+    # and the workspace is C, the partials added onto it one by one
+    sched = emu.GemmOrder(split_k=3).schedule()
+    parts = [emu.gemm(A[:, r], B[r], None, unit) for r in sched.split_ranges(200)]
+    want = C.copy()
+    for p in parts:
+        want = (want + p).astype(np.float32)
+    np.testing.assert_array_equal(_bits(emu.gemm(A, B, C, unit, sched)), _bits(want))
+
+
+def test_the_residue_tile_comes_first_zero_filled(operands):
+    A, B = operands
+    unit = models.unit("h100")
+    sched = Schedule(k_tile=8, splits=2, split_rule="ceil", residue_tile=64)  # splits of 104 and 96
+    got = emu.gemm(A, B, None, unit, sched)
+    want = None
+    for r in sched.split_ranges(200):
+        rem = (r.stop - r.start) % 64
+        idx = list(range(r.start, r.start + rem)) + [-1] * ((64 - rem) % 64) + list(range(r.start + rem, r.stop))
+        a = np.where(np.array(idx)[None] < 0, np.float16(0), A[:, np.maximum(idx, 0)])
+        b = np.where(np.array(idx)[:, None] < 0, np.float16(0), B[np.maximum(idx, 0)])
+        part = emu.gemm(a, b, None, unit)
+        want = part if want is None else (want + part).astype(np.float32)
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+    # the group boundaries moved: not the plain split
+    plain = emu.gemm(A, B, None, unit, Schedule(k_tile=8, splits=2, split_rule="ceil"))
+    assert not np.array_equal(_bits(got), _bits(plain))
+
+
+def test_instruction_k_fuses_fewer_products(operands):
+    A, B = operands
+    unit = models.unit("h100")
+    got = emu.gemm(A, B, None, unit, Schedule(instruction_k=8))
+    narrow = unit.params._replace(group_size=8)
+    for m in range(A.shape[0]):
+        for n in range(B.shape[1]):
+            want = reference_dot_add(
+                [int(x) for x in A[m].view(np.uint16)], [int(x) for x in B[:, n].view(np.uint16)], 0, narrow
+            )
+            assert int(_bits(got[m, n])) == want
+    with pytest.raises(ValueError, match="instruction_k: 32 is wider"):
+        emu.gemm(A, B, None, unit, Schedule(instruction_k=32))
+
+
+def _fraction_fma32(a, b, c):
+    """RNE32 of a·b + c, exactly, from fractions."""
+    x = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+    lo = np.float32(float(x))
+    # float(x) rounds to binary64 first; step to the fp32 neighbours and take the nearest (even on a tie)
+    cands = sorted({lo, np.nextafter(lo, np.float32(np.inf)), np.nextafter(lo, np.float32(-np.inf))}, key=float)
+    best = min(cands, key=lambda v: (abs(Fraction(float(v)) - x), int(_bits(np.float32(v))) & 1))
+    return np.float32(best)
+
+
+def test_the_epilogue_is_one_fp32_rounding():
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-4, 4, 2000).astype(np.float32)
+    b = rng.uniform(-4, 4, 2000).astype(np.float32)
+    c = (rng.uniform(-1, 1, 2000) * 2.0 ** rng.integers(-30, 30, 2000)).astype(np.float32)
+    # ties and near-ties that a product rounded first would get wrong
+    a[:4] = np.float32(1 + 2.0**-23)
+    b[:4] = np.float32(1 + 2.0**-23)
+    c[:4] = np.float32(-1.0), np.float32(2.0**-24), np.float32(-(2.0**-47)), np.float32(0.0)
+    got = fma32(a, b, c)
+    want = np.array([_fraction_fma32(x, y, z) for x, y, z in zip(a, b, c)], np.float32)
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+def test_alpha_beta_epilogue_and_bias(operands):
+    A, B = operands
+    unit = models.unit("h100")
+    C = np.random.default_rng(4).uniform(-1, 1, (3, 4)).astype(np.float32)
+    acc = emu.gemm(A, B, None, unit)
+    got = emu.gemm(A, B, C, unit, Schedule(c_entry="epilogue", alpha=0.5, beta=2.0))
+    want = fma32(np.float32(0.5), acc, (np.float32(2.0) * C).astype(np.float32))
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+    bias = C[0]  # one value per column, broadcast
+    got16 = emu.gemm(A, B, bias, unit, Schedule(c_entry="epilogue", output="fp16"))
+    with np.errstate(over="ignore"):  # the ±60000 rows overflow fp16: inf, as the GPU gives
+        want16 = (acc + bias).astype(np.float32).astype(np.float16)
+    np.testing.assert_array_equal(_bits(got16), _bits(want16))
+    assert got16.dtype == np.float16
+
+
+def test_bad_fields_name_themselves(operands):
+    A, B = operands
+    for kwargs, field in (
+        ({"splits": 0}, "splits"),
+        ({"reduction": "atomic"}, "reduction"),
+        ({"c_entry": "somewhere"}, "c_entry"),
+        ({"beta": 2.0}, "beta"),
+        ({"alpha": 0.1}, "alpha"),
+        ({"output": "fp8"}, "output"),
+        ({"k_order": (0, 0)}, "k_order"),
+    ):
+        with pytest.raises(ValueError, match=f"^{field}:"):
+            Schedule(**kwargs)
+    with pytest.raises(ValueError, match=r"C: shape \(5,\) does not broadcast"):
+        emu.gemm(A, B, np.zeros(5, np.float32), models.unit("h100"))
