@@ -1,0 +1,260 @@
+"""Named library schedules: how cuBLAS, cuDNN, CUTLASS, Triton, hipBLASLt and MIOpen kernels walk
+gemmK, as families of :class:`emu.schedule.Schedule` the capture search tries first.
+
+A kernel name never proves a schedule: the same ``torch.mm`` call took other split counts on an
+H100 than on an H200 under the same kernel name. So each entry here names a *family* (unit, k
+tile, split rule, reduction, instruction K, gemmK orders) whose free parameters (the split count
+above all) the search finds from the output; the kernel names only say which family to try first.
+
+``checked`` says what the family rests on: an NVIDIA H200 capture that it reproduced bit for bit
+(fp16emu's library captures: operands, outputs and kernel names, PyTorch 2.11, CUDA 13.0, cuDNN
+9.19), or a library's public source alone ("from source, not checked on silicon").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "LibrarySchedule",
+    "LIBRARY_SCHEDULES",
+    "NOT_MODELLED",
+    "k_tile_from_name",
+    "matching",
+    "not_modelled",
+    "unit_from_gpu",
+]
+
+_H200 = "an NVIDIA H200 capture (PyTorch 2.11.0+cu130, cuDNN 9.19), every output bit reproduced"
+
+
+@dataclass(frozen=True)
+class LibrarySchedule:
+    """A family of schedules one library's kernels use.
+
+    ``pattern`` (a regex) matches the kernel names that select it; ``ops`` the capture ops it
+    serves; ``unit`` is ``"matrix"`` (the GPU's matrix unit) or ``"fma32"`` (plain fp32 FMA, the
+    non-tensor-core kernels); ``k_tiles`` the k-tile widths its splits are made of (empty: it
+    does not split K); ``split_rule`` and ``reduction`` as :class:`emu.schedule.Schedule`;
+    ``instruction_k`` products fused per instruction where narrower than the unit's group;
+    ``k_orders`` the convolution gemmK orders (``"rsc"`` …, with ``channel_blocks`` > 0 for a
+    blocked channel loop, ``flip`` for a rotated filter)."""
+
+    name: str
+    library: str
+    pattern: str
+    ops: tuple[str, ...]
+    unit: str = "matrix"
+    k_tiles: tuple[int, ...] = ()
+    split_rule: str = "ceil"
+    reduction: str = "sequential"
+    instruction_k: int = 0
+    k_orders: tuple[str, ...] = ()
+    channel_blocks: tuple[int, ...] = (0,)
+    flip: tuple[bool, ...] = (False,)
+    checked: str = "from source, not checked on silicon"
+    source: str = ""
+
+    def matches(self, kernels) -> bool:
+        return any(re.search(self.pattern, k) for k in kernels)
+
+
+GEMM_OPS = ("mm", "addmm", "bmm", "linear")
+
+LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
+    LibrarySchedule(
+        "cublas-nvjet-splitk",
+        "cuBLAS",
+        r"nvjet_sm\d+_\w*splitK",
+        GEMM_OPS + ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight"),
+        k_tiles=(64,),
+        split_rule="ceil",
+        reduction="sequential",
+        checked=_H200,
+        source="cuBLASLt split-K with splitKreduce_kernel (docs.nvidia.com/cuda/cublas, cublasLtMatmul); "
+        "64-wide k tiles, ⌈tiles/splits⌉ per split, fp32 sum in split order measured on an H200",
+    ),
+    LibrarySchedule(
+        "cublas-nvjet",
+        "cuBLAS",
+        r"nvjet_sm\d+_",
+        GEMM_OPS + ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight"),
+        checked=_H200,
+        source="cuBLAS nvjet kernels without split-K: one k-ascending chain of the matrix unit (H200 capture)",
+    ),
+    LibrarySchedule(
+        "cutlass-wmma-splitk",
+        "cuBLAS (CUTLASS)",
+        r"cutlass_\d+_wmma_tensorop_\w*s161616gemm",
+        GEMM_OPS + ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight"),
+        k_tiles=(128, 64, 32),
+        split_rule="ceil",
+        reduction="sequential",
+        checked=_H200,
+        source="CUTLASS 2.x GemmSplitKParallel + ReduceSplitK (github.com/NVIDIA/cutlass, "
+        "include/cutlass/gemm/device/gemm_splitk_parallel.h); the k tile is the threadblock K of the name",
+    ),
+    LibrarySchedule(
+        "cutlass-s1688",
+        "cuBLAS (CUTLASS)",
+        r"s1688gemm",
+        GEMM_OPS,
+        k_tiles=(32, 64, 128),
+        instruction_k=8,
+        source="CUTLASS tensorop s1688gemm: mma.sync m16n8k8 (github.com/NVIDIA/cutlass, "
+        "include/cutlass/arch/mma_sm80.h); whether sm_90 fuses 8 or 16 products is tried both ways",
+    ),
+    LibrarySchedule(
+        "cudnn-cutlass-fprop",
+        "cuDNN (CUTLASS)",
+        r"s16816fprop|xmma_fprop_implicit_gemm",
+        ("conv2d",),
+        k_orders=("rsc", "crs"),
+        channel_blocks=(0, 64, 32, 128, 16, 8),
+        checked=_H200,
+        source="CUTLASS implicit-GEMM fprop (docs/implicit_gemm_convolution.md): gemmK (r, s, c), "
+        "channels loaded in blocks of the threadblock K for the xmma kernels (H200 captures)",
+    ),
+    LibrarySchedule(
+        "cudnn-cutlass-dgrad",
+        "cuDNN (CUTLASS)",
+        r"s16816dgrad|xmma_dgrad_implicit_gemm",
+        ("conv2d_bwd_data",),
+        k_orders=("rsk", "krs"),
+        channel_blocks=(0, 64, 32, 128, 16, 8),
+        flip=(False, True),
+        checked=_H200,
+        source="CUTLASS implicit-GEMM dgrad (unity and strided): gemmK (r, s, k), filter taps ascending or "
+        "rotated (H200 captures)",
+    ),
+    LibrarySchedule(
+        "cudnn-cutlass-wgrad",
+        "cuDNN (CUTLASS)",
+        r"s16816wgrad|xmma_wgrad|wmma_tensorop_s161616gemm",
+        ("conv2d_bwd_weight",),
+        k_tiles=(32, 64, 128),
+        k_orders=("npq",),
+        checked=_H200,
+        source="CUTLASS implicit-GEMM wgrad: gemmK (n, p, q) ascending; split-K over it where a reduce "
+        "kernel follows (cudnn::cnn::reduce_wgrad_*)",
+    ),
+    LibrarySchedule(
+        "cudnn-implicit-sgemm",
+        "cuDNN",
+        r"implicit_convolve_sgemm",
+        ("conv2d",),
+        unit="fma32",
+        k_orders=("crs", "rsc"),
+        checked=_H200,
+        source="cuDNN IMPLICIT_GEMM (non-tensor-core): one fp32 FMA chain per output, gemmK (c, r, s) (H200 captures)",
+    ),
+    LibrarySchedule(
+        "cudnn-wgrad2d",
+        "cuDNN",
+        r"wgrad2d_",
+        ("conv2d_bwd_weight",),
+        unit="fma32",
+        k_tiles=(32,),
+        split_rule="strided",
+        reduction="halving",
+        k_orders=("npq",),
+        checked=_H200,
+        source="cuDNN wgrad2d_grouped_direct_kernel (non-tensor-core): 32 lanes, lane t an fp32 FMA chain over "
+        "(n, p, q) positions t, t + 32, …, then a warp-shuffle (halving) tree (H200 captures)",
+    ),
+    LibrarySchedule(
+        "cudnn-dgrad2d",
+        "cuDNN",
+        r"dgrad2d_",
+        ("conv2d_bwd_data",),
+        unit="fma32",
+        k_orders=("rsk", "krs"),
+        flip=(False, True),
+        source="cuDNN dgrad2d_alg1 (non-tensor-core): fp32 FMA; its loop order is not pinned down yet",
+    ),
+    LibrarySchedule(
+        "triton-kloop",
+        "Triton",
+        r"^triton_|_kernel$",
+        GEMM_OPS,
+        checked="an NVIDIA H200 Triton GEMM (acc = tl.dot(a, b, acc), wgmma m64n64k16): one k-ascending chain",
+        source="Triton's matmul tutorial loop (github.com/triton-lang/triton, python/tutorials/03-matrix-multiplication.py)",
+    ),
+    LibrarySchedule(
+        "hipblaslt-gsu",
+        "hipBLASLt (Tensile)",
+        r"Cijk_|_GSU",
+        GEMM_OPS,
+        k_tiles=(16, 32, 64, 128, 256),
+        split_rule="ceil",
+        reduction="sequential",
+        source="Tensile GlobalSplitU, MultipleBuffer: each split's partial in its own buffer, summed in "
+        "order by a reduction kernel (github.com/ROCm/hipBLASLt, tensilelite/Tensile/KernelWriter*.py)",
+    ),
+    LibrarySchedule(
+        "miopen-igemm",
+        "MIOpen (composable_kernel)",
+        r"igemm|ck_|DeviceConv",
+        ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight"),
+        k_orders=("crs", "rsc", "rsk", "krs", "npq"),
+        source="MIOpen implicit GEMM (github.com/ROCm/MIOpen, src/solver/conv_hip_implicit_gemm_*) and "
+        "composable_kernel's DeviceGroupedConv*: gemmK (c, y, x) for NCHW, (y, x, c) for NHWC",
+    ),
+)
+
+
+#: kernel families whose arithmetic is not a chain of dot products: (pattern, why)
+NOT_MODELLED = (
+    (
+        r"winograd|Winograd",
+        "a Winograd kernel computes in a transformed basis (input, filter and output transforms in fp32), "
+        "not as a dot-product chain; fp16emu does not model it (Lavin & Gray, arXiv 1509.09308)",
+    ),
+    (r"fft|FFT", "an FFT convolution computes in the frequency domain; fp16emu does not model it"),
+)
+
+
+def not_modelled(kernels) -> list[str]:
+    """Why some of ``kernels`` lie outside what fp16emu models (empty when none does)."""
+    return [why for pattern, why in NOT_MODELLED if any(re.search(pattern, str(k)) for k in kernels)]
+
+
+def matching(kernels, op: str) -> list[LibrarySchedule]:
+    """The named schedules whose pattern matches one of ``kernels`` and that serve ``op``, in the
+    order of :data:`LIBRARY_SCHEDULES`."""
+    kernels = [str(k) for k in kernels]
+    return [s for s in LIBRARY_SCHEDULES if op in s.ops and s.matches(kernels)]
+
+
+def k_tile_from_name(kernels) -> int | None:
+    """The threadblock K a CUTLASS or nvjet kernel name spells (``…_32x32_128x1_…`` → 128,
+    ``…_64x32_64x16_…`` → 64), or None."""
+    for k in kernels:
+        m = re.search(r"_(\d+)x(\d+)_(\d+)x(\d+)_", str(k))
+        if m:
+            return int(m.group(3))
+    return None
+
+
+_GPU_UNITS = (
+    (r"\bb200\b|\bb100\b|blackwell", "b200"),
+    (r"\bh100\b|\bh200\b|\bh800\b|\bgh200\b", "h100"),
+    (r"\ba100\b|\ba800\b|\ba10\b|\ba30\b|\ba40\b", "a100"),
+    (r"\bl40s?\b|\brtx 40|\bl4\b|\bada\b", "ada"),
+    (r"\bt4\b|\brtx 20", "t4"),
+    (r"\bv100\b", "v100"),
+    (r"mi300|mi325", "mi300"),
+    (r"mi200|mi210|mi250", "mi200"),
+    (r"mi100", "mi100"),
+)
+
+
+def unit_from_gpu(gpu: str) -> str | None:
+    """The fp16emu unit name for a GPU name as torch reports it (``"NVIDIA H200"`` → ``"h100"``),
+    or None when the name is not one fp16emu models."""
+    text = str(gpu).lower()
+    for pattern, name in _GPU_UNITS:
+        if re.search(pattern, text):
+            return name
+    return None

@@ -1,0 +1,146 @@
+"""The capture kit (validation.capture_torch) and the capture reader (validation.captures): the
+fixed format round-trips, every bad field is named, and generated operands are the same on any
+machine. The torch path itself runs under ``make test-oracle`` (torch installed there)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from validation import capture_torch as kit
+from validation.captures import CaptureError, is_capture, load_capture
+from validation.captures.cli import identify_capture
+
+
+def _write(path, **fields):
+    np.savez(path, **{k: np.asarray(v) for k, v in fields.items()})
+    return path
+
+
+def _mm_capture(tmp_path, **overrides):
+    rng = np.random.default_rng(0)
+    A = rng.uniform(-1, 1, (8, 40)).astype(np.float16)
+    B = rng.uniform(-1, 1, (40, 6)).astype(np.float16)
+    out = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
+    fields = {
+        "op": "mm",
+        "A": A,
+        "B": B,
+        "out": out,
+        "gpu": "NVIDIA H200",
+        "kernels": np.array(["nvjet_sm90_hss_64x8"]),
+    }
+    fields.update(overrides)
+    return _write(tmp_path / "cap.npz", **fields)
+
+
+def test_generated_operands_are_reproducible_and_checked():
+    spec = {"op": "conv2d", "seed": 7, "shapes": {"input": [1, 2, 5, 5], "weight": [3, 2, 3, 3]}, "padding": 1}
+    a, b = kit.generate_operands(spec), kit.generate_operands(spec)
+    assert set(a) == {"input", "weight"}
+    for name in a:
+        assert a[name].dtype == np.float16
+        np.testing.assert_array_equal(a[name].view(np.uint16), b[name].view(np.uint16))
+    other = kit.generate_operands({**spec, "seed": 8})
+    assert not np.array_equal(a["input"], other["input"])
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"op": "matmul"}, "op"),
+        ({"op": "mm", "shapes": {"A": [2, 3]}}, "shapes.B"),
+        ({"op": "mm", "shapes": {"A": [2, 3], "B": [3, 2], "weight": [1]}}, "shapes.weight"),
+        ({"op": "mm", "dtype": "float64", "shapes": {"A": [2, 3], "B": [3, 2]}}, "dtype"),
+        ({"op": "mm", "range": [1, -1], "shapes": {"A": [2, 3], "B": [3, 2]}}, "range"),
+        ({"op": "conv2d_bwd_data", "shapes": {"grad_output": [1, 1, 2, 2], "weight": [1, 1, 1, 1]}}, "input_shape"),
+        ({"op": "conv2d", "stride": [1, 2, 3], "shapes": {"input": [1, 1, 2, 2], "weight": [1, 1, 1, 1]}}, "stride"),
+    ],
+)
+def test_a_bad_plan_entry_names_its_field(spec, field):
+    with pytest.raises(ValueError, match=f"^{field}:"):
+        kit.generate_operands(spec)
+
+
+def test_omitted_operands_come_back_from_the_seed_and_are_checked(tmp_path):
+    spec = {"op": "mm", "seed": 3, "shapes": {"A": [4, 9], "B": [9, 2]}, "range": [-2, 2]}
+    ops = kit.generate_operands(spec)
+    fields = {"op": "mm", "dtype": "float16", "seed": 3, "range": [-2.0, 2.0], "memory_format": "contiguous"}
+    fields["shapes"] = json.dumps(spec["shapes"])
+    for name, array in ops.items():
+        import hashlib
+
+        fields[f"{name}_sha256"] = hashlib.sha256(array.tobytes()).hexdigest()
+    done = kit.complete(dict(fields))
+    np.testing.assert_array_equal(done["A"].view(np.uint16), ops["A"].view(np.uint16))
+    fields["B_sha256"] = "0" * 64
+    with pytest.raises(ValueError, match="^B: the operand drawn from seed 3"):
+        kit.complete(dict(fields))
+
+
+def test_the_kit_refuses_without_a_gpu_or_an_op(capsys):
+    assert kit.main([]) == 2
+    assert "op:" in capsys.readouterr().err
+    assert kit.main(["mm", "--A", "2", "3", "--B", "3", "2"]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_a_capture_round_trips(tmp_path):
+    path = _mm_capture(tmp_path)
+    assert is_capture(path)
+    cap = load_capture(path)
+    assert cap.op == "mm" and cap.out_format == "fp32" and cap.gpu == "NVIDIA H200"
+    assert cap.operands["A"].dtype == np.uint16 and cap.operands["A"].shape == (8, 40)
+    probe_rows = _write(tmp_path / "rows.npz", a=np.zeros((2, 4), np.uint16))
+    assert not is_capture(probe_rows)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"op": "gemm"}, "op"),
+        ({"out": np.zeros((8, 5), np.float32)}, "out"),
+        ({"out": np.zeros((8, 6), np.int32)}, "out"),
+        ({"A": np.zeros((8, 39), np.float16)}, "A"),
+        ({"A": np.zeros((8, 40), np.float64)}, "A"),
+        ({"gpu": np.array([1, 2])}, "gpu"),
+        ({"alpha": np.float64("nan")}, "alpha"),
+    ],
+)
+def test_a_bad_capture_names_its_field(tmp_path, overrides, field):
+    path = _mm_capture(tmp_path, **overrides)
+    with pytest.raises(CaptureError, match=f"^{field}:"):
+        load_capture(path)
+
+
+def test_pickles_and_huge_headers_are_refused(tmp_path):
+    obj = tmp_path / "obj.npz"
+    np.savez(obj, op=np.asarray("mm"), A=np.array([object()], dtype=object))
+    with pytest.raises(CaptureError, match="pickles are never loaded"):
+        load_capture(obj)
+    missing = _write(tmp_path / "missing.npz", op="conv2d", input=np.zeros((1, 1, 3, 3), np.float16))
+    with pytest.raises(CaptureError, match="^weight: conv2d needs it"):
+        load_capture(missing)
+
+
+def test_identify_exit_codes(tmp_path, capsys):
+    bad = _mm_capture(tmp_path, op="gemm")
+    assert identify_capture(bad) == 2
+    assert capsys.readouterr().err.startswith("fp16emu identify: op:")
+    unknown_gpu = _mm_capture(tmp_path, gpu="Some Accelerator")
+    assert identify_capture(unknown_gpu) == 2
+    assert "--hw" in capsys.readouterr().err
+
+
+def test_the_kit_runs_as_a_plain_file_without_fp16emu(tmp_path):
+    """On the GPU machine the kit may be copied alone: it imports numpy (and torch) only."""
+    src = kit.__file__
+    res = subprocess.run(
+        [sys.executable, "-I", "-c", f"import runpy; runpy.run_path({src!r}, run_name='kit')"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr

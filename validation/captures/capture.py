@@ -1,0 +1,262 @@
+"""Reading a library capture (the ``.npz`` the capture kit writes) and turning it into GEMMs.
+
+The format is fixed by :mod:`validation.capture_torch`: ``op``, the operands under torch's
+names, ``stride``/``padding``/``dilation``/``groups`` for convolutions, ``out`` in torch's
+logical order, and optional ``memory_format``, ``gpu``, ``kernels``, ``torch``, ``alpha``,
+``beta``. :func:`load_capture` checks every field before any work and raises
+:class:`CaptureError` naming the field and what it accepts.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from emu.implicit_gemm import ConvShape
+
+__all__ = ["Capture", "CaptureError", "GemmJob", "OPS", "load_capture", "is_capture", "MAX_CAPTURE_BYTES"]
+
+OPS = ("mm", "addmm", "bmm", "linear", "conv2d", "conv2d_bwd_data", "conv2d_bwd_weight")
+_NEEDS = {
+    "mm": ("A", "B"),
+    "addmm": ("A", "B", "C"),
+    "bmm": ("A", "B"),
+    "linear": ("input", "weight"),
+    "conv2d": ("input", "weight"),
+    "conv2d_bwd_data": ("grad_output", "weight", "input_shape"),
+    "conv2d_bwd_weight": ("grad_output", "input", "weight_shape"),
+}
+PASS_OF = {"conv2d": "fwd", "conv2d_bwd_data": "bwd_data", "conv2d_bwd_weight": "bwd_weight"}
+#: the largest capture file read, and the largest array it may declare (bytes)
+MAX_CAPTURE_BYTES = 4 << 30
+
+
+class CaptureError(ValueError):
+    """A capture file that cannot be used, with the field and the reason."""
+
+
+@dataclass
+class Capture:
+    """One library capture: the op, its fp16 operands (bit patterns), the GPU's output and what
+    the GPU machine recorded."""
+
+    path: str
+    op: str
+    operands: dict[str, np.ndarray]
+    out: np.ndarray
+    alpha: float = 1.0
+    beta: float = 1.0
+    conv: ConvShape | None = None
+    memory_format: str = "contiguous"
+    gpu: str = ""
+    kernels: tuple[str, ...] = ()
+    torch: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def out_format(self) -> str:
+        return {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16"}[self.out.dtype.name]
+
+    def describe(self) -> str:
+        shapes = ", ".join(f"{k} {tuple(v.shape)}" for k, v in self.operands.items())
+        conv = ""
+        if self.conv is not None:
+            c = self.conv
+            conv = f", stride {c.stride}, padding {c.padding}, dilation {c.dilation}, groups {c.groups}"
+        return f"{self.op}: {shapes}{conv} → out {tuple(self.out.shape)} {self.out.dtype.name}"
+
+
+def is_capture(path) -> bool:
+    """Whether ``path`` is an ``.npz`` holding an ``op`` member (a library capture rather than
+    probe rows)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with zipfile.ZipFile(path) as z:
+            return "op.npy" in z.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def _fail(field_name: str, message: str):
+    raise CaptureError(f"{field_name}: {message}")
+
+
+def _read_members(path: Path) -> dict[str, np.ndarray]:
+    """Every member of an npz, read with pickles refused, from one open file descriptor of a
+    regular file, each member's declared size checked before it is allocated."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise CaptureError(f"capture: cannot open {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            _fail("capture", f"{path} is not a regular file")
+        if st.st_size > MAX_CAPTURE_BYTES:
+            _fail("capture", f"{path} is {st.st_size} bytes, more than the {MAX_CAPTURE_BYTES} read")
+        try:
+            z = zipfile.ZipFile(f)
+        except zipfile.BadZipFile:
+            _fail("capture", f"{path} is not an .npz (zip) file")
+        names = [i.filename for i in z.infolist()]
+        if len(set(names)) != len(names):
+            _fail("capture", f"{path} holds two members of one name")
+        out = {}
+        for info in z.infolist():
+            name = info.filename.removesuffix(".npy")
+            with z.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                if version == (1, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+                elif version == (2, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+                else:
+                    _fail(name, f"an .npy format version {version} this reader does not know")
+                if dtype.hasobject:
+                    _fail(name, "holds Python objects (pickles are never loaded)")
+                declared = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+                if declared > MAX_CAPTURE_BYTES:
+                    _fail(name, f"declares {declared} bytes, more than the {MAX_CAPTURE_BYTES} read")
+            with z.open(info) as member:
+                out[name] = np.lib.format.read_array(member, allow_pickle=False)
+    return out
+
+
+def _text(members, name, default=""):
+    if name not in members:
+        return default
+    v = members[name]
+    if v.dtype.kind not in "UScO" or v.ndim != 0:
+        _fail(name, f"expected a string, got a {v.dtype} array of shape {v.shape}")
+    return str(v)
+
+
+def _ints(members, name, count, low):
+    v = np.asarray(members[name])
+    if v.dtype.kind not in "iu" or v.shape != (count,) or (v < low).any():
+        _fail(name, f"expected {count} whole numbers ≥ {low}, got {v.tolist()!r}")
+    return tuple(int(x) for x in v)
+
+
+def _fp16(members, name):
+    v = members[name]
+    if v.dtype == np.float16:
+        return v.view(np.uint16)
+    if v.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz") or (
+        v.dtype == np.float32
+    ):
+        _fail(name, f"{v.dtype.name} operands: the capture search models fp16 operands (float16) for now")
+    _fail(name, f"expected float16 values, got {v.dtype}")
+
+
+def load_capture(path) -> Capture:
+    """Read and check a capture; :class:`CaptureError` (naming the field) when it cannot be used."""
+    path = Path(path)
+    m = _read_members(path)
+    op = _text(m, "op")
+    if op not in OPS:
+        _fail("op", f"{op!r} is not one of {', '.join(OPS)}")
+    for name in _NEEDS[op] + ("out",):
+        if name not in m:
+            _fail(name, f"{op} needs it (the capture has {', '.join(sorted(m))})")
+    out = m["out"]
+    if out.dtype.name not in ("float16", "float32", "bfloat16"):
+        _fail("out", f"expected float16, float32 or bfloat16 values, got {out.dtype}")
+    ops = {n: _fp16(m, n) for n in ("A", "B", "C", "input", "weight", "bias", "grad_output") if n in m}
+    cap = Capture(str(path), op, ops, out)
+    cap.gpu = _text(m, "gpu")
+    cap.torch = _text(m, "torch")
+    cap.memory_format = _text(m, "memory_format", "contiguous")
+    if cap.memory_format not in ("contiguous", "channels_last"):
+        _fail("memory_format", f"{cap.memory_format!r} is not one of contiguous, channels_last")
+    if "kernels" in m:
+        k = m["kernels"]
+        if k.dtype.kind not in "US":
+            _fail("kernels", f"expected strings, got {k.dtype}")
+        cap.kernels = tuple(str(x) for x in np.atleast_1d(k))
+    for name in ("alpha", "beta"):
+        if name in m:
+            v = m[name]
+            if v.ndim or v.dtype.kind not in "fiu" or not np.isfinite(v):
+                _fail(name, f"expected a finite number, got {v!r}")
+            setattr(cap, name, float(v))
+    _check_shapes(cap, m)
+    return cap
+
+
+def _check_shapes(cap: Capture, m):
+    o = cap.operands
+    want = None
+    if cap.op in ("mm", "addmm"):
+        A, B = o["A"], o["B"]
+        if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
+            _fail("A", f"{cap.op} needs A (M, K) and B (K, N), got {A.shape} and {B.shape}")
+        want = (A.shape[0], B.shape[1])
+        if cap.op == "addmm":
+            try:
+                if np.broadcast_shapes(o["C"].shape, want) != want:
+                    raise ValueError
+            except ValueError:
+                _fail("C", f"shape {o['C'].shape} does not broadcast to the output's {want}")
+    elif cap.op == "bmm":
+        A, B = o["A"], o["B"]
+        if A.ndim != 3 or B.ndim != 3 or A.shape[0] != B.shape[0] or A.shape[2] != B.shape[1]:
+            _fail("A", f"bmm needs A (b, M, K) and B (b, K, N), got {A.shape} and {B.shape}")
+        want = (A.shape[0], A.shape[1], B.shape[2])
+    elif cap.op == "linear":
+        x, w = o["input"], o["weight"]
+        if x.ndim < 1 or w.ndim != 2 or x.shape[-1] != w.shape[1]:
+            _fail("input", f"linear needs input (…, in) and weight (out, in), got {x.shape} and {w.shape}")
+        want = x.shape[:-1] + (w.shape[0],)
+        if "bias" in o and o["bias"].shape != (w.shape[0],):
+            _fail("bias", f"expected shape ({w.shape[0]},), got {o['bias'].shape}")
+    else:
+        for name in ("stride", "padding", "dilation"):
+            if name not in m:
+                _fail(name, f"{cap.op} needs it (two whole numbers)")
+        stride = _ints(m, "stride", 2, 1)
+        padding = _ints(m, "padding", 2, 0)
+        dilation = _ints(m, "dilation", 2, 1)
+        groups = int(m["groups"]) if "groups" in m else 1
+        if cap.op == "conv2d":
+            xs, ws = o["input"].shape, o["weight"].shape
+        elif cap.op == "conv2d_bwd_data":
+            xs, ws = _ints(m, "input_shape", 4, 1), o["weight"].shape
+        else:
+            xs, ws = o["input"].shape, _ints(m, "weight_shape", 4, 1)
+        if len(xs) != 4 or len(ws) != 4:
+            _fail("input", f"conv2d needs 4-D input and weight, got {xs} and {ws}")
+        try:
+            shape = ConvShape(xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], stride, padding, dilation, groups)
+        except ValueError as exc:
+            _fail("weight", str(exc))
+        if ws[1] != shape.Cg:
+            _fail("weight", f"shape {ws} does not fit {xs[1]} input channels in {groups} groups")
+        cap.conv = shape
+        want = shape.out_shape(PASS_OF[cap.op])
+        if cap.op != "conv2d" and o["grad_output"].shape != shape.out_shape("fwd"):
+            _fail("grad_output", f"expected shape {shape.out_shape('fwd')}, got {o['grad_output'].shape}")
+        if "bias" in o and o["bias"].shape != (ws[0],):
+            _fail("bias", f"expected shape ({ws[0]},), got {o['bias'].shape}")
+    if tuple(cap.out.shape) != tuple(want):
+        _fail("out", f"expected shape {tuple(want)} for these operands, got {tuple(cap.out.shape)}")
+    if cap.out.size == 0:
+        _fail("out", "is empty: nothing to compare")
+
+
+@dataclass(frozen=True)
+class GemmJob:
+    """One GEMM of a capture: A (M, K) and B (K, N) fp16 bit patterns, C (broadcastable to
+    (M, N), float32) or None, and ``out_index`` (M, N): where each result lies in the capture's
+    flattened output."""
+
+    A: np.ndarray
+    B: np.ndarray
+    C: np.ndarray | None
+    out_index: np.ndarray

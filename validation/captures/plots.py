@@ -1,0 +1,64 @@
+"""The picture of a capture search: where the GPU's output differs from the schedule found (or the
+nearest one), in ulps, over the output laid out as a matrix."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+
+from .capture import Capture
+from .report import ulps_between, suspects
+from .search import SearchResult
+
+__all__ = ["plot_capture"]
+
+
+def _as_matrix(x: np.ndarray) -> np.ndarray:
+    """An output as 2-D: GEMMs as they are, batches stacked, convolutions (N·K or K·C) × (rest)."""
+    if x.ndim == 2:
+        return x
+    if x.ndim == 1:
+        return x[None]
+    if x.ndim == 3:
+        return x.reshape(-1, x.shape[-1])
+    return x.reshape(x.shape[0] * x.shape[1], -1)
+
+
+def plot_capture(cap: Capture, result: SearchResult, path) -> None:
+    """Save the figure to ``path`` (PNG, SVG or PDF by its suffix)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    got = np.ascontiguousarray(cap.out)
+    emulated = np.ascontiguousarray(result.emulated.astype(cap.out.dtype))
+    ulps = ulps_between(got, emulated)
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1.6, 1]})
+    mat = _as_matrix(ulps).astype(float)
+    im = ax0.imshow(np.where(mat > 0, mat, np.nan), aspect="auto", interpolation="nearest", cmap="magma_r")
+    fig.colorbar(im, ax=ax0, label="|GPU − emulated| (ulps of the output format)")
+    rows = "rows: " + ("m" if cap.conv is None else "(n, k)" if cap.op == "conv2d" else "leading axes")
+    ax0.set_xlabel("columns (the output's trailing axes)")
+    ax0.set_ylabel(rows)
+    s = suspects(cap, emulated)
+    ax0.set_title(
+        f"{s['n_differ']} of {result.n} outputs differ" if s["n_differ"] else f"all {result.n} outputs identical"
+    )
+    d = ulps[ulps > 0]
+    if d.size:
+        ax1.hist(np.log2(d.astype(float)), bins=min(40, max(5, int(np.log2(d.max()) + 1))), color="#b2182b")
+        ax1.set_xlabel("log2 ulps of the differing outputs")
+        ax1.set_ylabel("outputs")
+    else:
+        ax1.text(0.5, 0.5, "every output bit\nreproduced", ha="center", va="center", fontsize=13)
+        ax1.set_axis_off()
+    schedule = result.best.describe() if result.best else "-"
+    label = "schedule" if result.answer == "identical" else "nearest schedule"
+    title = f"{cap.op} {cap.describe().split(': ', 1)[1]} — {result.answer.upper()} (unit {result.unit})"
+    sub = textwrap.fill(f"{label}: {schedule}", 150)
+    fig.suptitle(title + "\n" + sub, fontsize=8.5)
+    fig.tight_layout(rect=(0, 0, 1, 0.86))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
