@@ -4,7 +4,9 @@ The format is fixed by :mod:`validation.capture_torch`: ``op``, the operands und
 names, ``stride``/``padding``/``dilation``/``groups`` for convolutions, ``out`` in torch's
 logical order, and optional ``memory_format``, ``gpu``, ``kernels``, ``torch``, ``alpha``,
 ``beta``. :func:`load_capture` checks every field before any work and raises
-:class:`CaptureError` naming the field and what it accepts.
+:class:`CaptureError` naming the field and what it accepts. A capture written with
+``--omit-operands`` (the operands' seed and sha256 instead of the arrays) has its operands drawn
+again and checked against the sha256.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from emu.implicit_gemm import ConvShape
+
+from ..capture_torch import complete
 
 __all__ = ["Capture", "CaptureError", "GemmJob", "OPS", "load_capture", "is_capture", "MAX_CAPTURE_BYTES"]
 
@@ -159,6 +163,13 @@ def load_capture(path) -> Capture:
     """Read and check a capture; :class:`CaptureError` (naming the field) when it cannot be used."""
     path = Path(path)
     m = _read_members(path)
+    if any(k.endswith("_sha256") for k in m):  # written with --omit-operands: draw them again from the seed
+        try:
+            m = complete(m)
+        except (ValueError, KeyError) as exc:
+            raise CaptureError(
+                f"{exc}" if isinstance(exc, ValueError) else f"{exc.args[0]}: needed to draw the omitted operands"
+            ) from None
     op = _text(m, "op")
     if op not in OPS:
         _fail("op", f"{op!r} is not one of {', '.join(OPS)}")

@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 
 from .capture import Capture
-from .report import ulps_between, suspects
+from .report import suspects, ulps_between
 from .search import SearchResult
 
 __all__ = ["plot_capture"]

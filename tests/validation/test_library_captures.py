@@ -1,0 +1,94 @@
+"""The capture search on H200 captures made with the capture kit (tests/data/captures): one case
+of each schedule family the development and held-out runs met, found from the output alone and
+checked on every output bit; and ``fp16emu identify``'s answers, exit codes and JSON fields."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from validation.captures import load_capture, search
+from validation.captures.cli import identify_capture
+from validation.captures.report import to_json
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "captures"
+
+#: case → what the schedule found must have (the rest of its fields may vary among equivalents)
+CASES = {
+    # CUTLASS 2.x split-K, the k residue first (K = 1000, 8 splits of 128)
+    "h200_dev/mm_100x1000x100_s108_f32": dict(unit="h100", splits=8, residue_tile=64),
+    # the same kernel with an fp16 output: its split partials are __half before splitKreduce
+    "h200_dev/mm_100x1000x100_s108_f16": dict(unit="h100", splits=8, partial_format="fp16"),
+    # cuBLAS bias epilogue: acc + bias rounded once
+    "h200_dev/addmm_128x1024x256_s170": dict(unit="h100", splits=1, c_entry="epilogue"),
+    # split-K with alpha = 0.5, beta = 2 in the epilogue
+    "h200_dev/addmm_64x8192x64_s171_beta": dict(unit="h100", splits=6, c_entry="epilogue", alpha=0.5),
+    # a GEMV kernel: 32 lanes over every 32nd k, a warp shuffle tree, fp32 FMA
+    "h200_holdout/h_mm_1x777x16_1": dict(unit="fma32", splits=32, split_rule="strided", reduction="halving"),
+    # the xmma fprop kernel: channels in blocks of 64, the taps inside
+    "h200_dev/c3x3_c128_k64_h8_nhwc_fwd": dict(unit="h100", k_order="rsc", channel_block=64),
+    # the sm90 xmma dgrad kernel: rotated filter, output channels in blocks of 64
+    "h200_dev/c3x3_c256_k256_h7_nchw_bwd_data": dict(unit="h100", channel_block=64, flip=True),
+    # wgrad per image, then cuDNN's reduce_wgrad
+    "h200_dev/c1x1_c64_k128_h14_nchw_bwd_weight": dict(unit="h100", splits=2, k_tile=196),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_search_finds_each_family_from_the_output(case):
+    cap = load_capture(DATA / f"{case}.npz")
+    r = search(cap)
+    assert r.answer == "identical" and r.n_identical == r.n == cap.out.size
+    fields = r.best.fields()
+    for key, want in CASES[case].items():
+        assert fields.get(key, 1.0 if key == "alpha" else None) == want, (key, fields)
+
+
+def test_a_winograd_kernel_is_named_as_not_modelled(tmp_path):
+    cap = load_capture(DATA / "h200_dev" / "c3x3_c32_k32_h16_nchw_bwd_weight.npz")
+    assert any("winograd" in k for k in cap.kernels)
+    from models.libraries import not_modelled
+
+    assert not_modelled(cap.kernels) and "Winograd" in not_modelled(cap.kernels)[0]
+
+
+def test_identify_answers_in_json_and_exits_by_the_answer(tmp_path, capsys):
+    path = DATA / "h200_holdout" / "h_mm_33x8192x96_6.npz"
+    assert identify_capture(path, fmt="json") == 0
+    report = json.loads(capsys.readouterr().out)
+    for key in ("answer", "n", "n_identical", "schedule", "schedules", "searched", "seconds", "unit"):
+        assert key in report
+    assert report["answer"] == "identical" and report["unit"] == "h100" and report["schedule"]["splits"] == 6
+    # one output bit changed: differs, exit 1, the element named
+    z = dict(np.load(path))
+    z["out"] = z["out"].copy()
+    z["out"].view(np.uint32)[7, 40] ^= 1 << 3
+    changed = tmp_path / "changed.npz"
+    np.savez(changed, **z)
+    assert identify_capture(changed, fmt="json") == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["answer"] == "differs" and report["n_identical"] == report["n"] - 1
+    worst = report["suspects"]["elements"][0]
+    assert (worst["m"], worst["n"], worst["ulps"]) == (7, 40, 8)
+    assert report["nearest"]["splits"] == 6
+    # the text report says the same
+    assert identify_capture(changed) == 1
+    text = capsys.readouterr().out
+    assert "DIFFERS" in text and "m=7, n=40" in text
+
+
+def test_hw_overrides_the_gpu_name_and_is_checked(capsys):
+    path = DATA / "h200_holdout" / "h_mm_16x256x256_12.npz"
+    assert identify_capture(path, hw="mi300x") == 1  # another unit cannot reproduce the H200's bits
+    assert "unit mi300x" in capsys.readouterr().out
+    assert identify_capture(path, hw="tpu") == 2
+    assert capsys.readouterr().err.startswith("fp16emu identify: --hw:")
+
+
+def test_the_report_fields_are_json(tmp_path):
+    cap = load_capture(DATA / "h200_dev" / "c3x3_c32_k32_h16_nchw_fwd.npz")
+    r = search(cap)
+    rep = to_json(cap, r)
+    json.dumps(rep)
+    assert rep["schedule"]["k_order"] == "rsc" and rep["kernel_families"] == ["cudnn-cutlass-fprop"]
