@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 
-from validation.configs import Config, ConfigError, parse_config, with_name
+from .lit import parse_text
+from .records import Config, ConfigError, with_name
 
 __all__ = ["SUITES", "SuiteEntry", "suite_names", "suite_entry", "suite_entries", "suite_config"]
 
@@ -83,7 +84,8 @@ def _check_suite(suite: str) -> None:
 @functools.cache
 def _load(suite: str) -> Mapping[str, SuiteEntry]:
     _check_suite(suite)
-    text = resources.files(__name__).joinpath(f"{suite}.tsv").read_text()
+    # the tables are package data of validation.suites
+    text = resources.files("validation").joinpath("suites", f"{suite}.tsv").read_text()
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     entries: dict[str, SuiteEntry] = {}
     for row in csv.DictReader(lines, delimiter="\t"):
@@ -144,7 +146,7 @@ def suite_config(
     (``%random_data`` = ``-rand 1``, ``%xdlops`` = ``-x2``, ``%pv`` = ``-pv``).
     """
     e = suite_entry(name, suite)
-    cfg = parse_config(
+    cfg = parse_text(
         e.args,
         substitutions=substitutions,
         x2_defaults=True if e.x2_defaults else None,
