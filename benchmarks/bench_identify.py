@@ -23,8 +23,8 @@ import emu
 import models
 from emu.units import Format
 from models import space
-from validation import identify as ident
-from validation import probe
+from validation.identify import probes as probe
+from validation.identify import search as ident
 
 
 def _rows(unit_name, rows, acc="fp32", seed=0):

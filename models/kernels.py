@@ -36,6 +36,7 @@ from emu.gemm import GemmOrder
 from emu.units import Family
 
 from . import tuning as _tuning
+from .hardware import HW_NAMES, check_hardware
 from .tuning import DEFAULT_RULES, GemmPlan, Instruction, Tuning
 from .units import Unit
 from .units import unit as _unit
@@ -76,7 +77,6 @@ INBOUNDS_SOURCE = (
 KERNEL_NAMES = ("rocmlir-2022-xdlops", "rocmlir-2022-nonxdlops")
 VALIDATOR_NAMES = ("gpu-validation", "cpu-validation-2022", "cpu-validation-mlir", "cpu-acc4", "cpu-ftz")
 NAMES = KERNEL_NAMES + VALIDATOR_NAMES
-HW_NAMES = ("mi100", "mi200", "mi300")
 _VALIDATING = {
     "rocmlir-2022-xdlops": "rocmlir-2022-xdlops",
     "xdlops": "rocmlir-2022-xdlops",
@@ -380,13 +380,8 @@ def cpu_loop_k_order(problem: ConvProblem, gemm_id: int = 0) -> tuple[int, ...] 
 
 
 def _hw_unit(hw: str) -> tuple[str, Unit]:
-    u = _unit(hw)
-    if u.name not in HW_NAMES:
-        raise ValueError(
-            f"hw: {hw!r} is not an AMD GPU with the 2022 xdlops kernels; valid: {', '.join(HW_NAMES)} "
-            f"(and their aliases, e.g. mi250x, mi300x)"
-        )
-    return u.name, u
+    name = check_hardware(hw)  # models.hardware: the one list of accepted names
+    return name, _unit(name)
 
 
 def _fp64_variant(name: str, group_size: int, round_each: bool, flush: bool, why: str) -> Unit:

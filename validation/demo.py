@@ -13,7 +13,7 @@
    the same output with one injected fault (one element's low mantissa bit flipped) is answered
    "differs", the suspect located (:meth:`validation.run.RunResult.against`).
 
-The probe-vector table of every unit is ``fp16emu units`` (:mod:`validation.units`).
+The probe-vector table of every unit is ``fp16emu units`` (:mod:`validation.identify.unit_table`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,11 @@ from __future__ import annotations
 import time
 
 import numpy as np
+
+from .explain import explain
+from .run import run
+from .verify.presets import format_study_line, parse_study_line
+from .verify.study2022 import study_line_of
 
 __all__ = ["MEASURED", "FAULT_INDEX", "reproduce", "run_options", "main"]
 
@@ -47,10 +52,6 @@ FAULT_INDEX = 4242
 
 def reproduce(measured: dict = MEASURED):
     """(run result, measured StudyLine, emulated StudyLine, emulated line's text) for ``measured``."""
-    from .run import run
-    from .verifier import format_study_line, parse_study_line
-    from .verifier2022 import study_line_of
-
     m = parse_study_line(measured["line"])
     r = run(measured["test"], **run_options(measured), progress=False)
     line = study_line_of(r.validation_output, r.kernel_output, measured["run_set"])
@@ -64,8 +65,6 @@ def run_options(measured: dict) -> dict:
 
 
 def main() -> int:
-    from .explain import explain
-
     t0 = time.perf_counter()
     M = MEASURED
     print("fp16emu demo: the job it exists for, on one real measurement of the 2022 AMD fp16 study\n")

@@ -24,11 +24,18 @@ parent even when it is killed outright (Linux ``PR_SET_PDEATHSIG``, and a watchd
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
+import logging
+import multiprocessing as mp
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
+
+import numba
 
 __all__ = ["SCHEDULERS", "RETRIES", "Engine", "Terminated", "dask_available", "check_scheduler"]
 
@@ -72,8 +79,6 @@ def _workers(n: int) -> str:
 
 
 def _single_thread_numba() -> None:
-    import numba
-
     numba.set_num_threads(1)
 
 
@@ -81,8 +86,6 @@ def _die_with_parent(parent: int) -> None:
     """In a pool worker: exit when the parent process dies, even by SIGKILL."""
     if sys.platform.startswith("linux"):
         try:
-            import ctypes
-
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except Exception:  # pragma: no cover
@@ -91,8 +94,6 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
     def watch():  # portable fallback
-        import time
-
         while os.getppid() == parent:
             time.sleep(1.0)
         os._exit(1)
@@ -157,6 +158,7 @@ class Engine:
         self.dashboard: str | None = None
         self._client = None
         self._cluster = None
+        self._pool = None
         self._old_handler = None
 
     # -- description -------------------------------------------------------------------------
@@ -195,14 +197,10 @@ class Engine:
         return False
 
     def _start_dask(self) -> None:
-        import logging
-
         from dask.distributed import Client, LocalCluster
 
         has_dashboard = True
         if self.kind == "local":
-            import importlib.util
-
             has_dashboard = importlib.util.find_spec("bokeh") is not None
             # ":0", a free port, even without bokeh: the scheduler's HTTP server (metrics, health)
             # starts anyway and would otherwise take the fixed 8787, so a second run at the same
@@ -225,6 +223,9 @@ class Engine:
         self.dashboard = link if has_dashboard else None
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool = None
         for obj in (self._client, self._cluster):
             if obj is not None:
                 try:
@@ -250,14 +251,14 @@ class Engine:
             for item in items:
                 yield fn(item)
         elif self.kind == "processes":
-            import multiprocessing as mp
-
-            ctx = mp.get_context("spawn")
-            # workers live for the whole run: each compiles (or loads) the numba kernels once
-            with ctx.Pool(self.jobs, initializer=_pool_init, initargs=(os.getpid(),)) as pool:
-                if on_start is not None:
-                    on_start(self)
-                yield from pool.imap_unordered(fn, items, chunksize=1)
+            if self._pool is None:
+                # workers live as long as the engine, over every map: each compiles (or loads) the
+                # numba kernels once
+                ctx = mp.get_context("spawn")
+                self._pool = ctx.Pool(self.jobs, initializer=_pool_init, initargs=(os.getpid(),))
+            if on_start is not None:
+                on_start(self)
+            yield from self._pool.imap_unordered(fn, items, chunksize=1)
         else:
             from dask.distributed import as_completed
 

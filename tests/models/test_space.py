@@ -16,7 +16,7 @@ import emu
 import models
 from emu.units import Family, Format, Rounding, UnitParams
 from models import space
-from validation import probe
+from validation.identify import probes as probe
 
 NAMED = [(n, "fp32") for n in models.units.UNIT_NAMES] + [
     (n, "fp16") for n in ("v100", "t4", "a100", "ada", "h100", "b200")

@@ -21,8 +21,8 @@ import pytest
 import models
 from emu.units import Format
 from models import space
-from validation import identify as ident
-from validation import probe
+from validation.identify import probes as probe
+from validation.identify import search as ident
 
 pytestmark = pytest.mark.oracle
 

@@ -1,4 +1,4 @@
-"""The one array loader (validation.arrays) behind run --gpu-output, run --inputs and compare: what
+"""The one array loader (validation.run.arrays) behind run --gpu-output, run --inputs and compare: what
 it reads, and that every file it cannot read is refused before anything is allocated, with a
 message naming the file and what is accepted (exit 2 on the command line, no traceback)."""
 
@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from validation.arrays import ArrayFileError, load_array, parse_shape
 from validation.cli import main
+from validation.run.arrays import ArrayFileError, load_array, parse_shape
 
 
 def _npy_header(descr: str, shape: tuple) -> bytes:
@@ -145,13 +145,13 @@ def test_a_header_shape_is_counted_without_wrapping(tmp_path, shape, needle):
 
 
 def test_run_checks_its_gpu_output_file_before_computing(tmp_path, capsys, monkeypatch):
-    import validation.run
+    import validation.cli.run
     from validation.cli import main
 
     def boom(*a, **k):
         raise AssertionError("computed before checking --gpu-output")
 
-    monkeypatch.setattr(validation.run, "run", boom)
+    monkeypatch.setattr(validation.cli.run, "run", boom)  # what the command calls
     config = "conv2d_host_validation_f16_fwd_CHECK_PADDING3_f16"  # 2048 outputs
     empty, short, raw = tmp_path / "empty.npy", tmp_path / "short.npy", tmp_path / "gpu.f16"
     empty.write_bytes(b"")

@@ -5,7 +5,7 @@ import pytest
 
 from validation import demo
 from validation.cli import main
-from validation.verifier import parse_study_line
+from validation.verify.presets import parse_study_line
 
 
 def test_the_shipped_measured_line_is_the_studys_own():

@@ -179,7 +179,7 @@ def test_cli_json_records_and_usage_errors(capsys, tmp_path):
 def test_without_a_terminal_design_progress_is_a_plain_line_now_and_then(monkeypatch, capsys):
     """A design sweep logged to a file (nohup, CI) is not silent: with stderr not a terminal, a
     plain line (no carriage return) counts the runs done out of all of them; --no-progress: none."""
-    from validation.design import cli
+    from validation.cli import design as cli
 
     monkeypatch.setattr(cli, "HEARTBEAT_S", 0.0)  # a line after every run
     argv = ["design", SMALL, "--seeds", "1", "--validators", "exact", "--bugs", "none", "--format", "json"]
@@ -244,7 +244,7 @@ def test_the_2022_verifier_needed_loosening_and_then_missed_bugs(capsys):
 
 def test_compare_cache_measures_diff4_pairs_only_for_verifiers_that_read_them():
     from validation.design.sweep import CompareCache, verdict_failed
-    from validation.verifier import preset
+    from validation.verify.presets import preset
 
     base = np.arange(1, 151, dtype=np.float32)
     up = (base + 0.5).astype(np.float16)

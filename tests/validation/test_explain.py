@@ -21,8 +21,9 @@ from emu.conv import conv
 from models import kernels as kernel_models
 from models.units import unit
 from validation import metrics
+from validation.cli.explain import register_cli
 from validation.configs import parse_config
-from validation.explain import SOURCES, explain, register_cli, shapley
+from validation.explain import SOURCES, explain, shapley
 from validation.run import run
 
 NHWC = "kyxc -in_layout=nhwc -out_layout=nhwk"

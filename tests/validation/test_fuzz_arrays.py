@@ -262,7 +262,7 @@ def test_run_gpu_output_on_any_array_file_exits_0_1_or_2_with_one_line(
 def test_the_file_strategies_make_what_they_say():
     """The strategies' good cases are read as arrays (the fuzz is not all refusals): numpy's own
     .npy of an allowed dtype and an .npz member load; so does a raw fp16 dump of the tiny output."""
-    from validation.arrays import load_array
+    from validation.run.arrays import load_array
 
     buf = io.BytesIO()
     np.save(buf, np.arange(4, dtype="<f4"))

@@ -1,4 +1,4 @@
-"""Bug or rounding from the user's GPU output (validation.gpu, run(...).against, run --gpu-output).
+"""Bug or rounding from the user's GPU output (validation.run.gpu, run(...).against, run --gpu-output).
 
 The emulated kernel's own output fed back as the "GPU output" must come out identical; the same
 output with a realistic fault must come out as differing, with the faulty elements as suspects at

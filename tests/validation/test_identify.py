@@ -22,8 +22,10 @@ import emu
 import models
 from emu.units import Format
 from models import space
-from validation import cli, probe, probe_gpu
-from validation import identify as ident
+from validation import cli
+from validation.identify import probe_gpu
+from validation.identify import probes as probe
+from validation.identify import search as ident
 
 NAMED = [(n, "fp32") for n in models.units.UNIT_NAMES] + [
     (n, "fp16") for n in ("v100", "t4", "a100", "ada", "h100", "b200")
@@ -375,7 +377,8 @@ def test_probe_gpu_imports_only_numpy_torch_triton():
 
 
 def test_study_lines_identify_the_unit_of_each_gpu():
-    from validation import identify_study, study
+    from validation import study
+    from validation.identify import study as identify_study
 
     folder = ref.require("fp16_study_raw_results")
     test = "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16"
@@ -391,7 +394,8 @@ def test_study_lines_exclude_the_sep_2022_kblocks_of_bwd_weight1():
     """BWD_WEIGHT1 (gemm 64×64×3136): calculateKBlockNum with the KPack term gives KBlocks 4; over
     every order of its 4 atomic adds the exact-element count of r4 is 4094, the GPUs printed 4096
     (reference: reproduction_findings.md §5). KBlocks 8 reaches 4096 with some orders."""
-    from validation import identify_study, study
+    from validation import study
+    from validation.identify import study as identify_study
 
     folder = ref.require("fp16_study_raw_results")
     test = "conv2d_host_validation_f16_bwd_CHECK_BWD_WEIGHT1"
@@ -443,7 +447,8 @@ def test_cli_identify_from_the_study_folder():
 def test_study_lines_pick_the_strided_groups_of_a_k_reduction_instruction():
     """ISSUE_71_1 (v_mfma_f32_16x16x16f16, two split-K chunks): the strided groups {b, b+4, b+8,
     b+12} reproduce the r4 lines; consecutive groups do not (reproduction_findings.md §5)."""
-    from validation import identify_study, study
+    from validation import study
+    from validation.identify import study as identify_study
 
     folder = ref.require("fp16_study_raw_results")
     test = "conv2d_host_validation_f16_bwd_CHECK_ISSUE_71_1"

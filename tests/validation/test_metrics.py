@@ -22,14 +22,13 @@ from validation.metrics import (
     EPSILON_BUCKETS,
     REL_OLD_BUCKETS,
     STABLE_KEYS,
-    STUDY_RUN_SETS,
     TORCH_TOLERANCES,
     compare,
     resolve_dtype,
-    resolve_study_quirks,
     spacing,
 )
-from validation.verifier import format_study_line
+from validation.verify import STUDY_RUN_SETS, resolve_study_quirks
+from validation.verify.presets import format_study_line
 
 F16 = np.float16
 
@@ -187,8 +186,8 @@ def test_subnormals():
 )
 def test_powers_of_two(v, k, ulp_eps, below_eps):
     assert compare(f16(v), f16(k)).max_epsilon_diff == ulp_eps
-    assert compare(f16(v), f16(k), study_quirks="fair_1").max_epsilon_diff == below_eps
-    assert compare(f16(v), f16(k), study_quirks="fair_3").max_epsilon_diff == ulp_eps
+    assert compare(f16(v), f16(k), study_quirks=STUDY_RUN_SETS["fair_1"]).max_epsilon_diff == below_eps
+    assert compare(f16(v), f16(k), study_quirks=STUDY_RUN_SETS["fair_3"]).max_epsilon_diff == ulp_eps
 
 
 def test_spacing_rules():
@@ -271,7 +270,11 @@ def test_shapes_and_types_checked():
     with pytest.raises(ValueError, match="valid names"):
         compare(np.zeros(3, F16), np.zeros(3, F16), dtype_hint="fp8")
     with pytest.raises(ValueError, match="fair_1, fair_2, fair_3, fair_rand0"):
-        compare(np.zeros(3, F16), np.zeros(3, F16), study_quirks="fair_9")
+        resolve_study_quirks("fair_9")
+    with pytest.raises(ValueError, match="policy"):  # the metrics receive the rules, never a name
+        compare(np.zeros(3, F16), np.zeros(3, F16), study_quirks="fair_3")
+    with pytest.raises(TypeError, match="study policy"):
+        compare(np.zeros(3, F16), np.zeros(3, F16), study_quirks=3)
     with pytest.raises(TypeError):
         compare(np.zeros(3, np.complex64), np.zeros(3, np.complex64))
     assert resolve_study_quirks(None) is None
@@ -400,8 +403,8 @@ _f16_values = st.sampled_from([0.0, -0.0, 2**-24, 3 * 2**-24, 2**-14, 2**-13, 0.
 def test_chunking_does_not_change_the_result(v, noise, chunk, run_set):
     bits = v.view(np.uint16).astype(np.int64) + np.array(noise[: v.size], dtype=np.int64)
     k = np.clip(bits, 0, 0xFFFF).astype(np.uint16).view(F16)
-    one = compare(v, k, study_quirks=run_set).to_dict()
-    many = compare(v, k, study_quirks=run_set, chunk=chunk).to_dict()
+    one = compare(v, k, study_quirks=resolve_study_quirks(run_set)).to_dict()
+    many = compare(v, k, study_quirks=resolve_study_quirks(run_set), chunk=chunk).to_dict()
     # float64 sums are pairwise per chunk: equal up to rounding; the study's sums are taken in
     # element order, so its headline metrics are identical
     pairwise = ("diff1", "diff2", "miopen_rms")
@@ -534,7 +537,9 @@ def test_study_mode_matches_the_c_verifier_loop(run_set):
         with np.errstate(over="ignore"):
             v_rounded = v.astype(F16).astype(np.float32)  # what the instrumented build compared
         expected = _c_verifier_line(list(v_rounded), list(k.astype(np.float32)), quirks)
-        got = format_study_line(compare(v, k, study_quirks=run_set, chunk=int(rng.integers(1, 64))))
+        got = format_study_line(
+            compare(v, k, study_quirks=resolve_study_quirks(run_set), chunk=int(rng.integers(1, 64)))
+        )
         assert got == expected, (trial, n)
 
 
@@ -542,11 +547,11 @@ def test_study_mode_overflow_artifacts():
     # r5 rows: inf against 65504 gives inf maxima and -nan averages; equal infinities make
     # maxMag inf and RMS 0 (study_results_2022.md §1, "Overflow and NaN artifacts")
     r = compare(np.array([65504.0, np.inf, 1.0], np.float32), f16(np.inf, 65504.0, 1.0),
-                study_quirks="fair_2")  # fmt: skip
+                study_quirks=STUDY_RUN_SETS["fair_2"])  # fmt: skip
     assert format_study_line(r) == ("3          (1 0 2 0) inf (65504.0000000000 inf) inf inf inf "
                                     "inf (65504.0000000000 inf) -nan -nan")  # fmt: skip
     assert r.nonfinite.n_inf_mismatch == 2  # still counted apart
-    r = compare(f16(np.inf, 1.5), f16(np.inf, 1.5 + 2**-10), study_quirks="fair_2")
+    r = compare(f16(np.inf, 1.5), f16(np.inf, 1.5 + 2**-10), study_quirks=STUDY_RUN_SETS["fair_2"])
     assert r.rms == 0.0 and r.max_epsilon_diff == 1.0
     assert format_study_line(r).endswith(" 0.0e+00")
 
@@ -554,7 +559,7 @@ def test_study_mode_overflow_artifacts():
 def test_study_mode_rounds_validation_through_float32_then_fp16():
     # a float64 validation is first a float ((float)acc), then truncf to f16: double rounding
     tie32 = 1.0 + 2**-11 + 2**-40  # float32 rounds it to the fp16 tie 1 + 2**-11, then RNE → 1.0
-    r = compare(np.array([tie32]), f16(1.0), study_quirks="fair_3")
+    r = compare(np.array([tie32]), f16(1.0), study_quirks=STUDY_RUN_SETS["fair_3"])
     assert r.n_exact == 1
     assert compare(np.array([tie32]), f16(1.0), round_validation="fp16").n_exact == 0
 
@@ -570,7 +575,7 @@ def test_to_dict_has_the_stable_keys_and_is_json(basic):
     assert d["diff3"] == [basic.diff3[0], 0.0] and d["diff4"] == [0.5, 0.5, 2]
     assert d["worst"][0]["coords"] == [3]
     json.dumps(d, allow_nan=False)
-    r = compare(f16(np.inf, np.nan), f16(1.0, 1.0), study_quirks="fair_3")
+    r = compare(f16(np.inf, np.nan), f16(1.0, 1.0), study_quirks=STUDY_RUN_SETS["fair_3"])
     d = r.to_dict()
     assert d["max_abs_diff"] == "inf" and d["ave_rel_diff"] == "nan"
     json.dumps(d, allow_nan=False)
@@ -623,7 +628,7 @@ def test_compare_without_distinct_pairs_changes_only_diff4():
     k[::7] = v[::7]  # equal elements
     v[5], k[6], v[8], k[8] = np.nan, np.inf, -0.0, 0.0  # non-finite and signed zeros
     k[9:400] = (v[9:400].astype(np.float32) + 0.25).astype(F16)  # > 100 distinct one-sided pairs
-    for quirks in (None, "fair_1"):
+    for quirks in (None, STUDY_RUN_SETS["fair_1"]):
         full = compare(v, k, study_quirks=quirks, chunk=1000)
         fast = compare(v, k, study_quirks=quirks, chunk=1000, distinct_pairs=False)
         assert full.diff4_measured and not fast.diff4_measured

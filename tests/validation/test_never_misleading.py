@@ -10,7 +10,7 @@ import numpy as np
 from validation.cli import main
 from validation.metrics import compare
 from validation.run import auto_progress, progress_bar, run
-from validation.verifier import resolve_metric, verify
+from validation.verify.presets import resolve_metric, verify
 
 PAD = "padding_kernel_all_fwd_CHECK_RESNET50_CONFIG4_f16"
 SMALL = (
@@ -362,7 +362,8 @@ def _recording_bars(bars: list):
 
 
 def test_explain_progress_bars_complete_and_close(monkeypatch):
-    from validation.explain import design, explain, variants
+    from validation.explain import explain, variants
+    from validation.explain import explainer as design
 
     bars = []
     make = _recording_bars(bars)
@@ -373,7 +374,7 @@ def test_explain_progress_bars_complete_and_close(monkeypatch):
 
 
 def test_run_progress_bar_completes_and_closes(monkeypatch):
-    import validation.run as run_mod
+    from validation.run import runner as run_mod
 
     bars = []
     make = _recording_bars(bars)

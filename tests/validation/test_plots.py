@@ -7,6 +7,7 @@ import pytest
 
 from validation import plots
 from validation.cli import main
+from validation.design.plots import distribution_figure
 
 SMALL = (
     "--operation conv2d -t f16 -fil_layout=kcyx -in_layout=nchw -out_layout=nkhw -batchsize=2 "
@@ -75,12 +76,12 @@ def test_study_reproduce_plot(tmp_path, capsys):
 
 
 def test_plot_target_is_checked_before_any_computation(tmp_path, capsys, monkeypatch):
-    import validation.run
+    import validation.cli.run
 
     def boom(*a, **k):
         raise AssertionError("computed before checking --plot")
 
-    monkeypatch.setattr(validation.run, "run", boom)
+    monkeypatch.setattr(validation.cli.run, "run", boom)  # what the command calls
     for argv in (
         ["run", SMALL, "--plot", str(tmp_path / "missing" / "x.png")],
         ["explain", SMALL, "--plot", str(tmp_path / "missing" / "x.png")],
@@ -108,7 +109,7 @@ def test_unwritable_folder_is_a_usage_error(tmp_path):
 
 
 def test_design_can_draw_distributions(tmp_path):
-    fig = plots.distribution_figure(
+    fig = distribution_figure(
         {"rounding": np.arange(10.0), "bug": np.arange(10.0) + 20},
         {"threshold": 15.0},
         metric="max_epsilon_diff",
@@ -150,7 +151,7 @@ def test_kblocks_checks_are_the_numbers_the_details_print():
     """What the KBlocks picture draws (KBlocksCheck) is what the text answer says (detail)."""
     from reference_data import require
 
-    from validation import identify_study
+    from validation.identify import study as identify_study
 
     raw = require("fp16_study_raw_results")
     test = "conv2d_host_validation_f16_bwd_CHECK_ISSUE_71_2"

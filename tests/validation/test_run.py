@@ -73,7 +73,7 @@ def _measured_line(run_set: str, gpu: str, kernel: str, flag: str, rng: str, tes
     """One measured verifier line of the 2022 study (skips without ../shared/reference)."""
     from reference_data import require
 
-    from validation.verifier import parse_study_line
+    from validation.verify.presets import parse_study_line
 
     path = require(
         "fp16_study_raw_results",
@@ -92,7 +92,7 @@ def test_the_study_fair3_mi200_validator_from_run_reproduces_a_measured_line(val
     the run API (the CLI's --validator takes the same text), it prints the measured line of
     KYXC_NHWC_NHWK5 (r0, xdlops, -pv) field for field. Without the flush it does not: the test can
     tell the validators apart."""
-    from validation.verifier import study_line_of
+    from validation.verify.presets import study_line_of
 
     test = "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16"
     measured = _measured_line("fair_3", "mi200", "xdlops", "pv", "r0", test)

@@ -15,6 +15,7 @@ import pytest
 import reference_data as ref  # noqa: E402  (registered by conftest.py)
 
 import validation.study as study
+from validation.cli import study as study_cli
 from validation.study import emulate
 from validation.study.lines import line_fields, zero_line
 from validation.study.recipes import NONXDLOPS_KERNEL, cpu_validator
@@ -165,14 +166,15 @@ def test_recipes_per_run_set():
 
 def test_all_exact_shortcut_prints_what_compare_prints():
     from validation.metrics import compare
-    from validation.verifier import study_line
+    from validation.verify.presets import study_line
+    from validation.verify.study2022 import resolve_study_quirks
 
     v = np.array([1.0, -2.5, 0.0, 3.25, np.inf], np.float32)
     k = v.astype(np.float16)
     for q in study.RUN_SETS:
         fmt = "A" if q == "fair_1" else "B"
         got = line_fields(v, k, q)
-        want = study_line(compare(v, k, dtype_hint="fp16", study_quirks=q)).fields()
+        want = study_line(compare(v, k, dtype_hint="fp16", study_quirks=resolve_study_quirks(q))).fields()
         assert got["fields"] == want == zero_line(5, fmt).fields()
 
 
@@ -291,7 +293,7 @@ def _parser():
 
     parser = P(prog="fp16emu")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=P)
-    study.register_cli(sub)
+    study_cli.register_cli(sub)
     return parser
 
 

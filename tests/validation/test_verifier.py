@@ -1,4 +1,4 @@
-"""validation.verifier: flags and presets, and the 2022 study's verifier line (format, parse, and
+"""validation.verify: flags and presets, and the 2022 study's verifier line (format, parse, and
 the round trip on every measured line of ``../shared/reference/fp16_study_raw_results``)."""
 
 import json
@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from validation.metrics import STABLE_KEYS, STUDY_RUN_SETS, compare
-from validation.verifier import (
+from validation.metrics import STABLE_KEYS, compare
+from validation.verify import STUDY_RUN_SETS, resolve_study_quirks
+from validation.verify.presets import (
     MLU_OP_CLASSES,
     PRESET_NAMES,
     Check,
@@ -125,8 +126,8 @@ def test_study_2022_prints_the_line():
 
 def test_study_sign_bug_of_fair_1():
     v, k = f16(-0.5, 0.25), f16(-0.5 - 2**-10, 0.25)
-    line1 = study_line(compare(v, k, study_quirks="fair_1"))
-    line2 = study_line(compare(v, k, study_quirks="fair_2"))
+    line1 = study_line(compare(v, k, study_quirks=STUDY_RUN_SETS["fair_1"]))
+    line2 = study_line(compare(v, k, study_quirks=STUDY_RUN_SETS["fair_2"]))
     assert line1.max_rel_diff_old == 0.0  # fair_1: only v > 1.0004e-3 counts
     assert line2.max_rel_diff_old == 2**-10 / 0.5
     assert (line2.val_at_max_rel_old, line2.kern_at_max_rel_old) == (-0.5, -0.5 - 2**-10)
@@ -303,7 +304,7 @@ def test_parse_rejects_other_text():
 def test_format_study_line_needs_study_mode():
     with pytest.raises(ValueError, match="study_quirks"):
         format_study_line(compare(f16(1.0), f16(1.0)))
-    r = compare(f16(1.0), f16(1.0), study_quirks="fair_3")
+    r = compare(f16(1.0), f16(1.0), study_quirks=STUDY_RUN_SETS["fair_3"])
     assert format_study_line(r, line_format="A").count("(") == 2
     tail = StudyTail((0, 1, 1, 0, 1, 0, 1), "fwd", "t", 3, 107)
     assert format_study_line(r, tail=tail).endswith(" 0 1 1 0 1 0 1 fwd t (3 of 107)")
@@ -398,7 +399,7 @@ def _adversarial_values(rng, n, k_dtype):
 @pytest.mark.parametrize("k_dtype", [np.float16, np.float32])
 @pytest.mark.parametrize("seed", range(6))
 def test_study_line_of_equals_the_full_comparison(run_set, k_dtype, seed):
-    from validation.verifier2022 import compare_differing
+    from validation.verify.study2022 import compare_differing
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 5000))
@@ -415,14 +416,17 @@ def test_study_line_of_equals_the_full_comparison(run_set, k_dtype, seed):
         k[::7] += np.float16(2.0**-9)
         v[n // 3], k[n // 3] = 1000.0, 1000.0
         k = k.astype(k_dtype)
-    want = study_line(compare(v, k, dtype_hint="fp16", study_quirks=run_set, chunk=257))
+    want = study_line(compare(v, k, dtype_hint="fp16", study_quirks=resolve_study_quirks(run_set), chunk=257))
     got = study_line_of(v, k, run_set)
     assert format_study_line(got) == format_study_line(want)
     assert got.fields() == want.fields()
     # chunk boundaries of the fast path
     got_small = study_line(
         compare_differing(
-            v.reshape(-1, 1) if n % 2 else v, k.reshape(-1, 1) if n % 2 else k, study_quirks=run_set, chunk=97
+            v.reshape(-1, 1) if n % 2 else v,
+            k.reshape(-1, 1) if n % 2 else k,
+            study_quirks=resolve_study_quirks(run_set),
+            chunk=97,
         )
     )
     assert got_small.fields() == want.fields()

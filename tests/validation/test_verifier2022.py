@@ -1,12 +1,14 @@
-"""validation.verifier2022: the run sets, the study interval, and the fast path over differing
+"""validation.verify.study2022: the run sets, the study interval, and the fast path over differing
 elements (its result against the full comparison's, and the accumulator's add_equal)."""
 
 import numpy as np
 import pytest
 
-from validation import metrics, verifier, verifier2022
+from validation import metrics
 from validation.metrics import Comparison, compare
-from validation.verifier2022 import (
+from validation.verify import presets as verifier
+from validation.verify import study2022 as verifier2022
+from validation.verify.study2022 import (
     STUDY_RUN_SETS,
     compare_differing,
     differing_elements,
@@ -32,7 +34,8 @@ def test_public_names_are_re_exported_where_callers_find_them():
         assert getattr(verifier, name) is getattr(verifier2022, name)
     for name in ("resolve_study_quirks", "StudyQuirks", "STUDY_RUN_SETS",
                  "STUDY_REL_OLD_THRESHOLD"):  # fmt: skip
-        assert getattr(metrics, name) is getattr(verifier2022, name)
+        assert not hasattr(metrics, name), "the metrics receive the 2022 rules, they do not import them"
+    assert isinstance(STUDY_RUN_SETS["fair_3"], metrics.StudyPolicy)
 
 
 def test_run_sets():
@@ -89,8 +92,8 @@ def test_compare_differing_equals_compare_on_the_study_fields():
     v[3], k[3] = 3.0, 3.0
     differing = differing_elements(v, k)
     for run_set in STUDY_RUN_SETS:
-        full = compare(v, k, dtype_hint="fp16", study_quirks=run_set, chunk=4099)
-        fast = compare_differing(v, k, study_quirks=run_set, chunk=1000, differing=differing)
+        full = compare(v, k, dtype_hint="fp16", study_quirks=resolve_study_quirks(run_set), chunk=4099)
+        fast = compare_differing(v, k, study_quirks=resolve_study_quirks(run_set), chunk=1000, differing=differing)
         assert format_study_line(fast) == format_study_line(full)
         assert study_line(fast).fields() == study_line(full).fields()
         assert (fast.n, fast.n_exact, repr(fast.rms)) == (full.n, full.n_exact, repr(full.rms))
@@ -99,16 +102,16 @@ def test_compare_differing_equals_compare_on_the_study_fields():
     with pytest.raises(ValueError, match="run set of the 2022 study"):
         compare_differing(v, k, study_quirks=None)
     with pytest.raises(ValueError, match="shapes differ"):
-        compare_differing(v, k[:-1], study_quirks="fair_3")
+        compare_differing(v, k[:-1], study_quirks=STUDY_RUN_SETS["fair_3"])
 
 
 def test_comparison_add_equal_counts_without_visiting():
     v = np.array([1.0, 2.0, 3.0], np.float16)
     k = np.array([1.0, 2.0, 3.001], np.float16)
-    c = Comparison(v, k, dtype_hint="fp16", study_quirks="fair_3")
+    c = Comparison(v, k, dtype_hint="fp16", study_quirks=STUDY_RUN_SETS["fair_3"])
     c.add(0, v[2:], k[2:])
     c.add_equal(2, 2.0)
     r = c.result(positions=np.array([2]))
-    full = compare(v, k, study_quirks="fair_3")
+    full = compare(v, k, study_quirks=STUDY_RUN_SETS["fair_3"])
     assert (r.n, r.n_exact, r.n_eps1, r.rms) == (full.n, full.n_exact, full.n_eps1, full.rms)
     assert r.at_max["abs_diff"].index == 2 and r.at_max["abs_diff"].coords == (2,)

@@ -29,7 +29,8 @@ field and what is allowed.
 The stages, one module each: :mod:`.records` (:class:`Config`, :class:`RandomSpec`, the errors),
 :mod:`.tokens` (words, C-style numbers, suggestions), :mod:`.problem` (sizes and layouts → a checked
 problem), :mod:`.generator` (generator arguments), :mod:`.driver` (MIOpenDriver commands) and
-:mod:`.lit` (RUN lines, substitutions, and :func:`parse_config`'s choice of reader); :mod:`.limits`
+:mod:`.lit` (RUN lines, substitutions), :mod:`.suites` (the shipped suites' tables, a test's config) and
+:mod:`.parse` (:func:`parse_config`'s choice of reader); :mod:`.limits`
 checks what a run may ask for before it starts (fp16 data, the work estimated from the shapes).
 """
 
@@ -38,7 +39,8 @@ from __future__ import annotations
 from .driver import DRIVER_COMMANDS
 from .generator import GENERATOR_TOOLS
 from .limits import Work, check_dtype, check_rand_bound, check_seed, check_work, estimate_work
-from .lit import DEFAULT_SUBSTITUTIONS, parse_config, parse_lit_file
+from .lit import DEFAULT_SUBSTITUTIONS, parse_lit_file
+from .parse import parse_config
 from .records import (
     Config,
     ConfigError,

@@ -1,6 +1,7 @@
-"""Which reader a config text goes to, and lit: :func:`parse_config` takes a generator argument
-string, a lit RUN line (its ``%`` substitutions expanded), an MIOpenDriver command or a suite test
-name; :func:`parse_lit_file` reads every generator or MIOpenDriver RUN command of a lit test file."""
+"""Which reader a config text goes to, and lit: :func:`parse_text` takes a generator argument
+string, a lit RUN line (its ``%`` substitutions expanded) or an MIOpenDriver command;
+:func:`suite_name` says when a text is a suite test name instead (:mod:`.parse` dispatches);
+:func:`parse_lit_file` reads every generator or MIOpenDriver RUN command of a lit test file."""
 
 from __future__ import annotations
 
@@ -118,7 +119,18 @@ def _parse_command(
     )
 
 
-def parse_config(
+def suite_name(text) -> str | None:
+    """The suite test name ``text`` is (one bare word that names no program and no option), else None."""
+    if not isinstance(text, str) or not text.strip() or "RUN:" in text:
+        return None
+    tokens = split_words(text.strip())
+    known_programs = GENERATOR_TOOLS + ("MIOpenDriver", "MIOpenDriver.exe")
+    if len(tokens) == 1 and not tokens[0].startswith(("-", "%")) and _tool_name(tokens[0]) not in known_programs:
+        return tokens[0]
+    return None
+
+
+def parse_text(
     text: str,
     *,
     substitutions: Mapping[str, str] | None = None,
@@ -126,7 +138,8 @@ def parse_config(
     x2_defaults: bool | None = None,
     xdlops: bool | None = None,
 ) -> Config:
-    """Read one convolution config (see :mod:`validation.configs` for the forms accepted).
+    """Read one convolution config given as text (not a suite test name: :func:`validation.configs.parse_config`
+    takes those too).
 
     Parameters
     ----------
@@ -168,14 +181,6 @@ def parse_config(
     tokens = split_words(stripped)
     if not tokens:
         raise ConfigError("config text: no words in it")
-    known_programs = GENERATOR_TOOLS + ("MIOpenDriver", "MIOpenDriver.exe")
-    if len(tokens) == 1 and not tokens[0].startswith(("-", "%")) and _tool_name(tokens[0]) not in known_programs:
-        # the suites read configs through this package, so their module is imported only here
-        from validation.suites import suite_config
-
-        if direction is not None or x2_defaults is not None:
-            raise ConfigError("suite test name: direction= and x2_defaults= do not apply; the suite fixes them")
-        return suite_config(tokens[0], xdlops=xdlops, substitutions=substitutions)
     return _parse_command(tokens, source=text, is_lit=False, **kw)
 
 
@@ -187,5 +192,5 @@ def parse_lit_file(text: str, **kwargs) -> list[Config]:
         tokens = split_words(cmd)
         head = _tool_name(tokens[0]) if tokens else ""
         if head in GENERATOR_TOOLS or head in ("MIOpenDriver", "MIOpenDriver.exe"):
-            out.append(parse_config("// RUN: " + cmd, **kwargs))
+            out.append(parse_text("// RUN: " + cmd, **kwargs))
     return out

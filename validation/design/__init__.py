@@ -6,14 +6,12 @@ files), :mod:`.bounds` (analytic bounds), :mod:`.stats` (rates and Clopper–Pea
 JSON), :mod:`.cli` (``fp16emu design``). The method is described in docs/design.md.
 """
 
-from .cli import register_cli
 from .functions import FUNCTION_NAMES, ValidationFunction, function, load_functions, parse_functions
 from .generators import DEFAULT_GENERATORS, InputGenerator, parse_generator
 from .stats import Rate, clopper_pearson, threshold_at
 from .sweep import DesignResult, SeedTask, Target, design, resolve_targets, run_jobs, seed_job
 
 __all__ = [
-    "register_cli",
     "FUNCTION_NAMES",
     "ValidationFunction",
     "function",

@@ -1,7 +1,7 @@
-"""Validation functions: a verifier (metrics and limits, :class:`validation.verifier.Thresholds`)
+"""Validation functions: a verifier (metrics and limits, :class:`validation.verify.Thresholds`)
 plus the input generator it is used with.
 
-By name (:data:`FUNCTION_NAMES`): the verifier presets of :mod:`validation.verifier` with the
+By name (:data:`FUNCTION_NAMES`): the verifier presets of :mod:`validation.verify` with the
 inputs their users ran (``rocmlir-2022``: the old rocMLIR verifier, relDiff_old ≤ 0.25, inputs
 [-1, 1]; ``rocmlir``: RMS ≤ 3e-5, absDiff, relDiff ≤ 100 (rocMLIR PR #736); ``study-2022``:
 maxEpsilonDiff ≤ 2 of the 2022 study's instrumented line; ``mlu-ops``: the convolution class
@@ -33,7 +33,7 @@ from pathlib import Path
 import tomllib
 
 from ..metrics import METRIC_NAMES
-from ..verifier import PRESET_NAMES, Thresholds, preset
+from ..verify.presets import PRESET_NAMES, Thresholds, preset
 from .generators import InputGenerator, parse_generator
 
 __all__ = ["ValidationFunction", "FUNCTION_NAMES", "function", "load_functions", "parse_functions"]

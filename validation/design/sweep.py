@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-import multiprocessing
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,10 +28,11 @@ from emu.rounding import fp32_to_fp16
 from models import bugs
 from models.kernels import ATOMIC_ORDERS
 
+from ..engine import Engine
 from ..metrics import TORCH_TOLERANCES, compare
 from ..run import plan
 from ..suites import suite_config, suite_entries
-from ..verifier import Thresholds, evaluate
+from ..verify.presets import Thresholds, evaluate
 from .bounds import BOUND_KINDS, element_bounds, metric_bounds
 from .functions import ValidationFunction
 from .generators import InputGenerator
@@ -279,38 +277,9 @@ def _trust(validation: np.ndarray, inputs) -> dict:
     return {"zero_fraction": zero, "constant_input": bool(constant), "trustworthy": zero <= 0.5 and not constant}
 
 
-def _worker_init(threads: int) -> None:
-    """Each worker's numba threads: the cores shared out between the workers, so that ``jobs``
-    workers do not oversubscribe the machine (numba's parallel loops run over outputs only, so
-    the thread count never changes a result)."""
-    import numba
-
-    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def local_pool(jobs: int) -> ProcessPoolExecutor:
-    """``jobs`` local worker processes, started with "spawn" (numba's threading layer does not
-    survive a fork), each with numba threads for its share of the cores."""
-    if jobs < 1:
-        raise ValueError(f"jobs: must be ≥ 1, got {jobs}")
-    return ProcessPoolExecutor(
-        max_workers=jobs,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_worker_init,
-        initargs=(max(1, _cores() // jobs),),
-    )
-
-
 class EnginePool:
-    """A :class:`validation.engine.Engine` (Dask LocalCluster, an existing Dask cluster, …) with
-    the ``map``/``shutdown`` of an executor: results in task order, whatever order the workers
+    """A :class:`validation.engine.Engine` (a process pool, a Dask LocalCluster, an existing Dask
+    cluster) with the ``map``/``shutdown`` of an executor: results in task order, whatever order the workers
     finish in, so a sweep's answer does not depend on where it ran."""
 
     def __init__(self, engine):
@@ -336,14 +305,11 @@ def _indexed_call(item):
 
 
 def make_pool(jobs: int, scheduler: str | None, n_tasks: int):
-    """The workers of a sweep: None (one process: ``jobs`` 1), :func:`local_pool` for
-    ``scheduler`` None or ``"processes"``, else an :class:`EnginePool` on
-    :class:`validation.engine.Engine` (``"auto"``, ``"local"``, ``"tcp://HOST:PORT"``)."""
-    if scheduler in (None, "processes"):
-        return local_pool(jobs) if jobs > 1 else None
-    from ..engine import Engine
-
-    engine = Engine(scheduler, jobs, n_tasks=n_tasks)
+    """The workers of a sweep, on :class:`validation.engine.Engine` (the one engine of every
+    sweep): None when they are this process (``jobs`` 1), else an :class:`EnginePool`;
+    ``scheduler`` None is a local process pool (``"processes"``), else ``"auto"``, ``"local"`` or
+    ``"tcp://HOST:PORT"``."""
+    engine = Engine("processes" if scheduler is None else scheduler, jobs, n_tasks=n_tasks)
     return None if engine.kind == "serial" else EnginePool(engine)
 
 
@@ -351,21 +317,22 @@ def run_jobs(
     tasks: Sequence[SeedTask],
     jobs: int = 1,
     progress: Callable[[int], None] | None = None,
-    pool: ProcessPoolExecutor | None = None,
+    pool: EnginePool | None = None,
 ) -> list[dict]:
-    """:func:`seed_job` over ``tasks``: in this process (``jobs`` 1), on ``pool``, or on a
-    :func:`local_pool` of ``jobs`` processes; results in task order."""
+    """:func:`seed_job` over ``tasks``: on ``pool``, else on a process pool of ``jobs`` workers
+    (:func:`make_pool`), or in this process; results in task order."""
     if jobs < 1:
         raise ValueError(f"jobs: must be ≥ 1, got {jobs}")
     results: list[dict] = []
-    if jobs == 1 and pool is None:
+    own = pool is None
+    if own:
+        pool = make_pool(jobs, None, len(tasks))
+    if pool is None:
         for t in tasks:
             results.append(seed_job(t))
             if progress:
                 progress(1)
         return results
-    own = pool is None
-    pool = local_pool(jobs) if own else pool
     try:
         for r in pool.map(seed_job, tasks, chunksize=1):
             results.append(r)

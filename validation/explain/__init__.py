@@ -51,26 +51,24 @@ set of sources whose variant reproduces the kernel's value bit for bit (by size,
 sources' Shapley rank), and each source's Shapley share of that element's epsilonDiff.
 
 Public API: :func:`explain` (a config), :func:`explain_problem` (a problem and tensors),
-:class:`Explanation` (``.to_dict()``, ``.format_text()``, ``.plot()``), :func:`shapley`,
-:func:`register_cli`.
+:class:`Explanation` (``.to_dict()``, ``.format_text()``, ``.plot()``), :func:`shapley`;
+the command line: :mod:`validation.cli.explain`.
 
 The stages, one module each: :mod:`.sources` (the switches, subsets as bit masks, Shapley values),
 :mod:`.variants` (the two ends, the GEMM settings, the one-pass GEMMs, the output post-passes),
 :mod:`.design` (the 2^5 variants measured, the shares, the worst elements; :func:`explain` for a
-config), :mod:`.verdict` (the paragraph in words), :mod:`.records` (the result records, their text
+config), :mod:`.verdict` (the paragraph in words), :mod:`.results` (the result records, their text
 and chart) and :mod:`.cli` (the ``explain`` subcommand).
 """
 
 from __future__ import annotations
 
-from .cli import FORMATS, register_cli
-from .design import DEFAULT_METRICS, REFERENCES, explain, explain_problem
-from .records import ElementExplanation, Explanation, MetricShares
+from .explainer import DEFAULT_METRICS, REFERENCES, explain, explain_problem
+from .results import ElementExplanation, Explanation, MetricShares
 from .sources import SOURCE_TITLES, SOURCES, shapley
 
 __all__ = [
     "DEFAULT_METRICS",
-    "FORMATS",
     "REFERENCES",
     "SOURCES",
     "SOURCE_TITLES",
@@ -79,6 +77,5 @@ __all__ = [
     "MetricShares",
     "explain",
     "explain_problem",
-    "register_cli",
     "shapley",
 ]

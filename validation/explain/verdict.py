@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from emu.units import Family
 
-from .records import METRIC_TITLES, Explanation, MetricShares
+from .results import METRIC_TITLES, Explanation, MetricShares
 from .sources import SOURCE_TITLES, SOURCES
 from .variants import End
 

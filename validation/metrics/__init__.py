@@ -68,9 +68,10 @@ mismatching elements (``diff4_distinct`` False), which leaves MLU-OPS's verdict 
 
 Study compatibility mode (``study_quirks``)
 -------------------------------------------
-With ``study_quirks`` naming a run set of the 2022 study (``fair_1``, ``fair_2``, ``fair_3``,
-``fair_rand0``; :data:`STUDY_RUN_SETS`), the headline metrics follow the study's instrumented C
-verifier ``mcpuVerify5DFloatFloat`` line for line (:mod:`validation.verifier2022` describes it,
+With ``study_quirks`` the policy of a run set of the 2022 study (``fair_1``, ``fair_2``, ``fair_3``,
+``fair_rand0``; :data:`validation.verify.STUDY_RUN_SETS`, a :class:`StudyPolicy` the metrics receive
+and never import), the headline metrics follow the study's instrumented C
+verifier ``mcpuVerify5DFloatFloat`` line for line (:mod:`validation.verify.study2022` describes it,
 its line and its quirks per run set): both values float32,
 the validation first cast to float32 and then rounded to fp16 (RNE) and back; elements with
 ``v == k`` skipped; absDiff = fabs(v − k) in float32; ε = absDiff / halfFloatInterval(min(|v|,|k|))
@@ -81,7 +82,7 @@ above 2^16 (so ε = inf); relDiff = (double)absDiff / |v| over v ≠ 0; maxRelDi
 order; averages and RMS divide by N; NaN and inf take part as they do in C (maxima skip NaN,
 sums propagate it) and a NaN printed as ``-nan`` is made the way x86 makes it. The histograms
 and the worst-element list then use that ε; the MLU-OPS, allclose and MIOpen metrics stay
-float64 over the fp16-rounded validation. :func:`validation.verifier2022.format_study_line`
+float64 over the fp16-rounded validation. :func:`validation.verify.study2022.format_study_line`
 prints the line.
 
 Modules, one stage each (this package re-exports every public name)
@@ -89,7 +90,7 @@ Modules, one stage each (this package re-exports every public name)
 ``comparison``: :func:`compare` and :class:`Comparison` (data types, options, chunks, the
 elements reported); ``accumulate``: the running state of one comparison, in float64 or study
 mode; ``reducers``: the streaming maxima, sums, top k and distinct pairs it is built from;
-``records``: the result records and their text and JSON; ``constants``: the numbers and labels
+``results``: the result records and their text and JSON; ``constants``: the numbers and labels
 they share.
 """
 
@@ -97,12 +98,6 @@ from __future__ import annotations
 
 from emu.formats import spacing
 
-from ..verifier2022 import (
-    STUDY_REL_OLD_THRESHOLD,
-    STUDY_RUN_SETS,
-    StudyQuirks,
-    resolve_study_quirks,
-)
 from .comparison import Comparison, compare, resolve_dtype
 from .constants import (
     DEFAULT_CHUNK,
@@ -116,7 +111,8 @@ from .constants import (
     STABLE_KEYS,
     TORCH_TOLERANCES,
 )
-from .records import (
+from .policy import StudyPolicy, check_policy
+from .results import (
     METRIC_NAMES,
     AllClose,
     ComparisonResult,
@@ -137,19 +133,17 @@ __all__ = [
     "REL_OLD_BUCKETS",
     "REL_OLD_THRESHOLD",
     "STABLE_KEYS",
-    "STUDY_REL_OLD_THRESHOLD",
-    "STUDY_RUN_SETS",
     "TORCH_TOLERANCES",
     "AllClose",
     "Comparison",
     "ComparisonResult",
     "Element",
     "Histogram",
+    "StudyPolicy",
+    "check_policy",
     "NonFinite",
-    "StudyQuirks",
     "compare",
     "json_float",
     "resolve_dtype",
-    "resolve_study_quirks",
     "spacing",
 ]

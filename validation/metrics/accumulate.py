@@ -1,6 +1,6 @@
 """The running state of one comparison: :class:`Accumulator` takes (validation, kernel) chunks as
 float64 and measures them in float64 or, in study mode, in the 2022 study verifier's C arithmetic
-(:mod:`validation.verifier2022`); :meth:`Accumulator.result` finishes into a
+(:mod:`validation.verify.study2022`); :meth:`Accumulator.result` finishes into a
 :class:`~validation.metrics.ComparisonResult`."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import numpy as np
 from emu.formats import FloatFormat, spacing
 from emu.rounding import cast_rne, round_rne
 
-from ..verifier2022 import STUDY_REL_OLD_THRESHOLD, StudyQuirks, study_interval
 from .constants import (
     EPSILON_BUCKETS,
     MLU_DIFF3_THRESHOLDS,
@@ -21,8 +20,9 @@ from .constants import (
     REL_OLD_BUCKETS,
     REL_OLD_THRESHOLD,
 )
-from .records import AllClose, ComparisonResult, Histogram, NonFinite
+from .policy import StudyPolicy
 from .reducers import DistinctPairs, FirstMax, PairSum, SeqSum, TopK
+from .results import AllClose, ComparisonResult, Histogram, NonFinite
 
 # Upper edges of the buckets of EPSILON_BUCKETS and REL_OLD_BUCKETS between "0" and the last.
 _EPS_EDGES = np.array([1.0, 2.0, 10.0, 100.0])
@@ -56,7 +56,7 @@ def _c_div(num: float, den: float) -> float:
 class Accumulator:
     """Running state of :func:`compare`; :meth:`add` takes one chunk, :meth:`result` finishes."""
 
-    def __init__(self, *, fmt: FloatFormat, quirks: StudyQuirks | None, top: int,
+    def __init__(self, *, fmt: FloatFormat, quirks: StudyPolicy | None, top: int,
                  allclose: tuple[float, float], equal_nan: bool, pack32: bool,
                  on_grid: tuple[bool, bool], distinct_pairs: bool = True) -> None:  # fmt: skip
         self.fmt = fmt
@@ -173,7 +173,7 @@ class Accumulator:
 
     def add_equal(self, count: int, max_mag: float) -> None:
         """``count`` elements with ``v == k`` that :meth:`add` did not see (study mode's fast path,
-        :func:`validation.verifier2022.compare_differing`): they enter N, ``n_exact`` and the
+        :func:`validation.verify.study2022.compare_differing`): they enter N, ``n_exact`` and the
         study RMS denominator (``max_mag``: the largest max(|v|, |k|) over them, or over all
         elements; the larger of it and the running one is kept), and nothing else (histograms,
         the float64 metrics and their magnitude stay over the elements given to :meth:`add`)."""
@@ -242,7 +242,7 @@ class Accumulator:
 
     def _study_batch(self, v: np.ndarray, k: np.ndarray, gidx: np.ndarray) -> None:
         """The study verifier's loop body over ``cpuVal != gpuVal``, vectorised
-        (:mod:`validation.verifier2022`)."""
+        (:mod:`validation.verify.study2022`)."""
         q = self.quirks
         assert q is not None
         c32, g32 = v.astype(np.float32), k.astype(np.float32)
@@ -250,7 +250,7 @@ class Accumulator:
             abs32 = np.abs(c32 - g32)  # float absDiff = fabs(cpuVal - gpuVal)
             ac, ag = np.abs(c32), np.abs(g32)
             m32 = np.where(ag < ac, ag, ac)  # std::min(|c|, |g|)
-            interval = study_interval(m32, q.epsilon_rule)
+            interval = q.interval(m32)
         with np.errstate(divide="ignore", invalid="ignore"):
             eps = (abs32 / interval).astype(np.float64)  # float division, exact (power of two)
         d = abs32.astype(np.float64)
@@ -261,7 +261,7 @@ class Accumulator:
         # Signs of NaN as x86 makes them: fabs gives +NaN; inf/inf the default −NaN.
         rel = np.where(np.isnan(d), math.nan, rel)
         rel = np.where(nz & np.isinf(d) & np.isinf(ac64), _NEG_NAN, rel)
-        thr = STUDY_REL_OLD_THRESHOLD
+        thr = q.rel_old_threshold
         old = (c32 > thr) if q.rel_old_signed else (ac > thr)  # NaN compares false
         self._common_batch(v, k, d, eps, rel, nz, old, gidx)
         in_dom = old & nz & ~np.isnan(v) & ~np.isnan(k)
@@ -315,8 +315,9 @@ class Accumulator:
             self.rel_hist[11] += int(np.count_nonzero(bad))
         zero = valid & (v == 0)
         if self.study:
-            thr = STUDY_REL_OLD_THRESHOLD
-            signed = self.quirks is not None and self.quirks.rel_old_signed
+            assert self.quirks is not None
+            thr = self.quirks.rel_old_threshold
+            signed = self.quirks.rel_old_signed
             dom = (v > thr) if signed else (av > thr)
         else:
             dom = av > REL_OLD_THRESHOLD

@@ -14,10 +14,10 @@ import numpy as np
 from emu.formats import FP16, FP32, FloatFormat, format_bits, resolve_format, spacing
 from emu.rounding import round_rne
 
-from ..verifier2022 import StudyQuirks, resolve_study_quirks, study_interval
 from .accumulate import Accumulator
 from .constants import DEFAULT_CHUNK, TORCH_TOLERANCES
-from .records import ComparisonResult, Element
+from .policy import StudyPolicy, check_policy
+from .results import ComparisonResult, Element
 
 # ------------------------------------------------------------------------------------------------
 # Data types
@@ -62,7 +62,7 @@ def _chunks(a: np.ndarray, size: int) -> Iterator[tuple[int, np.ndarray]]:
 # Entry point
 
 
-def _preparer(quirks: StudyQuirks | None, rv: FloatFormat | None):
+def _preparer(quirks: StudyPolicy | None, rv: FloatFormat | None):
     """The chunk preparation of :func:`compare`: (validation, kernel) chunks as float64, in the
     study's float arithmetic and rounded as the verifier rounds the validation."""
 
@@ -81,13 +81,12 @@ def _preparer(quirks: StudyQuirks | None, rv: FloatFormat | None):
     return prepare
 
 
-def _element_reader(va: np.ndarray, ka: np.ndarray, fmt: FloatFormat, quirks: StudyQuirks | None,
+def _element_reader(va: np.ndarray, ka: np.ndarray, fmt: FloatFormat, quirks: StudyPolicy | None,
                     rv: FloatFormat | None, prepare, v_name: str, k_name: str, v_cmp_name: str,
                     k_cmp_name: str):  # fmt: skip
     """element(i): the :class:`Element` at flat index ``i`` of :func:`compare`'s inputs."""
     shape = tuple(int(s) for s in va.shape)
     v_fmt, k_fmt = resolve_format(v_cmp_name), resolve_format(k_cmp_name)
-    eps_rule = "ulp" if quirks is None else quirks.epsilon_rule
 
     def element(i: int) -> Element:
         coords = tuple(int(c) for c in np.unravel_index(i, shape)) if shape else ()
@@ -98,8 +97,7 @@ def _element_reader(va: np.ndarray, ka: np.ndarray, fmt: FloatFormat, quirks: St
             if quirks is not None:
                 c32, g32 = np.float32(v), np.float32(k)
                 d = float(np.abs(c32 - g32))
-                interval = float(study_interval(np.array([min(abs(c32), abs(g32))],
-                                                         np.float32), eps_rule)[0])  # fmt: skip
+                interval = float(quirks.interval(np.array([min(abs(c32), abs(g32))], np.float32))[0])
             else:
                 d = abs(v - k)
                 interval = float(spacing(min(abs(v), abs(k)), fmt, "ulp"))
@@ -156,7 +154,7 @@ class Comparison:
             raise ValueError(f"shapes differ: validation {va.shape}, kernel {ka.shape}")
         v_name, k_name = _dtype_name_of(va), _dtype_name_of(ka)
         fmt = resolve_format(dtype_hint if dtype_hint is not None else k_name)
-        quirks = resolve_study_quirks(study_quirks)
+        quirks = check_policy(study_quirks)
         rv = None if round_validation is None else resolve_format(round_validation)
         if quirks is not None:
             if rv is not None and rv.short_name != "fp16":
@@ -242,8 +240,8 @@ def compare(
     top
         How many worst elements (by epsilonDiff) and non-finite mismatches to keep.
     study_quirks
-        A run set of the 2022 study (``"fair_1"``, ``"fair_2"``, ``"fair_3"``,
-        ``"fair_rand0"``) or a :class:`StudyQuirks`: the headline metrics then follow that run
+        The policy of a run set of the 2022 study (a :class:`~validation.metrics.StudyPolicy`, e.g.
+        ``validation.verify.study_quirks("fair_3")``): the headline metrics then follow that run
         set's C verifier exactly (:mod:`validation.metrics`). Implies ``round_validation="fp16"``.
     round_validation
         Round the validation to this format (RNE) before measuring, as rocMLIR's verifiers did

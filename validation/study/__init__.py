@@ -21,7 +21,7 @@ The recipe (the study's scripts, github.com/zhanglx13/llvm-project-mlir-dev-util
   fair_1, fair_2 and fair_rand0; in fair_3 ``cpu-acc4`` for fwd and bwd_weight, with the fp16
   inputs below 2^-14 flushed on MI200 (bwd_data keeps the fair_1 validator);
 * verifier: :func:`validation.metrics.compare` with the run set's
-  :class:`~validation.metrics.StudyQuirks`, the line by :func:`validation.verifier.study_line`.
+  :class:`~validation.verify.StudyQuirks`, the line by :func:`validation.verify.study_line`.
 
 Backward-weight xdlops tests whose split-K atomics add three or more partial sums
 (:meth:`models.kernels.KernelModel.atomic_split`) cannot be pinned to one order: they are emulated as an ensemble of
@@ -48,7 +48,6 @@ ensembles), :mod:`.cache`, :mod:`.judge` (emulated against measured), :mod:`.dia
 :mod:`.cli`.
 """
 
-from .cli import add_reproduce_arguments, main, register_cli, run_reproduce
 from .judge import LineResult
 from .measured import GPUS, KERNELS, RAND0_SEEDS, RANGES, RUN_SETS, STUDY_SEED, VALIDATORS, MeasuredLine, read_measured
 from .recipes import Recipe, atomic_reorders, default_recipe
@@ -74,8 +73,4 @@ __all__ = [
     "atomic_reorders",
     "smallest_tests",
     "reproduce",
-    "register_cli",
-    "add_reproduce_arguments",
-    "run_reproduce",
-    "main",
 ]

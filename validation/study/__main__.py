@@ -2,6 +2,6 @@
 
 import sys
 
-from .cli import main
+from validation.cli.study import main
 
 sys.exit(main())

@@ -19,11 +19,12 @@ import json
 import os
 import sys
 import tempfile
+from importlib.metadata import version
 from pathlib import Path
 
 from models.kernels import ATOMIC_ORDERS
 
-from ..verifier2022 import resolve_study_quirks
+from ..verify.study2022 import resolve_study_quirks
 from .measured import RANGES
 from .recipes import Recipe
 
@@ -36,8 +37,6 @@ CACHE_VERSION = 4
 
 def fp16emu_version() -> str:
     try:
-        from importlib.metadata import version
-
         return version("fp16emu")
     except Exception:  # pragma: no cover - not installed
         return "0+unknown"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..verifier2022 import StudyLine, differing_elements, format_study_line, resolve_study_quirks, study_line_of
+from ..verify.study2022 import StudyLine, differing_elements, format_study_line, resolve_study_quirks, study_line_of
 
 __all__ = ["line_fields", "zero_line", "differing_elements"]
 

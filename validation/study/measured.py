@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..verifier import parse_study_line
+from ..verify.presets import parse_study_line
 
 __all__ = [
     "RANGES",
@@ -59,7 +59,7 @@ class MeasuredLine:
     validator: str  # cpu (-pv) / gpu (-pv_with_gpu)
     range: str  # r0 / r1 / r4 / r5
     test_name: str
-    line: Any  # validation.verifier.StudyLine
+    line: Any  # validation.verify.StudyLine
     test_index: int = 0
     source: str = ""
 

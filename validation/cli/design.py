@@ -5,12 +5,15 @@ from __future__ import annotations
 import sys
 
 from models.bugs import MUTANTS, default_mutants
+from models.hardware import check_hardware
 
-from ..run import HEARTBEAT_S, HW_CHOICES, KERNEL_CHOICES, Heartbeat, choice
-from .functions import FUNCTION_NAMES, parse_functions
-from .generators import parse_generator
-from .report import format_json, format_text, plot
-from .sweep import design, resolve_targets
+from ..design.functions import FUNCTION_NAMES, load_functions, parse_functions
+from ..design.generators import parse_generator
+from ..design.report import format_json, format_text, plot
+from ..design.sweep import design, resolve_targets
+from ..engine import check_scheduler
+from ..run import HEARTBEAT_S, KERNEL_CHOICES, Heartbeat, choice
+from .common import HW_HELP
 
 __all__ = ["register_cli"]
 
@@ -53,7 +56,7 @@ def register_cli(subparsers):
         help="bug mutants to inject (models.bugs names, each with its default variants; 'none': false alarms only; "
         "default: all)",
     )
-    p.add_argument("--hw", default="mi200", help=f"{', '.join(HW_CHOICES)} (default mi200)")
+    p.add_argument("--hw", default="mi200", help=HW_HELP)
     p.add_argument("--kernel", default=None, help="xdlops or nonxdlops (default: each config's own)")
     p.add_argument("--validator", default="cpu", help="the validation (reference) function, as in `run` (default cpu)")
     p.add_argument(
@@ -93,11 +96,10 @@ def _cmd_design(args) -> int:
         raise ValueError(f"--format: {args.format!r} is not one of text, json")
     seeds = _number(args.seeds, "seeds", int, 1, 100_000)
     jobs = _number(args.jobs, "jobs", int, 1, 256)
-    from ..engine import check_scheduler
 
     scheduler = check_scheduler(args.scheduler)
     rate = _number(args.rate, "rate", float, 1e-9, 0.5)
-    hw = choice(args.hw, HW_CHOICES, "hw")
+    hw = check_hardware(args.hw)
     kernel = None if args.kernel is None else choice(args.kernel, KERNEL_CHOICES, "kernel")
     functions = parse_functions(args.validators)
     if args.ranges:
@@ -154,8 +156,6 @@ def _cmd_design(args) -> int:
 
 def _sources(items) -> list[bool]:
     """Per function of ``parse_functions(items)``: True when it came from a file."""
-    from .functions import load_functions
-
     out = []
     for item in items:
         s = str(item)

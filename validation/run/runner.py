@@ -14,6 +14,7 @@ fair_3 MI200 backward-weight validator).
 
 from __future__ import annotations
 
+import html
 import sys
 import time
 import warnings
@@ -26,16 +27,18 @@ from emu.conv import ConvGemm, ConvProblem
 from emu.rounding import fp32_to_fp16
 from models import harness
 from models import kernels as kernel_models
+from models.hardware import HW_NAMES, check_hardware
 from models.kernels import ATOMIC_ORDERS
 
-from .configs import Config, ConfigWarning, check_dtype, check_rand_bound, check_seed, check_work, parse_config
+from ..configs import Config, ConfigWarning, check_dtype, check_rand_bound, check_seed, check_work, parse_config
 from .gpu import GpuComparison, compare_gpu_output
-from .inputs import InputsInfo, resolve_inputs, user_tensors
+from .inputs import InputsInfo, resolve_inputs, save_run, user_tensors
 
 __all__ = [
     "RunResult",
     "run",
     "plan",
+    "plan_gemms",
     "choice",
     "parse_validator",
     "KERNEL_CHOICES",
@@ -64,9 +67,9 @@ VALIDATOR_MODIFIERS = {
     "flush": "fp16 inputs below 2^-14 flushed to +0 first",
     "inbounds": "only in-bounds products counted into the groups (bwd_weight CPU loops)",
 }
-HW_CHOICES = ("mi100", "mi200", "mi300")
+#: the accepted hardware names (models.hardware; aliases such as mi250x are accepted too)
+HW_CHOICES = HW_NAMES
 RAND_TYPES = ("float", "int")
-PROGRESS_MIN_MACS = 2e9  # work above which a step is "long" (for callers that estimate it)
 PROGRESS_DELAY_S = 2.0  # a bar appears once its step has run this long
 
 
@@ -107,9 +110,7 @@ class RunResult:
 
     def save(self, directory, *, command: str | None = None) -> dict[str, str]:
         """Write kernel.npy, validation.npy, the input tensors and run.json under ``directory``
-        (:func:`validation.inputs.save_run`); returns ``{file: what}``."""
-        from .inputs import save_run
-
+        (:func:`validation.run.inputs.save_run`); returns ``{file: what}``."""
         return save_run(self, directory, command=command)
 
     def __repr__(self) -> str:
@@ -121,8 +122,6 @@ class RunResult:
         )
 
     def _repr_html_(self) -> str:
-        import html
-
         rows = [
             ("config", self.config.label),
             ("direction", self.problem.direction),
@@ -150,7 +149,7 @@ class RunResult:
         """The GPU's own output (fp16 values or patterns, or their fp32 copy; the result tensor's
         shape or flat) against the emulated kernel, bit for bit: "identical", "inside-ensemble"
         (split-K atomics: every element some add order's outcome) or "differs", with the
-        suspects' coordinates and clusters (:mod:`validation.gpu`)."""
+        suspects' coordinates and clusters (:mod:`validation.run.gpu`)."""
         return compare_gpu_output(self, gpu)
 
     def members(self, count: int = ATOMIC_ORDERS.members, granularity: str = ATOMIC_ORDERS.granularity):
@@ -210,7 +209,7 @@ def plan(
             config = parse_config(config)
     check_dtype(config)
     check_work(config.problem)
-    hw = choice(hw, HW_CHOICES, "hw")
+    hw = check_hardware(hw)
     if kernel is None:
         kernel = "nonxdlops" if config.xdlops is False else "xdlops"
     kernel_name = choice(kernel, KERNEL_CHOICES, "kernel")
@@ -219,6 +218,26 @@ def plan(
     if vmodel.count == "inbounds" and config.problem.direction != "bwd_weight":
         raise ValueError(f"validator: +inbounds models backward-weight loops; this test is {config.problem.direction}")
     return config, kmodel, vmodel
+
+
+def plan_gemms(config: Config, model: kernel_models.KernelModel) -> list[dict]:
+    """What ``model`` runs for ``config``, GEMM by GEMM (``run --check``): sizes G, M, N, K, the unit
+    and its group size, the k order, padding, split-K and the order's notes."""
+    return [
+        {
+            "G": sub.g,
+            "M": sub.m,
+            "N": sub.n,
+            "K": sub.k,
+            "unit": g.unit.name,
+            "group_size": g.unit.group_size,
+            "k_order": "custom" if g.order.k_order else "ascending",
+            "pad_k": g.order.pad_k,
+            "split_k": g.order.split_k,
+            "notes": g.order.notes,
+        }
+        for sub, g in zip(config.gemms, model.plan(config.problem))
+    ]
 
 
 def harness_verifier(config: Config) -> tuple[str, str]:
@@ -343,7 +362,7 @@ def run(
     random-data options (:attr:`RunResult.inputs_info` says what was used, where each value
     came from, and which options had no effect); ``inputs``: the user's own tensors instead
     (``{"x": …, "w": …, "dy": …}`` arrays or files, or a folder / "x.npy,w.npy" text, see
-    :func:`validation.inputs.user_tensors`); ``progress`` None = a bar for long runs when stderr
+    :func:`validation.run.inputs.user_tensors`); ``progress`` None = a bar for long runs when stderr
     is a terminal.
     """
     seed = check_seed(seed)

@@ -13,12 +13,12 @@ import numpy as np
 
 from emu.conv import ConvGemm, ConvProblem
 from models import harness
+from models.hardware import check_hardware
 
 from .. import metrics as metrics_mod
 from ..configs import check_rand_bound, check_seed
-from ..inputs import resolve_inputs, user_tensors
-from ..run import HW_CHOICES, auto_progress, choice, plan, progress_bar
-from .records import ElementExplanation, Explanation, MetricShares
+from ..run import auto_progress, choice, plan, progress_bar, resolve_inputs, user_tensors
+from .results import ElementExplanation, Explanation, MetricShares
 from .sources import (
     ALL_ON,
     N_SOURCES,
@@ -312,7 +312,7 @@ def explain(
     seed = check_seed(seed)
     rand_min, rand_max = check_rand_bound(rand_min, "--rand-min"), check_rand_bound(rand_max, "--rand-max")
     config, kmodel, vmodel = plan(config, hw=hw, kernel=kernel, validator=validator, perf_config=perf_config)
-    hw = kmodel.hw or choice(hw, HW_CHOICES, "hw")
+    hw = kmodel.hw or check_hardware(hw)
     reference = choice(reference, REFERENCES, "reference")
     if vmodel.count == "inbounds":
         raise ValueError(

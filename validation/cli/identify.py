@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
 import emu
 from emu.units import Format
+from models import unit
 
-from . import probe as probe_mod
-from .identify import identify
-from .probe_rows import load_rows
+from ..identify import probes as probe_mod
+from ..identify import study as identify_study
+from ..identify.plots import identify_figure, identify_study_figure
+from ..identify.rows import load_rows
+from ..identify.search import identify
+from ..plots import check_path, save
+from ..study import atomic_reorders
+from ..suites import suite_config, suite_entry
 
 __all__ = ["register_cli"]
 
@@ -26,7 +33,7 @@ def register_cli(subparsers):
         "probe",
         help="write a probe set (.npz) that tells the model space's points apart",
         description="Writes a, b (R, K) uint16 fp16 patterns and c (R,) uint32 fp32 patterns (uint16 with "
-        "--accumulator fp16). Run it on a GPU with `python -m validation.probe_gpu FILE.npz`, then "
+        "--accumulator fp16). Run it on a GPU with `python -m validation.identify.probe_gpu FILE.npz`, then "
         "`fp16emu identify FILE.out.npz`.",
     )
     p.add_argument("--out", required=True, help="the .npz to write")
@@ -81,8 +88,6 @@ def _int_option(value: str, name: str, lo: int, hi: int) -> int:
 
 
 def _cmd_probe(args) -> int:
-    from models import unit
-
     k = _int_option(args.k, "--k", 1, 64)
     rows = _int_option(args.rows, "--rows", 1, 10_000_000)
     seed = _int_option(args.seed, "--seed", 0, 2**63 - 1)
@@ -108,14 +113,10 @@ def _cmd_probe(args) -> int:
 
 
 def _cmd_identify(args) -> int:
-    import json
-
     if args.format not in ("text", "json"):
         raise ValueError(f"--format: {args.format!r} is not one of text, json")
     count = _int_option(args.next, "--next", 0, 64)
     if getattr(args, "plot", None):
-        from .plots import check_path
-
         check_path(args.plot)
     if Path(args.results).is_dir() and any(Path(args.results).glob("verify_results_*")):
         return _cmd_identify_study(args)
@@ -136,8 +137,6 @@ def _cmd_identify(args) -> int:
         except OSError as err:
             raise ValueError(f"--next-out: cannot write {args.next_out!r} ({err.strerror or err})") from None
     if getattr(args, "plot", None):
-        from .plots import identify_figure, save
-
         save(identify_figure(result, rows), args.plot)
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=1))
@@ -154,11 +153,6 @@ def _cmd_identify(args) -> int:
 
 def _cmd_identify_study(args) -> int:
     """``fp16emu identify RAW_RESULTS --test NAME``: the study-line identification of one test."""
-    import json
-
-    from . import identify_study
-    from .suites import suite_entry
-
     if not args.test:
         raise ValueError(
             "--test: give the suite test whose measured lines to use (RESULTS is the study's raw results folder)"
@@ -168,8 +162,6 @@ def _cmd_identify_study(args) -> int:
     bad = [g for g in gpus if g not in ("mi100", "mi200")]
     if bad or not gpus:
         raise ValueError(f"--gpu: {', '.join(bad) or 'none given'} not among mi100, mi200")
-    from .study import atomic_reorders
-    from .suites import suite_config
 
     direction = suite_config(name).problem.direction
     lines: dict = {}
@@ -187,8 +179,6 @@ def _cmd_identify_study(args) -> int:
     if not any(doc.values()):
         raise ValueError(f"--test: no measured fair_1 xdlops lines of {name} in {args.results}")
     if getattr(args, "plot", None):
-        from .plots import identify_study_figure, save
-
         save(identify_study_figure(name, found, lines, gpus=gpus), args.plot)
     if args.format == "json":
         print(json.dumps({"test": name, "kind": kind, "result": doc}, indent=1))

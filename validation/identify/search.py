@@ -19,8 +19,8 @@ its output, drop the points that disagree, repeat. Points that no probe of the c
 splits are reported together: an equivalence class of the pool, not a proof that no fp16 input
 splits them (the proven classes are written once in the space: ``models.space.EQUIVALENCES``).
 
-Inputs: :mod:`validation.probe_rows` (:class:`Rows`, :func:`load_rows`); the command line:
-:mod:`validation.identify_cli`.
+Inputs: :mod:`validation.identify.rows` (:class:`Rows`, :func:`load_rows`); the command line:
+:mod:`validation.cli.identify`.
 """
 
 from __future__ import annotations
@@ -29,14 +29,15 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 import emu
 from emu.units import Format
 from models import space
 
-from . import probe as probe_mod
-from .probe_rows import Rows, load_rows
+from . import probes as probe_mod
+from .rows import Rows, load_rows
 
 __all__ = [
     "Identification",
@@ -91,8 +92,6 @@ def single_threaded():
     """Run the numba kernels on one thread inside the block (restored after). Identification
     makes thousands of small kernel calls; waking a thread pool for each costs more than the
     arithmetic, and on a loaded machine each parallel call waits for a time slice."""
-    import numba
-
     before = numba.get_num_threads()
     numba.set_num_threads(1)
     try:

@@ -1,5 +1,5 @@
 """Verdicts over a :class:`~validation.metrics.ComparisonResult`, the named presets, and (re-exported
-from :mod:`validation.verifier2022`) the 2022 study's verifier line.
+from :mod:`validation.verify.study2022`) the 2022 study's verifier line.
 
 A :class:`Thresholds` is an ordered list of checks (metric name, limit) plus how the comparison
 is made (rounding of the validation, study quirks, allclose tolerances, what NaN/inf do). The
@@ -19,7 +19,7 @@ verdict prints one flag per check in order, ``[1 1 0]`` (1 = within the limit). 
     #869 made it the default of ``-relDiff_threshold``); the validation rounded to the data type
     first (truncf → f16 → extf for fp16).
 ``study-2022``
-    The study's instrumented line (:mod:`validation.verifier2022`) with one run set's quirks
+    The study's instrumented line (:mod:`validation.verify.study2022`) with one run set's quirks
     (``run_set``, default ``fair_3``: the verifier after both fixes), verdict
     maxEpsilonDiff ≤ 2, the study's pass rule (its summary's "pass rate",
     github.com/zhanglx13/llvm-project-mlir-dev-utils ``fp16_experiment``). :meth:`Verdict.format`
@@ -46,6 +46,7 @@ with an inf or NaN metric there) a NaN or a pair of unequal infinities fails eve
 from __future__ import annotations
 
 import dataclasses
+import html
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ import numpy as np
 
 from emu.rounding import cast_rne
 
-from .metrics import (
+from ..metrics import (
     DEFAULT_CHUNK,
     METRIC_NAMES,
     TORCH_TOLERANCES,
@@ -64,7 +65,7 @@ from .metrics import (
     json_float,
     resolve_dtype,
 )
-from .verifier2022 import (
+from .study2022 import (
     STUDY_RUN_SETS,
     StudyLine,
     StudyTail,
@@ -86,6 +87,7 @@ __all__ = [
     "evaluate",
     "verdict",
     "verify",
+    "measure",
     "format_flags",
     "METRIC_ALIASES",
     "resolve_metric",
@@ -243,7 +245,7 @@ class Thresholds:
 
     def compare_options(self) -> dict[str, Any]:
         """The keyword arguments of :func:`~validation.metrics.compare` this verifier needs."""
-        return {"dtype_hint": self.dtype, "study_quirks": self.study_quirks,
+        return {"dtype_hint": self.dtype, "study_quirks": resolve_study_quirks(self.study_quirks),
                 "round_validation": self.round_validation, "allclose": self.allclose,
                 "equal_nan": self.equal_nan}  # fmt: skip
 
@@ -444,8 +446,6 @@ class Verdict:
         return f"<Verdict {self.verdict_line()} flags {self.format_flags()}>"
 
     def _repr_html_(self) -> str:
-        import html
-
         rows = "".join(
             f"<tr><td>{html.escape(c.metric)}</td><td>{html.escape(c.label)}</td><td>{c.value:g}</td>"
             f"<td>{c.limit:g}</td><td>{html.escape(c.unit)}</td><td>{'pass' if c.own_pass else '<b>FAIL</b>'}</td></tr>"
@@ -552,7 +552,7 @@ def verify(
         dtype_hint=dtype,
         chunk=chunk,
         top=top,
-        study_quirks=thresholds.study_quirks,
+        study_quirks=resolve_study_quirks(thresholds.study_quirks),
         round_validation=thresholds.round_validation,
         allclose=thresholds.allclose,
         equal_nan=thresholds.equal_nan,
@@ -643,3 +643,23 @@ def preset(
 
 
 _preset = preset  # the name `preset` is a parameter of verdict()
+
+
+def measure(
+    validation: Any,
+    kernel: Any,
+    verifier: str,
+    dtype: str | None = None,
+    thresholds: Mapping[str, float] | None = None,
+) -> tuple[ComparisonResult, Verdict]:
+    """Compare as the preset ``verifier`` measures, and judge: (the comparison, its verdict).
+
+    ``dtype``: the kernel's own format (default: the kernel array's type, fp64 for arrays that hold
+    no floats); ``thresholds``: limits by metric name that replace the preset's.
+    """
+    kernel = np.asarray(kernel)
+    if dtype is None:
+        dtype = resolve_dtype(kernel.dtype) if kernel.dtype.kind == "f" or str(kernel.dtype) == "bfloat16" else "fp64"
+    options = preset(verifier, dtype).compare_options()
+    comparison = compare(validation, kernel, **options)
+    return comparison, verdict(comparison, preset=verifier, thresholds=dict(thresholds or {}))

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from ..run import HW_CHOICES, VALIDATOR_CHOICES, choice
-from .design import DEFAULT_METRICS, check_top, explain, metric_names
-from .sources import SOURCES
+import json
+import sys
+
+from ..explain.explainer import DEFAULT_METRICS, check_top, explain, metric_names
+from ..explain.plots import explain_figure
+from ..explain.sources import SOURCES
+from ..plots import check_path, save
+from ..run import VALIDATOR_CHOICES, choice, plan
+from .common import HW_HELP
 
 FORMATS = ("text", "json")
 
@@ -22,7 +28,7 @@ def register_cli(subparsers):
     )
     p.add_argument("config", nargs="?")
     p.add_argument("--config", dest="config_option", default=None, help="the CONFIG, when it starts with '-'")
-    p.add_argument("--hw", default="mi200", help=f"{', '.join(HW_CHOICES)} (default mi200)")
+    p.add_argument("--hw", default="mi200", help=HW_HELP)
     p.add_argument("--kernel", default=None, help="xdlops or nonxdlops (default: the config's own)")
     p.add_argument(
         "--validator", default="cpu", help=f"{', '.join(VALIDATOR_CHOICES)} (default cpu): the reference's order"
@@ -62,12 +68,8 @@ def register_cli(subparsers):
 
 
 def _cmd_explain(args) -> int:
-    import json
-
     fmt = choice(args.format, FORMATS, "--format")
     if args.plot:
-        from ..plots import check_path
-
         check_path(args.plot)
     config = args.config if args.config is not None else args.config_option
     if not config:
@@ -99,7 +101,6 @@ def _cmd_explain(args) -> int:
         inputs=args.inputs,
         keep_arrays=bool(args.plot),
     )
-    import sys
 
     for w in result.inputs.warnings if result.inputs is not None else ():
         print(f"fp16emu: warning: {w}", file=sys.stderr)
@@ -108,11 +109,8 @@ def _cmd_explain(args) -> int:
     else:
         print(result.format_text())
     if args.plot:
-        from .. import plots
-        from ..run import plan
-
         problem = plan(config, hw=args.hw, kernel=args.kernel, perf_config=args.perf_config)[0].problem
         kw = {k: getattr(args, k) for k in ("seed", "rand_type", "rand_min", "rand_max")}
         inputs = ", ".join(f"{k} {v}" for k, v in kw.items() if v is not None) or "the config's own random data"
-        plots.save(plots.explain_figure(result, problem, {"inputs": inputs}), args.plot)
+        save(explain_figure(result, problem, {"inputs": inputs}), args.plot)
     return 0

@@ -25,6 +25,7 @@ is not (see the section comment below).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,8 +37,12 @@ from emu.rounding import fp32_to_fp16
 from models import kernels as kernel_models
 from models import space
 
-from .study.emulate import job_inputs
-from .study.measured import RANGES
+from ..study import atomic_reorders, read_measured
+from ..study.emulate import job_inputs
+from ..study.lines import line_fields
+from ..study.measured import RANGES
+from ..suites import suite_config
+from .search import single_threaded
 
 __all__ = [
     "KBLOCKS",
@@ -94,16 +99,12 @@ def _run(op, problem, plans) -> np.ndarray:
 
 def _line(validation: np.ndarray, kernel16: np.ndarray, run_set: str) -> dict:
     """The study verifier's printed fields for (fp32 validation, fp16 kernel output)."""
-    from .study.lines import line_fields
-
     return line_fields(validation, kernel16, run_set)["fields"]
 
 
 def candidate_lines(test: str, candidates, ranges=tuple(RANGES), run_set: str = "fair_1") -> dict:
     """{(candidate, range): printed fields} of every candidate on ``test`` (a suite test name)
     against the -pv_with_gpu validation."""
-    from .suites import suite_config
-
     problem = suite_config(test).problem
     out = {}
     for r in ranges:
@@ -148,14 +149,11 @@ def identify_forward(
     ``lines_out``: a dict that receives, per (test, gpu), ``{"measured": {range: fields},
     "emulated": {(candidate, range): fields}}`` (the printed fields compared; for pictures)."""
     for test in tests:
-        from .study import atomic_reorders
-
         if atomic_reorders(test):
             raise ValueError(
                 f"tests: {test} adds three or more split-K partial sums with atomics; its lines "
                 "identify KBlocks (identify_kblocks), not one order"
             )
-    from .study import read_measured
 
     if isinstance(measured, (str, bytes)) or hasattr(measured, "__fspath__"):
         measured = read_measured(measured)
@@ -172,7 +170,6 @@ def identify_forward(
             and m.test_name in tests
         ):
             lines[(m.test_name, m.gpu, m.range)] = m.line.fields()
-    from .identify import single_threaded
 
     result = {}
     with single_threaded():
@@ -242,8 +239,6 @@ def _split_partials(op, problem, plans) -> np.ndarray:
 
 
 def _perms(S: int, seed: int) -> np.ndarray:
-    import itertools
-
     if S <= EXHAUSTIVE_UP_TO:
         return np.array(list(itertools.permutations(range(S))), np.int64)
     rng = np.random.default_rng(seed)
@@ -291,9 +286,6 @@ def identify_kblocks(
 ) -> dict:
     """{(test, gpu): [KBlocksVerdict per valid KBlocks]} for backward-weight ``tests`` from the
     measured xdlops lines of both validators (module section comment)."""
-    from .identify import single_threaded
-    from .study import read_measured
-
     if isinstance(measured, (str, bytes)) or hasattr(measured, "__fspath__"):
         measured = read_measured(measured)
     lines = {}
@@ -315,8 +307,6 @@ def identify_kblocks(
 
 
 def _kblocks_test(test, gpus, ranges, validators, kblocks, lines, run_set, seed, result):
-    from .suites import suite_config
-
     problem = suite_config(test).problem
     if problem.direction != "bwd_weight":
         raise ValueError(f"tests: {test} is a {problem.direction} test; KBlocks is a backward-weight question")

@@ -3,7 +3,7 @@
 Usage (on the machine with the GPU; needs numpy and PyTorch, optionally Triton — not fp16emu)::
 
     python probe_gpu.py PROBES.npz [--out RESULTS.npz] [--backend triton|torch] [--device cuda]
-    python -m validation.probe_gpu PROBES.npz ...          # the same, from an fp16emu checkout
+    python -m validation.identify.probe_gpu PROBES.npz ...          # the same, from an fp16emu checkout
 
 then, anywhere fp16emu is installed: ``fp16emu identify RESULTS.npz``.
 

@@ -14,7 +14,7 @@ import numpy as np
 import emu
 import models
 
-__all__ = ["PROBES", "UNITS", "probe_table", "fmt_value", "register_cli"]
+__all__ = ["PROBES", "UNITS", "probe_table", "fmt_value", "print_table"]
 
 # name, products as (a, b) pairs, c, what it shows
 PROBES = [
@@ -100,21 +100,3 @@ def print_table(units=UNITS) -> None:
         print(f"{row['probe']:26s} {fmt_value(row['exact']):>10s} {cells}")
         print(f"{'':26s} ({row['why']})")
     print("\nUnits: " + "; ".join(f"{u}: {models.unit(u).description}" for u in units))
-
-
-def register_cli(subparsers):
-    """Add ``fp16emu units`` (the probe-vector table) to an argparse ``subparsers``."""
-    p = subparsers.add_parser("units", help="every matrix unit on probe vectors that tell them apart")
-    p.add_argument("--units", default=",".join(UNITS), help=f"comma-separated unit names (default {','.join(UNITS)})")
-    p.set_defaults(func=_cmd_units)
-    return p
-
-
-def _cmd_units(args) -> int:
-    names = [u.strip() for u in args.units.split(",") if u.strip()]
-    known = set(models.UNIT_NAMES) | set(models.ALIASES)
-    for u in names:
-        if u not in known:
-            raise ValueError(f"--units: {u!r} is not one of {', '.join(models.UNIT_NAMES)}")
-    print_table(names)
-    return 0

@@ -45,9 +45,9 @@ Here: the run sets (:class:`StudyQuirks`, :func:`resolve_study_quirks`), the int
 (:func:`study_interval`), the line (:class:`StudyLine`, :class:`StudyTail`, :func:`study_line`,
 :func:`format_study_line`, :func:`parse_study_line`) and a fast path for tensors that mostly
 agree (:func:`differing_elements`, :func:`compare_differing`, :func:`study_line_of`). The
-arithmetic itself is :func:`validation.metrics.compare` with ``study_quirks=<run set>``; the
+arithmetic itself is :func:`validation.metrics.compare` with ``study_quirks=`` the run set's policy (:class:`StudyQuirks`); the
 verdict (maxEpsilonDiff ≤ 2, the study's pass rule) is the ``study-2022`` preset of
-:mod:`validation.verifier`.
+:mod:`validation.verify`.
 """
 
 from __future__ import annotations
@@ -56,21 +56,21 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from emu.formats import FP16, spacing
 from emu.rounding import fp16_rne_differs
 
-if TYPE_CHECKING:
-    from .metrics import ComparisonResult
+from ..metrics import DEFAULT_CHUNK, Comparison, ComparisonResult
 
 __all__ = [
     "STUDY_REL_OLD_THRESHOLD",
     "STUDY_RUN_SETS",
     "StudyQuirks",
     "resolve_study_quirks",
+    "study_quirks",
     "study_interval",
     "differing_elements",
     "compare_differing",
@@ -105,6 +105,15 @@ class StudyQuirks:
     epsilon_rule: str
     rel_old_signed: bool
 
+    @property
+    def rel_old_threshold(self) -> float:
+        """The verifier's ``thr`` (:data:`STUDY_REL_OLD_THRESHOLD`)."""
+        return STUDY_REL_OLD_THRESHOLD
+
+    def interval(self, m32: np.ndarray) -> np.ndarray:
+        """``halfFloatInterval`` of float32 magnitudes under this run set's ε rule (:func:`study_interval`)."""
+        return study_interval(m32, self.epsilon_rule)
+
 
 #: The four run sets of the study's raw results.
 STUDY_RUN_SETS: Mapping[str, StudyQuirks] = {
@@ -113,6 +122,14 @@ STUDY_RUN_SETS: Mapping[str, StudyQuirks] = {
     "fair_3": StudyQuirks("fair_3", "B", "ulp", False),
     "fair_rand0": StudyQuirks("fair_rand0", "B", "ulp", False),
 }
+
+
+def study_quirks(run_set: str) -> StudyQuirks:
+    """The policy of one run set of the study, by name (what ``compare(..., study_quirks=)`` receives)."""
+    quirks = resolve_study_quirks(run_set)
+    if quirks is None:
+        raise ValueError(f"unknown study run set {run_set!r}; valid names: {', '.join(STUDY_RUN_SETS)}")
+    return quirks
 
 
 def resolve_study_quirks(quirks: Any) -> StudyQuirks | None:
@@ -182,9 +199,6 @@ def compare_differing(
     only the differing elements: this is the fast path of :func:`study_line_of`, not a general
     comparison.
     """
-    # metrics imports this module for the run sets, so the comparator is imported here
-    from .metrics import DEFAULT_CHUNK, Comparison
-
     va = np.asarray(validation)
     ka = np.asarray(kernel)
     if va.shape != ka.shape:

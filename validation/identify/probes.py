@@ -4,7 +4,7 @@ A probe set is R rows of ``d = c + Σ_k a_k·b_k`` over K products: ``a``, ``b``
 fp16 bit patterns and ``c`` (R,) uint32 fp32 bit patterns (uint16 fp16 patterns for an fp16
 accumulator). It is saved as an ``.npz`` with those three arrays (plus ``category``, the kind
 of each row, as strings); a device run adds ``d`` (uint32, or uint16 for fp16 outputs) beside
-them (``validation.probe_gpu``), and ``fp16emu identify`` reads the result.
+them (``validation.identify.probe_gpu``), and ``fp16emu identify`` reads the result.
 
 Every row is finite (no inf or NaN input: those propagate the same way through every point).
 The rows come in categories, each aimed at some axes of the space (values as exact binary
@@ -76,11 +76,6 @@ def _f16(x) -> np.ndarray:
     if not np.array_equal(h.astype(np.float64), x):
         raise AssertionError("probe generator: a value is not an fp16 value")
     return h.view(np.uint16)
-
-
-def _pow2_16(e):
-    """2^e as fp16 values (e in −24 … 15)."""
-    return np.ldexp(1.0, np.asarray(e))
 
 
 def _rand_f16(rng, shape, emin, emax, signed=True):

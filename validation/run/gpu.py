@@ -17,13 +17,18 @@ spatial axis.
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from emu.conv import normalize_layout
 from models.kernels import ATOMIC_ORDERS
 
-__all__ = ["GpuComparison", "compare_gpu_output", "gpu_values", "from_layout", "ANSWERS"]
+from ..configs.records import n_out_elements
+from .arrays import LoadedArray, convert_exactly, load_array
+
+__all__ = ["GpuComparison", "compare_gpu_output", "gpu_values", "from_layout", "load_gpu_output", "ANSWERS"]
 
 #: The three answers: every element equal to the emulation, every element reachable by some
 #: atomic add order, or some element that no modelled order gives.
@@ -67,8 +72,6 @@ class GpuComparison:
         )
 
     def _repr_html_(self) -> str:
-        import html
-
         body = "<br>".join(html.escape(line) for line in self.format_text().splitlines())
         return f"<p><b>{html.escape(self.answer)}</b></p><p style='font-family:monospace'>{body}</p>"
 
@@ -106,6 +109,19 @@ class GpuComparison:
         return "\n".join(lines)
 
 
+def load_gpu_output(spec: str, problem, what: str, *, raw_format: str | None = None) -> LoadedArray:
+    """Read the GPU's output file (:func:`validation.run.arrays.load_array`; ``what`` names it in
+    messages) and check that it holds the result tensor's element count, before any emulation."""
+    count = n_out_elements(problem)
+    loaded = load_array(spec, what, raw_format=raw_format, count=count, raw_hint="--gpu-output-format fp16")
+    if loaded.array.size != count:
+        raise ValueError(
+            f"{what}: {loaded.source} holds {loaded.array.size} elements; the "
+            f"{problem.result_role} tensor of this config has {count}"
+        )
+    return loaded
+
+
 def gpu_values(gpu, size: int, shape: tuple[int, ...]) -> np.ndarray:
     """The GPU's output as flat float16: float16 values or uint16 patterns, or float32 values that
     fp16 holds exactly (an fp16 output saved as fp32), in the result tensor's shape or flat."""
@@ -124,8 +140,6 @@ def gpu_values(gpu, size: int, shape: tuple[int, ...]) -> np.ndarray:
     if a.dtype == np.float16:
         return a
     if a.dtype in (np.float32, np.float64):
-        from .arrays import convert_exactly
-
         h, i = convert_exactly(a, np.float16)
         if i is not None:
             raise ValueError(
@@ -136,20 +150,19 @@ def gpu_values(gpu, size: int, shape: tuple[int, ...]) -> np.ndarray:
     raise ValueError(f"gpu output: dtype {a.dtype} is not float16, uint16 (fp16 patterns), float32 or float64")
 
 
-def from_layout(gpu, problem, layout: str) -> np.ndarray:
+def from_layout(gpu, problem, layout: str, what: str = "layout") -> np.ndarray:
     """A GPU output stored in ``layout`` (the result tensor's letters in the dump's memory order,
-    e.g. ``nchw`` or ``ngkhw``), rearranged into the result tensor's own memory order (flat)."""
-    from emu.conv import normalize_layout
-
+    e.g. ``nchw`` or ``ngkhw``), rearranged into the result tensor's own memory order (flat);
+    ``what`` names the layout in messages."""
     role = problem.result_role
     want = problem.layout5(role)
     try:
         got = normalize_layout(str(layout).strip().lower(), role)
     except ValueError as err:
-        raise ValueError(f"--layout: {layout!r} is not a layout of the {role} tensor ({err})") from None
+        raise ValueError(f"{what}: {layout!r} is not a layout of the {role} tensor ({err})") from None
     if sorted(got) != sorted(want):
         raise ValueError(
-            f"--layout: {layout!r} does not name the {role} tensor's letters (its layout is {problem.layout(role)!r})"
+            f"{what}: {layout!r} does not name the {role} tensor's letters (its layout is {problem.layout(role)!r})"
         )
     sizes = problem.letter_sizes(role)
     a = np.asarray(gpu).reshape(-1)

@@ -113,7 +113,7 @@ class Explanation:
     #: with ``keep_arrays=True``: every variant's output (float32, the result tensor's shape), keyed
     #: like :attr:`MetricShares.values` ("none" is the reference, the five sources joined the kernel)
     arrays: dict[str, np.ndarray] | None = field(repr=False, default=None)
-    #: the inputs (:class:`validation.inputs.InputsInfo`): distribution, range, seed and sources
+    #: the inputs (:class:`validation.run.inputs.InputsInfo`): distribution, range, seed and sources
     inputs: Any = field(repr=False, default=None)
 
     def to_dict(self) -> dict[str, Any]:

@@ -11,11 +11,13 @@ from pathlib import Path
 from models.kernels import ATOMIC_ORDERS
 
 from ..engine import Terminated, check_scheduler
+from ..plots import check_path, save
 from ..run import HEARTBEAT_S, auto_progress
-from .measured import RAND0_SEEDS, RUN_SETS
-from .report import print_summary
-from .reproduce import reproduce
-from .selection import Selection
+from ..study.measured import RAND0_SEEDS, RUN_SETS
+from ..study.plots import study_figure
+from ..study.report import print_summary
+from ..study.reproduce import reproduce
+from ..study.selection import Selection
 
 __all__ = ["add_reproduce_arguments", "run_reproduce", "register_cli", "main"]
 
@@ -109,8 +111,6 @@ def run_reproduce(args) -> int:
     """The ``study reproduce`` handler: the exit code (0 every selected line reproduced or inside its
     ensemble, 1 otherwise)."""
     if args.plot:
-        from ..plots import check_path
-
         check_path(args.plot)
     try:
         seeds = tuple(int(s) for s in str(args.rand0_seeds).split(",") if s.strip())
@@ -155,8 +155,6 @@ def run_reproduce(args) -> int:
     if report.write_error:
         raise ValueError(report.write_error)
     if args.plot and report.lines:
-        from ..plots import save, study_figure
-
         save(study_figure(report), args.plot)
         print(f"plot: {args.plot}")
     print(f"report: {Path(args.out) / 'report.md'}, {Path(args.out) / 'reproduce.csv'}")

@@ -27,7 +27,8 @@ import numpy as np
 
 from models.harness import harness_range
 
-from .arrays import load_array
+from ..configs import ConfigError
+from .arrays import convert_exactly, load_array
 
 __all__ = ["InputsInfo", "resolve_inputs", "user_tensors", "save_run", "ROLE_NAMES", "MIOPEN_DRIVER_HINT"]
 
@@ -144,8 +145,6 @@ def resolve_inputs(
             )
         return None, InputsInfo("user", files=dict(files), source={"files": "option --inputs"}, warnings=warns)
     if spec.mode == "miopen_driver":
-        from .configs import ConfigError
-
         raise ConfigError(MIOPEN_DRIVER_HINT)
     kw = config.harness_kwargs()
     warns: list[str] = []
@@ -227,7 +226,6 @@ def _fp16(name: str, source: str, a: np.ndarray) -> np.ndarray:
         return a
     if a.dtype == np.uint16:
         return a.view(np.float16)
-    from .arrays import convert_exactly
 
     h, i = convert_exactly(a, np.float16)
     if i is not None:

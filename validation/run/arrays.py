@@ -30,9 +30,23 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
-__all__ = ["ArrayFileError", "LoadedArray", "load_array", "RAW_FORMATS", "ACCEPTED", "parse_shape", "convert_exactly"]
+from ..metrics import resolve_dtype
+
+__all__ = [
+    "ArrayFileError",
+    "LoadedArray",
+    "ArrayPair",
+    "load_array",
+    "load_pair",
+    "kernel_format",
+    "RAW_FORMATS",
+    "ACCEPTED",
+    "parse_shape",
+    "convert_exactly",
+]
 
 #: Element formats of a raw dump, and their numpy types.
 RAW_FORMATS = {"fp16": np.dtype("<f2"), "fp32": np.dtype("<f4"), "bf16": None}  # bf16: ml_dtypes
@@ -206,8 +220,6 @@ def _load_raw(what: str, path: str, size: int, fmt: str, count: int | None) -> n
     if fmt not in RAW_FORMATS:
         raise ArrayFileError(f"{what}: raw format {fmt!r} is not one of {', '.join(RAW_FORMATS)}")
     if fmt == "bf16":
-        import ml_dtypes
-
         dtype = np.dtype(ml_dtypes.bfloat16)
     else:
         dtype = RAW_FORMATS[fmt]
@@ -257,7 +269,7 @@ def load_array(
         what,
         path,
         "is neither .npy nor .npz (for a raw binary dump, give its element format"
-        + (f", e.g. {raw_hint}" if raw_hint else ", e.g. --gpu-output-format fp16" if what == "--gpu-output" else "")
+        + (f", e.g. {raw_hint}" if raw_hint else "")
         + ")",
     )
 
@@ -270,3 +282,85 @@ def convert_exactly(a: np.ndarray, target) -> tuple[np.ndarray, int | None]:
     back = t.astype(a.dtype)
     same = (back == a) | (np.isnan(back) & np.isnan(a))
     return t, (None if np.all(same) else int(np.flatnonzero(~same.reshape(-1))[0]))
+
+
+@dataclass(frozen=True)
+class ArrayPair:
+    """A validation array and a kernel array read for comparison, in one shape: ``dtype`` is the
+    kernel's format (given, or its array's type: ``dtype_given``); ``warnings`` what the reading
+    noticed."""
+
+    validation: np.ndarray
+    kernel: np.ndarray
+    dtype: str
+    dtype_given: bool
+    warnings: tuple[str, ...] = ()
+
+
+_RAW_HINT = "--dtype fp16 --shape N,C,H,W, with --validation-dtype fp32 for an fp32 validation dump"
+
+
+def load_pair(
+    validation: str,
+    kernel: str,
+    *,
+    dtype: str | None = None,
+    validation_dtype: str | None = None,
+    shape: str | None = None,
+) -> ArrayPair:
+    """Read the two arrays of ``fp16emu compare``: files as :func:`load_array` reads them (a raw dump
+    needs its element format ``dtype``, or ``validation_dtype`` for the validation, and ``shape``
+    its size), brought to one shape (``shape``; or a flat array to the other's shape), uint16 read as
+    fp16 patterns, the kernel in its format ``dtype`` when every value is one of that format's."""
+    dims = parse_shape(shape) if shape is not None else None
+    count = math.prod(dims) if dims is not None else None
+    raw = {  # a file that is neither .npy nor .npz is a raw dump: its format and --shape must be given
+        "VALIDATION": (validation_dtype or dtype) if dims is not None else None,
+        "KERNEL": dtype if dims is not None else None,
+    }
+    if validation_dtype is not None and dtype is None:
+        raise ValueError("--validation-dtype: give the kernel's --dtype too")
+    v = load_array(validation, "VALIDATION", raw_format=raw["VALIDATION"], count=count, raw_hint=_RAW_HINT).array
+    k = load_array(kernel, "KERNEL", raw_format=raw["KERNEL"], count=count, raw_hint=_RAW_HINT).array
+    if dims is not None:
+        for name, a in (("VALIDATION", v), ("KERNEL", k)):
+            if a.size != count:
+                raise ValueError(f"--shape {shape}: {name} has {a.size} elements, the shape {count}")
+        v, k = v.reshape(dims), k.reshape(dims)
+    elif v.shape != k.shape:
+        if v.size == k.size and (v.ndim == 1 or k.ndim == 1):
+            same = k.shape if v.ndim == 1 else v.shape
+            v, k = v.reshape(same), k.reshape(same)
+        else:
+            raise ValueError(f"arrays: shapes differ, {v.shape} vs {k.shape} (give --shape for flat dumps)")
+    warnings: list[str] = []
+    if k.dtype == np.uint16:
+        k = k.view(np.float16)
+    if v.dtype == np.uint16:
+        v = v.view(np.float16)
+    if dtype is not None:
+        k = kernel_format(k, dtype, "KERNEL")
+        fmt = dtype
+    else:
+        fmt = resolve_dtype(k.dtype)
+        if k.dtype.itemsize > 2 and convert_exactly(k, np.float16)[1] is None:
+            warnings.append(
+                f"KERNEL is {fmt} but every value is an fp16 value: if the kernel wrote fp16, give --dtype fp16 "
+                f"(judged in {fmt} ulps now)"
+            )
+    return ArrayPair(v, k, fmt, dtype is not None, tuple(warnings))
+
+
+def kernel_format(a: np.ndarray, dtype: str, what: str) -> np.ndarray:
+    """``a`` as the kernel's format ``dtype`` (fp16, bf16 or fp32) when every value is one of that
+    format's values; else a ``ValueError`` naming the first element that is not."""
+    target = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}[dtype]
+    if a.dtype == np.dtype(target):
+        return a
+    t, i = convert_exactly(a, target)
+    if i is not None:
+        raise ValueError(
+            f"--dtype {dtype}: {what} element {i} = {np.float64(a.reshape(-1)[i])!r} is not a {dtype} value; give the "
+            f"kernel's own output format (fp16, bf16 or fp32)"
+        )
+    return t

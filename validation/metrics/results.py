@@ -5,13 +5,14 @@ JSON and plot output; the :class:`Element`, :class:`Histogram`, :class:`NonFinit
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..verifier2022 import StudyQuirks
 from .constants import DIFF4_MIN_MISMATCHES
+from .policy import StudyPolicy
 
 
 def json_float(x: Any) -> Any:
@@ -154,7 +155,7 @@ class ComparisonResult:
     kernel_dtype: str
     epsilon_format: str
     round_validation: str | None
-    study_quirks: StudyQuirks | None
+    study_quirks: StudyPolicy | None
     n_exact: int
     n_eps1: int
     n_eps_ge2: int
@@ -347,8 +348,6 @@ class ComparisonResult:
         )
 
     def _repr_html_(self) -> str:
-        import html
-
         return "<pre>" + html.escape(self.format_text()) + "</pre>"
 
     def plot(self, ax: Any = None, *, log: bool = True) -> Any:

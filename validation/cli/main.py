@@ -1,0 +1,78 @@
+"""The ``fp16emu`` command: the parser and the exit codes; each subcommand lives in its own module
+of this package (:mod:`.run`, :mod:`.explain`, :mod:`.study`, :mod:`.design`, :mod:`.identify`,
+:mod:`.units`).
+
+Exit codes: 0 pass (or no verdict asked), 1 fail, 2 usage or input error (one line, no traceback).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..plots import check_path
+from . import design, explain, study, units
+from . import identify as identify_cli
+from . import run as run_cli
+from .common import Parser, UsageError
+
+__all__ = ["main", "UsageError"]
+
+
+def _build_parser():
+    parser = Parser(
+        prog="fp16emu",
+        description="Bit-exact CPU emulation of GPU fp16 kernels, and why they differ from their reference.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    run_cli.register_cli(sub)
+    units.register_cli(sub)
+    study.register_cli(sub)
+    explain.register_cli(sub)
+    identify_cli.register_cli(sub)
+    design.register_cli(sub)
+    return parser
+
+
+def _config_first(argv: list[str]) -> list[str]:
+    """``fp16emu run "-batchsize=64 …"``: a config text that starts with '-' is not an option."""
+    if (
+        len(argv) >= 2
+        and argv[0] in ("run", "explain")
+        and argv[1].startswith("-")
+        and (" " in argv[1] or argv[1].count("=") == 1 and not argv[1].startswith("--"))
+    ):
+        return [argv[0], f"--config={argv[1]}"] + argv[2:]
+    return argv
+
+
+def main(argv=None) -> int:
+    try:
+        argv = _config_first(list(sys.argv[1:] if argv is None else argv))
+        args = _build_parser().parse_args(argv)
+        if args.command in ("run", "explain"):
+            given = sum(a == "--config" or a.startswith("--config=") for a in argv[1:]) + (args.config is not None)
+            if given > 1:
+                raise UsageError(
+                    f"{args.command}: the config is given {given} times (CONFIG and --config); give it once"
+                )
+            args.config = args.config if args.config is not None else args.config_option
+            if not args.config:
+                raise UsageError(
+                    "run: give a CONFIG (an argument string, a RUN line, an MIOpenDriver command or a suite test name)"
+                )
+        if getattr(args, "plot", None):  # before any computation: a picture that cannot be written is exit 2
+            check_path(args.plot)
+        return args.func(args)
+    except UsageError as err:
+        print(f"fp16emu: error: {err}", file=sys.stderr)
+        return 2
+    except ValueError as err:  # bad config or input, reported by the library (ConfigError included)
+        msg = " ".join(str(err).split()) or type(err).__name__
+        print(f"fp16emu: error: {msg}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # output piped into head and the like
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print("fp16emu: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,301 @@
+"""``fp16emu run`` (one test: emulated kernel against the validation, the GPU's output judged) and
+``fp16emu compare`` (two arrays you already have): parse, call the library, print."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..configs import ConfigError, check_rand_bound, check_seed, parse_config
+from ..plots import save
+from ..run import (
+    ensemble_summary,
+    from_layout,
+    harness_verifier,
+    load_gpu_output,
+    load_pair,
+    plan,
+    plan_gemms,
+    resolve_inputs,
+    run,
+    save_run,
+)
+from ..run.plots import compare_figure, run_figure
+from ..verify import measure
+from .common import HW_HELP, UsageError, add_verdict_options, emit, parse_thresholds, verifier_text, warn
+
+__all__ = ["register_cli"]
+
+
+def register_cli(sub) -> None:
+    """Add ``run`` and ``compare`` to an argparse ``subparsers``."""
+    _add_run(sub).set_defaults(func=_cmd_run)
+    _add_compare(sub).set_defaults(func=_cmd_compare)
+
+
+def _add_run(sub):
+    p = sub.add_parser(
+        "run",
+        help="emulate one convolution test: kernel vs validation",
+        description="CONFIG: a miopen-gen/rocmlir-gen argument string, a lit RUN line, an "
+        "MIOpenDriver conv command, or a suite test name (quote it).",
+    )
+    p.add_argument("config", nargs="?")
+    p.add_argument("--config", dest="config_option", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--hw", default="mi200", help=HW_HELP)
+    p.add_argument("--kernel", default=None, help="xdlops or nonxdlops (default: the config's own)")
+    p.add_argument(
+        "--validator",
+        default="cpu",
+        help="cpu, gpu, cpu-acc4, cpu-ftz, mlir (default cpu), each optionally with +flush (fp16 inputs "
+        "below 2^-14 flushed) and +inbounds (bwd_weight: only in-bounds products counted into "
+        "groups); e.g. cpu-acc4+flush+inbounds, the 2022 study's fair_3 MI200 bwd_weight validator",
+    )
+    p.add_argument("--perf-config", default=None, help="rocMLIR tuning string (default: the 2022 default)")
+    p.add_argument("--rand-min", type=int, default=None)
+    p.add_argument("--rand-max", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument(
+        "--rand-type",
+        default=None,
+        choices=("float", "int"),
+        help="the harness's random generator: int draws integers in [min, max), float reals in [min, max] "
+        "(default: the config's -rand_type, else int)",
+    )
+    p.add_argument(
+        "--gpu-output",
+        default=None,
+        metavar="FILE",
+        help="the GPU kernel's own output (.npy, FILE.npz:KEY, or a raw dump with --gpu-output-format; fp16, or "
+        "its fp32 copy; the result tensor's shape or flat): compared with the emulated kernel bit for bit, an "
+        "answer of bug or rounding",
+    )
+    p.add_argument(
+        "--gpu-output-format",
+        default=None,
+        choices=("fp16", "fp32"),
+        help="--gpu-output is a raw little-endian binary dump of this element format",
+    )
+    p.add_argument(
+        "--layout",
+        default=None,
+        metavar="LETTERS",
+        help="the memory order of --gpu-output, e.g. nchw or nhwk (default: the config's result layout)",
+    )
+    p.add_argument(
+        "--inputs",
+        default=None,
+        metavar="DIR|x.npy,w.npy[,dy.npy]",
+        help="run on your own tensors (fp16, or exact fp32 copies): a folder with x.npy, w.npy, dy.npy as the "
+        "direction needs, or the files in the order x, w, dy (or NAME=FILE); needed for MIOpenDriver commands",
+    )
+    p.add_argument(
+        "--save",
+        default=None,
+        metavar="DIR",
+        help="write kernel.npy (result tensor shape, fp16), validation.npy, the input tensors and run.json",
+    )
+    p.add_argument(
+        "--members",
+        type=int,
+        default=None,
+        metavar="N",
+        help="split-K atomic kernels: add orders in the ensemble (default 128)",
+    )
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--check", action="store_true", help="only read the config and print the GEMMs, units and orders that would run"
+    )
+    add_verdict_options(p)
+    return p
+
+
+def _add_compare(sub):
+    p = sub.add_parser(
+        "compare",
+        help="compare two arrays you already have (.npy / FILE.npz:KEY / raw dumps)",
+        description="VALIDATION and KERNEL: FILE.npy, FILE.npz[:KEY], or a raw binary dump (any other file: "
+        "the tensor's bytes, little-endian, in memory order), read with --dtype (and --validation-dtype) "
+        "as its element format and --shape as its size: the file must hold exactly prod(shape) elements.",
+    )
+    p.add_argument("validation", help="the reference (validation) array: FILE.npy, FILE.npz[:KEY] or a raw dump")
+    p.add_argument("kernel", help="the kernel's array: FILE.npy, FILE.npz[:KEY] or a raw dump")
+    p.add_argument(
+        "--dtype",
+        default=None,
+        choices=("fp16", "bf16", "fp32"),
+        help="the kernel's own format (an fp16 result saved as fp32 is judged in fp16 ulps), and the element "
+        "format of raw dumps; default the array's type",
+    )
+    p.add_argument(
+        "--validation-dtype",
+        default=None,
+        choices=("fp16", "bf16", "fp32"),
+        help="the element format of a raw VALIDATION dump when it is not --dtype (e.g. fp32 beside an fp16 kernel)",
+    )
+    p.add_argument(
+        "--shape",
+        default=None,
+        metavar="D0,D1,...",
+        help="reshape both arrays; the size of raw dumps (needed for them)",
+    )
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_verdict_options(p, "rocmlir (fails on NaN/inf mismatches)")
+    return p
+
+
+def _check_inputs(config, args) -> dict:
+    """What a run would fill the tensors with (``--check``: nothing is computed or read)."""
+    if args.inputs:
+        return {"distribution": "user", "text": f"the user's tensors: {args.inputs}", "warnings": []}
+    try:
+        _, info = resolve_inputs(
+            config, rand_min=args.rand_min, rand_max=args.rand_max, seed=args.seed, rand_type=args.rand_type
+        )
+    except ConfigError as err:
+        return {"distribution": None, "text": str(err), "warnings": []}
+    warn(info.warnings)
+    return info.to_dict()
+
+
+def _cmd_check(args) -> int:
+    check_seed(args.seed)  # as run() would: --check answers what the run would answer
+    check_rand_bound(args.rand_min, "--rand-min"), check_rand_bound(args.rand_max, "--rand-max")
+    config, kmodel, vmodel = plan(
+        args.config, hw=args.hw, kernel=args.kernel, validator=args.validator, perf_config=args.perf_config
+    )
+    p = config.problem
+    doc = {
+        "config": config.label,
+        "direction": p.direction,
+        "result_shape": list(p.tensor_shape(p.result_role)),
+        "models": [],
+        "inputs": _check_inputs(config, args),
+    }
+    for model in (kmodel, vmodel):
+        doc["models"].append({"name": model.key, "gemms": plan_gemms(config, model)})
+    if args.format == "json":
+        print(json.dumps(doc, indent=1))
+    else:
+        print(f"{doc['config']}: {p.direction}, result {'x'.join(map(str, doc['result_shape']))}")
+        print(f"  inputs: {doc['inputs']['text']}")
+        for m in doc["models"]:
+            for g in m["gemms"]:
+                print(
+                    f"  {m['name']}: G{g['G']} M{g['M']} N{g['N']} K{g['K']} unit {g['unit']} (group {g['group_size']}), "
+                    f"k order {g['k_order']}, pad_k {g['pad_k']}, split_k {g['split_k']}"
+                )
+    return 0
+
+
+def _cmd_run(args) -> int:
+    if args.check:
+        return _cmd_check(args)
+    config = parse_config(args.config)
+    if args.inputs is not None and config.random.mode != "miopen_driver" and not args.inputs.strip():
+        raise UsageError("--inputs: give a folder or x.npy,w.npy[,dy.npy]")
+    loaded = None
+    if args.gpu_output is not None:  # read and check the GPU's file before the emulation spends its compute
+        loaded = load_gpu_output(args.gpu_output, config.problem, "--gpu-output", raw_format=args.gpu_output_format)
+    result = run(
+        config,
+        hw=args.hw,
+        kernel=args.kernel,
+        validator=args.validator,
+        perf_config=args.perf_config,
+        rand_min=args.rand_min,
+        rand_max=args.rand_max,
+        seed=args.seed,
+        rand_type=args.rand_type,
+        progress=False if args.no_progress else None,
+        inputs=args.inputs,
+    )
+    info = result.inputs_info
+    warn(info.warnings)
+    if args.verifier:
+        verifier, vsource = args.verifier, "option --verifier"
+    else:
+        verifier, vsource = harness_verifier(result.config)
+    thresholds = parse_thresholds(args.threshold)
+    comparison, verdict = measure(result.validation_array, result.kernel_array, verifier, "fp16", thresholds)
+    p = result.problem
+    header = {
+        "config": result.config.label,
+        "direction": p.direction,
+        "kernel": result.kernel.key,
+        "validator": result.validator.key,
+        "hw": args.hw,
+        "shape": f"{'x'.join(map(str, result.shape))} ({''.join(result.axes)}, the {p.result_role} tensor)",
+        "inputs": info.text(),
+        "verifier": verifier_text(verifier, vsource),
+    }
+    extra: dict = {
+        "inputs": info.to_dict(),
+        "axes": list(result.axes),
+        "verifier": {"name": verifier, "source": vsource, "run_set": "fair_3" if verifier == "study-2022" else None},
+        "warnings": list(info.warnings),
+    }
+    ensemble = None
+    if result.ensemble is not None:
+        ensemble = ensemble_summary(result, verifier, args.members, thresholds)
+    middle = []
+    if ensemble is not None:
+        header["atomics"] = (
+            f"split-K adds {ensemble['n_split']} partial sums per output with fp32 atomics: the "
+            f"GPU's result depends on their order, which varies run to run; the metrics below are the "
+            f"ascending order's, the ensemble ({ensemble['members']} orders) follows"
+        )
+        extra["ensemble"] = ensemble
+        middle.append(
+            f"ensemble over {ensemble['members']} atomic add orders (random per output {ensemble['granularity']}, "
+            f"seed {ensemble['seed']}), range of each metric:"
+        )
+        for k, (lo, hi) in ensemble["ranges"].items():
+            middle.append(f"{k:>18s}: {lo:.6g} .. {hi:.6g}")
+        middle.append(
+            f"{'verdict':>18s}: {ensemble['members_passing']}/{ensemble['members']} add orders pass {verifier}"
+        )
+    gpu = None
+    if loaded is not None:
+        arr = loaded.array
+        if args.layout is not None:
+            arr = from_layout(arr, p, args.layout, "--layout")
+        gpu = result.against(arr)
+        extra["gpu"] = {**gpu.to_dict(), "file": loaded.source, "layout": args.layout or p.layout(p.result_role)}
+        middle.append(gpu.format_text())
+    elif args.layout is not None or args.gpu_output_format is not None:
+        warn(["--layout/--gpu-output-format have no effect without --gpu-output"])
+    if args.save is not None:
+        written = save_run(result, args.save, command="fp16emu " + " ".join(sys.argv[1:]))
+        extra["saved"] = {"dir": args.save, "files": written}
+        print(f"saved: {', '.join(written)} in {args.save}", file=sys.stderr)
+    if args.plot:
+        save(run_figure(result, comparison, {"hardware": args.hw, "inputs": info.text()}), args.plot)
+    code = emit(comparison, verdict, args, header, extra=extra, middle="\n".join(middle), axes=result.axes)
+    if gpu is not None:
+        return 1 if gpu.answer == "differs" else code
+    return code
+
+
+def _cmd_compare(args) -> int:
+    pair = load_pair(
+        args.validation, args.kernel, dtype=args.dtype, validation_dtype=args.validation_dtype, shape=args.shape
+    )
+    validation, kernel, dtype = pair.validation, pair.kernel, pair.dtype
+    verifier, vsource = (args.verifier, "option --verifier") if args.verifier else ("rocmlir", "default for compare")
+    comparison, verdict = measure(validation, kernel, verifier, dtype, parse_thresholds(args.threshold))
+    warn(pair.warnings)  # after the verifier accepted the arrays: a refusal (exit 2) is one line alone
+    header = {
+        "validation": args.validation,
+        "kernel": args.kernel,
+        "dtype": f"{dtype} ({'option --dtype' if pair.dtype_given else 'the KERNEL array type'})",
+        "verifier": verifier_text(verifier, vsource),
+    }
+    extra = {"verifier": {"name": verifier, "source": vsource}, "warnings": list(pair.warnings)}
+    if args.plot:
+        fields = {"config": f"{args.validation} vs {args.kernel}", "kernel": args.kernel, "validator": args.validation}
+        fields["inputs"] = f"arrays {validation.dtype} {'x'.join(map(str, validation.shape))}, your own"
+        save(compare_figure(validation, kernel, comparison, fields), args.plot)
+    return emit(comparison, verdict, args, header, extra=extra)

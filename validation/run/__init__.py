@@ -1,0 +1,79 @@
+"""Running a test and judging a GPU output: one convolution test or op through an emulated kernel
+and an emulated validation function, its inputs (generated or the user's), and the GPU's own array
+compared with the emulated kernel bit for bit.
+
+Modules: :mod:`.runner` (``run``, ``plan``, the result), :mod:`.inputs` (what fills the tensors,
+``save_run``), :mod:`.arrays` (reading ``.npy``/``.npz``/raw dumps), :mod:`.gpu` (the GPU's array
+against the emulated kernel: identical, inside the ensemble, or differs), :mod:`.plots` (figures).
+"""
+
+from .arrays import (
+    ArrayFileError,
+    ArrayPair,
+    LoadedArray,
+    convert_exactly,
+    kernel_format,
+    load_array,
+    load_pair,
+    parse_shape,
+)
+from .ensemble import ensemble_summary
+from .gpu import ANSWERS, GpuComparison, compare_gpu_output, from_layout, load_gpu_output
+from .inputs import InputsInfo, resolve_inputs, save_run, user_tensors
+from .runner import (
+    HEARTBEAT_S,
+    HW_CHOICES,
+    KERNEL_CHOICES,
+    RAND_TYPES,
+    VALIDATOR_CHOICES,
+    VALIDATOR_MODIFIERS,
+    Heartbeat,
+    RunResult,
+    auto_progress,
+    choice,
+    harness_verifier,
+    parse_validator,
+    plan,
+    plan_gemms,
+    progress_bar,
+    run,
+    shape_axes,
+)
+
+__all__ = [
+    "RunResult",
+    "run",
+    "plan",
+    "plan_gemms",
+    "choice",
+    "parse_validator",
+    "KERNEL_CHOICES",
+    "VALIDATOR_CHOICES",
+    "VALIDATOR_MODIFIERS",
+    "HW_CHOICES",
+    "RAND_TYPES",
+    "progress_bar",
+    "shape_axes",
+    "auto_progress",
+    "Heartbeat",
+    "HEARTBEAT_S",
+    "harness_verifier",
+    "InputsInfo",
+    "resolve_inputs",
+    "user_tensors",
+    "save_run",
+    "ArrayFileError",
+    "LoadedArray",
+    "load_array",
+    "parse_shape",
+    "convert_exactly",
+    "GpuComparison",
+    "compare_gpu_output",
+    "from_layout",
+    "ANSWERS",
+    "load_gpu_output",
+    "ensemble_summary",
+    "ArrayPair",
+    "load_pair",
+    "kernel_format",
+]

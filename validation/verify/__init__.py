@@ -1,0 +1,66 @@
+"""Verifying: thresholds, verdicts and the verifier presets (:mod:`.presets`), and the 2022 study's
+verifier (:mod:`.study2022`): its run sets as policy objects that :func:`validation.metrics.compare`
+receives (``study_quirks=``), and its printed line.
+"""
+
+from .presets import (
+    METRIC_ALIASES,
+    MLU_OP_CLASSES,
+    PRESET_NAMES,
+    Check,
+    CheckResult,
+    Thresholds,
+    Verdict,
+    evaluate,
+    format_flags,
+    measure,
+    metric_unit,
+    preset,
+    resolve_metric,
+    verdict,
+    verify,
+)
+from .study2022 import (
+    STUDY_REL_OLD_THRESHOLD,
+    STUDY_RUN_SETS,
+    StudyLine,
+    StudyQuirks,
+    StudyTail,
+    compare_differing,
+    format_study_line,
+    parse_study_line,
+    resolve_study_quirks,
+    study_line,
+    study_line_of,
+    study_quirks,
+)
+
+__all__ = [
+    "PRESET_NAMES",
+    "MLU_OP_CLASSES",
+    "Check",
+    "CheckResult",
+    "Thresholds",
+    "Verdict",
+    "preset",
+    "evaluate",
+    "verdict",
+    "verify",
+    "measure",
+    "format_flags",
+    "METRIC_ALIASES",
+    "resolve_metric",
+    "metric_unit",
+    "STUDY_REL_OLD_THRESHOLD",
+    "STUDY_RUN_SETS",
+    "study_quirks",
+    "resolve_study_quirks",
+    "StudyQuirks",
+    "StudyTail",
+    "StudyLine",
+    "study_line",
+    "study_line_of",
+    "format_study_line",
+    "parse_study_line",
+    "compare_differing",
+]
