@@ -183,7 +183,7 @@ class Schedule:
             elif self.split_bounds is not None:
                 how = f"at tile bounds {list(self.split_bounds)}"
             elif self.split_rule == "ceil":
-                how = "⌈tiles/splits⌉ tiles each"
+                how = "ceil(tiles/splits) tiles each"
             else:
                 how = "as even as possible"
             red = {

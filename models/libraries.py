@@ -84,6 +84,19 @@ LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
         source="cuBLAS nvjet kernels without split-K: one k-ascending chain of the matrix unit (H200 capture)",
     ),
     LibrarySchedule(
+        "cublas-gemv",
+        "cuBLAS",
+        r"gemv",
+        GEMM_OPS,
+        unit="fma32",
+        k_tiles=(32,),
+        split_rule="strided",
+        reduction="halving",
+        checked=_H200,
+        source="cuBLAS gemvx kernels (M = 1): 32 lanes, lane t an fp32 FMA chain over k = t, t + 32, …, "
+        "then a warp-shuffle (halving) tree (H200 captures)",
+    ),
+    LibrarySchedule(
         "cutlass-wmma-splitk",
         "cuBLAS (CUTLASS)",
         r"cutlass_\d+_wmma_tensorop_\w*s161616gemm",

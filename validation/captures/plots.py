@@ -37,8 +37,11 @@ def plot_capture(cap: Capture, result: SearchResult, path) -> None:
     ulps = ulps_between(got, emulated)
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1.6, 1]})
     mat = _as_matrix(ulps).astype(float)
-    im = ax0.imshow(np.where(mat > 0, mat, np.nan), aspect="auto", interpolation="nearest", cmap="magma_r")
-    fig.colorbar(im, ax=ax0, label="|GPU − emulated| (ulps of the output format)")
+    if (mat > 0).any():
+        im = ax0.imshow(np.where(mat > 0, mat, np.nan), aspect="auto", interpolation="nearest", cmap="magma_r")
+        fig.colorbar(im, ax=ax0, label="|GPU − emulated| (ulps of the output format)")
+    else:
+        ax0.imshow(np.zeros_like(mat), aspect="auto", interpolation="nearest", cmap="Greys", vmin=0, vmax=4)
     rows = "rows: " + ("m" if cap.conv is None else "(n, k)" if cap.op == "conv2d" else "leading axes")
     ax0.set_xlabel("columns (the output's trailing axes)")
     ax0.set_ylabel(rows)

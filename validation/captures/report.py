@@ -70,7 +70,7 @@ def suspects(cap: Capture, emulated: np.ndarray, top: int = 10) -> dict:
     clusters = []
     for lab in np.argsort(-sizes, kind="stable")[:top]:
         box = boxes[lab]
-        clusters.append({"n": int(sizes[lab]), **{a: [int(s.start), int(s.stop - 1)] for a, s in zip(axes, box)}})
+        clusters.append({"size": int(sizes[lab]), **{a: [int(s.start), int(s.stop - 1)] for a, s in zip(axes, box)}})
     out["clusters"] = clusters
     out["n_clusters"] = int(count)
     spread = count > max(1, n // 4)
@@ -143,7 +143,7 @@ def to_text(cap: Capture, r: SearchResult) -> str:
     if s["n_clusters"] <= 5:
         for c in s["clusters"]:
             box = ", ".join(f"{a} {c[a][0]}..{c[a][1]}" for a in s["axes"])
-            lines.append(f"  cluster of {c['n']}: {box}")
+            lines.append(f"  cluster of {c['size']}: {box}")
     lines.append(
         "  A few scattered 1-ulp differences point at arithmetic the search does not model; "
         "clusters or large distances at a bug in the kernel."

@@ -11,6 +11,8 @@ import emu
 from emu.units import Format
 from models import unit
 
+from ..captures import is_capture
+from ..captures.cli import identify_capture
 from ..identify import probes as probe_mod
 from ..identify import study as identify_study
 from ..identify.plots import identify_figure, identify_study_figure
@@ -51,11 +53,19 @@ def register_cli(subparsers):
 
     q = subparsers.add_parser(
         "identify",
-        help="which arithmetic (model-space points, named units) reproduces measured rows",
-        description="RESULTS: an .npz with a, b, c, d (probe outputs), a CSV with columns a, b, c, d, or a "
-        "directory of MATLAB-tensor-core model_validation files (a_*.txt, b_*.txt, c_*_fp32.txt, d_*).",
+        help="which arithmetic reproduces measured rows, or which library schedule reproduces a capture",
+        description="RESULTS: a library capture (.npz with an 'op', written by `python -m validation.capture_torch`: "
+        "searches the unit, gemmK order and accumulation schedule that reproduce the GPU's output bit for bit); "
+        "an .npz with a, b, c, d (probe outputs), a CSV with columns a, b, c, d, or a "
+        "directory of MATLAB-tensor-core model_validation files (a_*.txt, b_*.txt, c_*_fp32.txt, d_*). "
+        "Exit 0: reproduced; 1: nothing reproduces; 2: bad input.",
     )
     q.add_argument("results")
+    q.add_argument(
+        "--hw",
+        default=None,
+        help="with a capture: the unit to search with (default: from the capture's gpu, e.g. 'NVIDIA H200' → h100)",
+    )
     q.add_argument("--output", default=None, help="fp32 or fp16: which outputs the data hold (default: from the data)")
     q.add_argument("--format", default="text", help="text or json")
     q.add_argument("--next", default="8", help="splitting probes to propose when several points remain (default 8)")
@@ -115,6 +125,12 @@ def _cmd_probe(args) -> int:
 def _cmd_identify(args) -> int:
     if args.format not in ("text", "json"):
         raise ValueError(f"--format: {args.format!r} is not one of text, json")
+    if is_capture(args.results):
+        if getattr(args, "plot", None):
+            check_path(args.plot)
+        return identify_capture(args.results, hw=args.hw, fmt=args.format, plot=getattr(args, "plot", None))
+    if args.hw is not None:
+        raise ValueError("--hw: only for a library capture (an .npz with an 'op')")
     count = _int_option(args.next, "--next", 0, 64)
     if getattr(args, "plot", None):
         check_path(args.plot)
