@@ -6,11 +6,14 @@
 * :func:`verify`: a verifier preset's verdict (:class:`Verdict`);
 * :func:`explain`: where a kernel's error comes from (:class:`Explanation`);
 * :func:`design`: a validation function and its thresholds, judged on bug mutants (:class:`DesignResult`);
-* :func:`identify`: which matrix-unit arithmetic reproduces measured rows (:class:`Identification`).
+* :func:`identify`: which matrix-unit arithmetic reproduces measured rows (:class:`Identification`);
+* :func:`load_capture` and :func:`search_capture`: which library schedule (cuBLAS, cuDNN, CUTLASS,
+  Triton) reproduces a PyTorch op's GPU output (:class:`Capture`, :class:`CaptureSearch`).
 
 Packages: ``configs`` and ``suites`` (config texts, shipped suites), ``metrics`` (every metric),
 ``verify`` (thresholds, presets, the 2022 study's verifier), ``run``, ``explain``, ``study``,
-``design``, ``identify``, ``cli`` (the ``fp16emu`` command); ``engine`` runs every sweep's jobs and
+``design``, ``identify``, ``captures`` (library captures and their schedule search; the capture
+kit is ``python -m validation.capture_torch``), ``cli`` (the ``fp16emu`` command); ``engine`` runs every sweep's jobs and
 ``plots`` holds what the features' figures share.
 
 The functions above share their packages' names: ``validation.run`` is the function, and
@@ -19,6 +22,9 @@ The functions above share their packages' names: ``validation.run`` is the funct
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .captures import Capture, load_capture
+from .captures import SearchResult as CaptureSearch
+from .captures import search as search_capture
 from .design import DesignResult, design
 from .explain import Explanation, explain
 from .identify import Identification, identify
@@ -46,4 +52,8 @@ __all__ = [
     "DesignResult",
     "identify",
     "Identification",
+    "load_capture",
+    "search_capture",
+    "Capture",
+    "CaptureSearch",
 ]
