@@ -4,7 +4,8 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 ORACLE  := $(VENV)/.oracle-installed
-export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
+# numba's compiled kernels: one per-user cache for make, the fp16emu command, Python and notebooks
+# (~/.cache/fp16emu/numba, emu/jit.py); NUMBA_CACHE_DIR, when set, is honoured by all of them
 
 .PHONY: demo test lint format test-oracle bench reproduce reproduce-fair1 reproduce-quick fuzz design-quick clean
 

@@ -8,13 +8,14 @@ Every kernel is compiled with ``cache=True`` (compile once per machine), ``fastm
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import warnings
 from pathlib import Path
 
 import numba
 
-__all__ = ["jit", "prange", "specialise", "CACHE"]
+__all__ = ["jit", "prange", "specialise", "CACHE", "cold", "default_cache_dir"]
 
 prange = numba.prange
 
@@ -28,36 +29,72 @@ def _writable(path) -> bool:
     return True
 
 
+def _private(path: Path, create: bool) -> str | None:
+    """None when ``path`` is a folder numba may load from: a real folder (no link), owned by this
+    user, that nobody else can write to (created 0700 when ``create``); else why not. Numba
+    unpickles its index files, so a folder another user can write is code they can run as us."""
+    try:
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.mkdir(mode=0o700)
+            except FileExistsError:
+                pass
+        st = os.lstat(path)
+    except OSError as exc:
+        return f"{path} cannot be made ({exc.strerror})"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{path} is not a folder (a link or a file)"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"{path} belongs to another user (uid {st.st_uid})"
+    if st.st_mode & 0o022:
+        if create and hasattr(os, "getuid"):
+            os.chmod(path, 0o700)  # ours, made too open by an old umask: close it
+            return None
+        return f"{path} can be written by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def default_cache_dir() -> Path:
+    """The per-user cache folder every entry point shares: ``$XDG_CACHE_HOME/fp16emu/numba``
+    (``~/.cache/fp16emu/numba``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fp16emu" / "numba"
+
+
 def _choose_cache() -> bool:
-    """Make sure numba has a writable cache directory before any kernel is decorated: numba fails
-    the import ("no locator available") when none of its places is writable. Order: the user's
-    ``NUMBA_CACHE_DIR``, this package's ``__pycache__``, then ``$XDG_CACHE_HOME/fp16emu/numba``
-    (``~/.cache``) and the temporary directory, with a warning naming the one taken; with none,
-    the kernels are compiled in every process (a warning says so)."""
+    """Give numba one safe, writable cache folder before any kernel is decorated, the same for
+    the command line, Python, ``make`` and notebooks: the user's ``NUMBA_CACHE_DIR`` when set,
+    else :func:`default_cache_dir`. Either must be a folder of this user's that nobody else can
+    write (the default is created 0700); otherwise the kernels are compiled in memory in every
+    process, with a warning saying why (never a shared or predictable folder such as ``/tmp``)."""
     configured = numba.config.CACHE_DIR
-    if configured:
-        if _writable(configured):
-            return True
-        reason = f"NUMBA_CACHE_DIR={configured} is not writable"
-    else:
-        if _writable(Path(__file__).resolve().parent / "__pycache__"):
-            return True
-        reason = f"the package folder {Path(__file__).resolve().parent} is not writable"
-    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fp16emu" / "numba"
-    uid = os.getuid() if hasattr(os, "getuid") else "user"
-    for fallback in (user, Path(tempfile.gettempdir()) / f"fp16emu-numba-{uid}"):
-        if _writable(fallback):
-            numba.config.CACHE_DIR = str(fallback)
-            warnings.warn(f"fp16emu: {reason}; numba's cache is in {fallback}", RuntimeWarning, stacklevel=3)
-            return True
+    place = Path(configured) if configured else default_cache_dir()
+    why = _private(place, create=not configured or not os.path.exists(configured))
+    if why is None and _writable(place):
+        numba.config.CACHE_DIR = str(place)
+        return True
+    why = why or f"{place} is not writable"
+    numba.config.CACHE_DIR = ""
     warnings.warn(
-        f"fp16emu: {reason} and no fallback is; kernels are compiled in every process", RuntimeWarning, stacklevel=3
+        f"fp16emu: numba's cache is off ({why}); kernels are compiled in every process", RuntimeWarning, stacklevel=3
     )
     return False
 
 
 #: whether compiled kernels are cached on disk (see :func:`_choose_cache`)
 CACHE = _choose_cache()
+
+
+def cold(kernel) -> bool:
+    """Whether ``kernel`` (a function :func:`jit` made) has no compiled code cached for this
+    source yet, so its first call compiles (the command line says so before a first run's minute
+    of compiling)."""
+    if not CACHE:
+        return True
+    try:
+        return not os.path.exists(kernel._cache._cache_file._index_path)
+    except AttributeError:  # numba's cache layout moved: say nothing rather than guess
+        return False
 
 
 def jit(*args, parallel: bool = False, inline: str = "never"):

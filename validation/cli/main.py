@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import sys
 
+import emu.jit
+from emu.kernels import KERNELS
+
 from ..plots import check_path
 from . import design, explain, study, units
 from . import identify as identify_cli
@@ -45,6 +48,19 @@ def _config_first(argv: list[str]) -> list[str]:
     return argv
 
 
+def _first_run_notice(command: str | None) -> None:
+    """One line on stderr when the unit kernels are not compiled for this machine yet (their
+    first call compiles them: a minute or two), naming the cache that keeps them."""
+    cold = [k for k in KERNELS.values() if emu.jit.cold(k)]
+    if cold:
+        where = f"cached in {emu.jit.numba.config.CACHE_DIR}" if emu.jit.CACHE else "not cached (see the warning above)"
+        print(
+            f"fp16emu: compiling the emulator's kernels for this machine (first run; up to a few minutes on 2 cores, "
+            f"{where})",
+            file=sys.stderr,
+        )
+
+
 def main(argv=None) -> int:
     try:
         argv = _config_first(list(sys.argv[1:] if argv is None else argv))
@@ -62,6 +78,7 @@ def main(argv=None) -> int:
                 )
         if getattr(args, "plot", None):  # before any computation: a picture that cannot be written is exit 2
             check_path(args.plot)
+        _first_run_notice(args.command)
         return args.func(args)
     except UsageError as err:
         print(f"fp16emu: error: {err}", file=sys.stderr)
