@@ -459,3 +459,16 @@ def test_study_lines_pick_the_strided_groups_of_a_k_reduction_instruction():
         assert orders == {"kernel"}, (gpu, [c.label() for c in result[(test, gpu)]])
     with pytest.raises(ValueError, match="KBlocks"):
         identify_study.identify_forward(measured, ["conv2d_host_validation_f16_bwd_CHECK_BWD_WEIGHT1"])
+
+
+def test_identify_exits_1_when_no_point_reproduces_every_row(tmp_path):
+    path = tmp_path / "p.npz"
+    assert _run_cli(["probe", "--out", str(path), "--rows", "512", "--emulate", "mi200"])[0] == 0
+    data = dict(np.load(path))
+    data["d"] = data["d"].copy()
+    data["d"][::7] ^= np.uint32(1 << 9)  # rows no arithmetic of the space gives
+    broken = tmp_path / "broken.npz"
+    np.savez(broken, **data)
+    code, out, err = _run_cli(["identify", str(broken), "--format", "json"])
+    assert code == 1, err
+    assert json.loads(out)["consistent"] == []

@@ -164,7 +164,7 @@ def _cmd_identify(args) -> int:
                 if result.next_probes
                 else f"no next probes: nothing written to {args.next_out}"
             )
-    return 0
+    return 0 if result.consistent else 1  # 1: no point of the space reproduces every row
 
 
 def _cmd_identify_study(args) -> int:
