@@ -234,3 +234,20 @@ def test_composed_validator_from_the_cli(capsys):
     assert code == 0, err and "cpu-acc4+flush" in out
     code, _, err = _run(capsys, "run", SMALL, "--validator", "cpu-acc4+nope", "--no-progress")
     assert code == 2 and "+flush, +inbounds" in err
+
+
+def test_list_shows_the_suite_and_run_says_which_tests_match(capsys):
+    import json
+
+    from validation.cli import main
+
+    assert main(["list", "RESNET50_F16_CONFIG1"]) == 0
+    out = capsys.readouterr().out
+    assert "padding_kernel_gemmK_CHECK_RESNET50_F16_CONFIG1  fwd" in out and "gemm g1 m64 n3211264 k147" in out
+    assert main(["list", "no_such_test"]) == 1
+    capsys.readouterr()
+    assert main(["list", "*_bwd_*", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and {r["direction"] for r in rows} <= {"bwd_data", "bwd_weight"}
+    assert main(["run", "conv2d"]) == 2
+    assert "tests contain it, e.g. conv2d_" in capsys.readouterr().err

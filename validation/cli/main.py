@@ -13,7 +13,7 @@ import emu.jit
 from emu.kernels import KERNELS
 
 from ..plots import check_path
-from . import design, explain, study, units
+from . import design, explain, listing, study, units
 from . import identify as identify_cli
 from . import run as run_cli
 from .common import Parser, UsageError
@@ -33,6 +33,7 @@ def _build_parser():
     explain.register_cli(sub)
     identify_cli.register_cli(sub)
     design.register_cli(sub)
+    listing.register_cli(sub)
     return parser
 
 
@@ -51,6 +52,8 @@ def _config_first(argv: list[str]) -> list[str]:
 def _first_run_notice(command: str | None) -> None:
     """One line on stderr when the unit kernels are not compiled for this machine yet (their
     first call compiles them: a minute or two), naming the cache that keeps them."""
+    if command in ("list",):  # computes nothing
+        return
     cold = [k for k in KERNELS.values() if emu.jit.cold(k)]
     if cold:
         where = f"cached in {emu.jit.numba.config.CACHE_DIR}" if emu.jit.CACHE else "not cached (see the warning above)"

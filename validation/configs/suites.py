@@ -123,9 +123,11 @@ def suite_entry(name: str, suite: str = DEFAULT_SUITE) -> SuiteEntry:
     if len(ends) == 1:
         return entries[ends[0]]
     close = difflib.get_close_matches(name, list(entries), n=3, cutoff=0.5)
-    if len(ends) > 1:
+    contain = [k for k in entries if name.lower() in k.lower()]
+    if len(ends) <= 1 and len(contain) > 1:
+        ends = contain
         close = ends[:3]
-        hint = f"; {len(ends)} tests end with it, e.g. {', '.join(close)}"
+        hint = f"; {len(ends)} tests {'end with' if all(k.lower().endswith(name.lower()) for k in ends) else 'contain'} it, e.g. {', '.join(close)}"
     else:
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise ConfigError(f"suite test name: {name!r} is not in suite {suite}{hint}")
