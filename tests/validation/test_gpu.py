@@ -93,3 +93,30 @@ def test_cli_gpu_output_answers_in_text_and_json(fwd, tmp_path, capsys):
     assert "bug suspects" in text and "k = 7" in text
     assert main([*argv, "--gpu-output", str(tmp_path / "missing.npy")]) == 2
     assert "--gpu-output: no such file" in capsys.readouterr().err
+
+
+def test_the_verdict_is_about_the_gpu_array_not_the_emulation(tmp_path, capsys):
+    """Issue 30.1: a GPU output with a tile's values scaled fails by the verifier (the emulation
+    would pass or fail on its own); verdict, metrics and answer agree, and exit is 1."""
+    import json
+
+    from validation.cli import main
+
+    test = "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16"
+    common = [test, "--hw", "mi200", "--kernel", "xdlops", "--rand-type", "float", "--rand-min", "-1"]
+    common += ["--rand-max", "1", "--seed", "1", "--no-progress", "--verifier", "rocmlir"]
+    assert main(["run", *common, "--save", str(tmp_path / "s")]) in (0, 1)
+    capsys.readouterr()
+    kernel = np.load(tmp_path / "s" / "kernel.npy")
+    # the emulation's own output: identical, and the verdict is the emulation's
+    assert main(["run", *common, "--gpu-output", str(tmp_path / "s" / "kernel.npy"), "--format", "json"]) in (0, 1)
+    same = json.loads(capsys.readouterr().out)
+    assert same["gpu"]["answer"] == "identical" and same["verdict"] == same["emulated_kernel"]["verdict"]
+    bug = kernel.copy()
+    bug.reshape(-1)[:4000] *= np.float16(1.5)
+    np.save(tmp_path / "bug.npy", bug)
+    code = main(["run", *common, "--gpu-output", str(tmp_path / "bug.npy"), "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert doc["verdict"] == "fail" and doc["gpu"]["answer"] == "differs"
+    assert doc["max_rel_diff"] > same["max_rel_diff"]

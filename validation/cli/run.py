@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 from ..configs import ConfigError, check_rand_bound, check_seed, parse_config
 from ..plots import save
@@ -21,6 +22,7 @@ from ..run import (
     run,
     save_run,
 )
+from ..run.gpu import gpu_values
 from ..run.plots import compare_figure, run_figure
 from ..verify import measure
 from .common import HW_HELP, UsageError, add_verdict_options, emit, parse_thresholds, verifier_text, warn
@@ -219,8 +221,15 @@ def _cmd_run(args) -> int:
     else:
         verifier, vsource = harness_verifier(result.config)
     thresholds = parse_thresholds(args.threshold)
-    comparison, verdict = measure(result.validation_array, result.kernel_array, verifier, "fp16", thresholds)
     p = result.problem
+    gpu_array = None
+    if loaded is not None:  # the verdict, metrics and plot are about the GPU's own array
+        arr = loaded.array
+        if args.layout is not None:
+            arr = from_layout(arr, p, args.layout, "--layout")
+        gpu_array = gpu_values(arr, result.kernel_output.size, result.shape).reshape(result.shape)
+    judged = result.kernel_array if gpu_array is None else gpu_array
+    comparison, verdict = measure(result.validation_array, judged, verifier, "fp16", thresholds)
     header = {
         "config": result.config.label,
         "direction": p.direction,
@@ -258,13 +267,29 @@ def _cmd_run(args) -> int:
             f"{'verdict':>18s}: {ensemble['members_passing']}/{ensemble['members']} add orders pass {verifier}"
         )
     gpu = None
-    if loaded is not None:
-        arr = loaded.array
-        if args.layout is not None:
-            arr = from_layout(arr, p, args.layout, "--layout")
-        gpu = result.against(arr)
+    if gpu_array is not None:
+        gpu = result.against(gpu_array)
+        emu_comparison, emu_verdict = measure(
+            result.validation_array, result.kernel_array, verifier, "fp16", thresholds
+        )
+        emulated = {
+            "verdict": emu_verdict.to_dict().get("verdict") if emu_verdict is not None else None,
+            "metrics": {k: v for k, v in emu_comparison.to_dict().items() if not isinstance(v, (list, dict))},
+        }
+        header["judged"] = f"the GPU's output {loaded.source} (the emulated kernel's own verdict follows the answer)"
         extra["gpu"] = {**gpu.to_dict(), "file": loaded.source, "layout": args.layout or p.layout(p.result_role)}
+        extra["emulated_kernel"] = emulated
         middle.append(gpu.format_text())
+        if emu_verdict is not None:
+            middle.append(
+                f"the emulated kernel ({result.kernel.key} on {args.hw}) against the same validation: "
+                f"{'PASS' if emu_verdict.exit_code == 0 else 'FAIL'} by {verifier}"
+            )
+        if gpu.answer == "differs" and verdict is not None and verdict.exit_code == 0:
+            middle.append(
+                "the GPU's output passes the verifier's thresholds but is not what the kernel computes: "
+                "BUG SUSPECT (exit 1)"
+            )
     elif args.layout is not None or args.gpu_output_format is not None:
         warn(["--layout/--gpu-output-format have no effect without --gpu-output"])
     if args.save is not None:
@@ -272,7 +297,11 @@ def _cmd_run(args) -> int:
         extra["saved"] = {"dir": args.save, "files": written}
         print(f"saved: {', '.join(written)} in {args.save}", file=sys.stderr)
     if args.plot:
-        save(run_figure(result, comparison, {"hardware": args.hw, "inputs": info.text()}), args.plot)
+        shown = result if gpu_array is None else replace(result, kernel_output=gpu_array.reshape(-1))
+        fields = {"hardware": args.hw, "inputs": info.text()}
+        if gpu_array is not None:
+            fields["kernel"] = f"GPU output {loaded.source}"
+        save(run_figure(shown, comparison, fields), args.plot)
     code = emit(comparison, verdict, args, header, extra=extra, middle="\n".join(middle), axes=result.axes)
     if gpu is not None:
         return 1 if gpu.answer == "differs" else code
