@@ -120,3 +120,26 @@ def test_the_verdict_is_about_the_gpu_array_not_the_emulation(tmp_path, capsys):
     assert code == 1
     assert doc["verdict"] == "fail" and doc["gpu"]["answer"] == "differs"
     assert doc["max_rel_diff"] > same["max_rel_diff"]
+
+
+def test_save_never_writes_through_a_link_and_checks_the_folder_first(tmp_path, capsys):
+    """Issue 31: run --save replaces a link in the folder instead of writing through it, and a
+    folder that is a file (or the empty path) is exit 2 before any computation."""
+    from validation.cli import main
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    folder = tmp_path / "save"
+    folder.mkdir()
+    (folder / "x.npy").symlink_to(outside)
+    args = ["run", "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16", "--hw", "mi200", "--no-progress"]
+    assert main([*args, "--save", str(folder)]) in (0, 1)
+    assert outside.read_text() == "keep me"
+    assert not (folder / "x.npy").is_symlink() and np.load(folder / "x.npy").size
+    capsys.readouterr()
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    for bad, needle in ((str(a_file), "not a folder"), (str(a_file / "sub"), "not a folder"), ("", "empty path")):
+        assert main([*args, "--save", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--save" in err and needle in err, err

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sys
 
+from numba.core import event as numba_event
+
 import emu.jit
-from emu.kernels import KERNELS
 
 from ..plots import check_path
 from . import design, explain, listing, study, units
@@ -49,19 +50,27 @@ def _config_first(argv: list[str]) -> list[str]:
     return argv
 
 
-def _first_run_notice(command: str | None) -> None:
-    """One line on stderr when the unit kernels are not compiled for this machine yet (their
-    first call compiles them: a minute or two), naming the cache that keeps them."""
-    if command in ("list",):  # computes nothing
-        return
-    cold = [k for k in KERNELS.values() if emu.jit.cold(k)]
-    if cold:
-        where = f"cached in {emu.jit.numba.config.CACHE_DIR}" if emu.jit.CACHE else "not cached (see the warning above)"
-        print(
-            f"fp16emu: compiling the emulator's kernels for this machine (first run; up to a few minutes on 2 cores, "
-            f"{where})",
-            file=sys.stderr,
-        )
+class _CompileNotice(numba_event.Listener):
+    """Says once, on stderr, when numba starts compiling (a cold cache: the first run on this
+    machine, or after an upgrade), naming the cache that will keep the result; silent when every
+    kernel loads from the cache. Registered for the command's run only."""
+
+    def __init__(self):
+        self.said = False
+
+    def on_start(self, event):
+        if not self.said:
+            self.said = True
+            where = f"cached in {emu.jit.numba.config.CACHE_DIR}" if emu.jit.CACHE else "not cached (see the warning)"
+            print(
+                f"fp16emu: compiling the emulator's kernels for this machine (first run; up to a few minutes "
+                f"on 2 cores, {where})",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def on_end(self, event):
+        pass
 
 
 def main(argv=None) -> int:
@@ -81,8 +90,8 @@ def main(argv=None) -> int:
                 )
         if getattr(args, "plot", None):  # before any computation: a picture that cannot be written is exit 2
             check_path(args.plot)
-        _first_run_notice(args.command)
-        return args.func(args)
+        with numba_event.install_listener("numba:compile", _CompileNotice()):
+            return args.func(args)
     except UsageError as err:
         print(f"fp16emu: error: {err}", file=sys.stderr)
         return 2

@@ -23,6 +23,7 @@ from ..run import (
     save_run,
 )
 from ..run.gpu import gpu_values
+from ..run.inputs import check_save_dir
 from ..run.plots import compare_figure, run_figure
 from ..verify import measure
 from .common import HW_HELP, UsageError, add_verdict_options, emit, parse_thresholds, verifier_text, warn
@@ -199,6 +200,8 @@ def _cmd_run(args) -> int:
     if args.inputs is not None and config.random.mode != "miopen_driver" and not args.inputs.strip():
         raise UsageError("--inputs: give a folder or x.npy,w.npy[,dy.npy]")
     loaded = None
+    if args.save is not None:  # a folder that cannot be written is exit 2 before any computation
+        check_save_dir(args.save)
     if args.gpu_output is not None:  # read and check the GPU's file before the emulation spends its compute
         loaded = load_gpu_output(args.gpu_output, config.problem, "--gpu-output", raw_format=args.gpu_output_format)
     result = run(

@@ -18,8 +18,10 @@ runnable, MIOpenDriver's included. :func:`save_run` writes a run's inputs and ou
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -316,23 +318,58 @@ def user_tensors(spec, problem) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     return out, files
 
 
+def check_save_dir(directory, option: str = "--save") -> Path:
+    """The folder ``save_run`` will write, checked before any work: a non-empty path that is a
+    folder (or can be made one) this process can write; ValueError naming ``option`` otherwise."""
+    if directory is None or not str(directory).strip():
+        raise ValueError(f"{option}: give a folder to write into (got an empty path)")
+    d = Path(directory)
+    for parent in [d, *d.parents]:
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                where = "is" if parent == d else f"lies under {str(parent)!r}, which is"
+                raise ValueError(f"{option}: {str(d)!r} {where} not a folder")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise ValueError(f"{option}: {str(parent)!r} is not writable")
+            break
+    return d
+
+
+def _write_atomically(path: Path, write) -> None:
+    """Write through a temporary file in the same folder, then rename it over ``path``: a link at
+    ``path`` is replaced, never followed, and a failed write leaves the old file intact."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def save_run(result, directory, *, command: str | None = None) -> dict[str, str]:
     """Write ``result``'s outputs and inputs under ``directory`` (created): ``kernel.npy`` (the
     kernel's output in the result tensor's shape and the kernel's format, fp16), ``validation.npy``
     (the validation function's fp32 output, same shape), one ``.npy`` per input tensor (``x``,
     ``w``, ``dy``, in their tensors' shapes) and ``run.json`` (what produced them). Returns
     ``{file: what}``."""
-    d = Path(directory)
+    d = check_save_dir(directory)
     d.mkdir(parents=True, exist_ok=True)
     p = result.problem
     written: dict[str, str] = {}
-    np.save(d / "kernel.npy", np.asarray(result.kernel_output).reshape(result.shape))
+
+    def save(name, array):
+        _write_atomically(d / name, lambda fh: np.save(fh, array))
+
+    save("kernel.npy", np.asarray(result.kernel_output).reshape(result.shape))
     written["kernel.npy"] = f"{result.kernel.key} output, fp16, {p.result_role} tensor {p.layout(p.result_role)}"
-    np.save(d / "validation.npy", np.asarray(result.validation_output).reshape(result.shape))
+    save("validation.npy", np.asarray(result.validation_output).reshape(result.shape))
     written["validation.npy"] = f"{result.validator.key} output, fp32, {p.result_role} tensor {p.layout(p.result_role)}"
     for role, arr in result.inputs.items():
         name = ROLE_NAMES[role]
-        np.save(d / f"{name}.npy", np.asarray(arr).reshape(p.tensor_shape(role)))
+        save(f"{name}.npy", np.asarray(arr).reshape(p.tensor_shape(role)))
         written[f"{name}.npy"] = f"{role} tensor {p.layout(role)}, {np.asarray(arr).dtype}"
     doc = {
         "config": result.config.label,
@@ -351,7 +388,6 @@ def save_run(result, directory, *, command: str | None = None) -> dict[str, str]
         "command": command,
         "produced_by": "fp16emu run",
     }
-    with open(d / "run.json", "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1)
+    _write_atomically(d / "run.json", lambda fh: fh.write(json.dumps(doc, indent=1).encode()))
     written["run.json"] = "what produced these files"
     return written
