@@ -486,12 +486,6 @@ def mfma_k_order(K: int, instruction: Instruction, kpack: int) -> tuple[int, ...
 # --- validity --------------------------------------------------------------------------------
 
 
-def _direction(problem_or_direction) -> str:
-    return (
-        problem_or_direction.direction if isinstance(problem_or_direction, ConvProblem) else str(problem_or_direction)
-    )
-
-
 def _xdl_failure(t: XdlopsTuning, size: tuple[int, int, int, int], direction: str, rules: str) -> str | None:
     """Why rocMLIR would reject ``t`` for this GEMM (None: valid). ``rules`` "2022-08"/"2022-09"."""
     _, M, N, K = size
