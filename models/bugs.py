@@ -4,10 +4,12 @@ it stands for.
 A mutant is a frozen dataclass (its fields say which block, border, channel, tile or partial it
 hits) with up to six steps that :func:`emulate` applies around :meth:`emu.conv.ConvGemm.compute`:
 ``geometry`` (the problem and input tensors the buggy kernel really computes with), ``model``
-(its kernel model), ``gemm`` (its GEMM replaced), ``operands`` (the GEMM operands it reads), ``combine`` (how its split-K partial sums
-are added) and ``output`` (what it leaves in the result tensor). ``seen`` is what a buggy
-*verifier* compares. The arithmetic stays in :mod:`emu` (:mod:`emu.faults` for scales and
-partial sums); a mutant only selects and moves values.
+(its kernel model), ``gemm`` (its GEMM replaced) and ``operands`` (the GEMM operands it reads),
+both passed to the executor as the hooks of :class:`emu.conv.ConvArithmetic`, ``combine`` (how
+its split-K partial sums are added) and ``output`` (what it leaves in the result tensor).
+``seen`` is what a buggy *verifier* compares. The arithmetic and the convolution's loop stay in
+:mod:`emu` (:mod:`emu.conv`'s executor; :mod:`emu.faults` for scales and partial sums); a mutant
+only selects and moves values.
 
 >>> from models.bugs import mutant
 >>> m = mutant("padding-border", side="left", mode="duplicated")
@@ -20,8 +22,9 @@ in the add order of member m of the :data:`models.kernels.ATOMIC_ORDERS` ensembl
 mutants (``split-k-count``, ``split-k-scale``, ``stale-partial-race``) then use that same order,
 so that they are compared with the correct kernel they stand next to (the design sweep uses
 member seed mod 128 for both). :func:`emulate_mutants` runs the correct kernel and many mutants
-with their GEMMs shared. Mutants that need something the problem does not have (a split-K partial on a kernel
-without split-K, a padding row on an unpadded side) raise :class:`NotApplicable`.
+with their GEMMs shared. Mutants that need something the problem does not have (a split-K
+partial on a kernel without split-K, a padding row on an unpadded side) raise
+:class:`NotApplicable`.
 """
 
 from __future__ import annotations
@@ -203,14 +206,14 @@ def _compute(problem, model, inputs, mutant, seed, n_chunk, member):
     atomic = m_used.atomic_split(p_used) > 0
     ctx.member = member if atomic else None
     keep = atomic or (mutant is not None and mutant.needs_partials and _split_k(p_used, m_used) >= 2)
+    if mutant is not None and mutant.gemm is not None:
+        keep = False  # the replaced GEMM is the whole GEMM: no partial sums
     arith = m_used.arithmetic(p_used, keep_partials=keep, seed=seed)
     if mutant is not None and mutant.operands is not None:
         arith = arith._replace(operands=lambda sub, group, start, a, b: mutant.operands(ctx, sub, group, start, a, b))
     if mutant is not None and mutant.gemm is not None:
-        out = _run_custom(ctx, mutant, n_chunk)
-        keep = False
-    else:
-        (out,) = ctx.op.compute([arith], n_chunk=n_chunk)
+        arith = arith._replace(gemm=lambda sub, a, b: mutant.gemm(ctx, sub, a, b))
+    (out,) = ctx.op.compute([arith], n_chunk=n_chunk)
     return ctx, out, keep, atomic
 
 
@@ -298,35 +301,16 @@ class _SplitKMutant(Mutant):
         return None if _split_k(problem, model) >= 2 else "the kernel has no split-K partials"
 
 
-def _run_custom(ctx: KernelRun, mutant: Mutant, n_chunk: int | None) -> np.ndarray:
-    op = ctx.op
-    chunk = op.default_n_chunk() if n_chunk is None else int(n_chunk)
-    out = op.new_result()
-    for sub, sg in enumerate(op.subs):
-        for group in range(ctx.problem_used.groups):
-            a = op.a(sub, group)
-            for start in range(0, sg.n, chunk):
-                b = op.b(sub, group, start, min(start + chunk, sg.n))
-                op.scatter(out, mutant.gemm(ctx, sub, a, b), sub, group, start)
-    return out
-
-
 def tile_ids(run: KernelRun) -> np.ndarray:
     """Per result element, the kernel's output tile it belongs to (tiles numbered over sub-GEMMs,
-    groups, then row-major over the gemmM × gemmN tile grid), −1 where no GEMM writes."""
-    op, prob = run.op, run.problem_used
-    out = np.full(prob.tensor_size(prob.result_role), -1.0, np.float32)
-    base = 0
-    for sub, sg in enumerate(op.subs):
+    groups, then row-major over the gemmM × gemmN tile grid: :meth:`emu.conv.ConvGemm.tile_ids`),
+    −1 where no GEMM writes."""
+    prob = run.problem_used
+    tiles = []
+    for sub in range(len(run.op.subs)):
         t = _tuning(run.model, prob, sub)
-        mt, nt = -(-sg.m // t.m_per_block), -(-sg.n // t.n_per_block)
-        for group in range(prob.groups):
-            ids = base + (np.arange(sg.m) // t.m_per_block)[:, None] * nt + (np.arange(sg.n) // t.n_per_block)[None, :]
-            op.scatter(out, ids.astype(np.float32), sub, group, 0)
-            base += mt * nt
-    if base >= 1 << 24:
-        raise ValueError(f"{base} tiles: too many to number exactly")
-    return out.astype(np.int64)
+        tiles.append((t.m_per_block, t.n_per_block))
+    return run.op.tile_ids(tiles, groups_apart=True).astype(np.int64)
 
 
 def _pick(index: int, count: int, what: str) -> int:

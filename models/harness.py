@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -458,12 +458,3 @@ def harness_inputs(
                 problem, name, seed, rand_min, rand_max, rand_type, rand_side=rand_side, dtype=dtype
             )
     return out
-
-
-def describe_inputs(inputs: Mapping[str, np.ndarray]) -> str:
-    """A one-line summary (names, shapes, min/max) for logs."""
-    parts = []
-    for name, arr in inputs.items():
-        a = arr.astype(np.float32)
-        parts.append(f"{name}{tuple(arr.shape)} [{a.min() if a.size else 0:g}, {a.max() if a.size else 0:g}]")
-    return "; ".join(parts)

@@ -74,34 +74,12 @@ def add_round_to_odd(a, b):
 
 
 @jit(inline="always")
-def step_toward_zero32(f):
-    return np.int32(np.float32(f).view(np.int32) - 1).view(np.float32)
-
-
-@jit(inline="always")
-def round_to_fp32(v, mode):
-    """Round an exact float64 ``v`` to fp32 with RNE, RZ or RD (IEEE overflow rules: RZ gives
-    ±max finite, RD gives +max finite or −inf; MMA-Sim's RZ would give inf from 2^128 up, which
-    no named unit can reach with fp16 inputs)."""
-    f = np.float32(v)
-    if mode == RNE or f == v or v != v:
-        return f
-    if mode == RZ:
-        if abs(np.float64(f)) > abs(v):
-            f = step_toward_zero32(f)
-    elif np.float64(f) > v:  # RD
-        if f > 0.0:
-            f = step_toward_zero32(f)
-        else:
-            f = np.int32(np.float32(f).view(np.int32) + 1).view(np.float32)
-    return f
-
-
-@jit(inline="always")
 def round_to_fp32_bf(v, mode):
-    """:func:`round_to_fp32` without branches (vectorisable): the RNE result stepped one ulp
-    toward zero (RZ: when it is above |v|; RD: when it is above v and positive) or away from zero
-    (RD: when it is above v and not positive). Same results for every v, inf and NaN included."""
+    """Round an exact float64 ``v`` to fp32 with RNE, RZ or RD, without branches (vectorisable):
+    the RNE result stepped one ulp toward zero (RZ: when it is above |v|; RD: when it is above v
+    and positive) or away from zero (RD: when it is above v and not positive). IEEE overflow
+    rules: RZ gives ±max finite, RD gives +max finite or −inf (MMA-Sim's RZ would give inf from
+    2^128 up, which no named unit can reach with fp16 inputs); inf and NaN pass through."""
     f = np.float32(v)
     fd = np.float64(f)
     bits = np.float32(f).view(np.int32)

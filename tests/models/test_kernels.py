@@ -194,7 +194,7 @@ def test_in_bounds_cpu_loop_equals_each_weight_summed_alone(monkeypatch, fil_lay
     acc4 = kernel("cpu-acc4").counting_inbounds()
     specs = [acc4, acc4.with_input_flush()]
     whole = dict(zip(specs, op.compute([m.arithmetic(p) for m in specs])))
-    monkeypatch.setattr(emu.conv, "INBOUNDS_B_BYTES", 1)
+    monkeypatch.setattr(emu.conv.executor, "INBOUNDS_B_BYTES", 1)
     monkeypatch.setattr(ConvGemm, "default_n_chunk", lambda self: 3)
     chunked = dict(zip(specs, op.compute([m.arithmetic(p) for m in specs])))
 

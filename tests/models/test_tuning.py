@@ -216,8 +216,8 @@ def test_nonxdlops_list_entries_that_never_validate():
     """{128,64,128,…} gives 1x2 thread clusters with block size 128: rocMLIR's check rejects it."""
     size = (1, 128, 128, 64)
     for t in T.NONXDLOPS_TUNINGS_2022[6:9]:
-        assert T._nonxdl_failure(t, size, "fwd") is not None
-    assert T._nonxdl_failure(T.NONXDLOPS_TUNINGS_2022[0], size, "fwd") is None
+        assert T.rules._nonxdl_failure(t, size, "fwd") is not None
+    assert T.rules._nonxdl_failure(T.NONXDLOPS_TUNINGS_2022[0], size, "fwd") is None
 
 
 # --- the 2022 suite -------------------------------------------------------------------------------

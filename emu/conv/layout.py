@@ -1,0 +1,51 @@
+"""Tensor layouts: the letters of each tensor, miopen-gen's (2022) insertion of a missing g, and
+flat bit patterns of tensors given in any of the accepted shapes (see :mod:`emu.conv`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["LETTERS", "LAYOUT_FIELD", "normalize_layout", "tensor_bits"]
+
+#: The three tensors and the letters of their normalised (5-letter) layouts.
+LETTERS = {"input": "ngchw", "filter": "gkcyx", "output": "ngkhw"}
+#: The layout fields of ConvProblem, per tensor.
+LAYOUT_FIELD = {"input": "in_layout", "filter": "fil_layout", "output": "out_layout"}
+#: miopen-gen 2022 ``correctParameters``: the 4-letter layouts whose g goes next to the channel.
+_G_INSERTED = {"nchw": "ngchw", "nhwc": "nhwgc", "nkhw": "ngkhw", "nhwk": "nhwgk"}
+
+
+def normalize_layout(layout: str, role: str) -> str:
+    """The 5-letter layout (with g) of a tensor's layout string, as miopen-gen (2022) made it.
+
+    ``role`` is "input", "filter" or "output". A layout with g is returned unchanged; see
+    :mod:`emu.conv` for the rule that inserts a missing g.
+    """
+    letters = LETTERS[role]
+    if len(layout) == 5:
+        if sorted(layout) != sorted(letters):
+            raise ValueError(f"{role} layout {layout!r}: expected a permutation of {letters!r}")
+        return layout
+    if len(layout) != 4 or sorted(layout) != sorted(letters.replace("g", "")):
+        raise ValueError(f"{role} layout {layout!r}: expected a permutation of {letters!r}, with or without g")
+    return _G_INSERTED.get(layout, "g" + layout)
+
+
+def tensor_bits(problem, role: str, arr, name: str) -> np.ndarray:
+    """Flat uint16 bits of a tensor given as float16 values or uint16 patterns (:mod:`emu.conv`
+    for the accepted shapes)."""
+    if arr is None:
+        raise ValueError(f"{name}: the {problem.direction} convolution needs the {role} tensor")
+    arr = np.asarray(arr)
+    if arr.dtype == np.float16:
+        arr = arr.view(np.uint16)
+    elif arr.dtype != np.uint16:
+        raise TypeError(f"{name}: expected float16 values or uint16 bit patterns, got dtype {arr.dtype}")
+    shapes = {(problem.tensor_size(role),), problem.tensor_shape(role)}
+    shapes.add(tuple(problem.letter_sizes(role)[d] for d in problem.layout5(role)))
+    if arr.shape not in shapes:
+        raise ValueError(
+            f"{name}: shape {arr.shape} does not fit the {role} layout {problem.layout(role)!r}; "
+            f"expected {problem.tensor_shape(role)} or flat ({problem.tensor_size(role)},)"
+        )
+    return np.ascontiguousarray(arr).reshape(-1)
