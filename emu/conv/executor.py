@@ -29,7 +29,7 @@ import numpy as np
 from ..atomics import SplitPartials
 from ..dot import unit_params
 from ..gemm import gemm as _unit_gemm
-from ..gemm import gemm_decoded, operand_in_order
+from ..gemm import as_schedule, gemm_decoded, operand_in_order
 from .geometry import ConvProblem, SubGemm
 from .indexing import bwd_weight_taps
 from .kernels import taken_decoded
@@ -56,9 +56,11 @@ INBOUNDS_B_BYTES = 1 << 30
 def order_view(order, k: int) -> tuple[np.ndarray, list[slice]]:
     """What the executor needs of a GEMM order on a sub-GEMM of gemmK ``k``: the gemmK indices
     in accumulation order (−1: padding zeros) and the split-K chunks of that sequence (one slice
-    when there is no split). The only place the executor looks inside an order."""
-    seq = order.sequence(k)
-    return seq, order.chunks(len(seq))
+    when there is no split). The only place the executor looks inside an order: an
+    :class:`emu.GemmOrder` or an :class:`emu.Schedule` (or None, ascending k)."""
+    schedule = as_schedule(order)
+    seq = schedule.sequence(k)
+    return seq, schedule.split_ranges(len(seq))
 
 
 class ConvArithmetic(NamedTuple):

@@ -162,3 +162,17 @@ def test_the_order_reaches_emu_gemm_unopened(monkeypatch):
     op.compute([arith, arith._replace(operands=lambda sub, group, start, a, b: (a, b))], n_chunk=6)
     assert seen and all(any(o is x for x in orders) for o in seen)
     assert viewed and all(any(o is x for x in orders) for o in viewed)
+
+
+@pytest.mark.parametrize("order", [GemmOrder(), GemmOrder(split_k=3), GemmOrder(pad_k=4, split_k=2)])
+def test_a_schedule_runs_in_the_executor_as_its_gemm_order(order):
+    """emu.Schedule is what the executor passes to emu.gemm; a GemmOrder's schedule gives its bits,
+    and a schedule beyond GemmOrder (k tiles split by ⌈tiles/splits⌉, a residue tile) runs too."""
+    op = _op(BWD_DATA, 1)
+    u = unit("h100")
+    (want,) = op.compute([ConvArithmetic((u,) * len(op.subs), (order,) * len(op.subs))])
+    (got,) = op.compute([ConvArithmetic((u,) * len(op.subs), (order.schedule(),) * len(op.subs))])
+    assert np.array_equal(_bits(got), _bits(want))
+    lib = emu.Schedule(splits=2, split_rule="ceil", residue_tile=4)
+    (other,) = op.compute([ConvArithmetic((u,) * len(op.subs), (lib,) * len(op.subs))])
+    assert other.shape == want.shape
