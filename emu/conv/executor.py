@@ -28,8 +28,8 @@ import numpy as np
 
 from ..atomics import SplitPartials
 from ..dot import unit_params
-from ..gemm import gemm as _unit_gemm
 from ..gemm import as_schedule, gemm_decoded, operand_in_order
+from ..gemm import gemm as _unit_gemm
 from .geometry import ConvProblem, SubGemm
 from .indexing import bwd_weight_taps
 from .kernels import taken_decoded
