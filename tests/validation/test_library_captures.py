@@ -93,3 +93,22 @@ def test_the_report_fields_are_json(tmp_path):
     rep = to_json(cap, r)
     json.dumps(rep)
     assert rep["schedule"]["k_order"] == "rsc" and rep["kernel_families"] == ["cudnn-cutlass-fprop"]
+
+
+def test_a_split_k_kernel_with_atomics_is_inside_its_ensemble():
+    """Outputs of a split-K GEMM whose partials were added in a random order per element (fp32
+    atomics): no fixed order reproduces them, every one is some order's outcome."""
+    import emu
+    import models
+    from validation.captures import Capture
+
+    rng = np.random.default_rng(5)
+    A = rng.uniform(-1, 1, (64, 1024)).astype(np.float16)
+    B = rng.uniform(-1, 1, (1024, 64)).astype(np.float16)
+    order = emu.Schedule(k_tile=64, splits=8, split_rule="ceil")
+    parts = emu.split_partials(A, B, models.unit("h100"), order, seed=99)
+    out = np.asarray(parts.member(3, "element"), np.float16).reshape(64, 64)
+    cap = Capture("atomics", "mm", {"A": A.view(np.uint16), "B": B.view(np.uint16)}, out, gpu="NVIDIA H100")
+    r = search(cap)
+    assert r.answer == "inside-ensemble", r.stages
+    assert r.best.schedule.splits == 8 and r.n_identical < r.n

@@ -1,7 +1,8 @@
 """``fp16emu identify CAPTURE.npz``: parse, search, print (the library-capture branch of identify).
 
-Exit codes: 0 when a schedule reproduces every output bit, 1 when none does, 2 for a capture
-that cannot be used (one line naming the field)."""
+Exit codes: 0 when a schedule reproduces every output bit (or every output is some atomic add
+order's outcome), 1 when none does, 2 for a capture that cannot be used (one line naming the
+field)."""
 
 from __future__ import annotations
 
@@ -56,4 +57,4 @@ def identify_capture(
         plot_capture(cap, result, plot)
         if fmt == "text":
             print(f"plot: {plot}", file=out)
-    return 0 if result.answer == "identical" else 1
+    return 1 if result.answer == "differs" else 0
