@@ -29,7 +29,7 @@ import numpy as np
 
 from .atomics import SplitPartials, add_order
 from .dot import accumulator_values, compact_c, decode_operands, fp16_operand, run_kernel, unit_params
-from .schedule import Schedule
+from .schedule import Schedule, check_k_order
 from .units import Format
 
 __all__ = [
@@ -73,26 +73,13 @@ class GemmOrder:
             raise ValueError(f"pad_k: must be in 1..{MAX_PAD_K} (a multiple gemmK is padded to), got {self.pad_k}")
         if not 1 <= self.split_k <= MAX_SPLIT_K:
             raise ValueError(f"split_k: must be in 1..{MAX_SPLIT_K}, got {self.split_k}")
-        if self.k_order is not None:
-            bad = [k for k in self.k_order if isinstance(k, bool) or not isinstance(k, (int, np.integer))]
-            if bad:
-                raise ValueError(f"k_order: gemmK indices must be whole numbers, got {bad[0]!r}")
-            seq = np.sort(np.asarray(self.k_order, dtype=np.int64))
-            if not np.array_equal(seq, np.arange(len(seq))):
-                raise ValueError(f"k_order: must be a permutation of range({len(self.k_order)}), each index once")
+        check_k_order(self.k_order)
         if self.combine not in ("ascending", "random"):
             raise ValueError(f"combine: {self.combine!r} is not one of 'ascending', 'random'")
 
     def sequence(self, K: int) -> np.ndarray:
         """The gemmK indices in accumulation order, −1 marking padding zeros."""
-        if self.k_order is None:
-            seq = np.arange(K)
-        else:
-            seq = np.asarray(self.k_order, dtype=np.int64)
-            if seq.shape != (K,) or not np.array_equal(np.sort(seq), np.arange(K)):
-                raise ValueError(f"k_order: must be a permutation of range({K})")
-        padded = -(-K // self.pad_k) * self.pad_k
-        return np.concatenate([seq, np.full(padded - K, -1, np.int64)])
+        return self.schedule().sequence(K)
 
     def chunks(self, length: int) -> list[slice]:
         """Contiguous split-K chunks of the accumulation sequence (as even as possible)."""

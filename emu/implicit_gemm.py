@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .dot import fp16_operand
+
 __all__ = ["ConvShape", "GemmPiece", "PASSES", "K_ORDERS", "conv_pieces"]
 
 PASSES = ("fwd", "bwd_data", "bwd_weight")
@@ -110,15 +112,6 @@ class GemmPiece:
     out_index: np.ndarray
 
 
-def _bits(x) -> np.ndarray:
-    x = np.asarray(x)
-    if x.dtype == np.float16:
-        return x.view(np.uint16)
-    if x.dtype == np.uint16:
-        return x
-    raise TypeError(f"expected float16 values or uint16 bit patterns, got dtype {x.dtype}")
-
-
 def _take_or_zero(t: np.ndarray, idx: tuple, valid: np.ndarray) -> np.ndarray:
     clipped = tuple(np.where(valid, i, 0) for i in np.broadcast_arrays(*idx))
     return np.where(valid, t[clipped], np.uint16(0))
@@ -158,7 +151,7 @@ def conv_pieces(
     k_order = k_order or K_ORDERS[pass_][0]
     if k_order not in K_ORDERS[pass_]:
         raise ValueError(f"k_order: {k_order!r} is not one of {', '.join(K_ORDERS[pass_])} for {pass_}")
-    a, b = _bits(first), _bits(second)
+    a, b = fp16_operand(first, "first"), fp16_operand(second, "second")
     s = shape
     (sh, sw), (ph, pw), (dh, dw) = s.stride, s.padding, s.dilation
     n_rows, n_cols, _ = s.gemm_size(pass_)

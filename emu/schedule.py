@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Schedule", "C_ENTRIES", "REDUCTIONS", "SPLIT_RULES", "OUTPUTS", "MAX_PAD_K", "MAX_SPLITS"]
+__all__ = ["Schedule", "check_k_order", "C_ENTRIES", "REDUCTIONS", "SPLIT_RULES", "OUTPUTS", "MAX_PAD_K", "MAX_SPLITS"]
 
 #: Bounds of the integer fields: beyond them no kernel runs, and padding alone would exhaust memory.
 MAX_PAD_K = 1 << 16
@@ -60,6 +60,18 @@ SPLIT_RULES = ("even", "ceil", "strided")
 REDUCTIONS = ("sequential", "workspace", "random", "tree", "halving")
 C_ENTRIES = ("chain", "workspace", "epilogue")
 OUTPUTS = (None, "fp32", "fp16", "bf16")
+
+
+def check_k_order(k_order) -> None:
+    """ValueError unless ``k_order`` is None or a permutation of range(len(k_order)) of whole numbers."""
+    if k_order is None:
+        return
+    bad = [k for k in k_order if isinstance(k, bool) or not isinstance(k, (int, np.integer))]
+    if bad:
+        raise ValueError(f"k_order: gemmK indices must be whole numbers, got {bad[0]!r}")
+    seq = np.sort(np.asarray(k_order, dtype=np.int64))
+    if not np.array_equal(seq, np.arange(len(seq))):
+        raise ValueError(f"k_order: must be a permutation of range({len(k_order)}), each index once")
 
 
 def _whole(name, value, low, high=None):
@@ -105,13 +117,7 @@ class Schedule:
         ):
             if value not in accepted:
                 raise ValueError(f"{name}: {value!r} is not one of {', '.join(map(repr, accepted))}")
-        if self.k_order is not None:
-            bad = [k for k in self.k_order if isinstance(k, bool) or not isinstance(k, (int, np.integer))]
-            if bad:
-                raise ValueError(f"k_order: gemmK indices must be whole numbers, got {bad[0]!r}")
-            seq = np.sort(np.asarray(self.k_order, dtype=np.int64))
-            if not np.array_equal(seq, np.arange(len(seq))):
-                raise ValueError(f"k_order: must be a permutation of range({len(self.k_order)}), each index once")
+        check_k_order(self.k_order)
         if self.split_bounds is not None:
             b = [int(x) for x in self.split_bounds]
             if len(b) < 2 or b[0] != 0 or any(b1 <= b0 for b0, b1 in zip(b[:-1], b[1:])):
