@@ -340,12 +340,18 @@ class SplitPartials:
     :meth:`emu.conv.ConvGemm.compute`), then draw members and envelopes.
     """
 
-    def __init__(self, n_split: int, size: int, seed: int = 0):
+    def __init__(self, n_split: int, size: int, seed: int = 0, shape: tuple[int, ...] | None = None):
         if n_split < 1:
             raise ValueError(f"n_split: must be ≥ 1, got {n_split}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
+            raise ValueError(f"seed: must be a whole number in 0 … 2^64 − 1, got {seed!r}")
+        if shape is not None and int(np.prod(shape)) != size:
+            raise ValueError(f"shape: {shape} does not hold {size} elements")
         self.parts = np.zeros((n_split, size), np.float32)
         self.tiles = np.zeros(size, np.float32)
         self.seed = int(seed)
+        #: the output's shape: :meth:`member` and :meth:`member_fp32` return it (flat when None)
+        self.shape = None if shape is None else tuple(int(d) for d in shape)
         self._sorted: list[np.ndarray] | None = None
 
     @property
@@ -378,9 +384,11 @@ class SplitPartials:
         """Member ``index`` before its fp16 rounding: for every element the partials added onto a
         zeroed fp32 workspace (RNE each add) in the random order of member ``index`` for the
         element's key."""
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < 2**63:
+            raise ValueError(f"index: a member is a whole number ≥ 0, got {index!r}")
         out = np.empty(self.size, np.float32)
         _member_sums(self.parts, self.keys(granularity), np.uint64(self.seed), np.uint64(index), out)
-        return out
+        return out if self.shape is None else out.reshape(self.shape)
 
     def member(self, index: int, granularity: str = "element") -> np.ndarray:
         """Member ``index``, RNE to fp16 (what the kernel writes)."""

@@ -346,10 +346,11 @@ def finish(unit, acc: np.ndarray, C, schedule: Schedule) -> np.ndarray:
 
 def split_partials(A, B, unit, order: GemmOrder, seed: int = 0) -> SplitPartials:
     """The split-K partial sums of ``gemm(A, B, None, unit, order)``, element (m, n) at m·N + n,
-    as :class:`emu.atomics.SplitPartials` whose members are the GEMM with the chunk results added
-    in counter-based random orders (``seed``): the run-to-run spread of fp32 atomic adds."""
+    as :class:`emu.atomics.SplitPartials` whose members (shape (M, N)) are the GEMM with the chunk
+    results added in counter-based random orders (``seed``): the run-to-run spread of fp32
+    atomic adds."""
     params, A_seq, B_seq, schedule = _prepare(A, B, unit, order)
     partials = _partials(params, A_seq, B_seq, schedule, None)
-    out = SplitPartials(len(partials), partials[0].size, seed)
+    out = SplitPartials(len(partials), partials[0].size, seed, shape=partials[0].shape)
     out.parts[:] = partials.reshape(len(partials), -1)
     return out

@@ -173,3 +173,16 @@ def test_a_unit_variant_keeps_every_field_meaningful():
     with pytest.raises(ValueError, match="fraction_bits: must be a whole number"):
         dataclasses.replace(h100, fraction_bits=24.5)
     assert dataclasses.replace(h100, group_size=8).group_size == 8
+
+
+def test_split_partials_members_have_the_gemms_shape_and_bad_indices_are_named():
+    rng = np.random.default_rng(8)
+    A = rng.uniform(-1, 1, (4, 64)).astype(np.float16)
+    B = rng.uniform(-1, 1, (64, 3)).astype(np.float16)
+    parts = emu.split_partials(A, B, models.unit("mi200"), emu.GemmOrder(split_k=4), seed=1)
+    assert parts.member(3).shape == (4, 3) and parts.member_fp32(0).shape == (4, 3)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="^index:"):
+            parts.member(bad)
+    with pytest.raises(ValueError, match="^seed:"):
+        emu.split_partials(A, B, models.unit("mi200"), emu.GemmOrder(split_k=4), seed=-1)

@@ -136,6 +136,10 @@ def test_save_never_writes_through_a_link_and_checks_the_folder_first(tmp_path, 
     assert main([*args, "--save", str(folder)]) in (0, 1)
     assert outside.read_text() == "keep me"
     assert not (folder / "x.npy").is_symlink() and np.load(folder / "x.npy").size
+    import json
+
+    shapes = json.loads((folder / "run.json").read_text())["shapes"]
+    assert set(shapes) == {"x", "w", "y"}  # a forward run's output is y, not dy (issue 30.9)
     capsys.readouterr()
     a_file = tmp_path / "a_file"
     a_file.write_text("")

@@ -18,6 +18,7 @@ spatial axis.
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -251,7 +252,7 @@ def compare_gpu_output(result, gpu) -> GpuComparison:
         axes=axes,
         suspects=suspects,
         clusters=_clusters(where, axes, dims),
-        ensemble_orders=orders,
+        ensemble_orders=min(orders, math.factorial(min(result.ensemble.n_split, 20))) if orders else 0,
     )
 
 

@@ -379,7 +379,10 @@ def save_run(result, directory, *, command: str | None = None) -> dict[str, str]
         "validator": result.validator.key,
         "hw": result.kernel.hw,
         "shapes": {
-            ROLE_NAMES[r]: {"layout": p.layout(r), "shape": list(p.tensor_shape(r))}
+            ("y" if r == "output" and p.direction == "fwd" else ROLE_NAMES[r]): {
+                "layout": p.layout(r),
+                "shape": list(p.tensor_shape(r)),
+            }
             for r in ("input", "filter", "output")
         },
         "result": p.result_role,
