@@ -472,3 +472,16 @@ def test_identify_exits_1_when_no_point_reproduces_every_row(tmp_path):
     code, out, err = _run_cli(["identify", str(broken), "--format", "json"])
     assert code == 1, err
     assert json.loads(out)["consistent"] == []
+
+
+def test_probe_and_next_out_write_exactly_the_named_regular_file(tmp_path):
+    """Issue 31: `probe --out /dev/null` made /dev/null.npz, `--out probes` wrote probes.npz."""
+    code, _, err = _run_cli(["probe", "--out", "/dev/null", "--rows", "64"])
+    assert code == 2 and "--out: '/dev/null' is not a regular file" in err
+    assert not Path("/dev/null.npz").exists()
+    plain = tmp_path / "probes"
+    code, out, err = _run_cli(["probe", "--out", str(plain), "--rows", "64", "--emulate", "h100"])
+    assert code == 0, err
+    assert plain.is_file() and not (tmp_path / "probes.npz").exists() and str(plain) in out
+    code, _, err = _run_cli(["identify", str(plain), "--next-out", str(tmp_path / "no" / "such")])
+    assert code == 2 and "--next-out: the folder" in err

@@ -13,6 +13,7 @@ from models import unit
 
 from ..captures import is_capture
 from ..captures.cli import identify_capture
+from ..files import check_output_file
 from ..identify import probes as probe_mod
 from ..identify import study as identify_study
 from ..identify.plots import identify_figure, identify_study_figure
@@ -103,6 +104,7 @@ def _cmd_probe(args) -> int:
     seed = _int_option(args.seed, "--seed", 0, 2**63 - 1)
     if args.accumulator not in ("fp32", "fp16"):
         raise ValueError(f"--accumulator: {args.accumulator!r} is not one of fp32, fp16")
+    check_output_file(args.out, "--out")
     probes = probe_mod.probe_set(rows, k, seed=seed, accumulator=args.accumulator)
     d = None
     extra = {}
@@ -134,6 +136,8 @@ def _cmd_identify(args) -> int:
     count = _int_option(args.next, "--next", 0, 64)
     if getattr(args, "plot", None):
         check_path(args.plot)
+    if args.next_out is not None:
+        check_output_file(args.next_out, "--next-out")
     if Path(args.results).is_dir() and any(Path(args.results).glob("verify_results_*")):
         return _cmd_identify_study(args)
     if args.test is not None:
@@ -148,7 +152,9 @@ def _cmd_identify(args) -> int:
         )
         try:
             probe_mod.save(
-                args.next_out, probe_mod.ProbeSet(a, b, c, np.array([p["category"] for p in result.next_probes]))
+                args.next_out,
+                probe_mod.ProbeSet(a, b, c, np.array([p["category"] for p in result.next_probes])),
+                option="--next-out",
             )
         except OSError as err:
             raise ValueError(f"--next-out: cannot write {args.next_out!r} ({err.strerror or err})") from None

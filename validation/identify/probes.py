@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..files import write_atomically
+
 __all__ = ["CATEGORIES", "ProbeSet", "load_inputs", "probe_set", "save"]
 
 CATEGORIES = ("random", "bits", "span", "window", "ties", "cancel", "groups", "subnormal", "tiny", "zeros", "overflow")
@@ -428,13 +430,15 @@ def probe_set(
     return ProbeSet(np.ascontiguousarray(a), np.ascontiguousarray(b), np.ascontiguousarray(c), cat.astype(str))
 
 
-def save(path, probes: ProbeSet, d=None, **extra) -> None:
-    """Write ``probes`` (and outputs ``d`` if given) as an .npz: a, b, c, category[, d], extra."""
+def save(path, probes: ProbeSet, d=None, option: str = "--out", **extra) -> None:
+    """Write ``probes`` (and outputs ``d`` if given) as an .npz at exactly ``path`` (no suffix
+    added), atomically: a, b, c, category[, d], extra. ValueError naming ``option`` for a path
+    that is not a regular file (``/dev/null``) or lies in no folder."""
     arrays = {"a": probes.a, "b": probes.b, "c": probes.c, "category": probes.category.astype(str)}
     if d is not None:
         arrays["d"] = d
     arrays.update(extra)
-    np.savez(path, **arrays)
+    write_atomically(path, lambda fh: np.savez(fh, **arrays), option)
 
 
 def load_inputs(path) -> ProbeSet:

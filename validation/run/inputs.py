@@ -18,10 +18,8 @@ runnable, MIOpenDriver's included. :func:`save_run` writes a run's inputs and ou
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +28,7 @@ import numpy as np
 from models.harness import harness_range
 
 from ..configs import ConfigError
+from ..files import write_atomically
 from .arrays import convert_exactly, load_array
 
 __all__ = ["InputsInfo", "resolve_inputs", "user_tensors", "save_run", "ROLE_NAMES", "MIOPEN_DRIVER_HINT"]
@@ -335,20 +334,6 @@ def check_save_dir(directory, option: str = "--save") -> Path:
     return d
 
 
-def _write_atomically(path: Path, write) -> None:
-    """Write through a temporary file in the same folder, then rename it over ``path``: a link at
-    ``path`` is replaced, never followed, and a failed write leaves the old file intact."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def save_run(result, directory, *, command: str | None = None) -> dict[str, str]:
     """Write ``result``'s outputs and inputs under ``directory`` (created): ``kernel.npy`` (the
     kernel's output in the result tensor's shape and the kernel's format, fp16), ``validation.npy``
@@ -361,7 +346,7 @@ def save_run(result, directory, *, command: str | None = None) -> dict[str, str]
     written: dict[str, str] = {}
 
     def save(name, array):
-        _write_atomically(d / name, lambda fh: np.save(fh, array))
+        write_atomically(d / name, lambda fh: np.save(fh, array), "--save")
 
     save("kernel.npy", np.asarray(result.kernel_output).reshape(result.shape))
     written["kernel.npy"] = f"{result.kernel.key} output, fp16, {p.result_role} tensor {p.layout(p.result_role)}"
@@ -391,6 +376,6 @@ def save_run(result, directory, *, command: str | None = None) -> dict[str, str]
         "command": command,
         "produced_by": "fp16emu run",
     }
-    _write_atomically(d / "run.json", lambda fh: fh.write(json.dumps(doc, indent=1).encode()))
+    write_atomically(d / "run.json", lambda fh: fh.write(json.dumps(doc, indent=1).encode()), "--save")
     written["run.json"] = "what produced these files"
     return written
