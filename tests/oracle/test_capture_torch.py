@@ -9,7 +9,11 @@ from validation import capture_torch as kit
 from validation.captures import load_capture
 
 pytestmark = pytest.mark.oracle
-torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
 
 SPECS = [
     {"op": "mm", "seed": 1, "shapes": {"A": [5, 40], "B": [40, 3]}},
@@ -26,7 +30,7 @@ SPECS = [
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s["op"] for s in SPECS])
-def test_every_op_writes_a_capture_the_reader_accepts(spec, tmp_path):
+def test_every_op_writes_a_capture_the_reader_accepts(spec, tmp_path, torch):
     fields = kit.capture_case(torch, spec, device="cpu")
     path = kit.save(tmp_path / "c.npz", fields)
     cap = load_capture(path)
@@ -46,7 +50,7 @@ def test_every_op_writes_a_capture_the_reader_accepts(spec, tmp_path):
         np.testing.assert_array_equal(again.operands[name], bits)
 
 
-def test_the_users_own_tensors(tmp_path):
+def test_the_users_own_tensors(tmp_path, torch):
     a = torch.randn(8, 16, dtype=torch.float16)
     b = torch.randn(16, 4, dtype=torch.float16)
     path = kit.capture(tmp_path / "mine.npz", "mm", A=a, B=b)
