@@ -15,6 +15,7 @@ pytestmark = pytest.mark.oracle
 def torch():
     return pytest.importorskip("torch")
 
+
 SPECS = [
     {"op": "mm", "seed": 1, "shapes": {"A": [5, 40], "B": [40, 3]}},
     {"op": "addmm", "seed": 2, "shapes": {"A": [5, 40], "B": [40, 3], "C": [3]}, "alpha": 0.5, "beta": 2.0},
