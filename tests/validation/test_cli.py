@@ -251,3 +251,22 @@ def test_list_shows_the_suite_and_run_says_which_tests_match(capsys):
     assert rows and {r["direction"] for r in rows} <= {"bwd_data", "bwd_weight"}
     assert main(["run", "conv2d"]) == 2
     assert "tests contain it, e.g. conv2d_" in capsys.readouterr().err
+
+
+def test_inverted_ranges_nan_thresholds_and_empty_arrays_are_refused(tmp_path, capsys):
+    """Issue 31: these were accepted (an inverted range misreported, rms=nan, a PASS with n = 0)."""
+    import numpy as np
+
+    from validation import verify
+    from validation.cli import main
+
+    test = "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16"
+    assert main(["run", test, "--rand-type", "float", "--rand-min", "5", "--rand-max", "-5", "--no-progress"]) == 2
+    assert "inverted" in capsys.readouterr().err
+    np.save(tmp_path / "v.npy", np.ones(4, np.float32))
+    np.save(tmp_path / "k.npy", np.ones(4, np.float16))
+    for bad in ("rms=nan", "rms=inf", "rms=-1"):
+        assert main(["compare", str(tmp_path / "v.npy"), str(tmp_path / "k.npy"), "--threshold", bad]) == 2
+        assert "finite number" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="both arrays are empty"):
+        verify(np.zeros(0, np.float32), np.zeros(0, np.float16))

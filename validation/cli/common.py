@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from models.hardware import HW_ALIASES, HW_NAMES
@@ -62,6 +63,8 @@ def parse_thresholds(items):
             out[name.strip()] = float(value)
         except ValueError:
             raise UsageError(f"--threshold {name}: {value!r} is not a number") from None
+        if not math.isfinite(out[name.strip()]) or out[name.strip()] < 0:
+            raise UsageError(f"--threshold {name}: {value!r} is not a finite number ≥ 0")
     return out
 
 

@@ -174,7 +174,7 @@ def _load_npy(what: str, path: str, size: int) -> np.ndarray:
         )
     try:
         a = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as err:  # pragma: no cover - the header was checked
+    except (ValueError, OSError, TypeError) as err:  # a header numpy itself cannot parse (fuzz)
         raise _fail(what, path, f"cannot be read ({' '.join(str(err).split())[:120]})") from None
     return a.astype(dtype.newbyteorder("="), copy=False)
 

@@ -179,6 +179,8 @@ def resolve_inputs(
         else ("config -rand_min/-rand_max" if cfg_range else f"default of the {rtype} generator")
     )
     lo, hi = harness_range(rtype, lo, hi)
+    if lo is not None and hi is not None and lo > hi:
+        raise ConfigError(f"--rand-min/--rand-max: the range [{lo}, {hi}] is inverted; give the lower bound first")
     if (rand_min is None) != (rand_max is None) and opt_range:
         range_src += f" (the other bound the {rtype} default)"
 

@@ -469,7 +469,10 @@ def _check_passes(metric: str, value: float, limit: float) -> bool:
 
 
 def evaluate(result: ComparisonResult, thresholds: Thresholds) -> Verdict:
-    """Apply ``thresholds`` to a result computed beforehand."""
+    """Apply ``thresholds`` to a result computed beforehand; ValueError for a result of no
+    elements (a verdict on nothing would be a PASS that says nothing)."""
+    if result.n == 0:
+        raise ValueError("validation, kernel: both arrays are empty: there is nothing to judge")
     nf = result.nonfinite
     bad_nonfinite = nf.n_mismatch - (nf.n_nan_both if thresholds.equal_nan else 0)
     spoiled = thresholds.nonfinite == "fail" and bad_nonfinite > 0
