@@ -29,7 +29,7 @@ import numpy as np
 
 from .atomics import SplitPartials, add_order
 from .dot import accumulator_values, compact_c, decode_operands, fp16_operand, run_kernel, unit_params
-from .schedule import Schedule, check_k_order
+from .schedule import Schedule, chain_positions, check_k_order
 from .units import Format
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "as_schedule",
     "chain_operands",
     "chain_params",
+    "combine",
     "finish",
     "fma32",
     "reduce_partials",
@@ -176,16 +177,17 @@ def chain_params(params, schedule: Schedule):
 
 
 def chain_operands(A_seq: np.ndarray, B_seq: np.ndarray, r: slice, schedule: Schedule):
-    """The operands one split's chain takes: ``A_seq[:, r]`` and ``B_seq[r]``, contiguous, with
-    ``schedule.residue_tile`` t > 0 the split's k residue (its length modulo t) first and
-    zero-filled to t entries (+0 products)."""
-    a, b = A_seq[:, r], B_seq[r]
-    tile = schedule.residue_tile
-    rem = a.shape[1] % tile if tile else 0
-    if rem:
-        fill = tile - rem
-        a = np.concatenate([a[:, :rem], np.zeros((a.shape[0], fill), np.float32), a[:, rem:]], axis=1)
-        b = np.concatenate([b[:rem], np.zeros((fill, b.shape[1]), np.float32), b[rem:]], axis=0)
+    """The operands one split's chain takes: ``A_seq[:, r]`` and ``B_seq[r]``, contiguous, laid
+    out by :func:`emu.schedule.chain_positions` (with a residue tile, the split's k residue first,
+    zero-filled: +0 products)."""
+    pos = chain_positions(r.start, r.stop, r.step or 1, schedule.residue_tile)
+    fill = pos < 0
+    if not fill.any():
+        return np.ascontiguousarray(A_seq[:, r], np.float32), np.ascontiguousarray(B_seq[r], np.float32)
+    taken = np.where(fill, 0, pos)
+    a, b = A_seq[:, taken], B_seq[taken]
+    a[:, fill] = 0
+    b[fill] = 0
     return np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32)
 
 
@@ -303,31 +305,33 @@ def _c_values(C, params, shape) -> np.ndarray:
     """C as the kernels take it (float32, compacted), with a clear error for a wrong shape."""
     c = accumulator_values(C, params.output_format).astype(np.float32)
     try:
-        np.broadcast_shapes(c.shape, shape)
+        fits = np.broadcast_shapes(c.shape, shape) == shape
     except ValueError:
-        raise ValueError(f"C: shape {c.shape} does not broadcast to the output's {shape}") from None
-    if np.broadcast_shapes(c.shape, shape) != shape:
+        fits = False
+    if not fits:
         raise ValueError(f"C: shape {c.shape} does not broadcast to the output's {shape}")
     return compact_c(c, shape, *shape)
 
 
 def _gemm_in_order(params, A_seq, B_seq, C, schedule: Schedule):
     shape = (A_seq.shape[0], B_seq.shape[1])
-    zero = np.zeros((1, 1), np.float32)
-    C0 = zero if C is None else _c_values(C, params, shape)
-    if schedule.c_entry == "chain":
-        partials = _partials(params, A_seq, B_seq, schedule, C0)
-        ws = None
-    else:
-        partials = _partials(params, A_seq, B_seq, schedule, None)
-        ws = np.broadcast_to(C0 if schedule.c_entry == "workspace" else zero, shape).astype(np.float32)
+    C0 = None if C is None else _c_values(C, params, shape)
+    partials = _partials(params, A_seq, B_seq, schedule, C0 if schedule.c_entry == "chain" else None)
+    return combine(params, list(partials), C0, schedule)
+
+
+def combine(unit, partials, C, schedule: Schedule) -> np.ndarray:
+    """The output from the split chains' results (float32 arrays of one shape): their reduction
+    (onto a workspace holding C when C enters it there), the epilogue and the output rounding. C
+    is float32 broadcastable to a partial, or None for +0."""
     if len(partials) == 1 and schedule.reduction not in ("workspace", "random") and not schedule.partial_format:
-        acc = partials[0]
+        acc = partials[0]  # one chain: no reduction to run
     else:
-        if ws is None:
-            ws = np.zeros(shape, np.float32)
+        ws = None
+        if schedule.c_entry == "workspace" and C is not None:
+            ws = np.broadcast_to(C, partials[0].shape).astype(np.float32)
         acc = reduce_partials(partials, schedule, ws)
-    return finish(params, acc, None if C is None else C0, schedule)
+    return finish(unit, acc, C, schedule)
 
 
 def finish(unit, acc: np.ndarray, C, schedule: Schedule) -> np.ndarray:

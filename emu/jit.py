@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numba
 
-__all__ = ["jit", "prange", "specialise", "CACHE", "cold", "default_cache_dir"]
+__all__ = ["jit", "prange", "specialise", "CACHE", "default_cache_dir"]
 
 prange = numba.prange
 
@@ -83,18 +83,6 @@ def _choose_cache() -> bool:
 
 #: whether compiled kernels are cached on disk (see :func:`_choose_cache`)
 CACHE = _choose_cache()
-
-
-def cold(kernel) -> bool:
-    """Whether ``kernel`` (a function :func:`jit` made) has no compiled code cached for this
-    source yet, so its first call compiles (the command line says so before a first run's minute
-    of compiling)."""
-    if not CACHE:
-        return True
-    try:
-        return not os.path.exists(kernel._cache._cache_file._index_path)
-    except AttributeError:  # numba's cache layout moved: say nothing rather than guess
-        return False
 
 
 def jit(*args, parallel: bool = False, inline: str = "never"):

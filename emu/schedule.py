@@ -51,7 +51,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Schedule", "check_k_order", "C_ENTRIES", "REDUCTIONS", "SPLIT_RULES", "OUTPUTS", "MAX_PAD_K", "MAX_SPLITS"]
+__all__ = [
+    "Schedule",
+    "chain_positions",
+    "check_k_order",
+    "C_ENTRIES",
+    "REDUCTIONS",
+    "SPLIT_RULES",
+    "OUTPUTS",
+    "MAX_PAD_K",
+    "MAX_SPLITS",
+]
 
 #: Bounds of the integer fields: beyond them no kernel runs, and padding alone would exhaust memory.
 MAX_PAD_K = 1 << 16
@@ -60,6 +70,17 @@ SPLIT_RULES = ("even", "ceil", "strided")
 REDUCTIONS = ("sequential", "workspace", "random", "tree", "halving")
 C_ENTRIES = ("chain", "workspace", "epilogue")
 OUTPUTS = (None, "fp32", "fp16", "bf16")
+
+
+def chain_positions(start: int, stop: int, step: int = 1, residue_tile: int = 0) -> np.ndarray:
+    """The accumulation-sequence positions one split's chain reads, in order, −1 for a +0
+    product: ``range(start, stop, step)``, with ``residue_tile`` t > 0 its residue (length modulo
+    t) first and zero-filled to t entries (see :attr:`Schedule.residue_tile`)."""
+    seq = np.arange(start, stop, step)
+    rem = seq.size % residue_tile if residue_tile else 0
+    if not rem:
+        return seq
+    return np.concatenate([seq[:rem], np.full(residue_tile - rem, -1, seq.dtype), seq[rem:]])
 
 
 def check_k_order(k_order) -> None:

@@ -26,11 +26,11 @@ import numpy as np
 import emu
 import models
 from emu.dot import run_kernel, unit_params
-from emu.gemm import chain_params, finish, operand_in_order, reduce_partials
+from emu.gemm import chain_params, combine, operand_in_order
 from emu.implicit_gemm import K_ORDERS, conv_pieces
-from emu.schedule import Schedule
+from emu.schedule import Schedule, chain_positions
 from models.kernels import ATOMIC_ORDERS
-from models.libraries import LIBRARY_SCHEDULES, k_tile_from_name, matching, not_modelled, unit_from_gpu
+from models.libraries import k_tile_from_name, matching, not_modelled, unit_from_gpu
 
 from .capture import PASS_OF, Capture, CaptureError, GemmJob
 
@@ -455,14 +455,7 @@ class _Sample:
         same = 0
         for j, (_, _, C, want) in enumerate(jobs):
             partials = [self._chains[key][j] for key in keys]
-            if len(partials) == 1 and s.reduction == "sequential" and not s.partial_format:
-                acc = partials[0]
-            else:
-                ws = None
-                if C is not None and s.c_entry == "workspace":
-                    ws = np.broadcast_to(C, partials[0].shape).astype(np.float32)
-                acc = reduce_partials(partials, s, ws)
-            got = finish(params, acc, C, s)
+            got = combine(params, partials, C, s)
             same += int(np.count_nonzero(_bits(got) == _bits(want)))
         return same
 
@@ -495,11 +488,7 @@ def _keys(cand: Candidate, chain, K: int, has_c: bool) -> list[tuple]:
 
 def _chain_indices(key) -> np.ndarray:
     """The k indices one chain reads, −1 for the zero fill of a residue-first tile."""
-    k0, k1, tile, step = key[3], key[4], key[6], key[7]
-    if not tile:
-        return np.arange(k0, k1, step)
-    rem = (k1 - k0) % tile
-    return np.concatenate([np.arange(k0, k0 + rem), np.full(tile - rem, -1), np.arange(k0 + rem, k1)])
+    return chain_positions(key[3], key[4], key[7], key[6])
 
 
 def _chain_length(key) -> int:
@@ -744,7 +733,3 @@ def search(
         hints=hints,
         unit=unit_name,
     )
-
-
-#: every named library schedule, for reports that list what the search knows
-KNOWN_FAMILIES = tuple(s.name for s in LIBRARY_SCHEDULES)
