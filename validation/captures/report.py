@@ -152,8 +152,10 @@ def to_text(cap: Capture, r: SearchResult) -> str:
         for c in s["clusters"]:
             box = ", ".join(f"{a} {c[a][0]}..{c[a][1]}" for a in s["axes"])
             lines.append(f"  cluster of {c['size']}: {box}")
-    lines.append(
-        "  A few scattered 1-ulp differences point at arithmetic the search does not model; "
-        "clusters or large distances at a bug in the kernel."
-    )
+    if s["pattern"] == "scattered, all within 1 ulp":
+        lines.append("  Scattered 1-ulp differences: arithmetic the search does not model, more likely than a bug.")
+    else:
+        lines.append(
+            "  Clustered or larger than 1 ulp: a BUG SUSPECT in the kernel (or inputs that are not the GPU's)."
+        )
     return "\n".join(lines)
