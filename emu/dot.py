@@ -9,10 +9,20 @@ from .decode import TILE, quads
 from .formats import FP16_TO_FP32, FP16_TO_FP32_FTZ
 from .jit import jit, prange
 from .kernels import KERNELS, LANES
+from .operands import decode_flush, is_wide, operand
 from .rows import driver, rows_driver, rows_fused
-from .units import Family, Format, UnitParams, kernel_params
+from .units import WIDE_INPUTS, Family, Format, InputFormat, UnitParams, kernel_params, kernel_vector
 
-__all__ = ["dot_add", "unit_params", "fp16_operand", "run_kernel", "decode_operands", "compact_c", "accumulator_values"]
+__all__ = [
+    "dot_add",
+    "unit_params",
+    "fp16_operand",
+    "kernel_dtype",
+    "run_kernel",
+    "decode_operands",
+    "compact_c",
+    "accumulator_values",
+]
 
 
 def unit_params(unit) -> UnitParams:
@@ -27,6 +37,23 @@ def unit_params(unit) -> UnitParams:
         raise ValueError(f"unit.group_size: a pairwise tree needs a power of two, got {params.group_size}")
     if params.family in (Family.TRUNCATED_FUSED, Family.TWO_STAGE) and not 0 <= params.fraction_bits <= 48:
         raise ValueError(f"unit.fraction_bits: must be in 0..48 (float64 exactness), got {params.fraction_bits}")
+    try:
+        fmt = InputFormat(params.input_format)
+    except ValueError:
+        accepted = ", ".join(f"{m.name} ({int(m)})" for m in InputFormat)
+        raise ValueError(f"unit.input_format: {params.input_format!r} is not one of {accepted}") from None
+    if not 1 <= params.output_fraction_bits <= 23:
+        raise ValueError(f"unit.output_fraction_bits: must be in 1..23, got {params.output_fraction_bits}")
+    if params.interleaved_sums not in (1, 2):
+        raise ValueError(f"unit.interleaved_sums: must be 1 or 2, got {params.interleaved_sums}")
+    if params.family == Family.FUSED_EXACT and fmt in WIDE_INPUTS and params.group_size > 2:
+        # the exact path's error sum is exact for fp16 products (a 2^-48 grid) or one TwoSum error
+        raise ValueError(
+            f"unit.group_size: an exact fused unit with {fmt.name.lower()} operands is modelled for groups of "
+            f"1 or 2 (MI100's bf16), got {params.group_size}"
+        )
+    if params.output_format == Format.FP16 and fmt in WIDE_INPUTS:
+        raise ValueError(f"unit.output_format: fp16 accumulators take fp16 or fp8 operands, not {fmt.name.lower()}")
     return params
 
 
@@ -127,11 +154,19 @@ def compact_c(c: np.ndarray, batch: tuple, M: int, N: int) -> np.ndarray:
     return np.ascontiguousarray(cb).reshape(M, N)
 
 
+def kernel_dtype(params: UnitParams):
+    """The dtype of the operand values the kernels take: float64 for the wide input formats
+    (bf16, tf32), float32 (fp16 values) otherwise."""
+    return np.float64 if is_wide(params) else np.float32
+
+
 def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
-    """Run the family kernel on prepared float32 operands (fp16 values): A (M, K) for a GEMM, or
-    (1, K, N) for one a-vector per output (see ``kernels._tiles``); B (K, N); C (M, N), or
-    broadcastable to it as (1 or M, 1 or N). Returns (M, N) float32."""
-    A, B = np.ascontiguousarray(A, np.float32), np.ascontiguousarray(B, np.float32)
+    """Run the family kernel on prepared operand values (float32 fp16 values; float64 for bf16 and
+    tf32, :func:`kernel_dtype`): A (M, K) for a GEMM, or (1, K, N) for one a-vector per output
+    (see ``kernels._tiles``); B (K, N); C (M, N), or broadcastable to it as (1 or M, 1 or N).
+    Returns (M, N) float32."""
+    dtype = kernel_dtype(params)
+    A, B = np.ascontiguousarray(A, dtype), np.ascontiguousarray(B, dtype)
     C = np.ascontiguousarray(C, np.float32)
     K, N = B.shape
     if A.ndim == 2 and A.shape[1] == K:
@@ -145,7 +180,7 @@ def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
     out = np.empty((M, N), np.float32)
     if out.size:
         params = kernel_params(params)
-        KERNELS[Family(params.family)](A, B, C, out, np.asarray(params, np.int64))
+        KERNELS[Family(params.family)](A, B, C, out, kernel_vector(params))
     return out
 
 
@@ -199,7 +234,7 @@ def _dot_batch(params, a_bits, b_bits, c32, batch, flush) -> np.ndarray:
                 np.ascontiguousarray(c3),
                 flush,
                 out,
-                np.asarray(params, np.int64),
+                kernel_vector(params),
             )
             return out
         out = np.empty(batch, np.float32)  # few elements: one parallel GEMM each
@@ -229,7 +264,7 @@ def _rows(params, a2, b2, c1, flush) -> np.ndarray:
     # C-ordered operands (one row for a repeated one): one compiled signature, and rows read
     # twice as fast as through strides
     a2, b2, c1 = (np.ascontiguousarray(x[:1] if s else x) for x, s in zip((a2, b2, c1), same))
-    prm = np.asarray(params, np.int64)
+    prm = kernel_vector(params)
     pairwise = params.family == Family.PAIRWISE and params.group_size == 4
     if (params.family == Family.FMA or pairwise) and not (same[0] or same[1]) and FUSED:
         a4, b4 = quads(a2), quads(b2)
@@ -248,17 +283,46 @@ def _rows(params, a2, b2, c1, flush) -> np.ndarray:
     return out
 
 
+#: rows per launch of the wide (float64) rows path: bounds its transposed copies
+WIDE_ROWS = 1 << 15
+
+
+def _dot_values(params, a, b, c32, batch) -> np.ndarray:
+    """float32 results of ``batch`` shape for float64 operand values (bf16, tf32): a GEMM when a
+    varies over rows and b over columns, else rows in the batched layout, a block at a time."""
+    K = a.shape[-1]
+    nd = len(batch)
+    a_batch = (1,) * (nd - a.ndim + 1) + a.shape[:-1]
+    b_batch = (1,) * (nd - b.ndim + 1) + b.shape[:-1]
+    if _gemm_like(a_batch, b_batch, batch):
+        M, N = int(np.prod(batch[:-1])), batch[-1]
+        A = np.broadcast_to(a.reshape(a_batch[:-1] + (K,)), batch[:-1] + (K,)).reshape(M, K)
+        B = np.broadcast_to(b.reshape(b_batch[-1], K), (N, K)).T
+        return run_kernel(params, A, B, compact_c(c32, batch, M, N))
+    P = int(np.prod(batch))
+    a2 = np.broadcast_to(a, batch + (K,)).reshape(P, K)
+    b2 = np.broadcast_to(b, batch + (K,)).reshape(P, K)
+    c1 = np.broadcast_to(c32, batch).reshape(P)
+    out = np.empty(P, np.float32)
+    for p0 in range(0, P, WIDE_ROWS):
+        p1 = min(P, p0 + WIDE_ROWS)
+        out[p0:p1] = run_kernel(params, a2[p0:p1].T[None], b2[p0:p1].T, c1[p0:p1].reshape(1, -1))[0]
+    return out
+
+
 def dot_add(a, b, c, unit) -> np.ndarray:
     """d = c + Σ_k a_k·b_k as ``unit`` computes it.
 
-    a, b: (..., K) float16 (or uint16 bit patterns); c: (...) float32 (float16 for a unit with
-    fp16 output); the batch shapes broadcast. K is consumed from k = 0 upward in consecutive
-    groups of the unit's group size, each group updating the running accumulator (c on entry).
-    Returns float32 (float16 for fp16-output units) of the broadcast batch shape.
+    a, b: (..., K) values of the unit's input format or their bit patterns (fp16: float16 or
+    uint16; bf16: ``ml_dtypes.bfloat16`` or uint16; tf32: float32 or uint32; fp8: the
+    ``ml_dtypes`` float8 type or uint8; :func:`emu.operands.operand`); c: (...) float32 (float16
+    for a unit with fp16 output); the batch shapes broadcast. K is consumed from k = 0 upward in
+    consecutive groups of the unit's group size, each group updating the running accumulator (c
+    on entry). Returns float32 (float16 for fp16-output units) of the broadcast batch shape.
     """
     params = unit_params(unit)
-    a_bits = fp16_operand(a, "a")
-    b_bits = fp16_operand(b, "b")
+    a_bits = operand(a, "a", params)
+    b_bits = operand(b, "b", params)
     if a_bits.ndim == 0 or b_bits.ndim == 0:
         raise ValueError("a, b: need at least one dimension (K)")
     K = a_bits.shape[-1]
@@ -268,7 +332,10 @@ def dot_add(a, b, c, unit) -> np.ndarray:
     batch = np.broadcast_shapes(a_bits.shape[:-1], b_bits.shape[:-1], c_vals.shape)
     c32 = c_vals.astype(np.float32, copy=False)
 
-    out = _dot_batch(params, a_bits, b_bits, c32, batch, bool(params.flush_inputs))
+    if is_wide(params):
+        out = _dot_values(params, a_bits, b_bits, c32, batch)
+    else:
+        out = _dot_batch(params, a_bits, b_bits, c32, batch, decode_flush(params))
     out = out.reshape(batch)
     if params.output_format == Format.FP16:
         return out.astype(np.float16)

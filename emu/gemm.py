@@ -28,7 +28,8 @@ import ml_dtypes
 import numpy as np
 
 from .atomics import SplitPartials, add_order
-from .dot import accumulator_values, compact_c, decode_operands, fp16_operand, run_kernel, unit_params
+from .dot import accumulator_values, compact_c, decode_operands, kernel_dtype, run_kernel, unit_params
+from .operands import decode_flush, operand
 from .schedule import Schedule, chain_positions, check_k_order
 from .units import Format
 
@@ -142,25 +143,30 @@ def _gather(bits: np.ndarray, seq: np.ndarray, axis: int) -> np.ndarray:
     taken = np.take(bits, np.where(seq < 0, 0, seq), axis=axis)
     zero_shape = [1, 1]
     zero_shape[axis] = len(seq)
-    return np.where((seq < 0).reshape(zero_shape), np.uint16(0), taken)
+    return np.where((seq < 0).reshape(zero_shape), bits.dtype.type(0), taken)
 
 
 def operand_in_order(bits: np.ndarray, seq: np.ndarray, axis: int, flush: bool) -> np.ndarray:
-    """float32 values of the fp16 operand ``bits`` (uint16 patterns, 2-D) with its gemmK axis
-    (``axis``: 1 for A, 0 for B) in the accumulation order ``seq`` (:meth:`GemmOrder.sequence`;
-    −1 entries are +0); with ``flush``, |x| < 2^-14 becomes +0. What :func:`gemm` feeds the
-    unit, for callers that run several units on the same operands (:func:`gemm_decoded`)."""
-    return decode_operands(_gather(bits, seq, axis), flush)
+    """The values the unit takes of an operand (2-D: uint16 fp16 patterns, or float64 values of
+    a wide format, as :func:`emu.operands.operand` gives them) with its gemmK axis (``axis``: 1
+    for A, 0 for B) in the accumulation order ``seq`` (:meth:`GemmOrder.sequence`; −1 entries
+    are +0): float32 fp16 values (with ``flush``, |x| < 2^-14 becomes +0), or the float64 values
+    in order. What :func:`gemm` feeds the unit, for callers that run several units on the same
+    operands (:func:`gemm_decoded`)."""
+    taken = _gather(bits, seq, axis)
+    if bits.dtype == np.float64:
+        return np.ascontiguousarray(taken)
+    return decode_operands(taken, flush)
 
 
 def _prepare(A, B, unit, order):
     params = unit_params(unit)
-    a_bits, b_bits = fp16_operand(A, "A"), fp16_operand(B, "B")
+    a_bits, b_bits = operand(A, "A", params), operand(B, "B", params)
     if a_bits.ndim != 2 or b_bits.ndim != 2 or a_bits.shape[1] != b_bits.shape[0]:
         raise ValueError(f"A, B: need (M, K) and (K, N), got {a_bits.shape} and {b_bits.shape}")
     schedule = as_schedule(order)
     seq = schedule.sequence(a_bits.shape[1])
-    flush = bool(params.flush_inputs)
+    flush = decode_flush(params)
     A_seq = operand_in_order(a_bits, seq, 1, flush)
     B_seq = operand_in_order(b_bits, seq, 0, flush)
     return params, A_seq, B_seq, schedule
@@ -183,12 +189,12 @@ def chain_operands(A_seq: np.ndarray, B_seq: np.ndarray, r: slice, schedule: Sch
     pos = chain_positions(r.start, r.stop, r.step or 1, schedule.residue_tile)
     fill = pos < 0
     if not fill.any():
-        return np.ascontiguousarray(A_seq[:, r], np.float32), np.ascontiguousarray(B_seq[r], np.float32)
+        return np.ascontiguousarray(A_seq[:, r]), np.ascontiguousarray(B_seq[r])
     taken = np.where(fill, 0, pos)
     a, b = A_seq[:, taken], B_seq[taken]
     a[:, fill] = 0
     b[fill] = 0
-    return np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32)
+    return np.ascontiguousarray(a), np.ascontiguousarray(b)
 
 
 def _partials(params, A_seq, B_seq, schedule: Schedule, C0=None):
@@ -271,7 +277,8 @@ def gemm(A, B, C, unit, order: GemmOrder | Schedule | None = None) -> np.ndarray
     """C + A·B through ``unit`` in ``order``, the GEMM form of :func:`emu.dot_add` (same argument
     order, same result type).
 
-    A (M, K) and B (K, N) fp16 (or uint16 patterns); C (M, N) or broadcastable to it, float32
+    A (M, K) and B (K, N) of the unit's input format (fp16: float16 or uint16 patterns; the
+    other formats as :func:`emu.dot_add` takes them); C (M, N) or broadcastable to it, float32
     (float16 for a unit with fp16 output), or None for +0. Returns (M, N) float32 (float16 for
     fp16-output units). With split-K the chunk results are added onto C in ascending chunk order,
     or, with ``order.combine == "random"``, in the order :func:`emu.atomics.add_order` draws for
@@ -288,14 +295,17 @@ def gemm_decoded(
 ) -> np.ndarray:
     """:func:`gemm` on operands already in the unit's accumulation order: ``A_seq`` (M, K') and
     ``B_seq`` (K', N) float32 fp16 values as :func:`operand_in_order` returns them for
-    ``order.sequence(K)`` (K' its length, padding included) and the unit's ``flush_inputs``.
-    The same bits as ``gemm(A, B, C, unit, order)``; several units that share an order and a
-    flush setting can share one decode."""
+    ``order.sequence(K)`` (K' its length, padding included) and the unit's ``flush_inputs``
+    (float64 values for a bf16 or tf32 unit). The same bits as ``gemm(A, B, C, unit, order)``;
+    several units that share an order and a flush setting can share one decode."""
     params = unit_params(unit)
     schedule = as_schedule(order)
+    dtype = np.dtype(kernel_dtype(params))
     for name, x in (("A_seq", A_seq), ("B_seq", B_seq)):
-        if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != 2:
-            raise TypeError(f"{name}: expected a 2-D float32 array of fp16 values, got {getattr(x, 'dtype', type(x))}")
+        if not isinstance(x, np.ndarray) or x.dtype != dtype or x.ndim != 2:
+            raise TypeError(
+                f"{name}: expected a 2-D {dtype.name} array of operand values, got {getattr(x, 'dtype', type(x))}"
+            )
     if A_seq.shape[1] != B_seq.shape[0]:
         raise ValueError(f"A_seq, B_seq: need (M, K) and (K, N), got {A_seq.shape} and {B_seq.shape}")
     return _gemm_in_order(params, A_seq, B_seq, C, schedule)

@@ -7,9 +7,12 @@ Every kernel is compiled with ``cache=True`` (compile once per machine), ``fastm
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import stat
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -61,17 +64,62 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fp16emu" / "numba"
 
 
+#: folders of other code versions kept beside the current one (the most recently used), and the
+#: age in seconds below which none is removed (another process may be using it)
+KEEP_VERSIONS = 3
+KEEP_SECONDS = 86400
+
+
+def source_digest() -> str:
+    """16 hex digits of the sha256 of every ``emu`` source file (relative path and bytes).
+
+    Numba checks a cached kernel against its own source file only, not the files whose functions
+    it inlined: a changed helper in ``emu/kernels/_scalar.py`` would leave stale machine code in
+    use. The cache therefore lives in a folder per version of the whole ``emu`` source."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _prune_versions(place: Path, current: str) -> None:
+    """Remove cache folders of other source versions beyond the ``KEEP_VERSIONS`` most recently
+    modified and older than ``KEEP_SECONDS`` (only 16-hex-digit folders this user owns; errors are
+    ignored)."""
+    try:
+        others = [
+            p
+            for p in place.iterdir()
+            if p.name != current and len(p.name) == 16 and all(ch in "0123456789abcdef" for ch in p.name)
+        ]
+        others = [p for p in others if p.is_dir() and not p.is_symlink() and p.stat().st_uid == os.getuid()]
+        others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+        now = time.time()
+        for old in others[KEEP_VERSIONS:]:
+            if now - old.stat().st_mtime > KEEP_SECONDS:
+                shutil.rmtree(old, ignore_errors=True)
+    except (OSError, AttributeError):
+        pass
+
+
 def _choose_cache() -> bool:
     """Give numba one safe, writable cache folder before any kernel is decorated, the same for
     the command line, Python, ``make`` and notebooks: the user's ``NUMBA_CACHE_DIR`` when set,
-    else :func:`default_cache_dir`. Either must be a folder of this user's that nobody else can
-    write (the default is created 0700); otherwise the kernels are compiled in memory in every
+    else :func:`default_cache_dir`, in a subfolder named by :func:`source_digest`. Both must be
+    folders of this user's that nobody else can write (created 0700); otherwise the kernels are compiled in memory in every
     process, with a warning saying why (never a shared or predictable folder such as ``/tmp``)."""
     configured = numba.config.CACHE_DIR
     place = Path(configured) if configured else default_cache_dir()
     why = _private(place, create=not configured or not os.path.exists(configured))
-    if why is None and _writable(place):
-        numba.config.CACHE_DIR = str(place)
+    digest = source_digest()
+    if why is None:  # one subfolder per version of the emu sources (source_digest says why)
+        fresh = not (place / digest).exists()
+        why = _private(place / digest, create=True)
+        if why is None and fresh:
+            _prune_versions(place, digest)
+    if why is None and _writable(place / digest):
+        numba.config.CACHE_DIR = str(place / digest)
         return True
     why = why or f"{place} is not writable"
     numba.config.CACHE_DIR = ""

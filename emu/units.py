@@ -26,9 +26,22 @@ exponent −14, an fp32 subnormal or zero −126, and a product's exponent is th
 from __future__ import annotations
 
 from enum import IntEnum
+from types import MappingProxyType
 from typing import NamedTuple
 
-__all__ = ["Family", "Rounding", "Format", "UnitParams", "kernel_params"]
+import numpy as np
+
+__all__ = [
+    "Family",
+    "Rounding",
+    "Format",
+    "InputFormat",
+    "INPUT_EMIN",
+    "WIDE_INPUTS",
+    "UnitParams",
+    "kernel_params",
+    "kernel_vector",
+]
 
 
 class Family(IntEnum):
@@ -53,6 +66,40 @@ class Format(IntEnum):
     FP16 = 1
 
 
+class InputFormat(IntEnum):
+    """The operand format a unit multiplies: fp16; bf16; tf32 (fp32 containers whose 13 low
+    fraction bits the unit drops: RZ to 10 fraction bits); the OCP fp8 formats e4m3fn and e5m2;
+    the fnuz fp8 formats of AMD MI300 (no infinity, no −0, one NaN 0x80, bias one larger)."""
+
+    FP16 = 0
+    BF16 = 1
+    TF32 = 2
+    E4M3 = 3
+    E5M2 = 4
+    E4M3FNUZ = 5
+    E5M2FNUZ = 6
+
+
+#: The field exponent of each input format's subnormals and zero (its smallest normal exponent):
+#: what a unit aligns a subnormal operand by (MMA-Sim mmasim/arithmetic/helper.py
+#: dtype_subnormal_exponent; tf32 is fp32's).
+INPUT_EMIN = MappingProxyType(
+    {
+        InputFormat.FP16: -14,
+        InputFormat.BF16: -126,
+        InputFormat.TF32: -126,
+        InputFormat.E4M3: -6,
+        InputFormat.E5M2: -14,
+        InputFormat.E4M3FNUZ: -7,
+        InputFormat.E5M2FNUZ: -15,
+    }
+)
+#: Formats whose products can leave fp32's exponent range (8-bit exponents): the kernels run on
+#: their float64 values. The others (fp16 and every fp8, whose values are all fp16 values) run
+#: on fp16 bit patterns and float32 values, products exact in fp32.
+WIDE_INPUTS = frozenset({InputFormat.BF16, InputFormat.TF32})
+
+
 class UnitParams(NamedTuple):
     """Plain integers, so numba kernels can take them; ``models`` builds these with sources.
 
@@ -60,6 +107,12 @@ class UnitParams(NamedTuple):
     subnormal accumulator on entry to +0; ``flush_products`` / ``flush_partials`` /
     ``flush_output`` set subnormal products / intermediate sums / group results to zero of the
     same sign.
+
+    ``input_format``: the operands' :class:`InputFormat`. ``output_fraction_bits``: the fraction
+    bits a TRUNCATED_FUSED group result keeps in fp32's exponent range (23; 13 for the E8M13
+    accumulator of NVIDIA's fp8 paths). ``interleaved_sums``: TWO_STAGE stage 1 as one
+    truncated sum of the group's products (1) or as separate sums of the even and odd products,
+    combined by flooring (2: AMD MI300's fp8 "GTR-FDPA").
     """
 
     family: int
@@ -77,6 +130,9 @@ class UnitParams(NamedTuple):
     flush_partials: bool = False
     flush_output: bool = False
     round_each_group: bool = True
+    input_format: int = InputFormat.FP16
+    output_fraction_bits: int = 23
+    interleaved_sums: int = 1
 
 
 def kernel_params(params: UnitParams) -> UnitParams:
@@ -100,3 +156,9 @@ def kernel_params(params: UnitParams) -> UnitParams:
             family=int(Family.FMA), flush_c=False, flush_products=False, flush_partials=False, flush_output=False
         )
     return params
+
+
+def kernel_vector(params: UnitParams) -> np.ndarray:
+    """The int64 vector the family kernels take: ``params`` in field order, then the field
+    exponent of the input format's subnormals (:data:`INPUT_EMIN`)."""
+    return np.asarray((*params, INPUT_EMIN[InputFormat(params.input_format)]), np.int64)

@@ -1,7 +1,9 @@
 """Named matrix units and FMA paths as parameter sets, every parameter with its source.
 
-``unit(name)`` returns a frozen :class:`Unit`; ``dataclasses.replace(unit, group_size=8)`` gives a
-variant to explore. ``Unit.params`` is the plain record the ``emu`` kernels take.
+``unit(name, input=FORMAT, output=…)`` returns a frozen :class:`Unit` for one operand format
+(fp16, bf16, tf32, e4m3, e5m2, e4m3fnuz, e5m2fnuz: :data:`UNIT_INPUTS` says which units have
+which); ``dataclasses.replace(unit, group_size=8)`` gives a variant to explore. ``Unit.params``
+is the plain record the ``emu`` kernels take.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from emu.units import Family, Format, Rounding, UnitParams
+from emu.operands import input_format, input_name
+from emu.units import Family, Format, InputFormat, Rounding, UnitParams
 
-__all__ = ["Unit", "unit", "UNIT_NAMES", "ALIASES", "MAX_GROUP_SIZE"]
+__all__ = ["Unit", "unit", "UNIT_NAMES", "UNIT_INPUTS", "ALIASES", "MAX_GROUP_SIZE"]
 
 #: The largest products-per-group a unit may have (matrix units have 1 … 32).
 MAX_GROUP_SIZE = 1 << 12
@@ -26,6 +29,8 @@ KHATTAK = "Khattak & Mikaitis, arXiv 2512.07004; north-numerical-computing/MATLA
 FASI = "Fasi, Higham, Mikaitis, Pranesh, PeerJ CS 7:e330 (2021), test suite @9dae3fc"
 PYTORCH_MI200 = "PyTorch docs, numerical_accuracy.rst, 'Reduced Precision FP16 and BF16 GEMMs … MI200'"
 IEEE = "IEEE 754-2019 fusedMultiplyAdd; fp16·fp16 is exact in fp32 (22-bit significand)"
+PTX = "NVIDIA PTX ISA 8.x, mma / wgmma / tcgen05.mma type tables"
+CDNA3_ISA = "AMD CDNA3 ISA reference, V_MFMA_*_F8/BF8/XF32 (2024)"
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,9 @@ class Unit:
     flush_partials: bool = False
     flush_output: bool = False
     round_each_group: bool = True
+    input_format: InputFormat = InputFormat.FP16
+    output_fraction_bits: int = 23
+    interleaved_sums: int = 1
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __reduce__(self):
@@ -66,6 +74,7 @@ class Unit:
             "c_alignment_rounding": Rounding,
             "output_rounding": Rounding,
             "output_format": Format,
+            "input_format": InputFormat,
         }
         for name, enum in enums.items():
             value = getattr(self, name)
@@ -74,7 +83,7 @@ class Unit:
             except ValueError:
                 accepted = ", ".join(f"{m.name} ({int(m)})" for m in enum)
                 raise ValueError(f"{name}: {value!r} is not one of {accepted}") from None
-        for name in ("group_size", "fraction_bits", "sum_fraction_bits", "zero_exponent"):
+        for name in ("group_size", "fraction_bits", "sum_fraction_bits", "zero_exponent", "output_fraction_bits"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name}: must be a whole number, got {value!r}")
@@ -89,6 +98,10 @@ class Unit:
         for name in ("fraction_bits", "sum_fraction_bits"):
             if not 0 <= getattr(self, name) <= 48:
                 raise ValueError(f"{name}: must be in 0..48 (float64 exactness), got {getattr(self, name)}")
+        if not 1 <= self.output_fraction_bits <= 23:
+            raise ValueError(f"output_fraction_bits: must be in 1..23, got {self.output_fraction_bits}")
+        if self.interleaved_sums not in (1, 2) or isinstance(self.interleaved_sums, bool):
+            raise ValueError(f"interleaved_sums: must be 1 or 2, got {self.interleaved_sums!r}")
         if not -1100 <= self.zero_exponent <= 1100:
             raise ValueError(f"zero_exponent: must be in -1100..1100 (a float64 exponent), got {self.zero_exponent}")
         for name in ("flush_inputs", "flush_c", "flush_products", "flush_partials", "flush_output", "round_each_group"):
@@ -112,6 +125,8 @@ _UNUSED = {
         "c_alignment_rounding",
         "zero_exponent",
         "round_each_group",
+        "output_fraction_bits",
+        "interleaved_sums",
     ),
     Family.PAIRWISE: (
         "fraction_bits",
@@ -120,9 +135,11 @@ _UNUSED = {
         "c_alignment_rounding",
         "zero_exponent",
         "round_each_group",
+        "output_fraction_bits",
+        "interleaved_sums",
     ),
-    Family.TRUNCATED_FUSED: ("sum_fraction_bits", "c_alignment_rounding", "round_each_group"),
-    Family.TWO_STAGE: ("zero_exponent", "round_each_group"),
+    Family.TRUNCATED_FUSED: ("sum_fraction_bits", "c_alignment_rounding", "round_each_group", "interleaved_sums"),
+    Family.TWO_STAGE: ("zero_exponent", "round_each_group", "output_fraction_bits"),
     Family.FMA: (
         "fraction_bits",
         "sum_fraction_bits",
@@ -130,8 +147,18 @@ _UNUSED = {
         "c_alignment_rounding",
         "zero_exponent",
         "round_each_group",
+        "output_fraction_bits",
+        "interleaved_sums",
     ),
-    Family.FP64: ("fraction_bits", "sum_fraction_bits", "alignment_rounding", "c_alignment_rounding", "zero_exponent"),
+    Family.FP64: (
+        "fraction_bits",
+        "sum_fraction_bits",
+        "alignment_rounding",
+        "c_alignment_rounding",
+        "zero_exponent",
+        "output_fraction_bits",
+        "interleaved_sums",
+    ),
 }
 
 
@@ -146,6 +173,47 @@ def _cite(family: Family, default: str, **specific: str) -> Mapping[str, str]:
     fields = [f.name for f in dataclasses.fields(Unit) if f.name != "sources"]
     unused = dict.fromkeys(_UNUSED[family], "unused by this family")
     return MappingProxyType({f: specific.get(f, unused.get(f, default)) for f in fields} | {"name": "fp16emu naming"})
+
+
+def _with_input(u: Unit, fmt: InputFormat, instruction: str, **changes) -> Unit:
+    """``u`` for operands of ``fmt``: the fields in ``changes`` and ``input_format``, each cited
+    (``changes`` maps a field to (value, source))."""
+    values = {k: v for k, (v, _) in changes.items()}
+    sources = dict(u.sources) | {k: src for k, (_, src) in changes.items()}
+    sources["input_format"] = f"{instruction} operand type"
+    name = input_name(fmt)
+    if "description" not in values:
+        values["description"] = (
+            u.description.replace("fp16 inputs", f"{name} inputs")
+            if "fp16 inputs" in u.description
+            else f"{u.description}; {name} operands"
+        )
+    return dataclasses.replace(u, input_format=fmt, sources=MappingProxyType(sources), **values)
+
+
+def _nvidia_input(u: Unit, arch: str, bytes_per_step: int, fmt: InputFormat) -> Unit:
+    """An NVIDIA unit for operands of ``fmt`` (MMA-Sim nv_ptx/sim.py: L_max = the bytes one step
+    fuses / the operand size; fp8 through Ada's mma and Hopper's wgmma keeps 13 fraction bits,
+    F = 13, and its fp32 accumulator is cut to E8M13; Blackwell's tcgen05.mma keeps F = 25)."""
+    if fmt == InputFormat.FP16:
+        return u
+    size = {InputFormat.BF16: 2, InputFormat.TF32: 4}.get(fmt, 1)
+    changes = {
+        "group_size": (
+            bytes_per_step // size,
+            f"{MMASIM_NV} _mma_L_max_bytes['{arch}'] // itemsize ({bytes_per_step} // {size})",
+        )
+    }
+    instruction = {"Ada Lovelace": "mma.sync", "Hopper": "mma.sync / wgmma", "Blackwell": "tcgen05.mma"}.get(
+        arch, "mma.sync"
+    )
+    if size == 1 and arch in ("Ada Lovelace", "Hopper"):
+        src = f"{MMASIM_NV} MMA (Ada, e4m3/e5m2) and WGMMA (fp8): 'truncated to F=13', rho RZ-E8M13"
+        instruction = "mma.sync (Ada) / wgmma (Hopper; Hopper's mma.sync has no fp8)"
+        changes["fraction_bits"] = (13, src)
+        if u.output_format == Format.FP32:
+            changes["output_fraction_bits"] = (13, src)
+    return _with_input(u, fmt, f"{PTX}: {instruction}", **changes)
 
 
 def _nvidia(name, arch, group_size, fraction_bits, zero_exponent_fp32, zero_exponent_fp16, output):
@@ -175,8 +243,8 @@ def _nvidia(name, arch, group_size, fraction_bits, zero_exponent_fp32, zero_expo
     )
 
 
-def _amd_mi100() -> Unit:
-    return Unit(
+def _amd_mi100(fmt: InputFormat = InputFormat.FP16) -> Unit:
+    u = Unit(
         name="mi100",
         description="AMD MI100 (CDNA1) v_mfma_f32_*f16: exact fused dot-add of 4 products and c, one RNE (E-FDPA)",
         family=Family.FUSED_EXACT,
@@ -187,11 +255,23 @@ def _amd_mi100() -> Unit:
             f"{MMASIM_AMD} (CDNA1: MMA_E_FDPA, L_max=4 for f16); {KHATTAK} MI100MC.m (fma=4, correct_rounding=1, rne, subnormals kept)",
         ),
     )
+    if fmt == InputFormat.BF16:
+        return _with_input(
+            u,
+            fmt,
+            "CDNA1 v_mfma_f32_*bf16",
+            group_size=(2, f"{MMASIM_AMD} (CDNA1: L_max = 4 if f16 else 2)"),
+            description=(
+                "AMD MI100 (CDNA1) v_mfma_f32_*bf16: exact fused dot-add of 2 products and c, one RNE (E-FDPA)",
+                f"{MMASIM_AMD} (CDNA1)",
+            ),
+        )
+    return u
 
 
-def _amd_mi200() -> Unit:
+def _amd_mi200(fmt: InputFormat = InputFormat.FP16) -> Unit:
     flush = f"{MMASIM} arithmetic/ftz_mul_add.py; {KHATTAK} MI210MC.m (in/out_subnormals=0); {PYTORCH_MI200}"
-    return Unit(
+    u = Unit(
         name="mi200",
         description="AMD MI200 (CDNA2) v_mfma_f32_*f16: FTZ pairwise fp32 adder tree, then c + tree (FTZ-AddMul)",
         family=Family.PAIRWISE,
@@ -212,10 +292,25 @@ def _amd_mi200() -> Unit:
             flush_output=flush + " (ftz_add into c, sign kept)",
         ),
     )
+    if fmt == InputFormat.BF16:
+        return _with_input(
+            u,
+            fmt,
+            "CDNA2 v_mfma_f32_*bf16_1k",
+            group_size=(
+                4,
+                f"{MMASIM_AMD} (CDNA2: P = 4 for the _1k bf16 instructions the libraries use; 2 for the CDNA1 ones)",
+            ),
+            description=(
+                "AMD MI200 (CDNA2) v_mfma_f32_*bf16_1k: FTZ pairwise fp32 adder tree of 4 bf16 products, then c + tree",
+                f"{MMASIM_AMD} (CDNA2: MMA_FTZ_MUL_ADD)",
+            ),
+        )
+    return u
 
 
-def _amd_mi300() -> Unit:
-    return Unit(
+def _amd_mi300(fmt: InputFormat = InputFormat.FP16) -> Unit:
+    u = Unit(
         name="mi300",
         description="AMD MI300 (CDNA3) v_mfma_f32_*_f16: two-stage truncated fused dot-add (TR-FDPA)",
         family=Family.TWO_STAGE,
@@ -232,10 +327,37 @@ def _amd_mi300() -> Unit:
             c_alignment_rounding=f"{MMASIM} fdpa.tr_fdpa (torch.floor); {KHATTAK} MI300MC.m armode='rd'",
         ),
     )
+    if fmt == InputFormat.BF16:
+        return _with_input(u, fmt, "CDNA3 v_mfma_f32_*_bf16", group_size=(8, f"{MMASIM_AMD} (CDNA3: L_max = 8)"))
+    if fmt == InputFormat.TF32:
+        return _with_input(
+            u,
+            fmt,
+            f"{CDNA3_ISA} v_mfma_f32_*_xf32",
+            group_size=(4, f"{MMASIM_AMD} (CDNA3: L_max = 4 for xf32)"),
+            description=(
+                "AMD MI300 (CDNA3) v_mfma_f32_*_xf32: fp32 operands cut to tf32 (RZ), two-stage truncated fused dot-add",
+                f"{MMASIM} fdpa.MMA_TR_FDPA (truncate_fp32_to_tf32)",
+            ),
+        )
+    if fmt in (InputFormat.E4M3FNUZ, InputFormat.E5M2FNUZ):
+        gtr = f"{MMASIM_AMD} (CDNA3 fp8/bf8: MMA_GTR_FDPA(F=24, F2=31, rho='RNE-FP32', L_max=16))"
+        return _with_input(
+            u,
+            fmt,
+            f"{CDNA3_ISA} v_mfma_f32_*_fp8_fp8 / *_bf8_bf8",
+            group_size=(16, gtr),
+            interleaved_sums=(2, gtr + ": even and odd products summed apart, floored together; far c dropped"),
+            description=(
+                "AMD MI300 (CDNA3) v_mfma_f32_*_fp8/bf8: grouped two-stage truncated fused dot-add (GTR-FDPA)",
+                gtr,
+            ),
+        )
+    return u
 
 
-def _fma32() -> Unit:
-    return Unit(
+def _fma32(fmt: InputFormat = InputFormat.FP16) -> Unit:
+    u = Unit(
         name="fma32",
         description="sequential fp32 FMA in k order (VALU v_fma_f32; non-xdlops kernels)",
         family=Family.FMA,
@@ -246,10 +368,11 @@ def _fma32() -> Unit:
             f"{IEEE}; {MMASIM} arithmetic/fma.py (MMA_FMA)",
         ),
     )
+    return u if fmt == InputFormat.FP16 else _with_input(u, fmt, "any (the product is exact in fp64)")
 
 
-def _fp64() -> Unit:
-    return Unit(
+def _fp64(fmt: InputFormat = InputFormat.FP16) -> Unit:
+    u = Unit(
         name="fp64",
         description="fp64 accumulator over all of K, rounded to fp32 (RNE) once at the end (CPU validation, xdlops runs)",
         family=Family.FP64,
@@ -261,6 +384,7 @@ def _fp64() -> Unit:
             "rocMLIR @3df931f1 (github.com/ROCm/rocMLIR) mcpuConv2dFloat: the CPU validation's double accumulator, result cast to float",
         ),
     )
+    return u if fmt == InputFormat.FP16 else _with_input(u, fmt, "any (the product is exact in fp64)")
 
 
 # name → (builder, output) ; NVIDIA parameters per architecture from MMA-Sim nv_ptx/sim.py
@@ -273,6 +397,25 @@ _NV = {
     "h100": ("Hopper", 16, 25, -133, -21),
     "b200": ("Blackwell", 16, 25, -133, -21),
 }
+_ALL = ("fp16", "bf16", "tf32", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz")
+#: The operand formats each unit has an instruction for (PTX ISA and MMA-Sim's instruction
+#: tables: Volta and Turing multiply fp16 only; fp8 from Ada on; MI100/MI200 fp16 and bf16; MI300
+#: adds xf32 (tf32) and the fnuz fp8 formats; the FMA and fp64 paths take any format).
+UNIT_INPUTS = MappingProxyType(
+    {
+        "v100": ("fp16",),
+        "t4": ("fp16",),
+        "a100": ("fp16", "bf16", "tf32"),
+        "ada": ("fp16", "bf16", "tf32", "e4m3", "e5m2"),
+        "h100": ("fp16", "bf16", "tf32", "e4m3", "e5m2"),
+        "b200": ("fp16", "bf16", "tf32", "e4m3", "e5m2"),
+        "mi100": ("fp16", "bf16"),
+        "mi200": ("fp16", "bf16"),
+        "mi300": ("fp16", "bf16", "tf32", "e4m3fnuz", "e5m2fnuz"),
+        "fma32": _ALL,
+        "fp64": _ALL,
+    }
+)
 ALIASES = MappingProxyType(
     {
         "a2": "a100",
@@ -293,21 +436,33 @@ ALIASES = MappingProxyType(
 UNIT_NAMES = ("mi100", "mi200", "mi300", "v100", "t4", "a100", "ada", "h100", "b200", "fma32", "fp64")
 
 
-def unit(name: str, output: str = "fp32") -> Unit:
-    """The named unit (case-insensitive; aliases such as ``h200`` → ``h100`` accepted).
+def unit(name: str, output: str = "fp32", input: str = "fp16") -> Unit:
+    """The named unit (case-insensitive; aliases such as ``h200`` → ``h100`` accepted) for
+    operands of ``input`` (``"fp16"``, ``"bf16"``, ``"tf32"`` / ``"xf32"``, ``"e4m3"``,
+    ``"e5m2"``, ``"e4m3fnuz"``, ``"e5m2fnuz"``; :data:`UNIT_INPUTS` lists each unit's).
 
-    ``output="fp16"`` selects the fp16-output variant of an NVIDIA unit (RNE, its own zero exponent).
+    ``output="fp16"`` selects the fp16-accumulator variant of an NVIDIA unit (RNE, its own zero
+    exponent), offered for fp16 and fp8 operands. ValueError naming the accepted values for an
+    unknown name, a format the unit has no instruction for, or an output it lacks.
     """
     key = str(name).strip().lower()
     key = ALIASES.get(key, key)
     if output not in ("fp32", "fp16"):
         raise ValueError(f"output: {output!r} is not one of 'fp32', 'fp16'")
-    if key in _NV:
-        return _nvidia(key, *_NV[key], output=output)
-    builders = {"mi100": _amd_mi100, "mi200": _amd_mi200, "mi300": _amd_mi300, "fma32": _fma32, "fp64": _fp64}
-    if key not in builders:
+    if key not in UNIT_INPUTS:
         valid = ", ".join(UNIT_NAMES)
         raise ValueError(f"unit: {name!r} is not a known unit; valid names: {valid} (aliases: {', '.join(ALIASES)})")
+    fmt = input_format(input)
+    if input_name(fmt) not in UNIT_INPUTS[key]:
+        raise ValueError(
+            f"input: {key} has no {input_name(fmt)} instruction; its input formats: {', '.join(UNIT_INPUTS[key])}"
+        )
+    if key in _NV:
+        if output == "fp16" and fmt in (InputFormat.BF16, InputFormat.TF32):
+            raise ValueError(f"output: {key} accumulates {input_name(fmt)} in fp32 only; 'fp16' is for fp16 and fp8")
+        arch = _NV[key][0]
+        return _nvidia_input(_nvidia(key, *_NV[key], output=output), arch, 2 * _NV[key][1], fmt)
+    builders = {"mi100": _amd_mi100, "mi200": _amd_mi200, "mi300": _amd_mi300, "fma32": _fma32, "fp64": _fp64}
     if output != "fp32":
         raise ValueError(f"output: {name!r} has only an fp32 output; 'fp16' is offered for NVIDIA units")
-    return builders[key]()
+    return builders[key](fmt)

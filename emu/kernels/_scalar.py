@@ -17,11 +17,9 @@ FP16_MAX = 65504.0
 # Exponents of non-finite values are clamped here so that scale factors stay finite and nonzero:
 # inf·scale stays inf and NaN stays NaN, which is how the published models propagate them.
 EXP_CLAMP = 200
-POW16_MIN = np.float32(2.0**-14)
 POW16_CLAMP = np.float32(2.0**16)
 EXP64_MASK = np.int64(0x7FF0000000000000)
 INV_POW2_BITS = np.int64(2046 << 52)
-RZ32_MASK = np.int64(~((1 << 29) - 1))
 
 
 @jit(inline="always")
@@ -87,26 +85,6 @@ def round_to_fp32_bf(v, mode):
     rd = np.int32(fd > v) * np.int32(1 - 2 * np.int32(f > 0.0))
     step = -rz if mode == RZ else (rd if mode == RD else np.int32(0))
     return np.int32(bits + step).view(np.float32)
-
-
-@jit(inline="always")
-def rz_mask(v):
-    """RZ of a float64 v to fp32 by clearing the 29 significand bits below fp32 precision.
-    Correct only when v is 0, inf, NaN (a NaN that has a payload bit among the top 23, as every
-    NaN from fp16/fp32 data or arithmetic has), an fp32 value, or in fp32's normal range below
-    2^128; callers prove it."""
-    return np.float32(np.int64(np.float64(v).view(np.int64) & RZ32_MASK).view(np.float64))
-
-
-@jit(inline="always")
-def exp_pow16(x):
-    """2**(field exponent of an fp16 value x held in float32) as float32, 0.0 for x == 0: the
-    power of two of |x|'s leading bit, 2^-14 for subnormals; inf/NaN get 2^16 (above every
-    finite fp16; any finite clamp gives the same results, since the sum is then inf/NaN)."""
-    p = np.int32(np.float32(x).view(np.int32) & 0x7F800000).view(np.float32)
-    p = p if p > POW16_MIN else POW16_MIN
-    p = p if p < POW16_CLAMP else POW16_CLAMP
-    return p if x != 0.0 else np.float32(0.0)
 
 
 @jit(inline="always")

@@ -11,8 +11,11 @@ which stays in cache, and any per-task table computed from it.
 Two operand layouts, told apart by A's number of dimensions at compile time (:func:`a_of`):
 GEMM layout: A is (M, K), B is (K, N): a is shared by the lanes of a row.
 Batched layout: A is (1, K, N), B is (K, N), M == 1: every lane has its own a and b.
-A and B hold fp16 values (as float32); every kernel relies on it (products exact, multiples of
-2^-48 below 2^32).
+A and B hold fp16 values (as float32; fp8 values are fp16 values): every kernel's float32 code
+relies on it (products exact, multiples of 2^-48 below 2^32). For the wide input formats (bf16,
+tf32: 8-bit exponents) A and B are float64 arrays and every kernel is compiled a second time,
+where the helpers that depend on it (:func:`a_table`, the kernels' own overloads) take the
+general path.
 
 C broadcasts against the (M, N) output: its shape is (M or 1, N or 1) (:func:`c_at`), so a zero
 or per-row/per-column accumulator need not be materialised.
@@ -49,7 +52,11 @@ FP16_EMIN = -14
     P_FLUSH_PART,
     P_FLUSH_OUT,
     P_ROUND_EACH,
-) = range(15)
+    P_IN_FMT,
+    P_OUT_FB,
+    P_INTERLEAVE,
+    P_IN_EMIN,  # appended by emu.units.kernel_vector
+) = range(19)
 
 
 @jit(inline="always")
@@ -73,6 +80,19 @@ def task_bounds(t, n_rb, M, N):
 def c_at(C, m, n):
     """C[m, n] with C broadcast to the output shape (a dimension of size 1 repeats)."""
     return C[m if C.shape[0] > 1 else 0, n if C.shape[1] > 1 else 0]
+
+
+def is_wide(B):
+    """True for float64 operands (bf16, tf32: the general code), False for fp16 values in float32;
+    a compile-time constant inside the kernels."""
+    return B.dtype == np.float64
+
+
+@overload(is_wide, inline="always")
+def _is_wide(B):
+    if B.dtype == types.float64:
+        return lambda B: True
+    return lambda B: False
 
 
 def a_of(A, m, k, n0, w):
@@ -113,13 +133,13 @@ def _a_at(A, m, k, n):
 
 
 def a_table(A, K):
-    """A per-task table with one entry per a operand of a row: (K,) for the GEMM layout, (K,
-    LANES) for the batched layout; index it by k, then with :func:`lane`."""
-    return np.empty((K, LANES) if A.ndim == 3 else K, np.float32)
+    """A per-task table with one entry per a operand of a row, of A's dtype: (K,) for the GEMM
+    layout, (K, LANES) for the batched layout; index it by k, then with :func:`lane`."""
+    return np.empty((K, LANES) if A.ndim == 3 else K, A.dtype)
 
 
 @overload(a_table, inline="always")
 def _a_table(A, K):
     if A.ndim == 3:
-        return lambda A, K: np.empty((K, LANES), np.float32)
-    return lambda A, K: np.empty(K, np.float32)
+        return lambda A, K: np.empty((K, LANES), A.dtype)
+    return lambda A, K: np.empty(K, A.dtype)

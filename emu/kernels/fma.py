@@ -10,6 +10,11 @@ or a multiple of 2^min(e_c − 23, −48), so either 0 or ≥ 2^-126 in magnitud
 and > 2^-49 when e_c < −103 (then |c| < 2^-102 ≤ |a·b|/2^54); rounding keeps it 0 or normal. So
 after the first step the accumulator is never subnormal and the flush is the identity; the
 kernel applies it after the first step only (the same bits as after every step).
+
+Wide operands (bf16, tf32 as float64): the product is formed exactly in float64 and c + a·b
+rounded in float64, then to fp32 when stored: RN32(RN64(c + p)) = RN32(c + p), since c and p
+have at most 24 significant bits and 53 ≥ 2·24 + 2 (Figueroa 1995), and the float64 sum neither
+underflows nor overflows (|p| is between 2^-298 and 2^257). The flush acts after every step.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import numpy as np
 
 from ..jit import jit, prange
 from ._scalar import FP32_MIN_NORMAL, flush_keep_sign, flush_to_plus_zero
-from ._tiles import K_BLOCK, LANES, P_FLUSH_C, P_FLUSH_OUT, ROWS, a_of, c_at, lane, task_bounds, task_grid
+from ._tiles import K_BLOCK, LANES, P_FLUSH_C, P_FLUSH_OUT, ROWS, a_of, c_at, is_wide, lane, task_bounds, task_grid
 
 TINY32 = np.float32(FP32_MIN_NORMAL)
 
@@ -29,6 +34,7 @@ def fma32(A, B, C, out, prm):
     K = B.shape[0]
     flush_c = prm[P_FLUSH_C] != 0
     flush_out = prm[P_FLUSH_OUT] != 0
+    wide = is_wide(B)
     n_tasks, n_rb = task_grid(M, N)
     for t in prange(n_tasks):
         n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
@@ -47,7 +53,7 @@ def fma32(A, B, C, out, prm):
                     Bk = B[k, n0 : n0 + w]
                     for j in range(w):
                         am[j] = am[j] + lane(ak, j) * Bk[j]
-                    if flush_out and k == 0:
+                    if flush_out and (k == 0 or wide):
                         for j in range(w):
                             am[j] = flush_keep_sign(am[j], TINY32)
         for m in range(m0, m1):

@@ -53,6 +53,12 @@ never −0). With an inf or NaN term the plain float64 sum c + s is returned ins
 
 Where ``flush_output`` can act: the group sum is 0 or a nonzero multiple of 2^-48, so as for
 ``fma`` only the first group's result can be subnormal; the kernel flushes after it only.
+
+Wide operands (bf16, tf32 as float64; groups of at most 2, :func:`emu.dot.unit_params`): the
+products are exact in float64 but lie on no common grid, so the plain path's first and grid tests
+do not apply: a lane is accepted by the settled test alone (its bound holds for any float64
+sums without underflow, and products of these formats are ≥ 2^-298), else takes the exact path,
+where a group of two leaves one TwoSum error, exact; the output flush acts after every group.
 """
 
 from __future__ import annotations
@@ -69,7 +75,19 @@ from ._scalar import (
     round_to_fp32_bf,
     two_sum,
 )
-from ._tiles import LANES, P_FLUSH_C, P_FLUSH_OUT, P_GROUP, P_OUT_ROUND, a_of, c_at, lane, task_bounds, task_grid
+from ._tiles import (
+    LANES,
+    P_FLUSH_C,
+    P_FLUSH_OUT,
+    P_GROUP,
+    P_OUT_ROUND,
+    a_of,
+    c_at,
+    is_wide,
+    lane,
+    task_bounds,
+    task_grid,
+)
 
 EXACT_BELOW = 32.0  # sums of multiples of 2^-48 below 2^5 are exact in float64
 C_ON_GRID = 2.0**-25  # an fp32 value at least this large is a multiple of 2^-48
@@ -201,6 +219,7 @@ def _fused_exact_task(A, B, C, out, prm, t, n_rb):
     out_mode = prm[P_OUT_ROUND]
     flush_c = prm[P_FLUSH_C] != 0
     flush_out = prm[P_FLUSH_OUT] != 0
+    wide = is_wide(B)
     n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
     acc = np.empty(LANES, np.float64)
     nxt = np.empty(LANES, np.float64)
@@ -215,7 +234,7 @@ def _fused_exact_task(A, B, C, out, prm, t, n_rb):
         large = False
         for g0 in range(0, K, L):
             g = min(L, K - g0)
-            if L == 4 and g == 4:  # the MI100 case, fused into one pass
+            if L == 4 and g == 4 and not wide:  # the MI100 case, fused into one pass
                 # Large accumulators (|c| ≥ 2^5) fail the first test; once a row's group
                 # has, the row takes one pass with the second test. Lanes that fail it
                 # (cancellation, terms far apart) take the exact path one by one.
@@ -255,7 +274,8 @@ def _fused_exact_task(A, B, C, out, prm, t, n_rb):
                 for j in range(w):
                     c = acc[j]
                     z = c + s[j]
-                    exact = _plain_accept(c, z, err[j], EXACT_BELOW)
+                    # wide operands: no common grid, only the settled test proves a lane
+                    exact = np.int64(0) if wide else _plain_accept(c, z, err[j], EXACT_BELOW)
                     accepted += exact | _settled(z, tot[j] + abs(z), out_mode)
                     nxt[j] = _round(z, out_mode) + 0.0
                 if accepted != w:  # exact path: TwoSum cascade, left to right
@@ -273,7 +293,7 @@ def _fused_exact_task(A, B, C, out, prm, t, n_rb):
                                 err[j] += tj
                     for j in range(w):
                         nxt[j] = _round(_round_exact_sum(acc[j], s[j], err[j]), out_mode)
-            if flush_out and g0 == 0:
+            if flush_out and (g0 == 0 or wide):
                 for j in range(w):
                     nxt[j] = flush_keep_sign(nxt[j], FP32_MIN_NORMAL)
             acc, nxt = nxt, acc

@@ -17,6 +17,10 @@ Which flushes can act (a and b are fp16 values, so this holds for every input):
   where c may be a subnormal that ``flush_c`` left alone, can produce a subnormal.
 So the product and partial flushes are the identity and the output flush acts only after the
 first group: the kernel applies exactly those, with the bits of the contract.
+
+Wide operands (bf16 as float64, AMD MI200's ``v_mfma_f32_*bf16_1k``): none of that holds (a
+bf16 product can be subnormal in fp32, or overflow), so every product is rounded to fp32 when
+stored in the float32 tree, and every flag is applied where the contract puts it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,20 @@ import numpy as np
 
 from ..jit import jit, prange
 from ._scalar import FP32_MIN_NORMAL, flush_keep_sign, flush_to_plus_zero
-from ._tiles import LANES, P_FLUSH_C, P_FLUSH_OUT, P_GROUP, a_of, c_at, lane, task_bounds, task_grid
+from ._tiles import (
+    LANES,
+    P_FLUSH_C,
+    P_FLUSH_OUT,
+    P_FLUSH_PART,
+    P_FLUSH_PROD,
+    P_GROUP,
+    a_of,
+    c_at,
+    is_wide,
+    lane,
+    task_bounds,
+    task_grid,
+)
 
 TINY32 = np.float32(FP32_MIN_NORMAL)
 
@@ -37,6 +54,9 @@ def pairwise(A, B, C, out, prm):
     L = prm[P_GROUP]
     flush_c = prm[P_FLUSH_C] != 0
     flush_out = prm[P_FLUSH_OUT] != 0
+    wide = is_wide(B)
+    flush_prod = wide and prm[P_FLUSH_PROD] != 0
+    flush_part = wide and prm[P_FLUSH_PART] != 0
     n_tasks, n_rb = task_grid(M, N)
     for t in prange(n_tasks):
         n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
@@ -48,7 +68,7 @@ def pairwise(A, B, C, out, prm):
                 acc[j] = flush_to_plus_zero(c, TINY32) if flush_c else c
             for g0 in range(0, K, L):
                 g = min(L, K - g0)
-                if L == 4 and g == 4:  # the MI200 case, fused into one pass
+                if L == 4 and g == 4 and not wide:  # the MI200 case, fused into one pass
                     a0, a1 = a_of(A, m, g0, n0, w), a_of(A, m, g0 + 1, n0, w)
                     a2, a3 = a_of(A, m, g0 + 2, n0, w), a_of(A, m, g0 + 3, n0, w)
                     B0, B1 = B[g0, n0 : n0 + w], B[g0 + 1, n0 : n0 + w]
@@ -64,7 +84,10 @@ def pairwise(A, B, C, out, prm):
                             ai = a_of(A, m, g0 + i, n0, w)
                             Bi = B[g0 + i, n0 : n0 + w]
                             for j in range(w):
-                                Ti[j] = lane(ai, j) * Bi[j]
+                                Ti[j] = lane(ai, j) * Bi[j]  # fp32 (RNE) of the exact product
+                            if flush_prod:
+                                for j in range(w):
+                                    Ti[j] = flush_keep_sign(Ti[j], TINY32)
                         else:
                             for j in range(w):
                                 Ti[j] = np.float32(0.0)
@@ -75,10 +98,13 @@ def pairwise(A, B, C, out, prm):
                             Ti, Tl, Tr = tree[i], tree[2 * i], tree[2 * i + 1]
                             for j in range(w):
                                 Ti[j] = Tl[j] + Tr[j]
+                            if flush_part:
+                                for j in range(w):
+                                    Ti[j] = flush_keep_sign(Ti[j], TINY32)
                     T0 = tree[0]
                     for j in range(w):
                         acc[j] = acc[j] + T0[j]
-                if flush_out and g0 == 0:
+                if flush_out and (g0 == 0 or wide):
                     for j in range(w):
                         acc[j] = flush_keep_sign(acc[j], TINY32)
             outm = out[m, n0 : n0 + w]

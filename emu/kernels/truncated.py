@@ -42,7 +42,7 @@ convert to float64 exactly. The products' powers (EA·EB, 0 or 2^-28 … 2^32) a
 float32; the accumulator's power and the scale factors stay in float64.
 
 With RZ alignment, RZ output rounding of a T-FDPA group result v = total·2^(e_max−F) is
-:func:`rz_mask` (clear the float64 bits below fp32 precision): v is 0, inf/NaN, exactly an fp32
+:func:`rz_bits` (clear the float64 bits below fp32 precision): v is 0, inf/NaN, exactly an fp32
 value, or in fp32's normal range below 2^128. If some product is non-zero, e_max ≥ −28, so v is
 a multiple of 2^(−28−48) and a non-zero |v| is far above 2^-126; RZ cuts do not grow a term, so
 |v| ≤ |c| + Σ|p| < (2^128 − 2^104) + 2^37 < 2^128 (not so with RD cuts, which can move each
@@ -55,21 +55,22 @@ subnormal v is then c itself (a grid finer than 2^-149 leaves c alone) or a mult
 from __future__ import annotations
 
 import numpy as np
+from numba import types
 from numba.extending import overload
 
 from ..jit import jit, prange
 from ._scalar import (
+    EXP64_MASK,
     EXP_CLAMP,
+    POW16_CLAMP,
     RD,
     RNE,
     RZ,
-    exp_pow16,
     exp_pow64,
     inv_pow2,
     pow2,
     round_to_fp16_rne,
     round_to_fp32_bf,
-    rz_mask,
 )
 from ._tiles import (
     LANES,
@@ -78,12 +79,16 @@ from ._tiles import (
     P_F,
     P_F2,
     P_GROUP,
+    P_IN_EMIN,
+    P_INTERLEAVE,
+    P_OUT_FB,
     P_OUT_FMT,
     P_OUT_ROUND,
     P_ZERO_EXP,
     a_of,
     a_table,
     c_at,
+    is_wide,
     lane,
     task_bounds,
     task_grid,
@@ -96,6 +101,101 @@ V_POW_MAX = 2.0**1000  # ... and the exponent of a non-finite stage-2 sum here (
 SC32_MIN = 2.0**-101  # float32 product scales are clamped to [SC32_MIN, SC32_MAX] (module docstring)
 SC32_MAX = 2.0**127
 F32_ZERO = np.float32(0.0)
+WIDE_POW_MAX = 2.0**EXP_CLAMP  # wide operands: inf/NaN factors get this power (any finite value)
+FP32_OVERFLOW = 2.0**128  # a product or RZ result this large is ±inf (MMA-Sim)
+FP32_TINY = 2.0**-126
+
+
+def in_pow(x, pmin):
+    """2**(field exponent) of an operand value x, 0.0 for x == 0: the power of |x|'s leading bit,
+    ``pmin`` (2^emin of the input format) for its subnormals; inf/NaN get a power above every
+    finite one (2^16 for fp16 values in float32, 2^200 for float64 operands)."""
+
+
+@overload(in_pow, inline="always")
+def _in_pow(x, pmin):
+    if isinstance(x, types.Float) and x.bitwidth == 32:
+
+        def narrow(x, pmin):
+            p = np.int32(np.float32(x).view(np.int32) & 0x7F800000).view(np.float32)
+            lo = np.float32(pmin)
+            p = p if p > lo else lo
+            p = p if p < POW16_CLAMP else POW16_CLAMP
+            return p if x != 0.0 else np.float32(0.0)
+
+        return narrow
+
+    def wide(x, pmin):
+        p = np.int64(np.float64(x).view(np.int64) & EXP64_MASK).view(np.float64)
+        p = p if p > pmin else pmin
+        p = p if p < WIDE_POW_MAX else WIDE_POW_MAX
+        return p if x != 0.0 else 0.0
+
+    return wide
+
+
+def _scale(sc, B):
+    """The product scale σ as the cut loops take it: clamped float32 for fp16 values (module
+    docstring), the float64 σ itself for wide operands (their products are float64)."""
+
+
+@overload(_scale, inline="always")
+def _scale_impl(sc, B):
+    if B.dtype == types.float64:
+
+        def unclamped(sc, B):
+            return sc
+
+        return unclamped
+
+    def clamped(sc, B):
+        return _sc32(sc)
+
+    return clamped
+
+
+def _clip(p, on):
+    """A product ≥ 2^128 in magnitude as ±inf when ``on`` (MI300's stage 1, MMA-Sim tr_fdpa);
+    the identity for fp16 values, whose products are far below."""
+
+
+@overload(_clip, inline="always")
+def _clip_impl(p, on):
+    if isinstance(p, types.Float) and p.bitwidth == 64:
+
+        def clip(p, on):
+            if on and abs(p) >= FP32_OVERFLOW:
+                return p * np.inf
+            return p
+
+        return clip
+
+    def identity(p, on):
+        return p
+
+    return identity
+
+
+@jit(inline="always")
+def rz_bits(v, mask):
+    """RZ of a float64 v by clearing the significand bits ``mask`` drops (fp32: the 29 below its
+    precision; E8M13: 39). Correct only when v is 0, inf, NaN (a NaN that has a payload bit among
+    the kept ones, as every NaN from fp16/fp32 data or arithmetic has), a value of the target
+    precision, or in fp32's normal range below 2^128; callers prove it (module docstring)."""
+    return np.float32(np.int64(np.float64(v).view(np.int64) & mask).view(np.float64))
+
+
+@jit(inline="always")
+def rz_wide(v, fb):
+    """RZ of an exact float64 v to ``fb`` fraction bits in fp32's exponent range as MMA-Sim's
+    RZ-FP32 / RZ-E8M13 does it: on the grid 2^(-126-fb) below 2^-126, and ±inf from 2^128 up."""
+    a = abs(v)
+    if a >= FP32_OVERFLOW:
+        return np.float32(v * np.inf)
+    if a < FP32_TINY:
+        q = pow2(-126 - fb)
+        return np.float32(np.trunc(v * inv_pow2(q)) * q)
+    return np.float32(np.int64(np.float64(v).view(np.int64) & ~((np.int64(1) << (52 - fb)) - 1)).view(np.float64))
 
 
 @jit(inline="always")
@@ -104,40 +204,40 @@ def _cut(x, mode):
     return np.floor(x) if mode == RD else np.trunc(x)
 
 
-def _fill_a_pows(A, m, n0, w, T):
-    """T[k] (GEMM layout) or T[k, j] (batched layout) = power of the a operand (exp_pow16)."""
+def _fill_a_pows(A, m, n0, w, T, pmin):
+    """T[k] (GEMM layout) or T[k, j] (batched layout) = power of the a operand (in_pow)."""
 
 
 @overload(_fill_a_pows, inline="always")
-def _fill_a_pows_impl(A, m, n0, w, T):
+def _fill_a_pows_impl(A, m, n0, w, T, pmin):
     if A.ndim == 3:
 
-        def fill(A, m, n0, w, T):
+        def fill(A, m, n0, w, T, pmin):
             for k in range(T.shape[0]):
                 Ak = A[0, k, n0 : n0 + w]
                 Tk = T[k]
                 for j in range(w):
-                    Tk[j] = exp_pow16(Ak[j])
+                    Tk[j] = in_pow(Ak[j], pmin)
 
         return fill
 
-    def fill_row(A, m, n0, w, T):
+    def fill_row(A, m, n0, w, T, pmin):
         for k in range(T.shape[0]):
-            T[k] = exp_pow16(A[m, k])
+            T[k] = in_pow(A[m, k], pmin)
 
     return fill_row
 
 
 @jit(inline="always")
-def _b_pows(B, n0, w):
-    """Powers (exp_pow16) of the task's block of B, (K, LANES) float32."""
+def _b_pows(B, n0, w, pmin):
+    """Powers (in_pow) of the task's block of B, (K, LANES) of B's dtype."""
     K = B.shape[0]
-    T = np.empty((K, LANES), np.float32)
+    T = np.empty((K, LANES), B.dtype)
     for k in range(K):
         Bk = B[k, n0 : n0 + w]
         Tk = T[k]
         for j in range(w):
-            Tk[j] = exp_pow16(Bk[j])
+            Tk[j] = in_pow(Bk[j], pmin)
     return T
 
 
@@ -150,7 +250,8 @@ def _sc32(sc):
 
 @jit(inline="always")
 def _pw(ea, EBk, j):
-    """The power of a product from its factors' powers: 0 or 2^-28 … 2^32, exact in float32."""
+    """The power of a product from its factors' powers: 0 or 2^-28 … 2^32 for fp16 values, exact
+    in float32 (0 or 2^-252 … 2^400 for wide operands, in float64)."""
     return lane(ea, j) * EBk[j]
 
 
@@ -198,14 +299,16 @@ def _min_power(n0, w, g0, g, EA, EB, emin):
 
 
 @jit(inline="always")
-def _cut_p(ak, Bk, j, sc32, mode):
-    """cut(a·b·σ) of one product, in float32 (module docstring), as float64."""
-    return np.float64(_cut(lane(ak, j) * Bk[j] * sc32, mode))
+def _cut_p(ak, Bk, j, sc32, mode, clip):
+    """cut(a·b·σ) of one product, in float32 for fp16 values (module docstring), in float64 for
+    wide operands (exact: a·b has at most 22 bits, σ is a power of two in range), as float64."""
+    return np.float64(_cut(_clip(lane(ak, j) * Bk[j], clip) * sc32, mode))
 
 
 @jit(inline="always")
-def _add_cut_products(A, B, m, n0, w, g0, g, sc32, total, mode):
-    """total[j] += cut(p·σ[j]) for the group's products p, in k order (four per pass)."""
+def _add_cut_products(A, B, m, n0, w, g0, g, sc32, total, mode, clip):
+    """total[j] += cut(p·σ[j]) for the group's products p, in k order (four per pass); ``clip``:
+    products ≥ 2^128 are ±inf (:func:`_clip`)."""
     k = g0
     while k + 4 <= g0 + g:
         a0, a1 = a_of(A, m, k, n0, w), a_of(A, m, k + 1, n0, w)
@@ -215,14 +318,15 @@ def _add_cut_products(A, B, m, n0, w, g0, g, sc32, total, mode):
         for j in range(w):
             sc = sc32[j]
             total[j] = (
-                ((total[j] + _cut_p(a0, B0, j, sc, mode)) + _cut_p(a1, B1, j, sc, mode)) + _cut_p(a2, B2, j, sc, mode)
-            ) + _cut_p(a3, B3, j, sc, mode)
+                ((total[j] + _cut_p(a0, B0, j, sc, mode, clip)) + _cut_p(a1, B1, j, sc, mode, clip))
+                + _cut_p(a2, B2, j, sc, mode, clip)
+            ) + _cut_p(a3, B3, j, sc, mode, clip)
         k += 4
     while k < g0 + g:
         ak = a_of(A, m, k, n0, w)
         Bk = B[k, n0 : n0 + w]
         for j in range(w):
-            total[j] += _cut_p(ak, Bk, j, sc32[j], mode)
+            total[j] += _cut_p(ak, Bk, j, sc32[j], mode, clip)
         k += 1
 
 
@@ -233,13 +337,16 @@ def _cut_p64(ak, Bk, j, sc, mode):
 
 
 @jit(inline="always")
-def _round_out(v, mode, align):
-    """The fp32 rounding of a T-FDPA group result v (module docstring: rz_mask where it applies)."""
-    return rz_mask(v) if (mode == RZ) & (align == RZ) else round_to_fp32_bf(v, mode)
+def _round_out(v, mode, align, mask, fb, wide):
+    """The fp32 rounding of a T-FDPA group result v (module docstring: rz_bits where it applies;
+    :func:`rz_wide` for RZ of wide operands' results, which may be subnormal or overflow)."""
+    if wide and mode == RZ:
+        return rz_wide(v, fb)
+    return rz_bits(v, mask) if (mode == RZ) & (align == RZ) else round_to_fp32_bf(v, mode)
 
 
 @jit(inline="always")
-def _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, align, mode, zero_low):
+def _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, align, mode, zero_low, mask, fb):
     """T-FDPA on a full group of 4 with fp32 output, all in one pass over the lanes (the V100
     case): the same arithmetic as the general path, in float64 (at four lanes per vector,
     float32 would not be faster). Called with literal ``align``, ``mode`` and ``zero_low``
@@ -268,14 +375,14 @@ def _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, align,
         tot = (
             ((tot + _cut_p64(a0, B0, j, sc, align)) + _cut_p64(a1, B1, j, sc, align)) + _cut_p64(a2, B2, j, sc, align)
         ) + _cut_p64(a3, B3, j, sc, align)
-        acc[j] = np.float64(_round_out(tot * (e * two_mf), mode, align)) + 0.0
+        acc[j] = np.float64(_round_out(tot * (e * two_mf), mode, align, mask, fb, is_wide(B))) + 0.0
 
 
 @jit(inline="always")
-def _finish32(total, emax, acc, w, two_mf, mode, align):
+def _finish32(total, emax, acc, w, two_mf, mode, align, mask, fb, wide):
     """acc[j] = the fp32 rounding of total[j]·emax[j]·2^-F, +0 for zero."""
     for j in range(w):
-        acc[j] = np.float64(_round_out(total[j] * (emax[j] * two_mf), mode, align)) + 0.0
+        acc[j] = np.float64(_round_out(total[j] * (emax[j] * two_mf), mode, align, mask, fb, wide)) + 0.0
 
 
 @jit(parallel=True)
@@ -298,31 +405,56 @@ def _truncated_fused_task(A, B, C, out, prm, t, n_rb):
     c_emin = -14 if fp16_out else -126
     c_pmin = pow2(c_emin)
     zpow = pow2(prm[P_ZERO_EXP])
-    # the exponent of zero terms below every non-zero term's (products ≥ 2^-28, c ≥ 2^c_emin):
-    # then it never decides e_max unless all terms are zero, and zero products need no tracking
-    zero_low = prm[P_ZERO_EXP] <= min(-28, c_emin)
+    in_emin = prm[P_IN_EMIN]
+    in_pmin = pow2(in_emin)
+    fb = prm[P_OUT_FB]
+    mask = ~((np.int64(1) << (52 - fb)) - 1)
+    wide = is_wide(B)
+    # the exponent of zero terms below every non-zero term's (products ≥ 2^(2·emin), 2^-28 for
+    # fp16; c ≥ 2^c_emin): then it never decides e_max unless all terms are zero, and zero
+    # products need no tracking
+    zero_low = prm[P_ZERO_EXP] <= min(2 * in_emin, c_emin)
     two_f = pow2(F)
     two_mf = pow2(-F)
     n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
-    EB = _b_pows(B, n0, w)
+    EB = _b_pows(B, n0, w, in_pmin)
     EA = a_table(A, K)
     acc = np.empty(LANES, np.float64)
     emax = np.empty(LANES, np.float64)
-    pmax = np.empty(LANES, np.float32)
-    pmin = np.empty(LANES, np.float32)
-    sc32 = np.empty(LANES, np.float32)
+    pmax = np.empty(LANES, B.dtype)
+    pmin = np.empty(LANES, B.dtype)
+    sc32 = np.empty(LANES, B.dtype)
     total = np.empty(LANES, np.float64)
     for m in range(m0, m1):
-        _fill_a_pows(A, m, n0, w, EA)
+        _fill_a_pows(A, m, n0, w, EA, in_pmin)
         for j in range(w):
             acc[j] = np.float64(c_at(C, m, n0 + j))
         for g0 in range(0, K, L):
             g = min(L, K - g0)
             if L == 4 and g == 4 and not fp16_out:
                 if zero_low and out_mode == RZ and align == RZ:  # V100: all literal, no tests in the loop
-                    _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, RZ, RZ, True)
+                    _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, RZ, RZ, True, mask, fb)
                 else:
-                    _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, align, out_mode, zero_low)
+                    _group4(
+                        A,
+                        B,
+                        m,
+                        g0,
+                        n0,
+                        w,
+                        EA,
+                        EB,
+                        acc,
+                        zpow,
+                        c_pmin,
+                        two_f,
+                        two_mf,
+                        align,
+                        out_mode,
+                        zero_low,
+                        mask,
+                        fb,
+                    )
                 continue
             for j in range(w):
                 pmax[j] = F32_ZERO
@@ -338,25 +470,26 @@ def _truncated_fused_task(A, B, C, out, prm, t, n_rb):
                     e = zpow if (pmin[j] == 0.0) & (zpow > e) else e  # a zero product
                 emax[j] = e
                 sc = two_f * inv_pow2(e)
-                sc32[j] = _sc32(sc)
+                sc32[j] = _scale(sc, B)
                 total[j] = _cut(c * sc, align)
-            _add_cut_products(A, B, m, n0, w, g0, g, sc32, total, align)
+            _add_cut_products(A, B, m, n0, w, g0, g, sc32, total, align, False)
             if fp16_out:
                 for j in range(w):
                     acc[j] = np.float64(round_to_fp16_rne(total[j] * (emax[j] * two_mf))) + 0.0
             elif out_mode == RZ and align == RZ:
-                _finish32(total, emax, acc, w, two_mf, RZ, RZ)
+                _finish32(total, emax, acc, w, two_mf, RZ, RZ, mask, fb, wide)
             else:
-                _finish32(total, emax, acc, w, two_mf, out_mode, align)
+                _finish32(total, emax, acc, w, two_mf, out_mode, align, mask, fb, wide)
         outm = out[m, n0 : n0 + w]
         for j in range(w):
             outm[j] = np.float32(acc[j])
 
 
 @jit(inline="always")
-def _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, c_mode, out_mode):
+def _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, c_mode, out_mode, drop_c):
     """TR-FDPA stage 2 for the lanes: acc[j] ← the rounded sum of the floored product sum and
-    the cut accumulator (see the module docstring); edot[j] is e_dot's power (0: no product)."""
+    the cut accumulator (see the module docstring); edot[j] is e_dot's power (0: no product).
+    With ``drop_c`` (GTR-FDPA), c adds nothing when its exponent is below e_max − F − 1."""
     c_pmin = 2.0**-126
     for j in range(w):
         e = np.float64(edot[j])
@@ -365,12 +498,50 @@ def _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, c_mode, out_mode
         ec = exp_pow64(c, c_pmin, C_POW_MAX)
         e_max = e if e > ec else ec
         inv_e = inv_pow2(e_max)
-        v = np.floor(s_dot * (inv_e * (2.0 * two_f2))) * (e_max * (0.5 * two_mf2)) + _cut(
-            c * (inv_e * two_f), c_mode
-        ) * (e_max * two_mf)
+        c_cut = _cut(c * (inv_e * two_f), c_mode)
+        if drop_c and ec * (2.0 * two_f) < e_max:
+            c_cut = 0.0
+        v = np.floor(s_dot * (inv_e * (2.0 * two_f2))) * (e_max * (0.5 * two_mf2)) + c_cut * (e_max * two_mf)
         ev = exp_pow64(v, c_pmin, V_POW_MAX)
         q = ev * two_mf2
         acc[j] = np.float64(round_to_fp32_bf(np.floor(v * (inv_pow2(ev) * two_f2)) * q, out_mode))
+
+
+@jit(inline="always")
+def _half_sum(A, B, m, n0, w, k0, k1, EA, EB, two_f, epow, sc, total, mode):
+    """Stage 1 of one interleaved half of a GTR-FDPA group (the products k0, k0 + 2, … < k1):
+    epow[j] = their largest power (0: all zero), total[j] = Σ cut(p·2^F/epow[j])."""
+    for j in range(w):
+        epow[j] = F32_ZERO
+        total[j] = 0.0
+    for k in range(k0, k1, 2):
+        eak, EBk = EA[k], EB[k]
+        for j in range(w):
+            x = _pw(eak, EBk, j)
+            e = epow[j]
+            epow[j] = (x if x > e else e) + F32_ZERO
+    for j in range(w):
+        e = np.float64(epow[j])
+        sc[j] = _scale(two_f * inv_pow2(e if e > LOWEST_SCALE_POWER else LOWEST_SCALE_POWER), B)
+    for k in range(k0, k1, 2):
+        ak = a_of(A, m, k, n0, w)
+        Bk = B[k, n0 : n0 + w]
+        for j in range(w):
+            total[j] += _cut_p(ak, Bk, j, sc[j], mode, True)
+
+
+@jit(inline="always")
+def _merge_halves(w, e_even, t_even, e_odd, t_odd, edot, sdot):
+    """GTR-FDPA: the two halves' sums floored onto the grid 2^(e_dot − F) of the larger power
+    (MMA-Sim gtr_fdpa: floor(s·2^(e − e_dot + F))·2^-F), as one stage-1 result (edot, sdot)."""
+    for j in range(w):
+        xe, xo = np.float64(e_even[j]), np.float64(e_odd[j])
+        ee = xe if xe > LOWEST_SCALE_POWER else LOWEST_SCALE_POWER
+        eo = xo if xo > LOWEST_SCALE_POWER else LOWEST_SCALE_POWER
+        ed = ee if ee > eo else eo
+        inv = inv_pow2(ed)
+        sdot[j] = np.floor(t_even[j] * (ee * inv)) + np.floor(t_odd[j] * (eo * inv))
+        edot[j] = e_even[j] if e_even[j] > e_odd[j] else e_odd[j]
 
 
 @jit(parallel=True)
@@ -391,33 +562,43 @@ def _two_stage_task(A, B, C, out, prm, t, n_rb):
     align = prm[P_ALIGN]
     c_mode = prm[P_CALIGN]
     out_mode = prm[P_OUT_ROUND]
+    halves = prm[P_INTERLEAVE] == 2
+    in_pmin = pow2(prm[P_IN_EMIN])
     two_f, two_mf = pow2(F), pow2(-F)
     two_f2, two_mf2 = pow2(F2), pow2(-F2)
     n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
-    EB = _b_pows(B, n0, w)
+    EB = _b_pows(B, n0, w, in_pmin)
     EA = a_table(A, K)
     acc = np.empty(LANES, np.float64)
-    edot = np.empty(LANES, np.float32)
+    edot = np.empty(LANES, B.dtype)
     sdot = np.empty(LANES, np.float64)
-    sc32 = np.empty(LANES, np.float32)
+    sc32 = np.empty(LANES, B.dtype)
+    e_odd = np.empty(LANES, B.dtype)
+    s_odd = np.empty(LANES, np.float64)
     for m in range(m0, m1):
-        _fill_a_pows(A, m, n0, w, EA)
+        _fill_a_pows(A, m, n0, w, EA, in_pmin)
         for j in range(w):
             acc[j] = np.float64(c_at(C, m, n0 + j))
         for g0 in range(0, K, L):
             g = min(L, K - g0)
+            if halves:  # MI300 fp8 (GTR-FDPA): even and odd products summed apart, then merged
+                _half_sum(A, B, m, n0, w, g0, g0 + g, EA, EB, two_f, edot, sc32, sdot, align)
+                _half_sum(A, B, m, n0, w, g0 + 1, g0 + g, EA, EB, two_f, e_odd, sc32, s_odd, align)
+                _merge_halves(w, edot, sdot, e_odd, s_odd, edot, sdot)
+                _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, c_mode, out_mode, True)
+                continue
             for j in range(w):
                 edot[j] = F32_ZERO  # zero products (power 0) never raise it
             _max_power(n0, w, g0, g, EA, EB, edot)
             for j in range(w):
                 e = np.float64(edot[j])
-                sc32[j] = _sc32(two_f * inv_pow2(e if e > LOWEST_SCALE_POWER else LOWEST_SCALE_POWER))
+                sc32[j] = _scale(two_f * inv_pow2(e if e > LOWEST_SCALE_POWER else LOWEST_SCALE_POWER), B)
                 sdot[j] = 0.0
-            _add_cut_products(A, B, m, n0, w, g0, g, sc32, sdot, align)
+            _add_cut_products(A, B, m, n0, w, g0, g, sc32, sdot, align, True)
             if c_mode == RD and out_mode == RNE:  # MI300: literal modes, no tests in the loop
-                _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, RD, RNE)
+                _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, RD, RNE, False)
             else:
-                _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, c_mode, out_mode)
+                _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, c_mode, out_mode, False)
         outm = out[m, n0 : n0 + w]
         for j in range(w):
             outm[j] = np.float32(acc[j])

@@ -1,0 +1,168 @@
+"""Operands of every input format as the unit kernels take them.
+
+A unit multiplies operands of one :class:`emu.units.InputFormat`. The kernels see two kinds of
+arrays (:mod:`emu.kernels._tiles`):
+
+* fp16 and the fp8 formats run as **fp16 bit patterns** (uint16): every fp8 value (e4m3fn,
+  e5m2 and their fnuz forms) is an fp16 value, so the fp16 decode, layouts and kernels apply
+  unchanged; what differs, the field exponent of the format's subnormals, reaches the kernels
+  as a parameter (:func:`emu.units.kernel_vector`).
+* bf16 and tf32 (8-bit exponents, products from 2^-298 to 2^256) run as **float64 values**, exact
+  for every operand and product.
+
+A flushing unit (``flush_inputs``) flushes each format at its own smallest normal: fp16 inside
+the fp16 decode, the others here, before the conversion.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from .units import INPUT_EMIN, WIDE_INPUTS, InputFormat, UnitParams
+
+__all__ = [
+    "INPUT_NAMES",
+    "input_format",
+    "input_name",
+    "is_wide",
+    "decode_flush",
+    "operand",
+    "operand_dtype",
+    "value_dtype",
+]
+
+#: the float dtype of each format's values (tf32 travels in float32 containers)
+_VALUE_DTYPE = {
+    InputFormat.FP16: np.dtype(np.float16),
+    InputFormat.BF16: np.dtype(ml_dtypes.bfloat16),
+    InputFormat.TF32: np.dtype(np.float32),
+    InputFormat.E4M3: np.dtype(ml_dtypes.float8_e4m3fn),
+    InputFormat.E5M2: np.dtype(ml_dtypes.float8_e5m2),
+    InputFormat.E4M3FNUZ: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    InputFormat.E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
+}
+#: the unsigned dtype of each format's bit patterns
+_PATTERN_DTYPE = {
+    InputFormat.FP16: np.dtype(np.uint16),
+    InputFormat.BF16: np.dtype(np.uint16),
+    InputFormat.TF32: np.dtype(np.uint32),
+    InputFormat.E4M3: np.dtype(np.uint8),
+    InputFormat.E5M2: np.dtype(np.uint8),
+    InputFormat.E4M3FNUZ: np.dtype(np.uint8),
+    InputFormat.E5M2FNUZ: np.dtype(np.uint8),
+}
+#: tf32 keeps 10 of fp32's 23 fraction bits; the units drop the 13 low ones (RZ)
+TF32_DROPPED = np.uint32((1 << 13) - 1)
+
+#: Every name :func:`input_format` accepts (lower case) and the format it stands for.
+INPUT_NAMES = {
+    "fp16": InputFormat.FP16,
+    "f16": InputFormat.FP16,
+    "float16": InputFormat.FP16,
+    "half": InputFormat.FP16,
+    "bf16": InputFormat.BF16,
+    "bfloat16": InputFormat.BF16,
+    "tf32": InputFormat.TF32,
+    "xf32": InputFormat.TF32,
+    "e4m3": InputFormat.E4M3,
+    "e4m3fn": InputFormat.E4M3,
+    "float8_e4m3fn": InputFormat.E4M3,
+    "fp8": InputFormat.E4M3,
+    "e5m2": InputFormat.E5M2,
+    "float8_e5m2": InputFormat.E5M2,
+    "bf8": InputFormat.E5M2,
+    "e4m3fnuz": InputFormat.E4M3FNUZ,
+    "float8_e4m3fnuz": InputFormat.E4M3FNUZ,
+    "e5m2fnuz": InputFormat.E5M2FNUZ,
+    "float8_e5m2fnuz": InputFormat.E5M2FNUZ,
+}
+_CANONICAL = {
+    InputFormat.FP16: "fp16",
+    InputFormat.BF16: "bf16",
+    InputFormat.TF32: "tf32",
+    InputFormat.E4M3: "e4m3",
+    InputFormat.E5M2: "e5m2",
+    InputFormat.E4M3FNUZ: "e4m3fnuz",
+    InputFormat.E5M2FNUZ: "e5m2fnuz",
+}
+
+
+def input_format(name) -> InputFormat:
+    """The :class:`InputFormat` of a name (``"bf16"``, ``"tf32"``/``"xf32"``, ``"e4m3"``,
+    ``"e5m2"``, ``"e4m3fnuz"``, ``"e5m2fnuz"``, ``"fp16"``; any case), a member, or its int;
+    ValueError naming the accepted names otherwise."""
+    if isinstance(name, InputFormat):
+        return name
+    if isinstance(name, (int, np.integer)) and not isinstance(name, bool):
+        try:
+            return InputFormat(int(name))
+        except ValueError:
+            pass
+    elif isinstance(name, str) and name.strip().lower() in INPUT_NAMES:
+        return INPUT_NAMES[name.strip().lower()]
+    raise ValueError(f"input format: {name!r} is not one of {', '.join(_CANONICAL.values())}")
+
+
+def input_name(fmt) -> str:
+    """The canonical short name of an input format (``"bf16"``, ``"e4m3"``, …)."""
+    return _CANONICAL[input_format(fmt)]
+
+
+def is_wide(params: UnitParams) -> bool:
+    """Whether the unit's operands run as float64 values (bf16, tf32) rather than fp16 patterns."""
+    return InputFormat(params.input_format) in WIDE_INPUTS
+
+
+def decode_flush(params: UnitParams) -> bool:
+    """The flush flag of the fp16 decode: the unit's ``flush_inputs`` for fp16 operands; the
+    other formats are flushed at their own threshold by :func:`operand`."""
+    return bool(params.flush_inputs) and params.input_format == InputFormat.FP16
+
+
+def value_dtype(fmt) -> np.dtype:
+    """The float dtype of a format's values (``ml_dtypes.bfloat16``, ``float8_e4m3fn``, …;
+    float32 for tf32)."""
+    return _VALUE_DTYPE[input_format(fmt)]
+
+
+def operand_dtype(params: UnitParams) -> np.dtype:
+    """The dtype of the arrays :func:`operand` returns for ``params``: uint16 fp16 patterns or
+    float64 values."""
+    return np.dtype(np.float64) if is_wide(params) else np.dtype(np.uint16)
+
+
+def operand(x, name: str, params: UnitParams) -> np.ndarray:
+    """``x`` (values of the unit's input format, or its bit patterns) as the kernels take it:
+    uint16 fp16 patterns for fp16 and fp8, float64 values for bf16 and tf32 (:mod:`emu.operands`).
+
+    Accepted: fp16 — float16 or uint16; bf16 — ``ml_dtypes.bfloat16`` or uint16; tf32 — float32
+    (its 13 low fraction bits dropped, as the units do) or uint32; e4m3 / e5m2 / e4m3fnuz /
+    e5m2fnuz — the ``ml_dtypes`` float8 type or uint8. TypeError naming the accepted dtypes
+    otherwise (a float64 array is never rounded silently into a format)."""
+    fmt = InputFormat(params.input_format)
+    x = np.asarray(x)
+    vdt, pdt = _VALUE_DTYPE[fmt], _PATTERN_DTYPE[fmt]
+    if x.dtype == pdt:
+        values = x.view(vdt)
+    elif x.dtype == vdt:
+        values = x
+    else:
+        raise TypeError(
+            f"{name}: the unit multiplies {_CANONICAL[fmt]}: expected {vdt.name} values or {pdt.name} bit "
+            f"patterns, got dtype {x.dtype}"
+        )
+    if fmt == InputFormat.FP16:
+        return values.view(np.uint16)
+    if fmt == InputFormat.TF32:
+        values = (values.view(np.uint32) & ~TF32_DROPPED).view(np.float32)
+    flush = bool(params.flush_inputs)
+    if fmt in WIDE_INPUTS:
+        out = values.astype(np.float64)
+        if flush:
+            out[np.abs(out) < 2.0 ** INPUT_EMIN[fmt]] = 0.0
+        return out
+    half = values.astype(np.float16)  # exact: every fp8 value is an fp16 value
+    if flush:
+        half[np.abs(half) < np.float16(2.0 ** INPUT_EMIN[fmt])] = 0
+    return half.view(np.uint16)
