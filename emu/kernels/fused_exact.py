@@ -110,6 +110,16 @@ def _round(z, mode):
 
 
 @jit(inline="always")
+def _signed(r, z, wide):
+    """A rounded result r of the float64 sum z: a zero result is +0 (an exact zero sum), except
+    that for wide operands a nonzero z that rounds to zero keeps its sign (IEEE underflow; fp16
+    sums are never that small)."""
+    if wide:
+        return r if z != 0.0 else r + 0.0
+    return r + 0.0
+
+
+@jit(inline="always")
 def _plain_accept(c, z, worst, worst_below):
     """1 if the plain path is exact (see the module docstring), else 0: ``worst`` (the largest
     magnitude among the product partial sums, or a bound on it) below ``worst_below`` ≤ 2^5."""
@@ -277,7 +287,7 @@ def _fused_exact_task(A, B, C, out, prm, t, n_rb):
                     # wide operands: no common grid, only the settled test proves a lane
                     exact = np.int64(0) if wide else _plain_accept(c, z, err[j], EXACT_BELOW)
                     accepted += exact | _settled(z, tot[j] + abs(z), out_mode)
-                    nxt[j] = _round(z, out_mode) + 0.0
+                    nxt[j] = _signed(_round(z, out_mode), z, wide)
                 if accepted != w:  # exact path: TwoSum cascade, left to right
                     for i in range(g):
                         ai = a_of(A, m, g0 + i, n0, w)
