@@ -154,10 +154,30 @@ def compact_c(c: np.ndarray, batch: tuple, M: int, N: int) -> np.ndarray:
     return np.ascontiguousarray(cb).reshape(M, N)
 
 
+#: the float32 kernels' proofs (written for fp16 operands) hold for any operands whose nonzero
+#: finite values have at most 11 significant bits and lie in [2^NARROW_EMIN, 2^16): products exact
+#: in fp32, at least 2^-48 and below 2^32, on a grid no finer than 2^-68 (see the kernels' module
+#: docstrings). bf16 and tf32 operands in that range run there, with NARROW_EMIN as the lowest
+#: field exponent (their own subnormals lie far below the range).
+NARROW_EMIN = -24
+_NARROW_LOW, _NARROW_HIGH = 2.0**NARROW_EMIN, 2.0**16
+
+
+def narrow_range(x: np.ndarray) -> bool:
+    """Whether every finite nonzero value of the float64 array ``x`` lies in [2^-24, 2^16), where
+    the float32 kernels compute bf16 and tf32 operands exactly as the float64 ones do."""
+    a = np.abs(x)
+    return bool(np.all(((a >= _NARROW_LOW) & (a < _NARROW_HIGH)) | (a == 0) | ~np.isfinite(a)))
+
+
 def kernel_dtype(params: UnitParams):
     """The dtype of the operand values the kernels take: float64 for the wide input formats
     (bf16, tf32), float32 (fp16 values) otherwise."""
     return np.float64 if is_wide(params) else np.float32
+
+
+#: outputs per launch of the float64 batched layout: bounds its broadcast copies
+WIDE_ROWS = 1 << 15
 
 
 def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
@@ -167,6 +187,10 @@ def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
     Returns (M, N) float32."""
     dtype = kernel_dtype(params)
     A, B = np.ascontiguousarray(A, dtype), np.ascontiguousarray(B, dtype)
+    emin = None
+    if dtype == np.float64 and params.family != Family.FUSED_EXACT and narrow_range(A) and narrow_range(B):
+        # wide operands whose values all lie where the float32 kernels are exact (NARROW_EMIN)
+        A, B, emin = A.astype(np.float32), B.astype(np.float32), NARROW_EMIN
     C = np.ascontiguousarray(C, np.float32)
     K, N = B.shape
     if A.ndim == 2 and A.shape[1] == K:
@@ -180,7 +204,21 @@ def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
     out = np.empty((M, N), np.float32)
     if out.size:
         params = kernel_params(params)
-        KERNELS[Family(params.family)](A, B, C, out, kernel_vector(params))
+        kernel, prm = KERNELS[Family(params.family)], kernel_vector(params, emin)
+        if A.dtype == np.float64 and A.ndim == 2:
+            # float64 operands run in the batched layout only (one compiled kernel per family, not
+            # two: they are the rare operands outside the narrow range), a block of rows at a time
+            rows = max(1, WIDE_ROWS // max(N, 1))
+            for m0 in range(0, M, rows):
+                m1 = min(M, m0 + rows)
+                a3 = np.ascontiguousarray(np.broadcast_to(A[m0:m1, :, None], (m1 - m0, K, N)).transpose(1, 0, 2))
+                b3 = np.ascontiguousarray(np.broadcast_to(B[:, None, :], (K, m1 - m0, N)))
+                c3 = np.broadcast_to(C, (M, N))[m0:m1].reshape(1, -1)
+                block = np.empty((1, (m1 - m0) * N), np.float32)
+                kernel(a3.reshape(1, K, -1), b3.reshape(K, -1), np.ascontiguousarray(c3), block, prm)
+                out[m0:m1] = block.reshape(m1 - m0, N)
+        else:
+            kernel(A, B, C, out, prm)
     return out
 
 
@@ -281,10 +319,6 @@ def _rows(params, a2, b2, c1, flush) -> np.ndarray:
     per = max(1, n_ch // (CHUNK_TASKS * get_num_threads()))  # chunks per task, one buffer set each
     rows_driver(Family(params.family))(a2, b2, a4, b4, c1, flush, *same, width, per, out, prm)
     return out
-
-
-#: rows per launch of the wide (float64) rows path: bounds its transposed copies
-WIDE_ROWS = 1 << 15
 
 
 def _dot_values(params, a, b, c32, batch) -> np.ndarray:

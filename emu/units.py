@@ -158,7 +158,10 @@ def kernel_params(params: UnitParams) -> UnitParams:
     return params
 
 
-def kernel_vector(params: UnitParams) -> np.ndarray:
+def kernel_vector(params: UnitParams, input_emin: int | None = None) -> np.ndarray:
     """The int64 vector the family kernels take: ``params`` in field order, then the field
-    exponent of the input format's subnormals (:data:`INPUT_EMIN`)."""
-    return np.asarray((*params, INPUT_EMIN[InputFormat(params.input_format)]), np.int64)
+    exponent of the input format's subnormals (:data:`INPUT_EMIN`), or ``input_emin`` when the
+    caller knows every nonzero operand lies above 2^input_emin (then the two agree on every
+    operand's field exponent)."""
+    emin = INPUT_EMIN[InputFormat(params.input_format)] if input_emin is None else input_emin
+    return np.asarray((*params, emin), np.int64)

@@ -55,10 +55,10 @@ Where ``flush_output`` can act: the group sum is 0 or a nonzero multiple of 2^-4
 ``fma`` only the first group's result can be subnormal; the kernel flushes after it only.
 
 Wide operands (bf16, tf32 as float64; groups of at most 2, :func:`emu.dot.unit_params`): the
-products are exact in float64 but lie on no common grid, so the plain path's first and grid tests
-do not apply: a lane is accepted by the settled test alone (its bound holds for any float64
-sums without underflow, and products of these formats are ≥ 2^-298), else takes the exact path,
-where a group of two leaves one TwoSum error, exact; the output flush acts after every group.
+products are exact in float64 but lie on no common grid, so the plain path's proofs do not apply:
+every lane takes the exact path, where a group of two leaves one TwoSum error, exact (no float64
+underflow: the products are ≥ 2^-298); a nonzero sum that rounds to zero keeps its sign (IEEE
+underflow, which fp16 sums never reach); the output flush acts after every group.
 """
 
 from __future__ import annotations
@@ -107,16 +107,6 @@ def _round_exact_sum(c, s, err):
 @jit(inline="always")
 def _round(z, mode):
     return np.float64(np.float32(z) if mode == RNE else round_to_fp32_bf(z, mode))
-
-
-@jit(inline="always")
-def _signed(r, z, wide):
-    """A rounded result r of the float64 sum z: a zero result is +0 (an exact zero sum), except
-    that for wide operands a nonzero z that rounds to zero keeps its sign (IEEE underflow; fp16
-    sums are never that small)."""
-    if wide:
-        return r if z != 0.0 else r + 0.0
-    return r + 0.0
 
 
 @jit(inline="always")
@@ -264,31 +254,30 @@ def _fused_exact_task(A, B, C, out, prm, t, n_rb):
                         if ok[j] == 0:
                             _exact4_lane(A, B, m, g0, n0, w, j, acc, nxt, out_mode)
             else:
-                for i in range(g):  # plain path, left to right; err holds the worst partial,
-                    ai = a_of(A, m, g0 + i, n0, w)  # tot the sum of the partials' magnitudes
-                    Bi = B[g0 + i, n0 : n0 + w]
-                    if i == 0:
-                        for j in range(w):
-                            p = np.float64(lane(ai, j)) * np.float64(Bi[j])
-                            s[j] = p
-                            err[j] = abs(p)
-                            tot[j] = 0.0  # the first product is exact
-                    else:
-                        for j in range(w):
-                            sj = s[j] + np.float64(lane(ai, j)) * np.float64(Bi[j])
-                            s[j] = sj
-                            x, y = err[j], abs(sj)
-                            err[j] = (x if x > y else y) + 0.0  # + 0.0: no masked store (see truncated)
-                            tot[j] += y
                 accepted = np.int64(0)
-                for j in range(w):
-                    c = acc[j]
-                    z = c + s[j]
-                    # wide operands: no common grid, only the settled test proves a lane
-                    exact = np.int64(0) if wide else _plain_accept(c, z, err[j], EXACT_BELOW)
-                    accepted += exact | _settled(z, tot[j] + abs(z), out_mode)
-                    nxt[j] = _signed(_round(z, out_mode), z, wide)
-                if accepted != w:  # exact path: TwoSum cascade, left to right
+                if not wide:  # wide operands take the exact path directly (module docstring)
+                    for i in range(g):  # plain path, left to right; err holds the worst partial,
+                        ai = a_of(A, m, g0 + i, n0, w)  # tot the sum of the partials' magnitudes
+                        Bi = B[g0 + i, n0 : n0 + w]
+                        if i == 0:
+                            for j in range(w):
+                                p = np.float64(lane(ai, j)) * np.float64(Bi[j])
+                                s[j] = p
+                                err[j] = abs(p)
+                                tot[j] = 0.0  # the first product is exact
+                        else:
+                            for j in range(w):
+                                sj = s[j] + np.float64(lane(ai, j)) * np.float64(Bi[j])
+                                s[j] = sj
+                                x, y = err[j], abs(sj)
+                                err[j] = (x if x > y else y) + 0.0  # + 0.0: no masked store (see truncated)
+                                tot[j] += y
+                    for j in range(w):
+                        c = acc[j]
+                        z = c + s[j]
+                        accepted += _plain_accept(c, z, err[j], EXACT_BELOW) | _settled(z, tot[j] + abs(z), out_mode)
+                        nxt[j] = _round(z, out_mode) + 0.0
+                if wide or accepted != w:  # exact path: TwoSum cascade, left to right
                     for i in range(g):
                         ai = a_of(A, m, g0 + i, n0, w)
                         Bi = B[g0 + i, n0 : n0 + w]

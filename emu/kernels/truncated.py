@@ -134,26 +134,6 @@ def _in_pow(x, pmin):
     return wide
 
 
-def _scale(sc, B):
-    """The product scale σ as the cut loops take it: clamped float32 for fp16 values (module
-    docstring), the float64 σ itself for wide operands (their products are float64)."""
-
-
-@overload(_scale, inline="always")
-def _scale_impl(sc, B):
-    if B.dtype == types.float64:
-
-        def unclamped(sc, B):
-            return sc
-
-        return unclamped
-
-    def clamped(sc, B):
-        return _sc32(sc)
-
-    return clamped
-
-
 def _clip(p, on):
     """A product ≥ 2^128 in magnitude as ±inf when ``on`` (MI300's stage 1, MMA-Sim tr_fdpa);
     the identity for fp16 values, whose products are far below."""
@@ -470,7 +450,7 @@ def _truncated_fused_task(A, B, C, out, prm, t, n_rb):
                     e = zpow if (pmin[j] == 0.0) & (zpow > e) else e  # a zero product
                 emax[j] = e
                 sc = two_f * inv_pow2(e)
-                sc32[j] = _scale(sc, B)
+                sc32[j] = sc if wide else _sc32(sc)
                 total[j] = _cut(c * sc, align)
             _add_cut_products(A, B, m, n0, w, g0, g, sc32, total, align, False)
             if fp16_out:
@@ -522,7 +502,8 @@ def _half_sum(A, B, m, n0, w, k0, k1, EA, EB, two_f, epow, sc, total, mode):
             epow[j] = (x if x > e else e) + F32_ZERO
     for j in range(w):
         e = np.float64(epow[j])
-        sc[j] = _scale(two_f * inv_pow2(e if e > LOWEST_SCALE_POWER else LOWEST_SCALE_POWER), B)
+        x = two_f * inv_pow2(e if e > LOWEST_SCALE_POWER else LOWEST_SCALE_POWER)
+        sc[j] = x if is_wide(B) else _sc32(x)
     for k in range(k0, k1, 2):
         ak = a_of(A, m, k, n0, w)
         Bk = B[k, n0 : n0 + w]
@@ -563,6 +544,7 @@ def _two_stage_task(A, B, C, out, prm, t, n_rb):
     c_mode = prm[P_CALIGN]
     out_mode = prm[P_OUT_ROUND]
     halves = prm[P_INTERLEAVE] == 2
+    wide = is_wide(B)
     in_pmin = pow2(prm[P_IN_EMIN])
     two_f, two_mf = pow2(F), pow2(-F)
     two_f2, two_mf2 = pow2(F2), pow2(-F2)
@@ -592,7 +574,8 @@ def _two_stage_task(A, B, C, out, prm, t, n_rb):
             _max_power(n0, w, g0, g, EA, EB, edot)
             for j in range(w):
                 e = np.float64(edot[j])
-                sc32[j] = _scale(two_f * inv_pow2(e if e > LOWEST_SCALE_POWER else LOWEST_SCALE_POWER), B)
+                x = two_f * inv_pow2(e if e > LOWEST_SCALE_POWER else LOWEST_SCALE_POWER)
+                sc32[j] = x if wide else _sc32(x)
                 sdot[j] = 0.0
             _add_cut_products(A, B, m, n0, w, g0, g, sc32, sdot, align, True)
             if c_mode == RD and out_mode == RNE:  # MI300: literal modes, no tests in the loop
