@@ -73,9 +73,11 @@ Semantics (MMA-Sim, PyPI mmasim 2.1.1, ``mmasim/arithmetic/{fdpa,ftz_mul_add,fma
   their payload. (Not modelled: mmasim gtr_fdpa also drops an infinite or NaN c once e_max ≥ 25,
   because torch.frexp gives them the exponent 0; a special c here always decides the result.)
 * Overflow: IEEE rule for the output rounding (RNE → ±inf; RZ → ±max finite; RD → +max / −inf),
-  except TRUNCATED_FUSED's RZ fp32 output, which is ±inf from 2^128 up (mmasim's "RZ-FP32" /
-  "RZ-E8M13" convert the truncated value to float32). fp16 and fp8 products and an fp32 c
-  cannot reach it; bf16 and tf32 products (up to 2^256) can, in every family.
+  except TRUNCATED_FUSED's RZ fp32 output with bf16 or tf32 operands, which is ±inf from 2^128
+  up (mmasim's "RZ-FP32" converts the truncated value to float32; bf16 and tf32 products reach
+  2^256, in every family). fp16 and fp8 operands with an fp32 c reach 2^128 in T-FDPA only
+  through RD alignment (a variant, not a unit: each term moves down by up to 2^(127−F)); there
+  the IEEE rule (±max finite) stays, as ``emu`` computes it.
 """
 
 from __future__ import annotations
@@ -416,8 +418,13 @@ def _group_truncated_fused(ga, gb, c, params, out_fmt3, c_emin):
     k = e_max - params.fraction_bits
     s = sum(_cut_at(v, k, params.alignment_rounding) for v, _ in terms)
     # fp32 output: ``output_fraction_bits`` (E8M13: 13) in fp32's exponent range; mmasim's RZ
-    # converts the truncated value to float32, so RZ overflows to ±inf from 2^128 up
-    fp32_rz = out_fmt3 is not _FP16 and params.output_rounding == Rounding.RZ
+    # converts the truncated value to float32, so RZ overflows to ±inf from 2^128 up; kept to
+    # bf16/tf32 operands (fp16 and fp8 ones reach 2^128 only with RD alignment: IEEE RZ there)
+    fp32_rz = (
+        out_fmt3 is not _FP16
+        and params.output_rounding == Rounding.RZ
+        and params.input_format in (InputFormat.BF16, InputFormat.TF32)
+    )
     if out_fmt3 is not _FP16:
         out_fmt3 = (params.output_fraction_bits + 1, _FP32[1], _FP32[2])
     r = _round(s, out_fmt3, params.output_rounding, False, overflow_inf=fp32_rz)

@@ -170,7 +170,14 @@ def _slots(rng, n, K, G, m):
 
 
 def fam_random_bits(rng, fmt, n, K, G, out):
-    return fmt.finite(rng, (n, K)), fmt.finite(rng, (n, K)), c_finite(rng, n, out)
+    """Random finite patterns: half the rows over the whole range (wide formats: mostly
+    overflowing products), half with exponents low enough that the products stay finite."""
+    a, b = fmt.finite(rng, (n, K)), fmt.finite(rng, (n, K))
+    lim = fmt.bias + (min(fmt.emax, 60) if out == "fp32" else 6) // 2
+    low = (np.arange(n) % 2 == 1)[:, None]
+    a = np.where(low, fmt.finite(rng, (n, K), 0, lim), a)
+    b = np.where(low, fmt.finite(rng, (n, K), 0, lim), b)
+    return a, b, c_finite(rng, n, out)
 
 
 def fam_binades(rng, fmt, n, K, G, out):
@@ -189,6 +196,7 @@ def fam_subnormal(rng, fmt, n, K, G, out):
     mix = rng.random((n, K)) < 0.3  # some products with one ordinary factor
     b = np.where(mix, fmt.finite(rng, (n, K), fmt.bias - 1, fmt.bias + 1), b)
     c = np.where(rng.random(n) < 0.6, c_finite(rng, n, out, 0, 0), c_finite(rng, n, out, 0, 3))
+    a[rng.random(n) < 0.2] = 0  # zero products: the (subnormal) c alone, cut to the output grid
     return a, b, c.astype(C_INFO[out][0])
 
 
@@ -214,9 +222,13 @@ def fam_cancellation(rng, fmt, n, K, G, out):
 
 
 def fam_far(rng, fmt, n, K, G, out):
-    """Products at the two ends of the range side by side; c anywhere."""
+    """Products at the two ends of the range side by side (the top kept below the output's
+    overflow: the overflow family has that); c anywhere."""
+    top = fmt.top_e if fmt.ebits < 8 else fmt.bias + 62
+    if out == "fp16":
+        top = fmt.bias + 3
     a, b = (
-        np.where(rng.random((n, K)) < 0.5, fmt.finite(rng, (n, K), fmt.top_e - 2), fmt.finite(rng, (n, K), 0, 2))
+        np.where(rng.random((n, K)) < 0.5, fmt.finite(rng, (n, K), top - 2, top), fmt.finite(rng, (n, K), 0, 2))
         for _ in range(2)
     )
     c = np.where(rng.random(n) < 0.5, c_finite(rng, n, out), c_finite(rng, n, out, 0, 4))
@@ -307,6 +319,11 @@ def fam_signed_zeros(rng, fmt, n, K, G, out):
     b = np.where(rng.random((n, K)) < 0.5, rng.choice(zero_pats, size=(n, K)), fmt.finite(rng, (n, K)))
     udt = C_INFO[out][0]
     c = rng.choice(np.array([0, 1 << (8 * np.dtype(udt).itemsize - 1)], udt), size=n)
+    # some rows: every product −0 (+0 times a negative number) and c = −0
+    neg = np.flatnonzero(rng.random(n) < 0.3)
+    a[neg] = 0
+    b[neg] = fmt.finite(rng, (neg.size, K), 1) | fmt.dtype(1 << (fmt.width - 1))
+    c[neg] = 1 << (8 * np.dtype(udt).itemsize - 1)
     # some rows: x·y and −x·y in one group, c ±0
     pos = _slots(rng, n, K, G, min(2, K))
     rows = np.flatnonzero(rng.random(n) < 0.4)
@@ -349,6 +366,52 @@ def fam_maxima(rng, fmt, n, K, G, out):
     return a, b, c_finite(rng, n, out)
 
 
+def fam_edges(rng, fmt, n, K, G, out):
+    """Fixed rows at known boundaries, each in the first group and again in the last one.
+
+    * wide formats: c = ±FLT_MAX and p0 = ±2^103 (half its ulp) with p1 = ±2^-50 or 0: just
+      below, at and above the RNE overflow midpoint (MMA-Sim's E-FDPA gives inf just below it:
+      its special-value test rounds the float64 sum to float32 twice), and p0 = 2^104: exactly
+      2^128 under RZ; a product of exactly 2^128 (MI300 clips it to inf, T-FDPA adds it to
+      c = −FLT_MAX and gets 2^104) and the largest product below it;
+    * every format: c = ±inf or NaN beside the largest product (MMA-Sim's GTR-FDPA drops such a
+      c once e_max ≥ 25: torch.frexp gives it the exponent 0);
+    * c subnormal with only zero products (cut to the output grid, E8M13 included)."""
+    udt = C_INFO[out][0]
+    sign = 1 << (fmt.width - 1)
+    mx = fmt.maxima()[0]
+    rows = []  # (a0, b0, a1, b1, c)
+    if fmt.ebits == 8:
+        two = {k: int(fmt.pow2(k)) for k in (-25, 51, 52, 64, 63)}
+        for p1 in (None, +1, -1):
+            for c_neg in (0, 1):
+                a1 = 0 if p1 is None else two[-25]
+                b1 = 0 if p1 is None else two[-25] | (sign if p1 < 0 else 0)
+                for hi in (51, 52):  # 2^103, 2^104
+                    a0 = two[52] | (sign if c_neg else 0)
+                    rows.append((a0, two[hi], a1, b1, 0x7F7FFFFF | (c_neg << 31)))
+        below = int(fmt.bits(0, 127 + 63, fmt.fmask >> fmt.dropped << fmt.dropped))  # (2 − ulp)·2^63
+        for c in (0xFF7FFFFF, 0x7F7FFFFF, 0):
+            rows.append((two[64], two[64], 0, 0, c))
+            rows.append((below, two[64], 0, 0, c))
+    for c in c_specials(out):
+        rows.append((mx, mx, 0, 0, c))
+        rows.append((mx, mx | sign, mx, mx, c))
+    for c in (1, 0x80000001, 0x007FFFFF, 0x00001FFF) if out == "fp32" else (1, 0x8001, 0x03FF):
+        rows.append((0, mx, 0, 0, c))
+    rows = rows[: n // 2]
+    a, b = _zeros(fmt, n, K)
+    c = np.zeros(n, udt)
+    last0 = (K - 1) // G * G
+    for i, (a0, b0, a1, b1, cc) in enumerate(rows + rows):
+        j = last0 if i >= len(rows) and K - last0 >= 2 else 0
+        a[i, j], b[i, j], a[i, j + 1], b[i, j + 1], c[i] = a0, b0, a1, b1, cc
+    fill = slice(2 * len(rows), n)  # the rest: random rows near the top of the range
+    a[fill] = fmt.finite(rng, (n - 2 * len(rows), K), fmt.top_e - 1 if out == "fp32" else fmt.bias + 2)
+    b[fill] = fmt.finite(rng, (n - 2 * len(rows), K), fmt.bias - 1, fmt.bias + 1)
+    return a, b, c
+
+
 FAMILIES = {
     "random_bits": fam_random_bits,
     "binades": fam_binades,
@@ -361,6 +424,7 @@ FAMILIES = {
     "signed_zeros": fam_signed_zeros,
     "specials": fam_specials,
     "maxima": fam_maxima,
+    "edges": fam_edges,
 }
 
 
