@@ -1,36 +1,66 @@
 """A slow, independent, exact oracle of every unit family: ``reference_dot_add``.
 
-It shares no code with ``emu`` beyond the parameter record (``emu.units``): fp16/fp32 bits are
-decoded here, every value is held exactly, and every rounding is written out by hand. It exists
-to check the fast kernels behind ``emu.dot_add`` bit for bit (tests/emu/test_units_exact.py).
+It shares no code with ``emu`` beyond the parameter record (``emu.units``): the bit patterns of
+every input format and of fp16/fp32 are decoded here, every value is held exactly, and every
+rounding is written out by hand. It exists to check the fast kernels behind ``emu.dot_add`` bit
+for bit (tests/emu/test_units_exact.py for fp16 operands, tests/emu/test_formats_exact.py for
+the others).
 
-Exactness. Every value that can occur is an integer multiple of 2^-149 (fp16 inputs are multiples
-of 2^-24, their products of 2^-48, fp32 values of 2^-149; sums, truncations at coarser quanta and
-roundings keep that). So a finite value is held as a Python ``int`` in units of 2^-SCALE, SCALE =
-160: additions are exact, a truncation / floor / rounding at 2^k is an integer shift, and a
-truncation at a quantum finer than the unit (k < -SCALE) is the identity (the value is already a
-multiple of it). ``fractions.Fraction`` is used only to document/convert (``to_fraction``).
+Exactness. Every value that can occur is an integer multiple of 2^-272: the finest operands are
+tf32 subnormals (multiples of 2^-136; bf16's are of 2^-133, fp16's of 2^-24, fp8's coarser), so
+products are multiples of 2^-272; fp32 values are multiples of 2^-149; sums, truncations at
+coarser quanta and roundings keep that. So a finite value is held as a Python ``int`` in units
+of 2^-SCALE, SCALE = 280: additions are exact, a truncation / floor / rounding at 2^k is an
+integer shift, and a truncation at a quantum finer than the unit (k < -SCALE) is the identity
+(the value is already a multiple of it). ``fractions.Fraction`` is used only to document/convert
+(``to_fraction``).
+
+Input formats (``params.input_format``, :class:`emu.units.InputFormat`), decoded by hand from
+their bit patterns (``decode_input``):
+
+* fp16 (1.5.10, bias 15), bf16 (1.8.7, bias 127) and e5m2 (1.5.2, bias 15): IEEE-like, exponent
+  field all ones = inf (fraction 0) or NaN;
+* tf32: an fp32 pattern (1.8.23, bias 127) whose 13 low fraction bits the unit drops (RZ to 10
+  fraction bits) *before* decoding (MMA-Sim truncate_fp32_to_tf32: a NaN whose payload lies in
+  those bits becomes an infinity);
+* e4m3 (OCP e4m3fn, 1.4.3, bias 7): no infinity, NaN = S.1111.111 only, max 448;
+* e4m3fnuz (bias 8) and e5m2fnuz (bias 16): no infinity, no −0, the one NaN is 0x80; every other
+  pattern with the exponent field all ones is finite (max 240 / 57344).
+
+A subnormal or zero operand has the field exponent 1 − bias (fp16 −14, bf16 and tf32 −126, e4m3
+−6, e5m2 −14, e4m3fnuz −7, e5m2fnuz −15); a normal one its unbiased exponent.
 
 Semantics (MMA-Sim, PyPI mmasim 2.1.1, ``mmasim/arithmetic/{fdpa,ftz_mul_add,fma}.py``):
 
 * K is consumed from k = 0 upward in consecutive groups of ``group_size`` (the last may be
   shorter); each group updates the running accumulator ``c``.
-* Field exponent: fp16 normal → unbiased exponent, fp16 subnormal/zero → −14; fp32 likewise with
-  −126. A product's exponent is the sum of its factors' field exponents.
-* Flush flags (any family): ``flush_inputs``: fp16 |x| < 2^-14 (−0 included) → +0 before the
-  products; ``flush_c``: |c| below the smallest normal of c's format (−0 included) → +0, once, on
-  entry; ``flush_products``: fp32-subnormal product → zero of its sign (never fires for fp16
-  factors: |p| ≥ 2^-48); ``flush_partials`` (PAIRWISE tree adds) and ``flush_output`` (the value
-  the group leaves in c) → subnormal becomes zero of its sign.
-* Per family, beyond SPEC §4: PAIRWISE pads a short group with +0 products to ``group_size`` and
-  reduces adjacent pairs level by level (4: (p0+p1)+(p2+p3); 8: ((01)(23))((45)(67)); 2: p0+p1;
-  1: p0 itself), then c + s. TRUNCATED_FUSED gives zero terms (c included) ``zero_exponent``;
-  a short group is not padded (mmasim slices; padding could not change the result). TWO_STAGE
-  leaves zero products out of the maximum (exponent −999; all zero → s_dot = +0), floors toward
-  −∞ in stage 2 and normalises with the fp32 floor −126. FP64 holds c exactly in binary64, adds
-  each exact product with one binary64 RNE rounding, and rounds to fp32 (``output_rounding``)
-  after each group if ``round_each_group`` else once at the end (``flush_output`` applies to
-  those fp32 values).
+* Field exponent: as above for the operands; fp32 c: unbiased exponent, subnormal/zero → −126
+  (fp16 c: −14). A product's exponent is the sum of its factors' field exponents.
+* Flush flags (any family): ``flush_inputs``: |x| below the input format's smallest normal
+  (−0 included) → +0 before the products; ``flush_c``: |c| below the smallest normal of c's
+  format (−0 included) → +0, once, on entry; ``flush_products``: fp32-subnormal product → zero
+  of its sign (never fires for fp16 or fp8 factors: |p| ≥ 2^-48); ``flush_partials`` (PAIRWISE
+  tree adds) and ``flush_output`` (the value the group leaves in c) → subnormal becomes zero of
+  its sign.
+* Per family, beyond SPEC §4: PAIRWISE rounds each product to fp32 (RNE; exact for fp16 and fp8,
+  not for bf16: an fp32 subnormal loses bits, 2^128 and up overflows to ±inf: MMA-Sim ftz_mul's
+  ``x.float() * y.float()``) before its flush, pads a short group with +0 products to
+  ``group_size`` and reduces adjacent pairs level by level (4: (p0+p1)+(p2+p3);
+  8: ((01)(23))((45)(67)); 2: p0+p1; 1: p0 itself), then c + s. TRUNCATED_FUSED gives zero terms
+  (c included) ``zero_exponent``; a short group is not padded (mmasim slices; padding could not
+  change the result); the fp32 result is rounded to ``output_fraction_bits`` fraction bits in
+  fp32's exponent range (23: fp32; 13: E8M13, on the grid 2^(-126-13) below 2^-126). TWO_STAGE
+  turns a product ≥ 2^128 in magnitude into ±inf before stage 1 (mmasim tr_fdpa), leaves zero
+  products out of the maximum (exponent −999; all zero → s_dot = +0), floors toward −∞ in stage
+  2 and normalises with the fp32 floor −126. With ``interleaved_sums == 2`` (MI300 fp8,
+  mmasim gtr_fdpa) stage 1 is two truncated sums, of the group's even and odd products (each
+  aligned to its own largest exponent, −999 when all its products are zero or it has none),
+  merged by flooring each at 2^(e_dot − F), e_dot the larger of the two exponents; in stage 2 c
+  adds nothing when its field exponent is below e_max − F − 1. FP64 holds c exactly in binary64,
+  adds each exact product with one binary64 RNE rounding, and rounds to fp32
+  (``output_rounding``) after each group if ``round_each_group`` else once at the end
+  (``flush_output`` applies to those fp32 values). FMA and FP64 take the exact product of any
+  format (bf16 and tf32 products reach 2^-272 and 2^256).
 * Signed zero of a result (mmasim, checked by running it on every ±0 combination):
   FUSED_EXACT, TRUNCATED_FUSED and TWO_STAGE never return −0 (E-FDPA's two-sum expansion,
   T-FDPA's ``+ 0.0``, and TR-FDPA's ``torch.sum`` of the products, which starts from +0, so
@@ -40,19 +70,22 @@ Semantics (MMA-Sim, PyPI mmasim 2.1.1, ``mmasim/arithmetic/{fdpa,ftz_mul_add,fma
   infinite product or c gives that infinity (for the fused families this is the group's result;
   for PAIRWISE / FMA / FP64 it is IEEE arithmetic step by step). The NaN returned is canonical
   (0x7FFFFFFF / 0x7FFF, as mmasim writes them); callers should compare NaNs as equal whatever
-  their payload.
-* Overflow: IEEE rule for the output rounding (RNE → ±inf; RZ → ±max finite; RD → +max / −inf).
-  With fp16 factors and an fp32 c a finite fp32 result cannot overflow in any family (a product
-  is < 2^32 and c ≤ max finite: the sum stays below the RNE threshold 2^128 − 2^103); fp16 outputs
-  can. (mmasim's "RZ-FP32" would give inf past 2^128, a case no fp16 input reaches.)
+  their payload. (Not modelled: mmasim gtr_fdpa also drops an infinite or NaN c once e_max ≥ 25,
+  because torch.frexp gives them the exponent 0; a special c here always decides the result.)
+* Overflow: IEEE rule for the output rounding (RNE → ±inf; RZ → ±max finite; RD → +max / −inf),
+  except TRUNCATED_FUSED's RZ fp32 output with bf16 or tf32 operands, which is ±inf from 2^128
+  up (mmasim's "RZ-FP32" converts the truncated value to float32; bf16 and tf32 products reach
+  2^256, in every family). fp16 and fp8 operands with an fp32 c reach 2^128 in T-FDPA only
+  through RD alignment (a variant, not a unit: each term moves down by up to 2^(127−F)); there
+  the IEEE rule (±max finite) stays, as ``emu`` computes it.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
-from functools import cache, lru_cache
+from functools import lru_cache
 
-from emu.units import Family, Format, Rounding, UnitParams
+from emu.units import Family, Format, InputFormat, Rounding, UnitParams
 
 __all__ = [
     "reference_dot_add",
@@ -60,12 +93,14 @@ __all__ = [
     "SCALE",
     "decode_fp16",
     "decode_fp32",
+    "decode_input",
+    "INPUT_LAYOUT",
     "to_fraction",
     "NAN32",
     "NAN16",
 ]
 
-SCALE = 160  # a finite value v is the integer v · 2^SCALE
+SCALE = 280  # a finite value v is the integer v · 2^SCALE (≥ 272: tf32 products)
 NAN32 = 0x7FFFFFFF
 NAN16 = 0x7FFF
 
@@ -109,19 +144,59 @@ def _field_exponent(v: int, emin: int) -> int:
     return max(_log2_floor(abs(v)), emin)
 
 
-@cache
-def decode_fp16(bits: int):
-    bits = int(bits) & 0xFFFF
-    neg = bool(bits >> 15)
-    e = (bits >> 10) & 0x1F
-    f = bits & 0x3FF
-    if e == 0x1F:
+#: Each input format's bit layout: (exponent bits, fraction bits, bias, specials), specials one of
+#: "ieee" (exponent field all ones: inf or NaN), "fn" (no inf; NaN = S.1…1.1…1 only) and "fnuz"
+#: (no inf, no −0; NaN = the pattern 1.0…0.0…0 only). tf32 is held in an fp32 pattern.
+INPUT_LAYOUT = {
+    InputFormat.FP16: (5, 10, 15, "ieee"),
+    InputFormat.BF16: (8, 7, 127, "ieee"),
+    InputFormat.TF32: (8, 23, 127, "ieee"),
+    InputFormat.E4M3: (4, 3, 7, "fn"),
+    InputFormat.E5M2: (5, 2, 15, "ieee"),
+    InputFormat.E4M3FNUZ: (4, 3, 8, "fnuz"),
+    InputFormat.E5M2FNUZ: (5, 2, 16, "fnuz"),
+}
+_TF32_KEEP = ~((1 << 13) - 1) & 0xFFFFFFFF  # tf32: the unit drops fp32's 13 low fraction bits
+
+
+def input_emin(fmt) -> int:
+    """The field exponent of the format's subnormals and zero: 1 − bias."""
+    return 1 - INPUT_LAYOUT[InputFormat(fmt)][2]
+
+
+@lru_cache(maxsize=1 << 17)
+def decode_input(bits: int, fmt: int):
+    """(kind, v, neg, field exponent) of an operand bit pattern of ``fmt`` (an InputFormat).
+
+    v is the signed value in units of 2^-SCALE (0 for zeros and specials); the field exponent is
+    the unbiased exponent of a normal value, 1 − bias for subnormals and zeros (0 for specials).
+    """
+    fmt = InputFormat(fmt)
+    ebits, fbits, bias, specials = INPUT_LAYOUT[fmt]
+    width = 1 + ebits + fbits
+    bits = int(bits) & ((1 << width) - 1)
+    if fmt == InputFormat.TF32:
+        bits &= _TF32_KEEP
+    neg = bool(bits >> (width - 1))
+    e = (bits >> fbits) & ((1 << ebits) - 1)
+    f = bits & ((1 << fbits) - 1)
+    emask = (1 << ebits) - 1
+    if specials == "ieee" and e == emask:
         return (NAN, 0, False, 0) if f else (INF, 0, neg, 0)
+    if specials == "fn" and e == emask and f == (1 << fbits) - 1:
+        return (NAN, 0, False, 0)
+    if specials == "fnuz" and bits == 1 << (width - 1):
+        return (NAN, 0, False, 0)
     if e == 0:
-        m = f << (SCALE - 24)  # f · 2^-24
+        m = f << (SCALE + 1 - bias - fbits)  # f · 2^(1 - bias - fbits)
     else:
-        m = (0x400 | f) << (SCALE + e - 25)  # (1.f) · 2^(e-15)
-    return (FIN, -m if neg else m, neg, max(e, 1) - 15)  # 4th: the field exponent
+        m = ((1 << fbits) | f) << (SCALE + e - bias - fbits)  # (1.f) · 2^(e - bias)
+    return (FIN, -m if neg else m, neg, max(e, 1) - bias)
+
+
+def decode_fp16(bits: int):
+    """decode_input for fp16 patterns."""
+    return decode_input(bits, InputFormat.FP16)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -175,11 +250,12 @@ def _encode(x, fmt) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def _round(v: int, fmt3, mode: int, neg_if_zero: bool):
+def _round(v: int, fmt3, mode: int, neg_if_zero: bool, overflow_inf: bool = False):
     """Round the exact finite value v to the binary format (prec, emin, emax) with subnormals.
 
-    Returns a value tuple. Overflow follows IEEE for the mode. A zero input returns a zero with
-    sign neg_if_zero; a nonzero value that rounds to zero keeps its own sign.
+    Returns a value tuple. Overflow follows IEEE for the mode, or gives ±inf in every mode with
+    ``overflow_inf`` (mmasim's RZ-FP32). A zero input returns a zero with sign neg_if_zero; a
+    nonzero value that rounds to zero keeps its own sign.
     """
     prec, emin, emax = fmt3
     if v == 0:
@@ -204,7 +280,7 @@ def _round(v: int, fmt3, mode: int, neg_if_zero: bool):
             raise ValueError(f"unknown rounding {mode}")
         m = q << shift
     if m >= 1 << (SCALE + emax + 1):
-        if mode == Rounding.RNE or (mode == Rounding.RD and neg):
+        if overflow_inf or mode == Rounding.RNE or (mode == Rounding.RD and neg):
             return _inf(neg)
         maxfin = ((1 << prec) - 1) << (SCALE + emax - prec + 1)
         return (FIN, -maxfin if neg else maxfin, neg)
@@ -251,7 +327,7 @@ def _flush_keep_sign(x, emin: int):
 
 
 def _mul(x, y):
-    """Exact product of two fp16 values (kind, v, neg, ...)."""
+    """Exact product of two operand values (kind, v, neg, ...)."""
     kx, vx, nx = x[:3]
     ky, vy, ny = y[:3]
     neg = nx != ny
@@ -261,7 +337,9 @@ def _mul(x, y):
         if (kx == FIN and vx == 0) or (ky == FIN and vy == 0):
             return _NANV
         return _inf(neg)
-    return (FIN, (vx * vy) >> SCALE, neg)  # exact: both are multiples of 2^(SCALE-24)
+    v = vx * vy  # exact in units of 2^-SCALE: both are multiples of 2^(SCALE-136)
+    assert v & ((1 << SCALE) - 1) == 0, "product below the 2^-SCALE grid"
+    return (FIN, v >> SCALE, neg)
 
 
 def _special_sum(terms):
@@ -301,22 +379,22 @@ def _ieee_add(x, y, fmt3, mode):
 # --------------------------------------------------------------------------------------------
 
 
-def _products(ga, gb, params):
+def _products(ga, gb, params, round_fp32: bool = False):
     """[(value tuple, exponent)] of the group's products; inputs already flushed if asked.
 
-    The exponent is the sum of the factors' field exponents (decode_fp16's 4th element).
+    The exponent is the sum of the factors' field exponents (decode_input's 4th element; an
+    input flushed to +0 keeps its format's). The product is exact, or with ``round_fp32``
+    rounded to fp32 in RNE (PAIRWISE: ``x.float() * y.float()``), before ``flush_products``.
     """
     out = []
     for x, y in zip(ga, gb):
         p = _mul(x, y)
+        if round_fp32:
+            p = _round_keep_specials(p, _FP32, Rounding.RNE)
         if params.flush_products:
             p = _flush_keep_sign(p, _FP32[1])
-        out.append((p, _fexp16(x) + _fexp16(y)))
+        out.append((p, x[3] + y[3]))
     return out
-
-
-def _fexp16(x) -> int:
-    return x[3] if len(x) == 4 else _field_exponent(x[1], -14)
 
 
 def _group_fused_exact(ga, gb, c, params, out_fmt3):
@@ -339,7 +417,17 @@ def _group_truncated_fused(ga, gb, c, params, out_fmt3, c_emin):
     e_max = max(e for _, e in terms)
     k = e_max - params.fraction_bits
     s = sum(_cut_at(v, k, params.alignment_rounding) for v, _ in terms)
-    r = _round(s, out_fmt3, params.output_rounding, False)
+    # fp32 output: ``output_fraction_bits`` (E8M13: 13) in fp32's exponent range; mmasim's RZ
+    # converts the truncated value to float32, so RZ overflows to ±inf from 2^128 up; kept to
+    # bf16/tf32 operands (fp16 and fp8 ones reach 2^128 only with RD alignment: IEEE RZ there)
+    fp32_rz = (
+        out_fmt3 is not _FP16
+        and params.output_rounding == Rounding.RZ
+        and params.input_format in (InputFormat.BF16, InputFormat.TF32)
+    )
+    if out_fmt3 is not _FP16:
+        out_fmt3 = (params.output_fraction_bits + 1, _FP32[1], _FP32[2])
+    r = _round(s, out_fmt3, params.output_rounding, False, overflow_inf=fp32_rz)
     if r[0] == FIN and r[1] == 0:
         return (FIN, 0, False)  # mmasim t_fdpa: "+ 0.0": a zero result is +0
     return r
@@ -348,20 +436,47 @@ def _group_truncated_fused(ga, gb, c, params, out_fmt3, c_emin):
 _E_ZERO_PRODUCT = -999  # mmasim tr_fdpa: zero products are left out of the maximum
 
 
+_TWO_128 = 1 << (SCALE + 128)
+
+
+def _clip_overflow(p):
+    """mmasim tr_fdpa: a finite product ≥ 2^128 in magnitude is ±inf before stage 1."""
+    if p[0] == FIN and abs(p[1]) >= _TWO_128:
+        return _inf(p[2])
+    return p
+
+
+def _stage1(prods, F, mode):
+    """A truncated fused sum of products [(value, exponent)]: (e_dot, s_dot), e_dot the largest
+    exponent of the nonzero ones (−999 if none), s_dot Σ cut(p at 2^(e_dot − F))."""
+    nonzero = [(p[1], e) for p, e in prods if p[1] != 0]
+    e_dot = max((e for _, e in nonzero), default=_E_ZERO_PRODUCT)
+    return e_dot, sum(_cut_at(v, e_dot - F, mode) for v, _ in nonzero)
+
+
 def _group_two_stage(ga, gb, c, params, out_fmt3):
-    prods = _products(ga, gb, params)
+    prods = [(_clip_overflow(p), e) for p, e in _products(ga, gb, params)]
     sp = _special_sum([p for p, _ in prods] + [c])
     if sp is not None:
         return sp
     F, F2 = params.fraction_bits, params.sum_fraction_bits
-    # stage 1: products aligned to their largest exponent, truncated toward zero at F bits
-    nonzero = [(p[1], e) for p, e in prods if p[1] != 0]
-    e_dot = max((e for _, e in nonzero), default=_E_ZERO_PRODUCT)
-    s_dot = sum(_cut_at(v, e_dot - F, params.alignment_rounding) for v, _ in nonzero)
+    if params.interleaved_sums == 2:
+        # GTR-FDPA: even and odd products (positions in the group) as two truncated sums, each
+        # floored onto the grid of the larger exponent
+        e_even, s_even = _stage1(prods[0::2], F, params.alignment_rounding)
+        e_odd, s_odd = _stage1(prods[1::2], F, params.alignment_rounding)
+        e_dot = max(e_even, e_odd)
+        s_dot = _floor_at(s_even, e_dot - F) + _floor_at(s_odd, e_dot - F)
+    else:
+        # stage 1: products aligned to their largest exponent, truncated toward zero at F bits
+        e_dot, s_dot = _stage1(prods, F, params.alignment_rounding)
     # stage 2: product sum floored at F2+1 bits, c cut at F bits (RD for MI300), relative to e_max
     e_c = _field_exponent(c[1], _FP32[1])
     e_max = max(e_dot, e_c)
-    x = _floor_at(s_dot, e_max - (F2 + 1)) + _cut_at(c[1], e_max - F, params.c_alignment_rounding)
+    c_cut = _cut_at(c[1], e_max - F, params.c_alignment_rounding)
+    if params.interleaved_sums == 2 and e_c < e_max - F - 1:
+        c_cut = 0  # GTR-FDPA: a c far below the products adds nothing
+    x = _floor_at(s_dot, e_max - (F2 + 1)) + c_cut
     if x == 0:
         # torch.sum starts from +0, so s_dot is never −0 and s_dot + s_c is +0
         return (FIN, 0, False)
@@ -373,7 +488,7 @@ def _group_two_stage(ga, gb, c, params, out_fmt3):
 
 def _group_pairwise(ga, gb, c, params, out_fmt3):
     G = params.group_size
-    prods = [p for p, _ in _products(ga, gb, params)]
+    prods = [p for p, _ in _products(ga, gb, params, round_fp32=True)]
     prods += [(FIN, 0, False)] * (G - len(prods))  # a short last group: missing products are +0
     level = prods
     while len(level) > 1:
@@ -408,8 +523,9 @@ def _fp64_add_group(ga, gb, acc, params):
 def reference_dot_add(a_bits, b_bits, c_bits: int, params: UnitParams) -> int:
     """d = c + Σ a_k·b_k as the unit computes it; returns the result's bits.
 
-    a_bits, b_bits: sequences of fp16 bit patterns (ints), same length K. c_bits: fp32 bits, or
-    fp16 bits when ``params.output_format`` is FP16. Returns fp32 (or fp16) bits.
+    a_bits, b_bits: sequences of bit patterns (ints) of ``params.input_format`` (fp16, bf16:
+    16 bits; tf32: fp32 patterns; fp8: 8 bits), same length K. c_bits: fp32 bits, or fp16 bits
+    when ``params.output_format`` is FP16. Returns fp32 (or fp16) bits.
     """
     p = params
     fam = Family(p.family)
@@ -423,11 +539,13 @@ def reference_dot_add(a_bits, b_bits, c_bits: int, params: UnitParams) -> int:
     else:
         out3, c = _FP32, decode_fp32(c_bits)
     c_emin = out3[1]
-    a = [decode_fp16(x) for x in a_bits]
-    b = [decode_fp16(x) for x in b_bits]
+    fmt = InputFormat(p.input_format)
+    a = [decode_input(x, fmt) for x in a_bits]
+    b = [decode_input(x, fmt) for x in b_bits]
     if p.flush_inputs:
-        a = [_flush_to_pos_zero(x, -14) for x in a]
-        b = [_flush_to_pos_zero(x, -14) for x in b]
+        emin = input_emin(fmt)
+        a = [_flush_to_pos_zero(x, emin) for x in a]
+        b = [_flush_to_pos_zero(x, emin) for x in b]
     if p.flush_c:
         c = _flush_to_pos_zero(c, c_emin)
     G = int(p.group_size)

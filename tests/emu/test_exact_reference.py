@@ -267,3 +267,69 @@ def test_nvidia_published_vectors():
             assert got == want, f"{v['id']} ({v['note']}): got {got:#x} want {want:#x}"
         checked += 1
     assert checked == 64
+
+
+# ------------------------------------------------------------------ operand formats beyond fp16
+
+
+@pytest.mark.parametrize("name", ["bf16", "tf32", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz"])
+def test_decode_input_matches_ml_dtypes(name):
+    from exact_reference import decode_input
+
+    from emu.operands import input_format, value_dtype
+
+    fmt = input_format(name)
+    if name == "tf32":  # fp32 patterns: a sample; the unit drops the 13 low fraction bits first
+        rng = np.random.default_rng(2)
+        bits = rng.integers(0, 1 << 32, 20000, dtype=np.uint64).astype(np.uint32)
+        bits = np.concatenate([bits, np.array([0x7F800001, 0x7F802000, 0x00001FFF, 0x00002000], np.uint32)])
+        values = (bits & np.uint32(0xFFFFE000)).view(np.float32)
+    else:
+        width = 16 if name == "bf16" else 8
+        bits = np.arange(1 << width, dtype=np.uint16 if width == 16 else np.uint8)
+        values = bits.view(value_dtype(fmt))
+    with np.errstate(invalid="ignore"):
+        vals = values.astype(np.float64)
+    emin = {"bf16": -126, "tf32": -126, "e4m3": -6, "e5m2": -14, "e4m3fnuz": -7, "e5m2fnuz": -15}[name]
+    for b, v in zip(bits.tolist(), vals.tolist()):
+        d = decode_input(b, fmt)
+        if np.isnan(v):
+            assert d[0] == 2, hex(b)
+        elif np.isinf(v):
+            assert d[0] == 1 and d[2] == (v < 0), hex(b)
+        else:
+            assert d[0] == 0 and to_fraction(d) == Fraction(v), hex(b)
+            assert d[3] == (emin if abs(v) < 2.0**emin else int(np.floor(np.log2(abs(v))))), hex(b)
+
+
+def test_e8m13_output_truncates_to_13_fraction_bits():
+    # ada e4m3: c = 1 + 2^-13 + 2^-14 keeps 1 + 2^-13 (RZ to E8M13); products zero
+    p = models.unit("ada", input="e4m3").params
+    assert reference_dot_add([0] * 16, [0] * 16, f32(1 + 2.0**-13 + 2.0**-14), p) == f32(1 + 2.0**-13)
+    # below 2^-126 the grid is 2^-139: c = 2^-139 + 2^-149 → 2^-139
+    assert reference_dot_add([0] * 16, [0] * 16, (1 << 10) + 1, p) == 1 << 10
+
+
+def test_two_stage_clips_products_at_2_128():
+    # mi300 bf16: 2^64·2^64 = 2^128 is +inf before stage 1, whatever c; a100 adds it to −FLT_MAX
+    one = 0x3F80
+    two64 = 0x5F80  # bf16 2^64
+    a, b = [two64] + [0] * 7, [two64] + [0] * 7
+    assert reference_dot_add(a, b, 0xFF7FFFFF, models.unit("mi300", input="bf16").params) == 0x7F800000
+    assert reference_dot_add(a, b, 0xFF7FFFFF, models.unit("a100", input="bf16").params) == f32(2.0**104)
+    # and RZ-FP32 overflows: 2^128 + 1·1 → +inf on a100
+    a2, b2 = [two64, one] + [0] * 6, [two64, one] + [0] * 6
+    assert reference_dot_add(a2, b2, 0, models.unit("a100", input="bf16").params) == 0x7F800000
+
+
+def test_gtr_drops_a_far_c():
+    p = models.unit("mi300", input="e4m3fnuz").params
+    one = 0x40  # e4m3fnuz 1.0 (bias 8)
+    a = [one] + [0] * 15  # one product, 1: e_max = 0, c floored at 2^-24 unless e_c < -25
+    assert reference_dot_add(a, a, f32(2.0**-23), p) == f32(1 + 2.0**-23)
+    # c = −2^-25 (e_c = −25) is kept and floors to −2^-24; c = −2^-26 is dropped
+    assert reference_dot_add(a, a, f32(-(2.0**-25)), p) == 0x3F7FFFFF
+    assert reference_dot_add(a, a, f32(-(2.0**-26)), p) == f32(1.0)
+    # the same c on TR-FDPA (bf16, one sum) is never dropped
+    pb = models.unit("mi300", input="bf16").params
+    assert reference_dot_add([0x3F80] + [0] * 7, [0x3F80] + [0] * 7, f32(-(2.0**-26)), pb) == 0x3F7FFFFF
