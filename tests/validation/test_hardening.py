@@ -512,3 +512,68 @@ def test_a_report_that_cannot_be_written_exits_2_after_the_summary(raw_dir, tmp_
     code, stdout, err = _study(capsys, tmp_path / "raw", out, *sel_args, "--no-diagnose")
     _one_line_error(code, err, "--out: cannot write the report", "No space left")
     assert "1 lines: " in stdout  # the summary came first
+
+
+def _cached_one_line(raw_dir, tmp_path):
+    _copy_files(raw_dir, tmp_path / "raw", ["verify_f16_xdlops_pv_rand1.txt"])
+    sel = _selection()
+    lines = sel.select(study.read_measured(tmp_path / "raw"))
+    out = tmp_path / "out"
+    cache = Cache(out / ".cache")
+    _, keys, _ = reproduce_mod.plan_jobs(lines, sel, cache)
+    ((key, _),) = keys[0]
+    cache.put(key, {"mode": "exact", "fields": dict(lines[0].line.fields()), "line": "measured", "recipe": "test"})
+    return out, ("--gpu", "mi100", "--kernel", "xdlops", "--validator", "cpu", "--range", "r1", "--smallest", "1")
+
+
+def test_a_failed_report_write_leaves_the_previous_complete_csv(raw_dir, tmp_path, capsys, monkeypatch):
+    """Issue 31: reproduce.csv was truncated before anything was written, so a full disk destroyed the
+    complete file of the last run and left one cut mid-row."""
+    out, sel_args = _cached_one_line(raw_dir, tmp_path)
+    assert _study(capsys, tmp_path / "raw", out, *sel_args, "--no-diagnose")[0] == 0
+    before = (out / "reproduce.csv").read_bytes()
+    assert before.count(b"\n") >= 2
+    real = study.Report.csv_rows
+
+    def full_midway(self):
+        rows = real(self)
+        yield rows[0]
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(study.Report, "csv_rows", full_midway)
+    code, stdout, err = _study(capsys, tmp_path / "raw", out, *sel_args, "--no-diagnose")
+    _one_line_error(code, err, "--out: cannot write the report", "No space left", "left whole")
+    assert "1 lines: " in stdout
+    assert (out / "reproduce.csv").read_bytes() == before
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_job_log_that_cannot_be_appended_is_exit_2_after_the_summary(tmp_path, capsys, monkeypatch):
+    """Issue 31: with ``ulimit -f 0`` appending to jobs.tsv raised out of the run, with no summary.
+    The log stops, the jobs go on, and the command line ends with one line, exit 2."""
+    import resource
+
+    from validation.study import execution
+
+    job = dataclasses.make_dataclass("J", ["test", "range", "seed", "rand_type", "requests", "weight"])
+    jobs = [job(f"t{i}", "r1", 1, "int", ("k",), 1.0) for i in range(3)]
+    monkeypatch.setattr(execution, "run_job", lambda j, cache: {j.test: {}})
+    log, errors = tmp_path / "jobs.tsv", []
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))  # ulimit -f 0 (Python ignores SIGXFSZ)
+    try:
+        got = execution.execute(jobs, 1, None, False, log_path=log, log_errors=errors)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert set(got) == {"t0", "t1", "t2"}  # every job ran
+    assert len(errors) == 1 and "jobs.tsv" in errors[0] and "File too large" in errors[0], errors
+
+    def no_log(*args, **kwargs):
+        kwargs["log_errors"].append("--out: cannot append to 'jobs.tsv' (File too large); the job log stopped there")
+        return {}
+
+    out, sel_args = _cached_one_line(ref.require_study_raw_results(), tmp_path)
+    monkeypatch.setattr(reproduce_mod, "execute", lambda *a: no_log(log_errors=a[-1]))
+    code, stdout, err = _study(capsys, tmp_path / "raw", out, *sel_args, "--no-diagnose")
+    _one_line_error(code, err, "jobs.tsv", "File too large")
+    assert "1 lines: " in stdout

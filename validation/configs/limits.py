@@ -178,7 +178,7 @@ def check_work(
             f"work: the problem needs about {work.memory_bytes / 2**30:.3g} GiB "
             f"({problem.tensor_size('input')} input, {problem.tensor_size('filter')} filter, "
             f"{problem.tensor_size('output')} output elements), over the limit of {mem_limit:.3g} GiB{mem_note}; "
-            f"set {_ENV['memory']} to raise it" + (" (and ulimit -v)" if "ulimit" in mem_note else "")
+            + ("raise ulimit -v to allow more" if "ulimit" in mem_note else f"set {_ENV['memory']} to raise it")
         )
     if work.macs > macs_limit:
         raise ConfigError(
