@@ -208,6 +208,31 @@ def test_a_cache_entry_round_trips_with_its_checksum(tmp_path):
     assert [p.name for p in _entry_path(tmp_path).parent.iterdir()] == [f"{KEY}.json"]  # no temporary left
 
 
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "link to a good entry", "too large"])
+def test_a_cache_entry_that_is_not_a_small_regular_file_is_not_read(tmp_path, capsys, kind):
+    """Issue 31: an entry that was a FIFO hung reproduce; one linked to /dev/zero was read without a
+    size limit (24 GB resident, killed by the kernel). Links are not followed, FIFOs not waited
+    on, sizes capped; each is recomputed with one warning."""
+    c = Cache(tmp_path)
+    path = _entry_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "link to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "link to a good entry":
+        Cache(tmp_path / "other").put(KEY, VALUE)
+        path.symlink_to(_entry_path(tmp_path / "other"))
+    else:
+        with open(path, "wb") as fh:
+            fh.truncate(cache_mod.MAX_ENTRY_BYTES + 1)  # sparse: no disk used
+    t0 = time.monotonic()
+    assert c.get(KEY) is None
+    assert time.monotonic() - t0 < 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and "recomputing" in err, err
+
+
 def _tampered(doc):
     doc["value"]["fields"]["verdict"] = "FAIL"
     return doc
