@@ -1,5 +1,6 @@
-"""Reading the user's arrays safely: one loader for ``run --gpu-output``, ``run --inputs`` and
-``compare``.
+"""Reading the user's arrays safely for ``run --gpu-output``, ``run --inputs`` and ``compare``,
+through the one checked loader of user files (:mod:`validation.files`: one open descriptor,
+checked with ``fstat`` and read from, headers checked before allocation).
 
 Accepted:
 
@@ -11,7 +12,9 @@ Accepted:
   the member's header is checked the same way.
 * A raw binary dump (the bytes of the tensor in memory order, little-endian, as a GPU harness
   writes them with ``hipMemcpy`` and ``fwrite``) when its element format (``fp16``, ``fp32``,
-  ``bf16``) is given; its size must be that format's width times the number of elements.
+  ``bf16``) is given; its size must be that format's width times the number of elements. A dump
+  whose first bytes happen to be an npz's or npy's magic is read as the dump it is when the
+  container cannot be read and its size is exactly the tensor's in the given format.
 
 Every refusal is an :class:`ArrayFileError` (a ``ValueError``) naming the file and what is
 accepted; the command line prints it as one line with exit code 2. Empty files and non-regular
