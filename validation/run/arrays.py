@@ -175,7 +175,13 @@ def load_array(
         head, _, tail = spec.rpartition(":")
         if os.path.exists(head):
             path, key = head, tail
-    with open_user_file(path, what, fail=lambda why: _fail(what, path, why)) as (fh, size):
+
+    def fail(why):
+        if why.startswith("does not exist"):
+            return ArrayFileError(f"{what}: no such file {path!r}")
+        return _fail(what, path, why)
+
+    with open_user_file(path, what, fail=fail) as (fh, size):
         magic = fh.read(8)
         fh.seek(0)
         if key is not None and not magic.startswith(ZIP_MAGIC):
