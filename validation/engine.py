@@ -37,7 +37,16 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numba
 
-__all__ = ["SCHEDULERS", "RETRIES", "Engine", "Terminated", "dask_available", "check_scheduler"]
+__all__ = [
+    "SCHEDULERS",
+    "RETRIES",
+    "CONNECT_TIMEOUT_S",
+    "Engine",
+    "Terminated",
+    "dask_available",
+    "check_scheduler",
+    "reach_scheduler",
+]
 
 SCHEDULERS = ("auto", "local", "processes", "tcp://HOST:PORT")
 #: times a Dask job is re-run after its worker was lost or it raised
@@ -58,13 +67,74 @@ def dask_available() -> bool:
     return True
 
 
-def check_scheduler(scheduler: str) -> str:
-    """``scheduler`` if it is one of :data:`SCHEDULERS` (a ``tcp://`` address), else ValueError."""
-    if scheduler in ("auto", "local", "processes") or (
-        scheduler.startswith(("tcp://", "tls://")) and ":" in scheduler.split("://", 1)[1]
-    ):
+#: seconds to wait for a remote scheduler to accept a connection (the check and the client)
+CONNECT_TIMEOUT_S = 3.0
+
+
+def _address(scheduler: str) -> tuple[str, int]:
+    """(host, port) of a ``tcp://HOST:PORT`` scheduler (``[v6]`` hosts included), else ValueError
+    naming ``--scheduler``."""
+    rest = scheduler.split("://", 1)[1]
+    host, sep, port = rest.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or "/" in host or "/" in port:
+        raise ValueError(f"--scheduler: {scheduler!r} is not one of {', '.join(SCHEDULERS)} (no host)")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"--scheduler: {scheduler!r}: the port {port!r} is not a number in 1..65535 (tcp://HOST:PORT)")
+    return host, int(port)
+
+
+def check_scheduler(scheduler: str, *, reach: bool = False) -> str:
+    """``scheduler`` if it is one of :data:`SCHEDULERS` (a ``tcp://HOST:PORT`` address with a host
+    and a port), else ValueError naming ``--scheduler``. ``reach``: also connect to a remote
+    scheduler (at most :data:`CONNECT_TIMEOUT_S` seconds), ValueError when nothing answers there,
+    so a command refuses an unreachable cluster before any work."""
+    if not isinstance(scheduler, str):
+        raise TypeError(f"scheduler: expected a string, got {type(scheduler).__name__}")
+    if scheduler in ("auto", "local", "processes"):
         return scheduler
-    raise ValueError(f"--scheduler: {scheduler!r} is not one of {', '.join(SCHEDULERS)}")
+    if scheduler.startswith("tls://"):
+        raise ValueError(
+            f"--scheduler: {scheduler!r}: tls:// needs certificates, which fp16emu has no option for; use tcp://HOST:PORT "
+            "(over an SSH tunnel or a trusted network)"
+        )
+    if not scheduler.startswith("tcp://") or ":" not in scheduler.split("://", 1)[1]:
+        raise ValueError(f"--scheduler: {scheduler!r} is not one of {', '.join(SCHEDULERS)}")
+    _address(scheduler)
+    if reach:
+        reach_scheduler(scheduler)
+    return scheduler
+
+
+def reach_scheduler(scheduler: str, timeout: float | None = None) -> None:
+    """Connect to the remote scheduler ``scheduler`` and close again; ValueError naming
+    ``--scheduler`` and why when its host does not resolve or nothing accepts in ``timeout`` s."""
+    import socket
+
+    host, port = _address(scheduler)
+    timeout = CONNECT_TIMEOUT_S if timeout is None else timeout
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as err:
+        raise ValueError(f"--scheduler {scheduler}: the host {host!r} does not resolve ({err})") from None
+    last = None
+    deadline = time.monotonic() + timeout
+    for family, kind, proto, _, addr in infos:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.settimeout(max(0.1, deadline - time.monotonic()))
+                sock.connect(addr)
+                return
+        except OSError as err:
+            last = err
+        if time.monotonic() >= deadline:
+            break
+    why = f"no answer in {timeout:g} s" if isinstance(last, TimeoutError) else getattr(last, "strerror", last)
+    raise ValueError(
+        f"--scheduler {scheduler}: no Dask scheduler answers there ({why}); start one (dask scheduler) "
+        "or use --scheduler local"
+    )
 
 
 def _cores() -> int:
@@ -110,6 +180,25 @@ def _pool_init(parent: int) -> None:
 def _dask_call(fn, item):
     _single_thread_numba()
     return fn(item)
+
+
+def _why_not(err: BaseException) -> str:
+    """Why a LocalCluster did not start, naming the open-files limit when that is the cause."""
+    text = " ".join(str(err).split())[:120] or type(err).__name__
+    cause = err
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno == 24:
+            break
+        cause = cause.__cause__ or cause.__context__
+    try:
+        import resource
+
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):  # pragma: no cover - not POSIX
+        nofile = None
+    if cause is not None or (nofile is not None and 0 < nofile < 256):
+        return f"{text}; the open-files limit is {nofile} (ulimit -n): raise it, or use --scheduler processes"
+    return text
 
 
 class Engine:
@@ -205,16 +294,26 @@ class Engine:
             # ":0", a free port, even without bokeh: the scheduler's HTTP server (metrics, health)
             # starts anyway and would otherwise take the fixed 8787, so a second run at the same
             # time (or anything else on 8787) failed with "Port 8787 is already in use"
-            self._cluster = LocalCluster(
-                n_workers=self.jobs,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=":0",
-                silence_logs=logging.ERROR,
-            )
-            self._client = Client(self._cluster)
+            try:
+                self._cluster = LocalCluster(
+                    n_workers=self.jobs,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=":0",
+                    silence_logs=logging.ERROR,
+                )
+                self._client = Client(self._cluster)
+            except Exception as err:  # noqa: BLE001 (Dask's start-up errors are RuntimeErrors, OSErrors …)
+                self.close()
+                raise ValueError(f"--scheduler local: the Dask cluster did not start ({_why_not(err)})") from None
         else:
-            self._client = Client(self.kind)
+            reach_scheduler(self.kind)
+            try:
+                self._client = Client(self.kind, timeout=f"{CONNECT_TIMEOUT_S * 2:g}s")
+            except (OSError, TimeoutError) as err:
+                raise ValueError(
+                    f"--scheduler {self.kind}: the Dask scheduler did not answer ({' '.join(str(err).split())[:120]})"
+                ) from None
         try:
             link = self._client.dashboard_link
         except Exception:  # pragma: no cover

@@ -1,16 +1,252 @@
-"""Writing the user's files safely: atomically (a temporary file in the same folder, then a
-rename), never through a link, never onto something that is not a regular file."""
+"""The user's files, read and written safely.
+
+Reading (:func:`open_user_file`, :func:`read_npy`, :func:`read_npz`, :func:`read_text`): the one
+checked loader of every file a user hands in (``run --gpu-output``/``--inputs``, ``compare``,
+``identify``'s rows, library captures, probe files). A file is opened once, without blocking
+(``O_NONBLOCK``: a FIFO never hangs), checked with ``fstat`` on that same descriptor (a regular
+file, not empty, not over the size limit) and read from that descriptor only, so a file swapped
+or replaced after the check is never read unchecked. ``.npy`` headers, and every ``.npz``
+member's header, are checked before anything is allocated: no pickles, the dtype the caller
+accepts, a declared size within the file (or the archive's declared member size, itself within
+deflate's largest ratio of the stored bytes) and within the memory limit
+(:func:`validation.configs.limits.memory_limit`); two members of one name are refused. Every
+refusal is a ``ValueError`` (:class:`UserFileError` unless the caller asks for its own kind).
+
+Writing (:func:`write_atomically`): a temporary file in the same folder, then a rename, never
+through a link, never onto something that is not a regular file."""
 
 from __future__ import annotations
 
 import contextlib
+import io
+import math
 import os
 import stat
+import struct
 import tempfile
-from collections.abc import Callable
+import tokenize
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["check_output_file", "write_atomically"]
+import numpy as np
+
+__all__ = [
+    "check_output_file",
+    "write_atomically",
+    "UserFileError",
+    "open_user_file",
+    "read_npy",
+    "read_npz",
+    "read_text",
+    "load_npz_file",
+    "ZIP_ERRORS",
+    "NPY_MAGIC",
+    "ZIP_MAGIC",
+    "DEFLATE_MAX_RATIO",
+]
+
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK\x03\x04"
+#: deflate cannot expand data more than about 1032 times; a member claiming more is a lie
+DEFLATE_MAX_RATIO = 1100
+#: what zipfile, zlib and numpy raise on a damaged archive or member (not all of them ValueErrors)
+ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    NotImplementedError,
+    RuntimeError,
+    ValueError,
+    struct.error,
+    OverflowError,
+    KeyError,
+)
+
+
+class UserFileError(ValueError):
+    """A file handed in that cannot be read (one line naming the file and why)."""
+
+
+def _short(err) -> str:
+    return " ".join(str(err).split())[:120]
+
+
+def _default_fail(what: str, path) -> Callable[[str], Exception]:
+    return lambda why: UserFileError(f"{what}: {str(path)!r} {why}")
+
+
+@contextlib.contextmanager
+def open_user_file(
+    path, what: str, *, max_bytes: int | None = None, follow_links: bool = True, fail=None, allow_empty=False
+) -> Iterator[tuple]:
+    """``(binary file object, size)`` of the regular file ``path``, opened once without blocking
+    and checked on that descriptor: not a FIFO, device or folder, not empty (unless
+    ``allow_empty``), at most ``max_bytes``; ``follow_links`` False refuses a symbolic link
+    (``O_NOFOLLOW``). ``fail(why)`` makes the exception raised (default :class:`UserFileError`
+    naming ``what`` and the path)."""
+    fail = fail or _default_fail(what, path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise fail("does not exist (no such file)") from None
+    except OSError as err:
+        if not follow_links and os.path.islink(path):
+            raise fail("is a symbolic link, which is not followed") from None
+        raise fail(f"cannot be opened ({err.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISCHR: "a device"}
+            name = next((v for k, v in kind.items() if k(st.st_mode)), "not a regular file")
+            raise fail(f"is {name}, not a regular file")
+        if st.st_size == 0 and not allow_empty:
+            raise fail("is empty (0 bytes)")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise fail(f"is {st.st_size} bytes, over the limit of {max_bytes} bytes")
+        with contextlib.suppress(AttributeError, OSError):
+            os.set_blocking(fd, True)
+        fh = os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        yield io.BufferedReader(fh), st.st_size
+    finally:
+        fh.close()
+
+
+def read_text(path, what: str, *, max_bytes: int = 1 << 30, fail=None) -> str:
+    """The UTF-8 text of the regular file ``path`` (:func:`open_user_file`'s checks; may be empty)."""
+    fail = fail or _default_fail(what, path)
+    with open_user_file(path, what, max_bytes=max_bytes, fail=fail, allow_empty=True) as (fh, _):
+        data = fh.read(max_bytes + 1)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise fail(f"is not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})") from None
+
+
+def _limit(limit: int | None) -> int:
+    if limit is not None:
+        return limit
+    from .configs.limits import memory_limit
+
+    return memory_limit()[0]
+
+
+def npy_header(fh, fail) -> tuple:
+    """(shape, fortran_order, dtype, element count) of an .npy stream at its start, checked:
+    a header numpy can parse, no Python objects, no negative dimension (counted in Python
+    integers: no int64 wrap-around)."""
+    try:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+        else:
+            raise ValueError(f"unknown .npy version {version}")
+    except (ValueError, OSError, SyntaxError, TypeError, tokenize.TokenError, RecursionError, MemoryError) as err:
+        # numpy tokenizes and literal_evals the header dict: an unbalanced bracket is a TokenError,
+        # a deeply nested one a RecursionError or MemoryError, none of them a ValueError
+        raise fail(f"has a malformed .npy header ({_short(err)})") from None
+    if dtype.hasobject:
+        raise fail("holds Python objects (pickles are never loaded)")
+    if any(d < 0 for d in shape):
+        raise fail(f"has a .npy header with a negative dimension {shape}")
+    return shape, fortran, dtype, math.prod(shape)
+
+
+def _claim(fail, n: int, dtype, have: int, limit: int, where: str) -> None:
+    need = n * dtype.itemsize
+    if need > have:
+        raise fail(f"is truncated: its header claims {n} elements of {dtype.name} ({need} bytes), {where} {have}")
+    if need > limit:
+        raise fail(
+            f"claims {n} elements of {dtype.name} ({need} bytes), over the memory limit of {limit} bytes "
+            "(FP16EMU_MAX_MEMORY_GIB, ulimit -v)"
+        )
+
+
+def read_npy(fh, size: int, fail, check=None, limit: int | None = None) -> np.ndarray:
+    """The array of the .npy file open as ``fh`` (``size`` bytes, from :func:`open_user_file`),
+    its header checked (:func:`npy_header`, then ``check(dtype)``: a reason to refuse, or None)
+    and its claimed size against the file and ``limit`` bytes before anything is allocated; read
+    from ``fh`` itself."""
+    start = fh.tell()
+    shape, fortran, dtype, n = npy_header(fh, fail)
+    why = check(dtype) if check is not None else None
+    if why:
+        raise fail(why)
+    _claim(fail, n, dtype, size - fh.tell(), _limit(limit), "the file has")
+    try:
+        fh.seek(start)
+        return np.lib.format.read_array(fh, allow_pickle=False)
+    except (ValueError, OSError, TypeError, EOFError) as err:  # changed while read, or numpy disagrees
+        raise fail(f"cannot be read ({_short(err)})") from None
+
+
+def read_npz(fh, fail, *, check=None, select=None, limit: int | None = None, member_fail=None) -> dict[str, np.ndarray]:
+    """The arrays of the .npz open as ``fh`` ({name without .npy: array}; ``select(file names)``:
+    the names to read, or raise), each member's header checked before anything is allocated
+    (:func:`npy_header`, ``check(name, dtype)``: a reason to refuse or None, the size the archive
+    declares for it, deflate's largest ratio, and the members' total against ``limit`` bytes). ``fail(why)`` makes the exception; a damaged
+    archive or member, or two members of one name, is refused; ``member_fail(name, why)`` makes
+    the exception about one member (default: ``fail`` naming it)."""
+    limit = _limit(limit)
+    try:
+        zf = zipfile.ZipFile(fh)
+    except ZIP_ERRORS as err:
+        raise fail(f"is not a readable .npz ({_short(err)})") from None
+    out: dict[str, np.ndarray] = {}
+    with zf:
+        infos = zf.infolist()
+        names = [i.filename for i in infos]
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise fail(f"holds two members of one name ({', '.join(twice)[:80]}): which one is meant is unclear")
+        wanted = select(names) if select is not None else None
+        total = 0
+        for info in infos:
+            name = info.filename.removesuffix(".npy")
+            if wanted is not None and name not in wanted:
+                continue
+            if not info.filename.endswith(".npy"):
+                raise fail(f"holds a member {info.filename!r} that is not an .npy array")
+
+            def mfail(why, name=name):
+                err = member_fail(name, why) if member_fail else fail(f"member {name!r} {why}")
+                err.checked = True  # raised by the checks, not by zipfile: passed on as it is
+                return err
+
+            if info.compress_type != zipfile.ZIP_STORED and info.file_size > DEFLATE_MAX_RATIO * (
+                info.compress_size + 64
+            ):
+                raise mfail(
+                    f"declares {info.file_size} bytes from {info.compress_size} compressed ones, more than "
+                    "compression can give: a damaged or crafted archive"
+                )
+            try:
+                with zf.open(info) as member:
+                    shape, _, dtype, n = npy_header(member, mfail)
+                    why = check(name, dtype) if check is not None else None
+                    if why:
+                        raise mfail(why)
+                    _claim(mfail, n, dtype, info.file_size - member.tell(), limit - total, "the archive declares")
+                    total += n * dtype.itemsize
+                    member.seek(0)
+                    out[name] = np.lib.format.read_array(member, allow_pickle=False)
+            except ZIP_ERRORS as err:
+                if getattr(err, "checked", False):
+                    raise  # a damaged member: bad CRC, bad deflate data, a cut-short stream
+                raise mfail(f"cannot be read from the archive ({_short(err)})") from None
+    return out
 
 
 def check_output_file(path, option: str = "output") -> Path:
@@ -48,3 +284,18 @@ def write_atomically(path, write: Callable, option: str = "output") -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def load_npz_file(
+    path, what: str, *, fail=None, check=None, limit: int | None = None, max_bytes=None, member_fail=None
+):
+    """Every array of the ``.npz`` file ``path`` ({name: array}): :func:`open_user_file`, then
+    :func:`read_npz` on that descriptor; a file that is not a zip archive is refused."""
+    fail = fail or _default_fail(what, path)
+    with open_user_file(path, what, max_bytes=max_bytes, fail=fail) as (fh, _):
+        head = fh.read(len(ZIP_MAGIC))
+        if head != ZIP_MAGIC:
+            why = "is a single .npy array" if head == NPY_MAGIC[: len(head)] and head else "is not a zip archive"
+            raise fail(f"cannot read as .npz ({why})")
+        fh.seek(0)
+        return read_npz(fh, fail, check=check, limit=limit, member_fail=member_fail)

@@ -208,6 +208,31 @@ def test_a_cache_entry_round_trips_with_its_checksum(tmp_path):
     assert [p.name for p in _entry_path(tmp_path).parent.iterdir()] == [f"{KEY}.json"]  # no temporary left
 
 
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "link to a good entry", "too large"])
+def test_a_cache_entry_that_is_not_a_small_regular_file_is_not_read(tmp_path, capsys, kind):
+    """Issue 31: an entry that was a FIFO hung reproduce; one linked to /dev/zero was read without a
+    size limit (24 GB resident, killed by the kernel). Links are not followed, FIFOs not waited
+    on, sizes capped; each is recomputed with one warning."""
+    c = Cache(tmp_path)
+    path = _entry_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "link to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "link to a good entry":
+        Cache(tmp_path / "other").put(KEY, VALUE)
+        path.symlink_to(_entry_path(tmp_path / "other"))
+    else:
+        with open(path, "wb") as fh:
+            fh.truncate(cache_mod.MAX_ENTRY_BYTES + 1)  # sparse: no disk used
+    t0 = time.monotonic()
+    assert c.get(KEY) is None
+    assert time.monotonic() - t0 < 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and "recomputing" in err, err
+
+
 def _tampered(doc):
     doc["value"]["fields"]["verdict"] = "FAIL"
     return doc
@@ -482,7 +507,7 @@ def test_a_seed_the_config_would_refuse_is_refused(capsys, seed, how):
 
 def test_the_largest_seed_is_accepted(capsys):
     assert _cli(capsys, "run", F16, "--seed", str(2**31 - 1), "--check")[0] == 0
-    with pytest.raises(ValueError, match="--rand-max"):
+    with pytest.raises(ValueError, match="^rand_max: 40000"):  # Python's run() names its argument (issue 30.9)
         run(F16, rand_max=40000, progress=False)
 
 
@@ -512,3 +537,68 @@ def test_a_report_that_cannot_be_written_exits_2_after_the_summary(raw_dir, tmp_
     code, stdout, err = _study(capsys, tmp_path / "raw", out, *sel_args, "--no-diagnose")
     _one_line_error(code, err, "--out: cannot write the report", "No space left")
     assert "1 lines: " in stdout  # the summary came first
+
+
+def _cached_one_line(raw_dir, tmp_path):
+    _copy_files(raw_dir, tmp_path / "raw", ["verify_f16_xdlops_pv_rand1.txt"])
+    sel = _selection()
+    lines = sel.select(study.read_measured(tmp_path / "raw"))
+    out = tmp_path / "out"
+    cache = Cache(out / ".cache")
+    _, keys, _ = reproduce_mod.plan_jobs(lines, sel, cache)
+    ((key, _),) = keys[0]
+    cache.put(key, {"mode": "exact", "fields": dict(lines[0].line.fields()), "line": "measured", "recipe": "test"})
+    return out, ("--gpu", "mi100", "--kernel", "xdlops", "--validator", "cpu", "--range", "r1", "--smallest", "1")
+
+
+def test_a_failed_report_write_leaves_the_previous_complete_csv(raw_dir, tmp_path, capsys, monkeypatch):
+    """Issue 31: reproduce.csv was truncated before anything was written, so a full disk destroyed the
+    complete file of the last run and left one cut mid-row."""
+    out, sel_args = _cached_one_line(raw_dir, tmp_path)
+    assert _study(capsys, tmp_path / "raw", out, *sel_args, "--no-diagnose")[0] == 0
+    before = (out / "reproduce.csv").read_bytes()
+    assert before.count(b"\n") >= 2
+    real = study.Report.csv_rows
+
+    def full_midway(self):
+        rows = real(self)
+        yield rows[0]
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(study.Report, "csv_rows", full_midway)
+    code, stdout, err = _study(capsys, tmp_path / "raw", out, *sel_args, "--no-diagnose")
+    _one_line_error(code, err, "--out: cannot write the report", "No space left", "left whole")
+    assert "1 lines: " in stdout
+    assert (out / "reproduce.csv").read_bytes() == before
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_job_log_that_cannot_be_appended_is_exit_2_after_the_summary(tmp_path, capsys, monkeypatch):
+    """Issue 31: with ``ulimit -f 0`` appending to jobs.tsv raised out of the run, with no summary.
+    The log stops, the jobs go on, and the command line ends with one line, exit 2."""
+    import resource
+
+    from validation.study import execution
+
+    job = dataclasses.make_dataclass("J", ["test", "range", "seed", "rand_type", "requests", "weight"])
+    jobs = [job(f"t{i}", "r1", 1, "int", ("k",), 1.0) for i in range(3)]
+    monkeypatch.setattr(execution, "run_job", lambda j, cache: {j.test: {}})
+    log, errors = tmp_path / "jobs.tsv", []
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))  # ulimit -f 0 (Python ignores SIGXFSZ)
+    try:
+        got = execution.execute(jobs, 1, None, False, log_path=log, log_errors=errors)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert set(got) == {"t0", "t1", "t2"}  # every job ran
+    assert len(errors) == 1 and "jobs.tsv" in errors[0] and "File too large" in errors[0], errors
+
+    def no_log(*args, **kwargs):
+        kwargs["log_errors"].append("--out: cannot append to 'jobs.tsv' (File too large); the job log stopped there")
+        return {}
+
+    out, sel_args = _cached_one_line(ref.require_study_raw_results(), tmp_path)
+    monkeypatch.setattr(reproduce_mod, "execute", lambda *a: no_log(log_errors=a[-1]))
+    code, stdout, err = _study(capsys, tmp_path / "raw", out, *sel_args, "--no-diagnose")
+    _one_line_error(code, err, "jobs.tsv", "File too large")
+    assert "1 lines: " in stdout

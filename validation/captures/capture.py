@@ -11,8 +11,6 @@ again and checked against the sha256.
 
 from __future__ import annotations
 
-import os
-import stat
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +20,8 @@ import numpy as np
 from emu.implicit_gemm import ConvShape
 
 from ..capture_torch import complete
+from ..configs.limits import memory_limit
+from ..files import ZIP_ERRORS, ZIP_MAGIC, load_npz_file, open_user_file
 
 __all__ = ["Capture", "CaptureError", "GemmJob", "OPS", "load_capture", "is_capture", "MAX_CAPTURE_BYTES"]
 
@@ -77,13 +77,15 @@ class Capture:
 
 def is_capture(path) -> bool:
     """Whether ``path`` is an ``.npz`` holding an ``op`` member (a library capture rather than
-    probe rows)."""
+    probe rows); read through the checked loader (a FIFO or device is not one, and never blocks)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        with zipfile.ZipFile(path) as z:
-            return "op.npy" in z.namelist()
-    except (OSError, zipfile.BadZipFile):
+        with open_user_file(path, "capture", max_bytes=MAX_CAPTURE_BYTES) as (fh, _):
+            if fh.read(4) != ZIP_MAGIC:
+                return False
+            fh.seek(0)
+            with zipfile.ZipFile(fh) as z:
+                return "op.npy" in z.namelist()
+    except (ValueError, *ZIP_ERRORS):
         return False
 
 
@@ -92,44 +94,22 @@ def _fail(field_name: str, message: str):
 
 
 def _read_members(path: Path) -> dict[str, np.ndarray]:
-    """Every member of an npz, read with pickles refused, from one open file descriptor of a
-    regular file, each member's declared size checked before it is allocated."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        raise CaptureError(f"capture: cannot open {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            _fail("capture", f"{path} is not a regular file")
-        if st.st_size > MAX_CAPTURE_BYTES:
-            _fail("capture", f"{path} is {st.st_size} bytes, more than the {MAX_CAPTURE_BYTES} read")
-        try:
-            z = zipfile.ZipFile(f)
-        except zipfile.BadZipFile:
-            _fail("capture", f"{path} is not an .npz (zip) file")
-        names = [i.filename for i in z.infolist()]
-        if len(set(names)) != len(names):
-            _fail("capture", f"{path} holds two members of one name")
-        out = {}
-        for info in z.infolist():
-            name = info.filename.removesuffix(".npy")
-            with z.open(info) as member:
-                version = np.lib.format.read_magic(member)
-                if version == (1, 0):
-                    shape, _, dtype = np.lib.format.read_array_header_1_0(member)
-                elif version == (2, 0):
-                    shape, _, dtype = np.lib.format.read_array_header_2_0(member)
-                else:
-                    _fail(name, f"an .npy format version {version} this reader does not know")
-                if dtype.hasobject:
-                    _fail(name, "holds Python objects (pickles are never loaded)")
-                declared = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
-                if declared > MAX_CAPTURE_BYTES:
-                    _fail(name, f"declares {declared} bytes, more than the {MAX_CAPTURE_BYTES} read")
-            with z.open(info) as member:
-                out[name] = np.lib.format.read_array(member, allow_pickle=False)
-    return out
+    """Every member of an npz, through the checked loader (:mod:`validation.files`): one open file
+    descriptor of a regular file, pickles refused, each member's declared size checked against the
+    file, :data:`MAX_CAPTURE_BYTES` and the memory limit before it is allocated, two members of one
+    name refused."""
+
+    def fail(why):
+        return CaptureError(f"capture: {path} {why}")
+
+    return load_npz_file(
+        path,
+        "capture",
+        fail=fail,
+        max_bytes=MAX_CAPTURE_BYTES,
+        limit=min(MAX_CAPTURE_BYTES, memory_limit()[0]),
+        member_fail=lambda name, why: CaptureError(f"{name}: {why}"),
+    )
 
 
 def _text(members, name, default=""):

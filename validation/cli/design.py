@@ -97,7 +97,7 @@ def _cmd_design(args) -> int:
     seeds = _number(args.seeds, "seeds", int, 1, 100_000)
     jobs = _number(args.jobs, "jobs", int, 1, 256)
 
-    scheduler = check_scheduler(args.scheduler)
+    scheduler = check_scheduler(args.scheduler, reach=True)
     rate = _number(args.rate, "rate", float, 1e-9, 0.5)
     hw = check_hardware(args.hw)
     kernel = None if args.kernel is None else choice(args.kernel, KERNEL_CHOICES, "kernel")

@@ -7,6 +7,7 @@ Exit codes: 0 pass (or no verdict asked), 1 fail, 2 usage or input error (one li
 
 from __future__ import annotations
 
+import errno
 import sys
 
 from numba.core import event as numba_event
@@ -99,9 +100,24 @@ def main(argv=None) -> int:
         msg = " ".join(str(err).split()) or type(err).__name__
         print(f"fp16emu: error: {msg}", file=sys.stderr)
         return 2
+    except MemoryError as err:  # numpy's ArrayMemoryError included: a resource, not a FAIL verdict (exit 1)
+        detail = " ".join(str(err).split())[:160] or "an allocation failed"
+        print(
+            f"fp16emu: error: out of memory ({detail}); lower the problem's size or raise the memory "
+            "available (ulimit -v, FP16EMU_MAX_MEMORY_GIB)",
+            file=sys.stderr,
+        )
+        return 2
     except BrokenPipeError:  # output piped into head and the like
         sys.stderr.close()
         return 0
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EMFILE, errno.ENFILE):
+            raise
+        # a resource exhausted (a full disk, ulimit -f, ulimit -n): exit 2 and one line, not a traceback
+        where = f" ({err.filename})" if err.filename else ""
+        print(f"fp16emu: error: cannot go on: {err.strerror}{where}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("fp16emu: interrupted", file=sys.stderr)
         return 130

@@ -11,6 +11,7 @@ from dataclasses import replace
 from ..configs import ConfigError, check_rand_bound, check_seed, parse_config
 from ..plots import save
 from ..run import (
+    check_overrides,
     ensemble_summary,
     from_layout,
     harness_verifier,
@@ -204,6 +205,7 @@ def _cmd_run(args) -> int:
         check_save_dir(args.save)
     if args.gpu_output is not None:  # read and check the GPU's file before the emulation spends its compute
         loaded = load_gpu_output(args.gpu_output, config.problem, "--gpu-output", raw_format=args.gpu_output_format)
+    check_overrides(args.seed, args.rand_min, args.rand_max, names=("--seed", "--rand-min", "--rand-max"))
     result = run(
         config,
         hw=args.hw,

@@ -166,7 +166,7 @@ def _reproduce(args, selection, command):
         selection,
         args.measured,
         jobs=_jobs(args),
-        scheduler=check_scheduler(args.scheduler),
+        scheduler=check_scheduler(args.scheduler, reach=True),
         out=args.out,
         cache_dir=False if args.no_cache else None,
         progress=not args.no_progress and auto_progress(),

@@ -22,6 +22,8 @@ __all__ = [
     "MAX_SEED",
     "Work",
     "physical_memory_gib",
+    "address_space_gib",
+    "memory_limit",
     "estimate_work",
     "check_work",
     "check_dtype",
@@ -114,6 +116,38 @@ def physical_memory_gib() -> float | None:
         return None
 
 
+def address_space_gib() -> float | None:
+    """The process's address-space limit (``ulimit -v``, ``RLIMIT_AS``) in GiB, or None when unlimited."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return None
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    return soft / 2**30
+
+
+def memory_limit(max_memory_gib: float | None = None) -> tuple[int, float, str]:
+    """The memory this process may use: (bytes, GiB, what sets it). ``max_memory_gib``, else
+    ``FP16EMU_MAX_MEMORY_GIB``, else :data:`MAX_MEMORY_GIB`, the machine's physical memory or
+    the process's address-space limit (``ulimit -v``), whichever is smallest; an explicit limit
+    is still capped by ``ulimit -v`` (nothing can allocate past it)."""
+    physical = physical_memory_gib()
+    default, note = MAX_MEMORY_GIB, ""
+    if physical is not None and physical < default:
+        default, note = physical, " (this machine's memory)"
+    gib = _limit("memory", default, max_memory_gib)
+    if max_memory_gib is not None or os.environ.get(_ENV["memory"], "").strip():
+        note = ""
+    rlimit = address_space_gib()
+    if rlimit is not None and rlimit < gib:
+        # the interpreter, numpy and numba's kernels take part of the address space already
+        gib, note = rlimit, " (this process's address-space limit, ulimit -v)"
+    return int(gib * 2**30), gib, note
+
+
 def _limit(kind: str, default: float, override: float | None) -> float:
     if override is not None:
         return float(override)
@@ -137,20 +171,14 @@ def check_work(
     :data:`MAX_GEMMS`)."""
     work = estimate_work(problem)
     macs_limit = _limit("macs", MAX_MACS, max_macs)
-    physical = physical_memory_gib()
-    mem_default, mem_note = MAX_MEMORY_GIB, ""
-    if physical is not None and physical < MAX_MEMORY_GIB:
-        mem_default, mem_note = physical, " (this machine's memory)"
-    mem_limit = _limit("memory", mem_default, max_memory_gib)
-    if max_memory_gib is not None or os.environ.get(_ENV["memory"], "").strip():
-        mem_note = ""
+    _, mem_limit, mem_note = memory_limit(max_memory_gib)
     gemm_limit = _limit("gemms", MAX_GEMMS, max_gemms)
     if work.memory_bytes > mem_limit * 2**30:
         raise ConfigError(
             f"work: the problem needs about {work.memory_bytes / 2**30:.3g} GiB "
             f"({problem.tensor_size('input')} input, {problem.tensor_size('filter')} filter, "
             f"{problem.tensor_size('output')} output elements), over the limit of {mem_limit:.3g} GiB{mem_note}; "
-            f"set {_ENV['memory']} to raise it"
+            + ("raise ulimit -v to allow more" if "ulimit" in mem_note else f"set {_ENV['memory']} to raise it")
         )
     if work.macs > macs_limit:
         raise ConfigError(

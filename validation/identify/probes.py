@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..files import write_atomically
+from ..files import load_npz_file, write_atomically
 
 __all__ = ["CATEGORIES", "ProbeSet", "load_inputs", "probe_set", "save"]
 
@@ -444,17 +444,10 @@ def save(path, probes: ProbeSet, d=None, option: str = "--out", **extra) -> None
 def load_inputs(path) -> ProbeSet:
     """The inputs of a probe .npz (a, b, c; category if present). ValueError naming the array
     for a missing array, a wrong dtype or inconsistent shapes."""
-    try:
-        data = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file") from None
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: cannot read as .npz ({' '.join(str(err).split())})") from None
-    if not hasattr(data, "files"):
-        raise ValueError(f"{path}: a single array, not an .npz with a, b, c")
+    data = load_npz_file(path, "probes", fail=lambda why: ValueError(f"{path}: {why}"))
     for name in ("a", "b", "c"):
-        if name not in data.files:
-            raise ValueError(f"{path}: no array {name!r} (has {', '.join(data.files) or 'none'})")
+        if name not in data:
+            raise ValueError(f"{path}: no array {name!r} (has {', '.join(data) or 'none'})")
     a, b, c = data["a"], data["b"], data["c"]
     if a.dtype != np.uint16 or b.dtype != np.uint16:
         raise ValueError(f"{path}: a and b must be uint16 fp16 bit patterns, got {a.dtype}, {b.dtype}")
@@ -464,5 +457,5 @@ def load_inputs(path) -> ProbeSet:
         raise ValueError(
             f"{path}: c must be ({a.shape[0]},) uint32 (fp32) or uint16 (fp16) bit patterns, got {c.shape} {c.dtype}"
         )
-    category = data["category"].astype(str) if "category" in data.files else np.full(a.shape[0], "")
+    category = data["category"].astype(str) if "category" in data else np.full(a.shape[0], "")
     return ProbeSet(a, b, c, category)

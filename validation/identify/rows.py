@@ -18,6 +18,8 @@ import numpy as np
 
 from emu.units import Format
 
+from ..files import load_npz_file, read_text
+
 __all__ = ["Rows", "load_rows"]
 
 
@@ -38,6 +40,9 @@ class Rows:
 
     def __post_init__(self):
         a, b, c, d = self.a, self.b, self.c, self.d
+        for name, v in (("a", a), ("b", b), ("c", c), ("d", d)):
+            if not isinstance(v, np.ndarray):
+                raise TypeError(f"Rows: {name} must be a numpy array of bit patterns, got {type(v).__name__}")
         if a.dtype != np.uint16 or b.dtype != np.uint16 or a.ndim != 2 or a.shape != b.shape:
             raise ValueError(
                 f"a, b: expected two (R, K) uint16 arrays of one shape, got {a.shape} {a.dtype}, {b.shape} {b.dtype}"
@@ -77,12 +82,18 @@ class Rows:
 
 
 def _words(text: str, what: str, path) -> list[int]:
+    """The words of ``text``: hex, or 32-character binary; each a bit pattern of at most 32 bits
+    (no sign: ``-1`` is refused, and so is a wider word, never cut)."""
     out = []
     for w in text.split():
         try:
+            if w.startswith(("-", "+")) or "_" in w:
+                raise ValueError
             out.append(int(w, 2) if len(w) == 32 and set(w) <= {"0", "1"} else int(w, 16))
         except ValueError:
-            raise ValueError(f"{path}: {what}: {w!r} is not a hex or 32-bit binary word") from None
+            raise ValueError(f"{path}: {what}: {w[:40]!r} is not a hex or 32-bit binary word") from None
+        if out[-1] > 0xFFFFFFFF:
+            raise ValueError(f"{path}: {what}: {w[:40]!r} is wider than 32 bits (an fp16 or fp32 bit pattern)")
     return out
 
 
@@ -134,17 +145,16 @@ def _finish(a, b, c_words, d_words, output: str | None, path, notes: list[str], 
     return Rows(np.ascontiguousarray(a), np.ascontiguousarray(b), c, d, str(path), tuple(notes))
 
 
+def _fail(path):
+    return lambda why: ValueError(f"{path}: {why}")
+
+
 def _load_npz(path, output):
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: cannot read as .npz ({' '.join(str(err).split())})") from None
-    if not hasattr(data, "files"):
-        raise ValueError(f"{path}: a single array, not an .npz with a, b, c, d")
-    missing = [n for n in ("a", "b", "c", "d") if n not in data.files]
+    data = load_npz_file(path, "rows", fail=_fail(path))
+    missing = [n for n in ("a", "b", "c", "d") if n not in data]
     if missing:
         raise ValueError(
-            f"{path}: no array {', '.join(missing)} (has {', '.join(data.files) or 'none'}); "
+            f"{path}: no array {', '.join(missing)} (has {', '.join(data) or 'none'}); "
             "a probe file needs its outputs d (run it on the device first)"
         )
     a, b, c, d = (data[n] for n in ("a", "b", "c", "d"))
@@ -165,10 +175,7 @@ def _load_npz(path, output):
 
 
 def _load_csv(path, output):
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: cannot read ({err})") from None
+    text = read_text(path, "rows", fail=_fail(path))
     reader = csv.DictReader(text.splitlines())
     fields = reader.fieldnames or []
     missing = [n for n in ("a", "b", "c", "d") if n not in fields]
@@ -210,7 +217,8 @@ def _digits(word: str) -> int:
 
 
 def _read_matrix(path: Path) -> list[list[int]]:
-    return [_words(line, path.name, path) for line in path.read_text().splitlines() if line.strip()]
+    text = read_text(path, path.name, fail=_fail(path))
+    return [_words(line, path.name, path) for line in text.splitlines() if line.strip()]
 
 
 def _load_directory(path: Path, output):

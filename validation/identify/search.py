@@ -248,6 +248,11 @@ def identify(
     none); ``pool_rows``: candidate probes they are chosen from; ``nearest``: points reported
     when none is consistent."""
     t0 = time.perf_counter()
+    if not isinstance(rows, Rows):
+        raise TypeError(f"rows: expected validation.identify.Rows (load_rows reads a file), got {type(rows).__name__}")
+    for name, v in (("next_count", next_count), ("screen", screen), ("pool_rows", pool_rows), ("nearest", nearest)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"{name}: a whole number ≥ 0, got {v!r}")
     if points is None:
         points = space.points(rows.output_format, rows.k)
     points = list(points)

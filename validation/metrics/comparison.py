@@ -263,6 +263,17 @@ def compare(
     """
     va = np.asarray(validation)
     ka = np.asarray(kernel)
+    for name, a in (("validation", va), ("kernel", ka)):
+        if a.dtype.kind in "bcOUSMm":  # bfloat16 (ml_dtypes) is kind V
+            raise TypeError(
+                f"{name}: expected an array of numbers (float16/32/64, or uint16 fp16 bit patterns), got {a.dtype}"
+            )
+    if dtype_hint is not None and resolve_dtype(dtype_hint) == "fp16":
+        # uint16 arrays under an fp16 hint are fp16 bit patterns, as against(), dot_add and run(inputs=) read them
+        va = va.view(np.float16) if va.dtype == np.uint16 else va
+        ka = ka.view(np.float16) if ka.dtype == np.uint16 else ka
+    if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 0:
+        raise ValueError(f"top: a whole number ≥ 0 of worst elements to keep, got {top!r}")
     if va.shape != ka.shape:
         raise ValueError(f"shapes differ: validation {va.shape}, kernel {ka.shape}")
     if chunk < 1:

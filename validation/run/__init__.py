@@ -30,6 +30,7 @@ from .runner import (
     Heartbeat,
     RunResult,
     auto_progress,
+    check_overrides,
     choice,
     harness_verifier,
     parse_validator,
@@ -43,6 +44,7 @@ from .runner import (
 __all__ = [
     "RunResult",
     "run",
+    "check_overrides",
     "plan",
     "plan_gemms",
     "choice",

@@ -1,5 +1,6 @@
-"""Reading the user's arrays safely: one loader for ``run --gpu-output``, ``run --inputs`` and
-``compare``.
+"""Reading the user's arrays safely for ``run --gpu-output``, ``run --inputs`` and ``compare``,
+through the one checked loader of user files (:mod:`validation.files`: one open descriptor,
+checked with ``fstat`` and read from, headers checked before allocation).
 
 Accepted:
 
@@ -11,7 +12,9 @@ Accepted:
   the member's header is checked the same way.
 * A raw binary dump (the bytes of the tensor in memory order, little-endian, as a GPU harness
   writes them with ``hipMemcpy`` and ``fwrite``) when its element format (``fp16``, ``fp32``,
-  ``bf16``) is given; its size must be that format's width times the number of elements.
+  ``bf16``) is given; its size must be that format's width times the number of elements. A dump
+  whose first bytes happen to be an npz's or npy's magic is read as the dump it is when the
+  container cannot be read and its size is exactly the tensor's in the given format.
 
 Every refusal is an :class:`ArrayFileError` (a ``ValueError``) naming the file and what is
 accepted; the command line prints it as one line with exit code 2. Empty files and non-regular
@@ -20,19 +23,14 @@ files (``/dev/null``, a directory, a pipe) are refused the same way.
 
 from __future__ import annotations
 
-import io
 import math
 import os
-import stat
-import struct
-import tokenize
-import zipfile
-import zlib
 from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
 
+from ..files import NPY_MAGIC, ZIP_MAGIC, UserFileError, open_user_file, read_npy, read_npz
 from ..metrics import resolve_dtype
 
 __all__ = [
@@ -55,24 +53,10 @@ ACCEPTED = (
     ".npy (float16, float32, float64, or uint16 fp16 bit patterns), FILE.npz:KEY, "
     "or a raw little-endian dump with its format (fp16, fp32, bf16) and the tensor's size"
 )
-_NPY_MAGIC = b"\x93NUMPY"
-_ZIP_MAGIC = b"PK\x03\x04"
-#: what zipfile, zlib and numpy raise on a damaged archive or member (none of them all ValueErrors)
-_ZIP_ERRORS = (
-    zipfile.BadZipFile,
-    zlib.error,
-    EOFError,
-    OSError,
-    NotImplementedError,
-    RuntimeError,
-    ValueError,
-    struct.error,
-    OverflowError,
-)
 _ALLOWED = {np.dtype("<f2"), np.dtype("<f4"), np.dtype("<f8"), np.dtype("<u2")}
 
 
-class ArrayFileError(ValueError):
+class ArrayFileError(UserFileError):
     """A file that is not an array this tool reads (the message names the file and what is accepted)."""
 
 
@@ -108,115 +92,49 @@ def _fail(what: str, path: str, why: str) -> ArrayFileError:
     return ArrayFileError(f"{what}: {path!r} {why}; accepted: {ACCEPTED}")
 
 
-def _regular_size(what: str, path: str) -> int:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise ArrayFileError(f"{what}: no such file {path!r}") from None
-    except OSError as err:
-        raise ArrayFileError(f"{what}: cannot read {path!r} ({err.strerror})") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-        raise _fail(what, path, f"is {kind}")
-    if st.st_size == 0:
-        raise _fail(what, path, "is empty (0 bytes)")
-    return st.st_size
-
-
-def _check_dtype(what: str, path: str, dtype: np.dtype) -> None:
-    if dtype.hasobject:
-        raise _fail(what, path, "holds Python objects (a pickle), which are never loaded")
+def _dtype_refusal(dtype: np.dtype) -> str | None:
+    """Why a header's dtype is refused (None: accepted)."""
     if dtype.names is not None or dtype.subdtype is not None:
-        raise _fail(what, path, f"has a structured dtype {dtype}")
+        return f"has a structured dtype {dtype}"
     if dtype.byteorder == ">" and dtype.itemsize > 1:
-        raise _fail(
-            what, path, f"is big-endian ({dtype.str}); save it little-endian (arr.astype(arr.dtype.newbyteorder('<')))"
-        )
+        return f"is big-endian ({dtype.str}); save it little-endian (arr.astype(arr.dtype.newbyteorder('<')))"
     if dtype.newbyteorder("<") not in _ALLOWED:
-        raise _fail(what, path, f"has dtype {dtype.name}")
+        return f"has dtype {dtype.name}"
+    return None
 
 
-def _read_header(fh, what: str, path: str):
-    """(shape, fortran_order, dtype, data offset) of an .npy stream, checked."""
-    try:
-        version = np.lib.format.read_magic(fh)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
-        elif version in ((2, 0), (3, 0)):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-        else:
-            raise ValueError(f"unknown .npy version {version}")
-    except (ValueError, OSError, SyntaxError, TypeError, tokenize.TokenError, RecursionError, MemoryError) as err:
-        # numpy tokenizes and literal_evals the header dict: an unbalanced bracket is a TokenError,
-        # a deeply nested one a RecursionError or MemoryError, none of them a ValueError
-        raise _fail(what, path, f"has a malformed .npy header ({' '.join(str(err).split())[:120]})") from None
-    return shape, fortran, dtype, fh.tell()
+def _native(a: np.ndarray) -> np.ndarray:
+    return a.astype(a.dtype.newbyteorder("="), copy=False)
 
 
-def _count(what: str, path: str, shape: tuple) -> int:
-    """The elements a header's shape claims, in Python integers (no int64 wrap-around)."""
-    if any(d < 0 for d in shape):
-        raise _fail(what, path, f"has a .npy header with a negative dimension {shape}")
-    return math.prod(shape)
+def _load_npz(what: str, path: str, fh, key: str | None) -> tuple[np.ndarray, str]:
+    chosen = []
 
-
-def _load_npy(what: str, path: str, size: int) -> np.ndarray:
-    with open(path, "rb") as fh:
-        shape, fortran, dtype, offset = _read_header(fh, what, path)
-    _check_dtype(what, path, dtype)
-    n = _count(what, path, shape)
-    need = offset + n * dtype.itemsize
-    if need > size:
-        raise _fail(
-            what,
-            path,
-            f"is truncated: its header claims {n} elements of {dtype.name} ({need} bytes), the file has {size}",
-        )
-    try:
-        a = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, TypeError) as err:  # a header numpy itself cannot parse (fuzz)
-        raise _fail(what, path, f"cannot be read ({' '.join(str(err).split())[:120]})") from None
-    return a.astype(dtype.newbyteorder("="), copy=False)
-
-
-def _load_npz(what: str, path: str, key: str | None) -> tuple[np.ndarray, str]:
-    try:
-        zf = zipfile.ZipFile(path)
-    except _ZIP_ERRORS as err:
-        raise _fail(what, path, f"is not a readable .npz ({' '.join(str(err).split())[:120]})") from None
-    with zf:
-        members = {n[:-4]: n for n in zf.namelist() if n.endswith(".npy")}
+    def select(names: list[str]) -> set[str]:
+        members = [n[:-4] for n in names if n.endswith(".npy")]
         if not members:
             raise _fail(what, path, "is a zip file with no .npy member")
-        if key is None:
-            if len(members) != 1:
-                raise ArrayFileError(
-                    f"{what}: {path!r} holds {len(members)} arrays ({', '.join(members)}); name one as {path}:KEY"
-                )
-            key = next(iter(members))
-        if key not in members:
-            raise ArrayFileError(f"{what}: {path!r} has no array {key!r}; it holds {', '.join(members)}")
-        info = zf.getinfo(members[key])
-        member = f"{path}:{key}"
-        try:
-            with zf.open(info) as fh:
-                head = fh.read(1 << 16)
-            bio = io.BytesIO(head)
-            shape, _, dtype, offset = _read_header(bio, what, member)
-            _check_dtype(what, member, dtype)
-            n = _count(what, member, shape)
-            if offset + n * dtype.itemsize > info.file_size:
-                raise _fail(what, member, f"is truncated: its header claims {n} elements of {dtype.name}")
-            with zf.open(info) as fh:
-                a = np.lib.format.read_array(fh, allow_pickle=False)
-        except ArrayFileError:
-            raise
-        except _ZIP_ERRORS as err:  # a damaged member: bad CRC, bad deflate data, a cut-short stream
-            raise _fail(what, member, f"cannot be read from the archive ({' '.join(str(err).split())[:120]})") from None
-    return a.astype(dtype.newbyteorder("="), copy=False), key
+        if key is None and len(members) != 1:
+            raise ArrayFileError(
+                f"{what}: {path!r} holds {len(members)} arrays ({', '.join(members)}); name one as {path}:KEY"
+            )
+        name = key if key is not None else members[0]
+        if name not in members:
+            raise ArrayFileError(f"{what}: {path!r} has no array {name!r}; it holds {', '.join(members)}")
+        chosen.append(name)
+        return {name}
+
+    arrays = read_npz(
+        fh,
+        lambda why: _fail(what, path, why),
+        check=lambda name, dtype: _dtype_refusal(dtype),
+        select=select,
+        member_fail=lambda name, why: _fail(what, f"{path}:{name}", why),
+    )
+    return _native(arrays[chosen[0]]), chosen[0]
 
 
-def _load_raw(what: str, path: str, size: int, fmt: str, count: int | None) -> np.ndarray:
+def _load_raw(what: str, path: str, fh, size: int, fmt: str, count: int | None) -> np.ndarray:
     if fmt not in RAW_FORMATS:
         raise ArrayFileError(f"{what}: raw format {fmt!r} is not one of {', '.join(RAW_FORMATS)}")
     if fmt == "bf16":
@@ -232,7 +150,11 @@ def _load_raw(what: str, path: str, size: int, fmt: str, count: int | None) -> n
             f"has {size} bytes = {size // dtype.itemsize} {fmt} elements; the tensor has {count} "
             f"({count * dtype.itemsize} bytes)",
         )
-    return np.fromfile(path, dtype=dtype).astype(dtype.newbyteorder("="), copy=False)
+    fh.seek(0)
+    data = fh.read(size + 1)
+    if len(data) != size:
+        raise _fail(what, path, f"changed while read ({len(data)} bytes read, {size} expected)")
+    return np.frombuffer(data, dtype=dtype).astype(dtype.newbyteorder("="))
 
 
 def load_array(
@@ -253,18 +175,31 @@ def load_array(
         head, _, tail = spec.rpartition(":")
         if os.path.exists(head):
             path, key = head, tail
-    size = _regular_size(what, path)
-    with open(path, "rb") as fh:
+
+    def fail(why):
+        if why.startswith("does not exist"):
+            return ArrayFileError(f"{what}: no such file {path!r}")
+        return _fail(what, path, why)
+
+    with open_user_file(path, what, fail=fail) as (fh, size):
         magic = fh.read(8)
-    if magic.startswith(_ZIP_MAGIC):
-        a, key = _load_npz(what, path, key)
-        return LoadedArray(a, path, key)
-    if key is not None:
-        raise _fail(what, path, f"is not an .npz file, so {':' + key!r} names no array")
-    if magic.startswith(_NPY_MAGIC):
-        return LoadedArray(_load_npy(what, path, size), path)
-    if raw_format is not None:
-        return LoadedArray(_load_raw(what, path, size, raw_format, count), path, raw_format=raw_format)
+        fh.seek(0)
+        if key is not None and not magic.startswith(ZIP_MAGIC):
+            raise _fail(what, path, f"is not an .npz file, so {':' + key!r} names no array")
+        try:
+            if magic.startswith(ZIP_MAGIC):
+                a, key = _load_npz(what, path, fh, key)
+                return LoadedArray(a, path, key)
+            if magic.startswith(NPY_MAGIC):
+                a = read_npy(fh, size, lambda why: _fail(what, path, why), check=_dtype_refusal)
+                return LoadedArray(_native(a), path)
+        except ArrayFileError:
+            # a raw dump whose first bytes happen to be an .npz or .npy magic: read as the format
+            # given (only when its size is exactly the tensor's in that format)
+            if not _raw_fits(raw_format, size, count) or key is not None:
+                raise
+        if raw_format is not None:
+            return LoadedArray(_load_raw(what, path, fh, size, raw_format, count), path, raw_format=raw_format)
     raise _fail(
         what,
         path,
@@ -272,6 +207,13 @@ def load_array(
         + (f", e.g. {raw_hint}" if raw_hint else "")
         + ")",
     )
+
+
+def _raw_fits(fmt: str | None, size: int, count: int | None) -> bool:
+    """Whether a file of ``size`` bytes is a raw dump of ``count`` elements of ``fmt``."""
+    if fmt not in RAW_FORMATS or count is None:
+        return False
+    return size == count * (2 if fmt in ("fp16", "bf16") else 4)
 
 
 def convert_exactly(a: np.ndarray, target) -> tuple[np.ndarray, int | None]:

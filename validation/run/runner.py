@@ -30,13 +30,23 @@ from models import kernels as kernel_models
 from models.hardware import HW_NAMES, check_hardware
 from models.kernels import ATOMIC_ORDERS
 
-from ..configs import Config, ConfigWarning, check_dtype, check_rand_bound, check_seed, check_work, parse_config
+from ..configs import (
+    Config,
+    ConfigError,
+    ConfigWarning,
+    check_dtype,
+    check_rand_bound,
+    check_seed,
+    check_work,
+    parse_config,
+)
 from .gpu import GpuComparison, compare_gpu_output
 from .inputs import InputsInfo, resolve_inputs, save_run, user_tensors
 
 __all__ = [
     "RunResult",
     "run",
+    "check_overrides",
     "plan",
     "plan_gemms",
     "choice",
@@ -339,6 +349,19 @@ def progress_bar(total: int, enabled: bool, desc: str, unit: str = "col"):
     )
 
 
+def check_overrides(seed, rand_min, rand_max, n_chunk=None, *, names=("seed", "rand_min", "rand_max")):
+    """``seed``, ``rand_min``, ``rand_max`` checked as the config's ``-rand``, ``-rand_min``,
+    ``-rand_max`` accept them, the range not inverted, ``n_chunk`` a whole number ≥ 1 (or None);
+    ConfigError in the caller's terms (``names``: run()'s arguments, or the command line's options)."""
+    seed = check_seed(seed, names[0])
+    lo, hi = check_rand_bound(rand_min, names[1]), check_rand_bound(rand_max, names[2])
+    if lo is not None and hi is not None and lo > hi:
+        raise ConfigError(f"{names[1]}/{names[2]}: the range [{lo}, {hi}] is inverted; give the lower bound first")
+    if n_chunk is not None and (isinstance(n_chunk, bool) or not isinstance(n_chunk, (int, np.integer)) or n_chunk < 1):
+        raise ConfigError(f"n_chunk: a whole number of columns ≥ 1, got {n_chunk!r}")
+    return seed, lo, hi
+
+
 def run(
     config,
     *,
@@ -365,8 +388,7 @@ def run(
     :func:`validation.run.inputs.user_tensors`); ``progress`` None = a bar for long runs when stderr
     is a terminal.
     """
-    seed = check_seed(seed)
-    rand_min, rand_max = check_rand_bound(rand_min, "--rand-min"), check_rand_bound(rand_max, "--rand-max")
+    seed, rand_min, rand_max = check_overrides(seed, rand_min, rand_max, n_chunk)
     config, kmodel, vmodel = plan(config, hw=hw, kernel=kernel, validator=validator, perf_config=perf_config)
     problem = config.problem
 

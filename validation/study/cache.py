@@ -4,8 +4,12 @@ An interrupted reproduction resumes from it. A key covers the test's arguments a
 seed and range, the line's combination, the verifier's quirks, the input generator, both models'
 identities (units and orders per sub-GEMM), the ensemble settings of an atomic line, and the
 fp16emu version. Each file holds ``{"schema", "key", "sha256", "value"}``: the sha256 is over
-the value's canonical JSON, so an entry whose numbers were changed after it was written is
-detected. An entry that is not what :func:`read_entry` expects (not JSON, the wrong shape, another
+the value's canonical JSON, so an entry whose numbers were changed by accident after it was
+written (a bad disk, a stray edit, a partial copy) is detected. It does not defend against
+tampering: whoever can write the cache folder can recompute the sha256, and such an entry is
+used; keep the cache in a folder only you can write (the default is under ``--out``).
+An entry is read without following a link, without blocking (a FIFO) and up to
+:data:`MAX_ENTRY_BYTES`. An entry that is not what :func:`read_entry` expects (not JSON, the wrong shape, another
 key, a checksum that does not match, a directory in its place) is recomputed, with one warning
 line on stderr naming the file. Writes go to a temporary file in the same folder, then
 ``os.replace``: a killed run never leaves a half-written entry.
@@ -24,11 +28,15 @@ from pathlib import Path
 
 from models.kernels import ATOMIC_ORDERS
 
+from ..files import open_user_file
 from ..verify.study2022 import resolve_study_quirks
 from .measured import RANGES
 from .recipes import Recipe
 
 __all__ = ["CACHE_VERSION", "Cache", "request_key", "fp16emu_version", "valid_entry", "read_entry", "entry_checksum"]
+
+#: The largest entry read (an ensemble of 64 members' lines is a few tens of KiB).
+MAX_ENTRY_BYTES = 16 << 20
 
 #: Bump when the cached content or its meaning changes (4: entries carry a schema, their key and
 #: a sha256 of their value; the values mean what they meant in 3).
@@ -133,12 +141,24 @@ class Cache:
         if self.directory is None:
             return None
         path = self._path(key)
+        if not os.path.lexists(path):
+            return None
         try:
-            raw = path.read_bytes()
+            # a FIFO, a device or a link (to /dev/zero, say) in an entry's place is never followed,
+            # blocked on or read without a bound
+            with open_user_file(
+                path,
+                "cache entry",
+                max_bytes=MAX_ENTRY_BYTES,
+                follow_links=False,
+                fail=lambda why: ValueError(f"cannot be read ({why})"),
+            ) as (fh, _):
+                raw = fh.read(MAX_ENTRY_BYTES + 1)
         except FileNotFoundError:
             return None
-        except OSError as err:  # a directory in its place, no permission, …
-            self._warn(path, f"cannot be read ({err.strerror or type(err).__name__})")
+        except (OSError, ValueError) as err:  # a directory in its place, no permission, …
+            why = str(err) if isinstance(err, ValueError) else f"cannot be read ({err.strerror or type(err).__name__})"
+            self._warn(path, why)
             return None
         try:
             return read_entry(json.loads(raw.decode("utf-8")), key)

@@ -36,6 +36,7 @@ def execute(
     log_path=None,
     scheduler: str = "auto",
     heartbeat_s: float | None = None,
+    log_errors: list[str] | None = None,
 ) -> dict[str, dict]:
     """Run ``jobs`` on ``jobs_n`` workers of ``scheduler`` (:class:`validation.engine.Engine`);
     returns {cache key: result}. ``log_path``: append one line per finished job (test, range,
@@ -43,7 +44,9 @@ def execute(
     jobs done, and where the jobs run (the Dask dashboard link). ``heartbeat_s``: without a bar,
     print one plain line on stderr (jobs and share of the work done, time elapsed and left) when
     a job finishes at least this many seconds after the last such line: for logs, where a bar's
-    carriage returns would not show."""
+    carriage returns would not show. A line that cannot be appended to ``log_path`` (a full disk,
+    ``ulimit -f``) stops the log, not the run: why is appended to ``log_errors`` (raised as an
+    OSError when that is None)."""
     results: dict[str, dict] = {}
     if not jobs:
         return results
@@ -72,12 +75,23 @@ def execute(
         beat = Heartbeat(heartbeat_s, len(jobs), "jobs", total_work=sum(j.weight for j in jobs) or 1.0)
 
     def done(job: Job, res: dict, seconds: float) -> None:
-        nonlocal n_done
+        nonlocal n_done, log_path
         n_done += 1
         results.update(res)
         if log_path is not None:
-            with open(log_path, "a", encoding="utf-8") as fh:
-                fh.write(f"{job.test}\t{job.range}\t{job.seed}\t{job.rand_type}\t{len(job.requests)}\t{seconds:.1f}\n")
+            try:
+                with open(log_path, "a", encoding="utf-8") as fh:
+                    fh.write(
+                        f"{job.test}\t{job.range}\t{job.seed}\t{job.rand_type}\t{len(job.requests)}\t{seconds:.1f}\n"
+                    )
+            except OSError as err:
+                if log_errors is None:
+                    raise
+                log_errors.append(
+                    f"--out: cannot append to {str(log_path)!r} ({err.strerror or type(err).__name__}); "
+                    "the job log stopped there"
+                )
+                log_path = None
         if bar is not None:
             bar.update(int(job.weight))
             bar.set_postfix_str(f"jobs {n_done}/{len(jobs)}{where} {job.test[-28:]} {job.range}", refresh=False)

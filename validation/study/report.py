@@ -11,6 +11,7 @@ from pathlib import Path
 
 from models.kernels import ATOMIC_ORDERS
 
+from ..files import write_atomically
 from .cache import fp16emu_version
 from .judge import LineResult, num, seed_position
 from .measured import RUN_SETS
@@ -206,26 +207,38 @@ class Report:
         return rows
 
     def write_csv(self, path) -> None:
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
-            w.writerow(
-                [
-                    "run_set",
-                    "gpu",
-                    "kernel",
-                    "validator",
-                    "range",
-                    "test_name",
-                    "field",
-                    "measured",
-                    "emulated",
-                    "equal",
-                    "compare",
-                    "exact_members",
-                    "members",
-                ]
-            )
-            w.writerows(self.csv_rows())
+        """``reproduce.csv`` at ``path``, atomically (a temporary file beside it, then a rename): a
+        failed write (a full disk) leaves the previous complete file as it was."""
+        write_atomically(path, self._write_csv, "--out")
+
+    def _write_csv(self, binary) -> None:
+        fh = io.TextIOWrapper(binary, encoding="utf-8", newline="")
+        try:
+            self._csv_to(fh)
+            fh.flush()
+        finally:
+            fh.detach()
+
+    def _csv_to(self, fh) -> None:
+        w = csv.writer(fh)
+        w.writerow(
+            [
+                "run_set",
+                "gpu",
+                "kernel",
+                "validator",
+                "range",
+                "test_name",
+                "field",
+                "measured",
+                "emulated",
+                "equal",
+                "compare",
+                "exact_members",
+                "members",
+            ]
+        )
+        w.writerows(self.csv_rows())
 
     def markdown(self) -> str:
         s = self.selection
@@ -426,7 +439,8 @@ class Report:
         d = Path(out_dir)
         d.mkdir(parents=True, exist_ok=True)
         md, cs = d / "report.md", d / "reproduce.csv"
-        md.write_text(self.markdown(), encoding="utf-8")
+        text = self.markdown().encode("utf-8")
+        write_atomically(md, lambda fh: fh.write(text), "--out")
         self.write_csv(cs)
         return md, cs
 

@@ -216,7 +216,8 @@ def reproduce(
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         log_path = Path(out) / "jobs.tsv"
-    execute(jobs_list, jobs, cache_dir, progress, on_done, log_path, scheduler, heartbeat_s)
+    log_errors: list[str] = []
+    execute(jobs_list, jobs, cache_dir, progress, on_done, log_path, scheduler, heartbeat_s, log_errors)
     lines = [judge_line(i) for i in range(len(selected))]
     if selection.diagnose:
         diagnose(lines, selection, jobs, cache_dir, progress, scheduler)
@@ -236,6 +237,11 @@ def reproduce(
             report.write(out)
         except OSError as err:
             report.write_error = (
-                f"--out: cannot write the report into {str(out)!r} ({err.strerror or type(err).__name__})"
+                f"--out: cannot write the report into {str(out)!r} ({err.strerror or type(err).__name__}); "
+                "a previous report there is left whole"
             )
+        except ValueError as err:  # a report path that is not a regular file, or a folder gone
+            report.write_error = " ".join(str(err).split())
+    if log_errors and not report.write_error:
+        report.write_error = log_errors[0]
     return report

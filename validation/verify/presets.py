@@ -48,6 +48,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import math
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -523,6 +524,13 @@ def verdict(
     return evaluate(result, th)
 
 
+def _all_fp16(a: np.ndarray) -> bool:
+    """Whether every value of the float array ``a`` is an fp16 value (NaN counts as one)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        back = a.astype(np.float16).astype(a.dtype)
+    return bool(a.size) and bool(np.all((back == a) | (np.isnan(back) & np.isnan(a))))
+
+
 def verify(
     validation: Any,
     kernel: Any,
@@ -544,6 +552,15 @@ def verify(
         if dtype is None:
             ka = np.asarray(kernel)
             dtype = "fp64" if ka.dtype.kind in "biu" else resolve_dtype(ka.dtype)
+            if ka.dtype in (np.float32, np.float64) and _all_fp16(ka):
+                # as fp16emu compare warns: the preset is chosen by the array's type, and an fp16
+                # kernel's output held in float64 is judged in float64 ulps (a far tighter limit)
+                warnings.warn(
+                    f"kernel is {ka.dtype.name} but every value is an fp16 value: if the kernel wrote fp16, pass "
+                    f"dtype_hint='fp16' (judged as {dtype} now)",
+                    UserWarning,
+                    stacklevel=2,
+                )
         thresholds = preset(thresholds, dtype, **preset_options)
     elif preset_options:
         raise TypeError(f"preset options {sorted(preset_options)} given with a Thresholds object")
