@@ -143,8 +143,10 @@ def _ulps(validation: np.ndarray, kernel: np.ndarray) -> np.ndarray:
         return np.abs(k - v) / spacing
 
 
-def error_vs_magnitude(ax, validation, kernel, label: str = "elements"):
-    """Scatter |kernel − validation| against |validation| (log-log); exact elements counted in the legend."""
+def error_vs_magnitude(ax, validation, kernel, label: str = "elements", rounded_exact: int | None = None):
+    """Scatter |kernel − validation| against |validation| (log-log); exact elements counted in the
+    title. ``rounded_exact``: the count of elements exact against the validation rounded to the
+    kernel's format (the text report's "exact"), said beside the unrounded count so the two agree."""
     v, k = _flat64(validation), _flat64(kernel)
     ok = np.isfinite(v) & np.isfinite(k)
     err = np.abs(k - v)
@@ -161,7 +163,15 @@ def error_vs_magnitude(ax, validation, kernel, label: str = "elements"):
         ax.set_yscale("log")
     ax.set_xlabel("|validation| (output magnitude)")
     ax.set_ylabel("|kernel − validation|")
-    ax.set_title(f"error vs magnitude ({int((ok & (err == 0)).sum())} of {v.size} exact)", fontsize=9)
+    if rounded_exact is None:
+        ax.set_title(f"error vs magnitude ({int((ok & (err == 0)).sum())} of {v.size} exact)", fontsize=9)
+    else:
+        # the text's "exact" compares with the validation rounded to fp16; the scatter with its fp32 value
+        ax.set_title(
+            f"|kernel − fp32 validation, unrounded|: {int((ok & (err == 0)).sum())} of {v.size} equal\n"
+            f"(rounded to fp16 first: {rounded_exact} of {v.size} exact, as in the text)",
+            fontsize=8,
+        )
     ax.legend(fontsize=7)
     return ax
 

@@ -60,6 +60,8 @@ def test_saved_emulated_output_fed_back_is_identical(pad, tmp_path, capsys):
     # read in the config's own layout instead, the same bytes are a different tensor: not identical
     code, doc, _ = _json(capsys, argv)
     assert code == 1 and doc["gpu"]["answer"] == "differs"
+    # issue 30.2: the search names the axis order the dump was written in
+    assert doc["gpu"]["matches"] == [{"layout": "nkhw"}]
 
 
 def test_one_padding_border_row_wrong(pad, tmp_path, capsys):
@@ -70,8 +72,12 @@ def test_one_padding_border_row_wrong(pad, tmp_path, capsys):
     assert all(s["coords"]["h"] == 0 for s in got.suspects)
     assert any("h = 0 (of 0..15)" in c for c in got.clusters)
     np.save(tmp_path / "row.npy", out)
-    code, doc, _ = _json(capsys, ["run", PAD, *ARGS, "--gpu-output", str(tmp_path / "row.npy")])
+    code, doc, _ = _json(capsys, ["run", PAD, *ARGS, "--gpu-output", str(tmp_path / "row.npy"), "--search-budget", "0"])
     assert code == 1 and doc["gpu"]["answer"] == "differs"
+    # issue 30.2: 1 ulp each, but all on one row: clustered, a bug suspect, not other arithmetic
+    d = doc["gpu"]["search"]["differences"]
+    assert d["ulps"]["1"] == 20 * 16 * 6 and d["clustered_on"] == ["h"] and d["reading"] == "clustered or large"
+    assert doc["gpu"]["matches"] == [] and doc["gpu"]["search"]["tried"] == 0
     s = doc["gpu"]["suspects"][0]
     assert set(s["coords"]) == {"n", "g", "k", "h", "w"} and s["coords"]["h"] == 0
     assert s["gpu"] == float(out[tuple(s["coords"][a] for a in "nhwgk")])

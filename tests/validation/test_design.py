@@ -198,8 +198,42 @@ def test_text_report_states_its_inputs(capsys):
         main(["design", SMALL, "--seeds", "1", "--validators", "torch", "--ranges", "away:1:3", "--no-progress"]) == 0
     )
     text = capsys.readouterr().out
-    for what in ("seeds:", "away:1:3", "hw mi200", "torch@away:1:3", "recommendation:", "Clopper-Pearson"):
+    for what in (
+        "seeds:",
+        "away:1:3",
+        "hw mi200",
+        "torch@away:1:3",
+        "best of the functions compared:",
+        "Clopper-Pearson",
+    ):
         assert what in text
+    # issue 30.8: a rule a harness can use, not "run this tool", and a warning that 1 seed cannot
+    # support the 0.01 target (3/0.01 = 300 runs with no false alarm)
+    assert "recommendation: emulated" not in text
+    for what in ("-RMS_threshold=", "-absDiff_threshold=", "-relDiff_threshold=", "assert_close(actual, expected, rtol=0, atol=",
+                 "MIOpen tolerance (rms_range):", "·√K", "runs needed: 300", "WARNING: the thresholds were fitted on 1 run per test"):  # fmt: skip
+        assert what in text
+
+
+def test_the_harness_rule_is_the_fitted_thresholds_in_each_tools_terms(capsys):
+    from validation.design import runs_needed
+
+    assert (runs_needed(0.01), runs_needed(0.05), runs_needed(0.001)) == (300, 60, 3000)
+    code = main(["design", SMALL, "--seeds", "2", "--validators", "torch", "--bugs", "none", "--no-progress",
+                 "--format", "json"])  # fmt: skip
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    rule = doc["harness_rule"]
+    assert rule["runs_needed"] == 300 and rule["fit_runs"] == 2 and "--seeds 300" in rule["warning"]
+    for t, n in zip(rule["per_test"], doc["noise"]):
+        m = n["metrics"]
+        assert t["K"] == n["K"] == 72
+        assert t["rocmlir_flags"]["-RMS_threshold"] == m["rms"]["threshold"]
+        assert t["rocmlir_flags"]["-absDiff_threshold"] == m["max_abs_diff"]["threshold"]
+        assert t["assert_close"] == {"rtol": 0.0, "atol": m["max_abs_diff"]["threshold"]}
+        assert t["miopen_rms_tolerance"] == m["miopen_rms"]["threshold"]
+    best = max(n["metrics"]["max_abs_diff"]["threshold"] / 72**0.5 for n in doc["noise"])
+    assert rule["of_k"]["c"]["max_abs_diff"] == pytest.approx(best)
 
 
 def test_constant_inputs_are_reported_as_not_trustworthy(target):

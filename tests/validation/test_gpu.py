@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from validation.cli import main
-from validation.run import run
+from validation.run import describe_differences, run, search_matches
 
 FWD = "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16"  # output nhwk: 64 x 5 x 5 x 64
 SPLIT_K = "conv2d_host_validation_f16_bwd_CHECK_ISSUE_71_4"  # 64 partial sums per weight
@@ -88,7 +88,7 @@ def test_cli_gpu_output_answers_in_text_and_json(fwd, tmp_path, capsys):
     out[..., 7] = np.float16(0.5)
     bad = tmp_path / "bad.npy"
     np.save(bad, out)
-    assert main([*argv, "--gpu-output", str(bad)]) == 1
+    assert main([*argv, "--gpu-output", str(bad), "--search-budget", "0"]) == 1
     text = capsys.readouterr().out
     assert "bug suspects" in text and "k = 7" in text
     assert main([*argv, "--gpu-output", str(tmp_path / "missing.npy")]) == 2
@@ -115,7 +115,7 @@ def test_the_verdict_is_about_the_gpu_array_not_the_emulation(tmp_path, capsys):
     bug = kernel.copy()
     bug.reshape(-1)[:4000] *= np.float16(1.5)
     np.save(tmp_path / "bug.npy", bug)
-    code = main(["run", *common, "--gpu-output", str(tmp_path / "bug.npy"), "--format", "json"])
+    code = main(["run", *common, "--gpu-output", str(tmp_path / "bug.npy"), "--format", "json", "--search-budget", "0"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 1
     assert doc["verdict"] == "fail" and doc["gpu"]["answer"] == "differs"
@@ -147,3 +147,86 @@ def test_save_never_writes_through_a_link_and_checks_the_folder_first(tmp_path, 
         assert main([*args, "--save", bad]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--save" in err and needle in err, err
+
+
+# --- issue 30.2: what a differing array matches, and the differences' character -------------------
+
+ARGS = ["--hw", "mi200", "--kernel", "xdlops", "--rand-type", "float", "--seed", "1", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def mi100():
+    return run(FWD, hw="mi100", kernel="xdlops", validator="cpu", rand_type="float", seed=1, progress=False)
+
+
+def _bit_differences(a, b) -> int:
+    return int(np.count_nonzero(np.asarray(a).view(np.uint16).reshape(-1) != np.asarray(b).view(np.uint16).reshape(-1)))
+
+
+def test_another_gpus_output_is_named_with_the_command_that_reproduces_it(fwd, mi100):
+    options = {"config": FWD, "hw": "mi200", "kernel": "xdlops", "seed": 1, "rand_type": "float"}
+    got = search_matches(fwd, mi100.kernel_output, stages=("model",), command=options)
+    assert got.matches == [{"hw": "mi100"}] and got.stopped == "match"
+    tried = [t["option"] for t in got.tried]
+    assert {"hw": "mi300"} in tried and {"kernel": "nonxdlops"} in tried
+    assert got.commands == [f"fp16emu run {FWD} --hw mi100 --kernel xdlops --seed 1 --rand-type float"]
+    text = got.format_text()
+    assert "MATCH --hw mi100" in text and got.commands[0] in text and f"tried {len(got.tried)} options" in text
+
+
+def test_without_a_match_another_units_rounding_reads_as_scattered_and_small(fwd, mi100):
+    d = describe_differences(fwd, mi100.kernel_output)
+    n = _bit_differences(fwd.kernel_output, mi100.kernel_output)
+    assert 0 < n < fwd.kernel_output.size // 100 and d["n_differ"] == n
+    assert sum(d["ulps"].values()) == n and d["ulps"]["1"] > n // 2 and d["ulps"]["non-finite"] == 0
+    assert d["reading"] == "scattered small" and d["clustered_on"] == []
+    got = search_matches(fwd, mi100.kernel_output, stages=("layout",))
+    assert got.matches == [] and "different arithmetic" in got.format_text()
+
+
+def test_a_forgotten_seed_is_found_nearby_and_the_clock_seed_is_never_tried(fwd):
+    other = run(FWD, hw="mi200", kernel="xdlops", validator="cpu", rand_type="float", seed=3, progress=False)
+    got = search_matches(fwd, other.kernel_output, stages=("inputs",))
+    assert got.matches == [{"seed": 3}]
+    assert [t["option"] for t in got.tried] == [{"seed": 2}, {"seed": 3}]  # seed 1 - 1 = 0 is srand(time(0))
+    assert got.differences["reading"] == "most differ"
+    assert "points at the inputs (seed, range), the layout" in got.format_text()
+
+
+def test_a_wrong_channel_is_clustered_and_the_search_is_bounded(fwd):
+    out = fwd.kernel_output.reshape(fwd.shape).copy()
+    out[..., 5] = -out[..., 5]
+    got = search_matches(fwd, out, stages=("layout", "array"), max_candidates=5)
+    assert got.stopped == "candidates" and len(got.tried) == 5 and got.matches == []
+    d = got.differences
+    assert d["n_differ"] == _bit_differences(out, fwd.kernel_output) and d["reading"] == "clustered or large"
+    assert d["clustered_on"] == ["k"] and d["spread"]["k"]["hit"] == 1
+    text = got.format_text()
+    assert "tried 5 options" in text and "clustered on k" in text and "bug suspect" in text
+    nothing = search_matches(fwd, out, budget_s=0)
+    assert nothing.stopped == "budget" and nothing.tried == []
+
+
+def test_cli_names_a_raw_dumps_layout_and_its_command_gives_the_array_bit_for_bit(fwd, tmp_path, capsys):
+    import shlex
+
+    dump = tmp_path / "nkhw.f16"
+    fwd.kernel_output.reshape(64, 5, 5, 64).transpose(0, 3, 1, 2).astype("<f2").tofile(dump)
+    argv = ["run", FWD, *ARGS, "--gpu-output", str(dump), "--gpu-output-format", "fp16"]
+    assert main([*argv, "--format", "json"]) == 1
+    gpu = json.loads(capsys.readouterr().out)["gpu"]
+    assert gpu["answer"] == "differs" and gpu["matches"] == [{"layout": "nkhw"}]
+    search = gpu["search"]
+    assert search["tried"] == len(search["options_tried"]) >= 1 and search["stopped"] == "match"
+    assert search["differences"]["reading"] == "most differ"
+    (command,) = search["commands"]
+    assert command.startswith("fp16emu run ") and "--layout nkhw" in command
+    assert main([*shlex.split(command)[1:], "--format", "json", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["gpu"]["answer"] == "identical"
+
+
+def test_a_raw_dump_read_in_the_wrong_element_format_is_told_the_right_one(tmp_path, capsys):
+    dump = tmp_path / "out.f32"
+    np.zeros(64 * 5 * 5 * 64, "<f4").tofile(dump)
+    assert main(["run", FWD, "--gpu-output", str(dump), "--gpu-output-format", "fp16"]) == 2
+    assert "read as fp32 it holds exactly the tensor's 102400 elements" in capsys.readouterr().err

@@ -169,3 +169,31 @@ def test_kblocks_checks_are_the_numbers_the_details_print():
                 assert f"n_exact {c.measured} measured, [{c.lo}, {c.hi}] over every order" in text and c.exhaustive
                 assert c.ok == (c.lo <= c.measured <= c.hi)
     assert not all(c.ok for c in verdicts[2].checks) and all(c.ok for c in verdicts[4].checks)
+
+
+def test_run_plot_middle_panel_says_what_it_compares_and_agrees_with_the_text():
+    """Issue 30.5: the panel counted elements equal to the fp32 validation, unrounded, as "exact"
+    where the text counts them against the validation rounded to fp16; both counts are now said,
+    the text's beside its name, and no title leaves the figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from validation.run import run
+    from validation.run.plots import run_figure
+    from validation.verify import measure
+
+    r = run(SMALL, hw="mi200", seed=3, rand_min=-1, rand_max=1, progress=False)
+    comparison, _ = measure(r.validation_array, r.kernel_array, "rocmlir-2022", "fp16", None)
+    fig = run_figure(r, comparison)
+    title = fig.axes[1].get_title()
+    exact16 = int(np.count_nonzero(r.validation_output.astype(np.float16) == r.kernel_output))
+    assert f"{exact16} of {r.kernel_output.size} exact, as in the text" in title and "unrounded" in title
+    assert f"exact {exact16} " in comparison.format_text()
+    fig.canvas.draw()
+    box = fig.bbox
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        for text in (ax.title, ax.xaxis.label, ax.yaxis.label):
+            if text.get_text():
+                ext = text.get_window_extent(renderer)
+                assert box.x0 <= ext.x0 and ext.x1 <= box.x1 and ext.y1 <= box.y1, text.get_text()

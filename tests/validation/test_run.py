@@ -145,3 +145,29 @@ def test_a_split_k_atomic_kernel_keeps_its_ensemble():
     assert members.shape == (16, ens.size)
     assert len({m.tobytes() for m in members}) > 1, "16 add orders never changed a bit"
     assert run(test, hw="mi200", kernel="nonxdlops", validator="cpu", progress=False).ensemble is None
+
+
+def test_a_zero_column_terminal_still_shows_progress(monkeypatch, tmp_path):
+    """Issue 30.9: a terminal reporting 0 columns gave tqdm a width of -1, and the bar printed
+    nothing; it now falls back to a fixed width (COLUMNS when positive, else 80)."""
+    import os
+    import sys
+
+    from validation.run import runner
+
+    monkeypatch.setattr(os, "get_terminal_size", lambda *a: os.terminal_size((0, 0)))
+    monkeypatch.setattr(runner, "PROGRESS_DELAY_S", 0)
+    monkeypatch.setenv("COLUMNS", "0")
+    with open(tmp_path / "err", "w") as err:
+        monkeypatch.setattr(sys, "stderr", err)
+        assert runner.bar_width(err) == {"dynamic_ncols": False, "ncols": 80, "nrows": 24}
+        bar = runner.progress_bar(10, True, "emulating", unit="col")
+        for _ in range(10):
+            bar.update(1)
+        bar.refresh()
+        bar.close()
+    text = (tmp_path / "err").read_text()
+    assert "emulating" in text and "10.0/10.0" in text
+    monkeypatch.setenv("COLUMNS", "120")
+    with open(tmp_path / "err") as fh:
+        assert runner.bar_width(fh)["ncols"] == 120

@@ -12,7 +12,7 @@ from ..design.generators import parse_generator
 from ..design.report import format_json, format_text, plot
 from ..design.sweep import design, resolve_targets
 from ..engine import check_scheduler
-from ..run import HEARTBEAT_S, KERNEL_CHOICES, Heartbeat, choice
+from ..run import HEARTBEAT_S, KERNEL_CHOICES, Heartbeat, bar_width, choice
 from .common import HW_HELP
 
 __all__ = ["register_cli"]
@@ -122,7 +122,7 @@ def _cmd_design(args) -> int:
     if show:
         from tqdm import tqdm
 
-        bar = tqdm(total=0, desc="design", unit="run", leave=False, dynamic_ncols=True)
+        bar = tqdm(total=0, desc="design", unit="run", leave=False, file=sys.stderr, **bar_width(sys.stderr))
     # no terminal (a log, nohup, CI): a plain line every HEARTBEAT_S instead of the bar
     beat = Heartbeat(HEARTBEAT_S, unit="runs") if bar is None and not args.no_progress else None
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 from ..configs import ConfigError, check_rand_bound, check_seed, parse_config
 from ..plots import save
 from ..run import (
+    auto_progress,
     check_overrides,
     ensemble_summary,
     from_layout,
@@ -22,9 +23,11 @@ from ..run import (
     resolve_inputs,
     run,
     save_run,
+    search_matches,
 )
 from ..run.gpu import gpu_values
 from ..run.inputs import check_save_dir
+from ..run.matches import STAGES
 from ..run.plots import compare_figure, run_figure
 from ..verify import measure
 from .common import HW_HELP, UsageError, add_verdict_options, emit, parse_thresholds, verifier_text, warn
@@ -86,6 +89,14 @@ def _add_run(sub):
         default=None,
         metavar="LETTERS",
         help="the memory order of --gpu-output, e.g. nchw or nhwk (default: the config's result layout)",
+    )
+    p.add_argument(
+        "--search-budget",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="when --gpu-output differs from the emulated kernel, search this long at most for the options it "
+        "matches (layouts, other GPUs, kernels and tunings, seeds, input ranges); 0: no search (default 60)",
     )
     p.add_argument(
         "--inputs",
@@ -290,6 +301,11 @@ def _cmd_run(args) -> int:
                 f"the emulated kernel ({result.kernel.key} on {args.hw}) against the same validation: "
                 f"{'PASS' if emu_verdict.exit_code == 0 else 'FAIL'} by {verifier}"
             )
+        if gpu.answer == "differs":
+            search = _search(result, gpu_array, loaded, args)
+            extra["gpu"]["matches"] = search.matches
+            extra["gpu"]["search"] = {k: v for k, v in search.to_dict().items() if k != "matches"}
+            middle.append(search.format_text())
         if gpu.answer == "differs" and verdict is not None and verdict.exit_code == 0:
             middle.append(
                 "the GPU's output passes the verifier's thresholds but is not what the kernel computes: "
@@ -311,6 +327,37 @@ def _cmd_run(args) -> int:
     if gpu is not None:
         return 1 if gpu.answer == "differs" else code
     return code
+
+
+def _search(result, gpu_array, loaded, args):
+    """What the GPU's differing array matches (:func:`validation.run.search_matches`), within
+    ``--search-budget`` seconds; with a budget of 0, only the differences' character."""
+    p = result.problem
+    options = {
+        "config": args.config,
+        "hw": args.hw,
+        "kernel": args.kernel or ("xdlops" if result.kernel.xdlops else "nonxdlops"),
+        "perf_config": args.perf_config,
+        "validator": None if args.validator == "cpu" else args.validator,
+        "seed": args.seed,
+        "rand_type": args.rand_type,
+        "rand_min": args.rand_min,
+        "rand_max": args.rand_max,
+        "gpu_output": args.gpu_output,
+        "gpu_output_format": args.gpu_output_format,
+        "layout": args.layout,
+        "own_layout": p.layout(p.result_role),
+    }
+    return search_matches(
+        result,
+        gpu_array,
+        raw=loaded.array,
+        layout=args.layout,
+        stages=STAGES if args.search_budget > 0 else (),  # 0 (or nan): no search
+        budget_s=args.search_budget if args.search_budget > 0 else 0.0,
+        progress=False if args.no_progress else auto_progress(),
+        command=options,
+    )
 
 
 def _cmd_compare(args) -> int:

@@ -2,12 +2,14 @@
 
 :mod:`.generators` (input generators), :mod:`.functions` (validation functions: presets and
 files), :mod:`.bounds` (analytic bounds), :mod:`.stats` (rates and Clopper–Pearson intervals),
-:mod:`.sweep` (noise model and evaluation over seeds and bug mutants), :mod:`.report` (text and
+:mod:`.sweep` (noise model and evaluation over seeds and bug mutants), :mod:`.rule` (the harness
+rule: rocMLIR flags, assert_close, MIOpen tolerance, per test and of K; runs needed), :mod:`.report` (text and
 JSON), :mod:`.cli` (``fp16emu design``). The method is described in docs/design.md.
 """
 
 from .functions import FUNCTION_NAMES, ValidationFunction, function, load_functions, parse_functions
 from .generators import DEFAULT_GENERATORS, InputGenerator, parse_generator
+from .rule import format_rule, harness_rule, runs_needed
 from .stats import Rate, clopper_pearson, threshold_at
 from .sweep import DesignResult, SeedTask, Target, design, resolve_targets, run_jobs, seed_job
 
@@ -20,6 +22,9 @@ __all__ = [
     "DEFAULT_GENERATORS",
     "InputGenerator",
     "parse_generator",
+    "harness_rule",
+    "format_rule",
+    "runs_needed",
     "Rate",
     "clopper_pearson",
     "threshold_at",

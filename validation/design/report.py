@@ -6,6 +6,7 @@ import json
 import math
 
 from ..metrics import json_float
+from .rule import format_rule, harness_rule
 from .stats import Rate
 
 __all__ = ["format_text", "format_json", "short_bug", "plot"]
@@ -33,8 +34,8 @@ def _clean(x):
 def format_json(result) -> str:
     """One JSON document: ``inputs``, ``records`` (one per validator and bug or ``none``, with
     ``validator, bug, runs, failed, rate`` and the interval), ``noise``, ``per_target``,
-    ``exact``, ``smallest``, ``ranking``."""
-    return json.dumps(_clean(result.to_dict()), indent=1, allow_nan=False)
+    ``exact``, ``smallest``, ``ranking``, ``harness_rule`` (:func:`validation.design.rule.harness_rule`)."""
+    return json.dumps(_clean({**result.to_dict(), "harness_rule": harness_rule(result)}), indent=1, allow_nan=False)
 
 
 def format_text(result) -> str:
@@ -110,7 +111,9 @@ def format_text(result) -> str:
         det = "n/a" if r["mean_detection"] is None or math.isnan(r["mean_detection"]) else f"{r['mean_detection']:.2f}"
         lines.append(f"  {i}. {r['validator']:<30} false alarms {fa}, mean detection {det} over {r['bugs']} bugs")
     if result.ranking:
-        lines.append(f"recommendation: {result.ranking[0]['validator']}")
+        lines.append(f"best of the functions compared: {result.ranking[0]['validator']}")
+    lines.append("")
+    lines += format_rule(harness_rule(result))
     return "\n".join(lines)
 
 

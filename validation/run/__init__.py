@@ -4,7 +4,9 @@ compared with the emulated kernel bit for bit.
 
 Modules: :mod:`.runner` (``run``, ``plan``, the result), :mod:`.inputs` (what fills the tensors,
 ``save_run``), :mod:`.arrays` (reading ``.npy``/``.npz``/raw dumps), :mod:`.gpu` (the GPU's array
-against the emulated kernel: identical, inside the ensemble, or differs), :mod:`.plots` (figures).
+against the emulated kernel: identical, inside the ensemble, or differs), :mod:`.matches` (when it
+differs: what it matches, a bounded search over layouts, GPUs, kernels, tunings, seeds and input
+ranges, and the differences' character), :mod:`.plots` (figures).
 """
 
 from .arrays import (
@@ -20,6 +22,7 @@ from .arrays import (
 from .ensemble import ensemble_summary
 from .gpu import ANSWERS, GpuComparison, compare_gpu_output, from_layout, load_gpu_output
 from .inputs import InputsInfo, resolve_inputs, save_run, user_tensors
+from .matches import MatchSearch, describe_differences, reproduce_command, search_matches
 from .runner import (
     HEARTBEAT_S,
     HW_CHOICES,
@@ -30,6 +33,7 @@ from .runner import (
     Heartbeat,
     RunResult,
     auto_progress,
+    bar_width,
     check_overrides,
     choice,
     harness_verifier,
@@ -55,6 +59,7 @@ __all__ = [
     "HW_CHOICES",
     "RAND_TYPES",
     "progress_bar",
+    "bar_width",
     "shape_axes",
     "auto_progress",
     "Heartbeat",
@@ -75,6 +80,10 @@ __all__ = [
     "ANSWERS",
     "load_gpu_output",
     "ensemble_summary",
+    "MatchSearch",
+    "search_matches",
+    "describe_differences",
+    "reproduce_command",
     "ArrayPair",
     "load_pair",
     "kernel_format",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -114,13 +115,35 @@ def load_gpu_output(spec: str, problem, what: str, *, raw_format: str | None = N
     """Read the GPU's output file (:func:`validation.run.arrays.load_array`; ``what`` names it in
     messages) and check that it holds the result tensor's element count, before any emulation."""
     count = n_out_elements(problem)
-    loaded = load_array(spec, what, raw_format=raw_format, count=count, raw_hint="--gpu-output-format fp16")
+    try:
+        loaded = load_array(spec, what, raw_format=raw_format, count=count, raw_hint="--gpu-output-format fp16")
+    except ValueError as err:
+        raise type(err)(f"{err}{_other_reading(spec, raw_format, count)}") from None
     if loaded.array.size != count:
         raise ValueError(
             f"{what}: {loaded.source} holds {loaded.array.size} elements; the "
             f"{problem.result_role} tensor of this config has {count}"
         )
     return loaded
+
+
+#: bytes per element of the raw formats a GPU output is dumped in
+_WIDTHS = {"fp16": 2, "fp32": 4}
+
+
+def _other_reading(spec: str, raw_format: str | None, count: int) -> str:
+    """For a raw dump refused for its size: the reading (fp16 or fp32) under which it holds exactly
+    the result tensor's ``count`` elements, as a hint ("" when none does)."""
+    if raw_format not in _WIDTHS:
+        return ""
+    try:
+        size = os.stat(spec).st_size
+    except (OSError, ValueError):
+        return ""
+    for fmt, width in _WIDTHS.items():
+        if fmt != raw_format and size == count * width:
+            return f"; read as {fmt} it holds exactly the tensor's {count} elements: --gpu-output-format {fmt}"
+    return ""
 
 
 def gpu_values(gpu, size: int, shape: tuple[int, ...]) -> np.ndarray:

@@ -36,7 +36,7 @@ def run_figure(result, comparison=None, fields: dict | None = None):
     f.update(fields or {})
     fig, ax = new_figure(f, ncols=3)
     comparison.plot(ax=ax[0, 0])
-    error_vs_magnitude(ax[0, 1], v, k)
+    error_vs_magnitude(ax[0, 1], v, k, rounded_exact=getattr(comparison, "n_exact", None))
     ulps_heatmap(ax[0, 2], v, k, axes, dims)
     return fig
 

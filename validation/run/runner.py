@@ -15,6 +15,7 @@ fair_3 MI200 backward-weight validator).
 from __future__ import annotations
 
 import html
+import os
 import sys
 import time
 import warnings
@@ -57,6 +58,7 @@ __all__ = [
     "HW_CHOICES",
     "RAND_TYPES",
     "progress_bar",
+    "bar_width",
     "shape_axes",
     "auto_progress",
     "Heartbeat",
@@ -330,6 +332,35 @@ class Heartbeat:
         return f"fp16emu: {self.done}{of} {self.unit} done{work}, {_duration(elapsed)} elapsed{left}"
 
 
+#: The bar's width where the terminal reports none (0 columns: a serial console, some CI
+#: terminals, ``stty cols 0``), where tqdm's own width would be −1 and it would print nothing.
+FALLBACK_COLUMNS = 80
+FALLBACK_LINES = 24
+
+
+def bar_width(file=None) -> dict:
+    """tqdm's size options for a bar on ``file`` (default stderr): follow the terminal's width
+    while it reports one, else a fixed width (``COLUMNS`` when it is a positive number, else
+    :data:`FALLBACK_COLUMNS`), and a fixed height where it reports 0 lines (``LINES``, else
+    :data:`FALLBACK_LINES`), so that a terminal of size 0 still shows progress."""
+    file = sys.stderr if file is None else file
+    try:
+        size = os.get_terminal_size(file.fileno())
+    except (AttributeError, OSError, ValueError):
+        return {"dynamic_ncols": True}  # not a terminal: tqdm's own default width
+    out: dict = {"dynamic_ncols": size.columns > 1}
+    if size.columns <= 1:
+        out["ncols"] = _env_size("COLUMNS", FALLBACK_COLUMNS)
+    if size.lines <= 1:  # tqdm hides a bar whose position is not above the last line
+        out["nrows"] = _env_size("LINES", FALLBACK_LINES)
+    return out
+
+
+def _env_size(name: str, default: int) -> int:
+    env = os.environ.get(name, "").strip()
+    return int(env) if env.isdigit() and int(env) > 1 else default
+
+
 def progress_bar(total: int, enabled: bool, desc: str, unit: str = "col"):
     """A tqdm bar on stderr over ``total`` ``unit`` (gemmN columns by default), or None when not
     ``enabled``; the caller closes it (``finally``), and it leaves no line behind."""
@@ -343,9 +374,9 @@ def progress_bar(total: int, enabled: bool, desc: str, unit: str = "col"):
         unit=unit,
         unit_scale=True,
         leave=False,
-        dynamic_ncols=True,
         file=sys.stderr,
         delay=PROGRESS_DELAY_S,
+        **bar_width(sys.stderr),
     )
 
 
