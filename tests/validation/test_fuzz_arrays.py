@@ -250,7 +250,7 @@ def test_run_gpu_output_on_any_array_file_exits_0_1_or_2_with_one_line(
 ):
     tmp = tmp_path_factory.mktemp("gpu")
     data, key, _ = file
-    argv = ["run", TINY, "--no-progress", "--gpu-output", _write(tmp, data, key, suffix)]
+    argv = ["run", TINY, "--no-progress", "--search-budget", "0", "--gpu-output", _write(tmp, data, key, suffix)]
     if fmt is not None:
         argv += ["--gpu-output-format", fmt]
     if layout is not None:
