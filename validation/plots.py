@@ -21,6 +21,7 @@ import io
 import json
 import os
 import struct
+import textwrap
 import zlib
 from pathlib import Path
 
@@ -58,10 +59,24 @@ def check_path(path, option: str = "--plot") -> Path:
     return p
 
 
-def title_text(fields: dict) -> str:
-    """The title line(s): every field of :data:`TITLE_FIELDS` as ``name: value`` ("-" when unknown)."""
+#: characters of a 9-point title line per inch of figure width (DejaVu Sans, a margin kept)
+TITLE_CHARS_PER_INCH = 13
+
+
+def title_text(fields: dict, width: int | None = None) -> str:
+    """The title line(s): every field of :data:`TITLE_FIELDS` as ``name: value`` ("-" when unknown).
+
+    With ``width`` (characters), a line that would be longer is split: the middle line into one
+    line per field, and any field still longer wrapped at spaces, so that nothing is cut off."""
     parts = [f"{k}: {fields.get(k) if fields.get(k) not in (None, '') else '-'}" for k in TITLE_FIELDS]
-    return f"{parts[0]}\n{' | '.join(parts[1:4])}\n{parts[4]}"
+    lines = [parts[0], " | ".join(parts[1:4]), parts[4]]
+    if width is None:
+        return "\n".join(lines)
+    out = []
+    for i, line in enumerate(lines):
+        for seg in [line] if len(line) <= width or i != 1 else parts[1:4]:
+            out.extend(textwrap.wrap(seg, width, break_long_words=False, break_on_hyphens=False) or [seg])
+    return "\n".join(out)
 
 
 def new_figure(fields: dict, ncols: int = 1, nrows: int = 1, width: float = 5.0, height: float = 4.0):
@@ -69,10 +84,12 @@ def new_figure(fields: dict, ncols: int = 1, nrows: int = 1, width: float = 5.0,
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width * ncols, height * nrows + 0.9), layout="constrained")
+    title = title_text(fields, width=int(width * ncols * TITLE_CHARS_PER_INCH))
+    extra = max(0, title.count("\n") - 2) * 0.16  # room for the lines a long title wraps into
+    fig = Figure(figsize=(width * ncols, height * nrows + 0.9 + extra), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False)
-    fig.suptitle(title_text(fields), fontsize=9)
+    fig.suptitle(title, fontsize=9)
     fig.fp16emu_fields = {k: fields.get(k) for k in TITLE_FIELDS}
     fig._repr_png_ = lambda: _png_bytes(fig)  # shown inline by Jupyter without pyplot
     return fig, axes

@@ -197,3 +197,99 @@ def test_run_plot_middle_panel_says_what_it_compares_and_agrees_with_the_text():
             if text.get_text():
                 ext = text.get_window_extent(renderer)
                 assert box.x0 <= ext.x0 and ext.x1 <= box.x1 and ext.y1 <= box.y1, text.get_text()
+
+
+def _inside(fig) -> None:
+    """The title, the panel titles, axis labels, y tick labels and annotations of ``fig`` lie
+    inside the figure (x tick labels past the axis limits are not drawn and are left out)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    texts = [fig._suptitle]
+    for ax in fig.axes:
+        texts += [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.get_yticklabels(), *ax.texts]
+    for t in texts:
+        if t is None or not t.get_text() or not t.get_visible():
+            continue
+        e = t.get_window_extent(renderer)
+        assert e.x0 >= box.x0 - 1 and e.x1 <= box.x1 + 1 and e.y0 >= box.y0 - 1 and e.y1 <= box.y1 + 1, t.get_text()
+
+
+def test_identify_figure_keeps_whole_labels_and_names_the_unit_the_text_names():
+    """Issue 30.5: labels were cut ('k=ascendin'), the title clipped, and 'named: -' shown where
+    the text named mi300 (named among the consistent points)."""
+    from types import SimpleNamespace
+
+    from models import space
+    from validation.identify.plots import identify_figure
+
+    points = space.named_points()
+    consistent = [points["mi300"], points["h100"]]
+    result = SimpleNamespace(
+        consistent=consistent, nearest=[], rows=64, named=None, named_among=["mi300", "h100"], k=8,
+        output_format="FP32", points_searched=1866,
+    )  # fmt: skip
+    fig = identify_figure(result, fields={"kernel": "matrix unit, K = 8, FP32 output, " + "a long kernel description " * 6})
+    labels = [t.get_text().replace("\n", " ") for t in fig.axes[0].get_yticklabels()]
+    assert labels == [space.describe(p) for p in consistent]
+    assert "named units among them: mi300, h100" in fig.axes[0].get_title()
+    assert "hardware: mi300 or h100" in fig.get_suptitle()
+    _inside(fig)
+
+
+def test_design_plot_titles_its_inputs_and_stacks_coinciding_labels(tmp_path):
+    """Issue 30.5: the design figure's labels overlapped and its title lacked kernel, validator
+    and tests."""
+    from types import SimpleNamespace
+
+    from validation.design.report import plot
+
+    tests = [{"label": f"t{i}", "hw": "mi200", "kernel": "rocmlir-2022-xdlops", "validator": "cpu"} for i in range(3)]
+    ranking = [
+        {"validator": v, "false_alarm": 0.0, "false_alarm_ci_high": 0.1, "mean_detection": 0.9}
+        for v in ("rocmlir", "rocmlir-strict", "torch-default")
+    ]
+    metric = {"min": 1e-4, "max": 2e-4, "threshold": 3e-4}
+    noise = [{"K": 64 * i, "generator": "float:-1:1", "metrics": {"max_rel_diff": metric}} for i in range(1, 40)]
+    inputs = {"tests": tests, "validators": ["a", "b", "c"], "seeds_fit": [1, 5], "seeds_eval": [6, 20],
+              "generators": ["float:-1:1"]}  # fmt: skip
+    out = tmp_path / "design.png"
+    plot(SimpleNamespace(inputs=inputs, ranking=ranking, noise=noise), out)
+    title = plots.read_png_text(out)["Title"]
+    assert "t0" in title and "rocmlir-2022-xdlops" in title and "mi200" in title and "3 validation functions" in title
+    assert "seeds fit 1..5" in title
+
+
+def test_design_plot_labels_do_not_overlap():
+    from types import SimpleNamespace
+
+    import importlib
+
+    report = importlib.import_module("validation.design.report")  # validation.design is also a function
+    captured = {}
+
+    def keep(fig, path):
+        captured["fig"] = fig
+
+    ranking = [
+        {"validator": v, "false_alarm": 0.0, "false_alarm_ci_high": 0.1, "mean_detection": 0.9}
+        for v in ("rocmlir", "rocmlir-strict", "torch-default", "miopen")
+    ]
+    inputs = {"tests": [{"label": "t", "hw": "mi200", "kernel": "k", "validator": "v"}], "validators": ["a"],
+              "seeds_fit": [1, 5], "seeds_eval": [6, 20], "generators": ["g"]}  # fmt: skip
+    import validation.plots as vplots
+
+    original = vplots.save
+    vplots.save = keep
+    try:
+        report.plot(SimpleNamespace(inputs=inputs, ranking=ranking, noise=[]), "unused.png")
+    finally:
+        vplots.save = original
+    fig = captured["fig"]
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(r) for t in fig.axes[0].texts]
+    assert len(boxes) == 4
+    for i in range(len(boxes)):
+        for j in range(i):
+            assert not boxes[i].overlaps(boxes[j]), (fig.axes[0].texts[i].get_text(), fig.axes[0].texts[j].get_text())

@@ -119,26 +119,41 @@ def format_text(result) -> str:
 
 def plot(result, path) -> None:
     """Two panels saved to ``path``: false-alarm rate vs mean detection per validation function
-    (ROC-style, with the false-alarm interval as an error bar), and each test's maxRelDiff of
-    the correct kernel over fit seeds per generator, with the recommended threshold."""
-    import matplotlib
+    (ROC-style, with the false-alarm interval as an error bar; labels of coinciding points
+    stacked, not overlapping), and each test's maxRelDiff of the correct kernel over fit seeds per
+    generator, with the recommended threshold. The title names the tests, hardware, kernels,
+    validation functions and seeds."""
+    from ..plots import new_figure, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
-    for r in result.ranking:
+    inp = result.inputs
+    tests = inp["tests"]
+    fields = {
+        "config": f"{len(tests)} tests: " + ", ".join(t["label"] for t in tests[:4]) + (" …" if len(tests) > 4 else ""),
+        "hardware": ", ".join(dict.fromkeys(t["hw"] for t in tests)) or "-",
+        "kernel": ", ".join(dict.fromkeys(str(t["kernel"]) for t in tests)) or "-",
+        "validator": f"{len(inp['validators'])} validation functions compared (panel 1)",
+        "inputs": (
+            f"seeds fit {inp['seeds_fit'][0]}..{inp['seeds_fit'][1]}, eval {inp['seeds_eval'][0]}..{inp['seeds_eval'][1]}; "
+            f"generators {', '.join(inp['generators'])}"
+        ),
+    }
+    fig, axes = new_figure(fields, ncols=2, width=6.5, height=4.6)
+    ax1, ax2 = axes[0]
+    placed: list[tuple[float, float]] = []
+    for r in sorted(result.ranking, key=lambda r: (r["false_alarm"] or 0.0, -(r["mean_detection"] or 0.0))):
         fa = r["false_alarm"] or 0.0
         det = r["mean_detection"]
         if det is None or math.isnan(det):
             continue
         ax1.errorbar(fa, det, xerr=[[0], [max(0.0, r["false_alarm_ci_high"] - fa)]], fmt="o", capsize=3)
-        ax1.annotate(r["validator"], (fa, det), fontsize=7, xytext=(4, 2), textcoords="offset points")
+        near = sum(1 for x, y in placed if abs(x - fa) < 0.06 and abs(y - det) < 0.05)
+        placed.append((fa, det))
+        ax1.annotate(r["validator"], (fa, det), fontsize=6, xytext=(5, 2 - 8 * near), textcoords="offset points")
     ax1.set_xlabel("false-alarm rate on correct kernels (bar: 95% upper bound)")
     ax1.set_ylabel("mean detection rate over bug mutants")
     ax1.set_xlim(-0.02, 1.0)
     ax1.set_ylim(0, 1.05)
-    ax1.set_title("validation functions")
+    ax1.set_title("validation functions", fontsize=9)
     for i, n in enumerate(result.noise):
         m = n["metrics"]["max_rel_diff"]
         ax2.plot([i, i], [max(m["min"], 1e-9), max(m["max"], 1e-9)], "-", color="C0")
@@ -146,16 +161,12 @@ def plot(result, path) -> None:
         if "bounds" in m:
             ax2.plot(i, max(m["bounds"]["unit"], 1e-9), "v", color="C2")
     ax2.set_yscale("log")
-    ax2.set_xticks(range(len(result.noise)))
-    ax2.set_xticklabels([f"K={n['K']}\n{n['generator']}" for n in result.noise], fontsize=6, rotation=90)
-    ax2.set_ylabel("maxRelDiff of the correct kernel (0 drawn at 1e-9)")
-    ax2.set_title("noise: fit-seed range (blue), threshold (red), unit bound (green)")
-    inp = result.inputs
-    fig.suptitle(
-        f"fp16emu design: {len(inp['tests'])} tests, hw {inp['tests'][0]['hw'] if inp['tests'] else '-'}, "
-        f"seeds fit {inp['seeds_fit'][0]}..{inp['seeds_fit'][1]} / eval {inp['seeds_eval'][0]}..{inp['seeds_eval'][1]}",
-        fontsize=9,
+    step = max(1, -(-len(result.noise) // 24))  # at most 24 tick labels: more would overlap
+    ticks = list(range(0, len(result.noise), step))
+    ax2.set_xticks(ticks)
+    ax2.set_xticklabels(
+        [f"K={result.noise[i]['K']}\n{result.noise[i]['generator']}" for i in ticks], fontsize=6, rotation=90
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    ax2.set_ylabel("maxRelDiff of the correct kernel (0 drawn at 1e-9)")
+    ax2.set_title("noise: fit-seed range (blue), threshold (red), unit bound (green)", fontsize=9)
+    save(fig, path)

@@ -5,6 +5,8 @@ Shared parts (titles, saving, the common panels): :mod:`validation.plots`.
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from models import space
@@ -29,23 +31,32 @@ def identify_figure(result, rows=None, fields: dict | None = None):
         explained.append(n.explained)
     f = {
         "config": f"probe rows from {getattr(rows, 'source', '') or '-'}",
-        "hardware": result.named or "unknown (not a named unit)",
+        "hardware": result.named or " or ".join(result.named_among) or "unknown (not a named unit)",
         "kernel": f"matrix unit, K = {result.k}, {getattr(result.output_format, 'name', result.output_format)} output",
         "validator": "bit-exact match per row against each model-space point",
         "inputs": f"{result.rows} rows, {result.points_searched} points searched",
     }
     f.update(fields or {})
-    fig, ax = new_figure(f, width=8, height=max(3.0, 0.3 * len(labels) + 1))
+    # whole labels, wrapped (a cut one read "k=ascendin")
+    wrapped = ["\n".join(textwrap.wrap(lb, 60, break_long_words=False)) or lb for lb in labels]
+    lines = sum(w.count("\n") + 1 for w in wrapped)
+    fig, ax = new_figure(f, width=9, height=max(3.0, 0.17 * lines + 0.12 * len(labels) + 1))
     a = ax[0, 0]
     if labels:
         y = np.arange(len(labels))
         colors = ["tab:green" if e == result.rows else "tab:orange" for e in explained]
         a.barh(y, explained, color=colors)
-        a.set_yticks(y, [lb[:70] for lb in labels], fontsize=6)
+        a.set_yticks(y, wrapped, fontsize=6)
         a.invert_yaxis()
         a.axvline(result.rows, color="black", linewidth=0.6)
     a.set_xlabel(f"rows reproduced bit for bit (of {result.rows})")
-    a.set_title(f"{len(result.consistent)} consistent points; named: {result.named or '-'}", fontsize=9)
+    if result.named:
+        named = f"named unit: {result.named}"
+    elif result.named_among:
+        named = f"named units among them: {', '.join(result.named_among)}"
+    else:
+        named = "no named unit among them" if result.consistent else "no point reproduces every row"
+    a.set_title(f"{len(result.consistent)} consistent points; {named}", fontsize=9)
     return fig
 
 
