@@ -80,6 +80,9 @@ def test_identify_and_rows_refuse_none_and_negative_counts():
         ({"seed": -1}, "^seed: -1 is outside"),
         ({"n_chunk": 1.5}, "^n_chunk: a whole number"),
         ({"n_chunk": 0}, "^n_chunk: a whole number"),
+        # one bound from the call, the other from the config's own -rand_max (4 in FWD's suite
+        # default or below): the range is still named in Python terms
+        ({"rand_min": 30000}, r"^rand_min/rand_max: the range \[30000, "),
     ],
 )
 def test_run_answers_in_python_terms_before_any_work(kwargs, needle):

@@ -133,8 +133,11 @@ def resolve_inputs(
     seed: int | None = None,
     rand_type: str | None = None,
     files: dict | None = None,
+    range_name: str = "--rand-min/--rand-max",
 ) -> tuple[dict | None, InputsInfo]:
-    """(``harness_inputs`` keyword arguments or None for user files, :class:`InputsInfo`)."""
+    """(``harness_inputs`` keyword arguments or None for user files, :class:`InputsInfo`);
+    ``range_name`` names the range bounds in errors (the CLI's options, or ``rand_min/rand_max``
+    for :func:`validation.run`)."""
     spec = config.random
     overrides = [n for n, v in (("--seed", seed), ("--rand-type", rand_type), ("--rand-min", rand_min),
                                 ("--rand-max", rand_max)) if v is not None]  # fmt: skip
@@ -180,7 +183,7 @@ def resolve_inputs(
     )
     lo, hi = harness_range(rtype, lo, hi)
     if lo is not None and hi is not None and lo > hi:
-        raise ConfigError(f"--rand-min/--rand-max: the range [{lo}, {hi}] is inverted; give the lower bound first")
+        raise ConfigError(f"{range_name}: the range [{lo}, {hi}] is inverted; give the lower bound first")
     if (rand_min is None) != (rand_max is None) and opt_range:
         range_src += f" (the other bound the {rtype} default)"
 

@@ -428,7 +428,15 @@ def run(
     files = None
     if inputs is not None:
         inputs, files = user_tensors(inputs, problem)
-    kw, info = resolve_inputs(config, rand_min=rand_min, rand_max=rand_max, seed=seed, rand_type=rand_type, files=files)
+    kw, info = resolve_inputs(
+        config,
+        rand_min=rand_min,
+        rand_max=rand_max,
+        seed=seed,
+        rand_type=rand_type,
+        files=files,
+        range_name="rand_min/rand_max",
+    )
     if inputs is None:
         with warnings.catch_warnings():
             warnings.simplefilter("default")

@@ -54,6 +54,8 @@ def execute(
     if progress:
         from tqdm import tqdm
 
+        from ..run import bar_width
+
         # counted in whole work units (not rounded to 0.1 G per job: small jobs would add 0 and
         # leave the bar at 0 %), shown scaled (k, M, G)
         bar = tqdm(
@@ -61,11 +63,11 @@ def execute(
             unit="w",
             unit_scale=True,
             desc="emulating",
-            dynamic_ncols=True,
             file=sys.stderr,
             smoothing=0.05,
             mininterval=0.5 if sys.stderr.isatty() else 30.0,
             leave=False,
+            **bar_width(sys.stderr),  # a terminal of 0 columns still shows progress
         )
 
     n_done = 0
