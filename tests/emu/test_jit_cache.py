@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from emu.jit import source_digest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -22,8 +24,39 @@ def test_the_default_is_a_private_per_user_folder(tmp_path):
     r = _import_emu({"XDG_CACHE_HOME": str(tmp_path / "xdg")}, tmp_path)
     assert r.returncode == 0, r.stderr
     folder = tmp_path / "xdg" / "fp16emu" / "numba"
-    assert r.stdout.split() == ["True", str(folder)]
+    assert r.stdout.split() == ["True", str(folder / source_digest())]
     assert (folder.stat().st_mode & 0o777) == 0o700
+    assert ((folder / source_digest()).stat().st_mode & 0o777) == 0o700
+
+
+def test_an_edited_helper_changes_the_cache_folder(tmp_path):
+    """numba checks a cached kernel against its own file only: a kernel that inlines a helper of
+    another file kept its stale machine code after the helper changed (the rows driver ran the
+    old T-FDPA this way). The cache folder is named by a digest of every emu source, so any
+    edit, in any file, is a fresh folder."""
+    import shutil
+
+    import emu
+
+    root = Path(emu.__file__).parent
+    copy = tmp_path / "emu"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    code = (
+        "import importlib.util, sys; s = importlib.util.spec_from_file_location('jitcopy', sys.argv[1]); "
+        "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); print(m.source_digest())"
+    )
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "nb"))
+    (tmp_path / "nb").mkdir(mode=0o700)
+
+    def digest():
+        r = subprocess.run([sys.executable, "-c", code, str(copy / "jit.py")], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    assert digest() == source_digest()  # the same sources: the same folder
+    helper = copy / "kernels" / "_scalar.py"
+    helper.write_text(helper.read_text() + "\n# an edit\n")
+    assert digest() != source_digest()
 
 
 @pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to make another user's folder")

@@ -74,7 +74,7 @@ def test_a_variant_changes_the_bits():
 
 def test_bad_inputs_are_clear_errors():
     unit = models.unit("mi200")
-    with pytest.raises(TypeError, match="a: expected float16"):
+    with pytest.raises(TypeError, match="a: .*expected float16"):
         emu.dot_add(np.ones(4, np.float32), np.ones(4, np.float16), np.float32(0), unit)
     with pytest.raises(ValueError, match="K differs"):
         emu.dot_add(np.ones(4, np.float16), np.ones(8, np.float16), np.float32(0), unit)

@@ -229,7 +229,9 @@ def test_identify_figure_keeps_whole_labels_and_names_the_unit_the_text_names():
         consistent=consistent, nearest=[], rows=64, named=None, named_among=["mi300", "h100"], k=8,
         output_format="FP32", points_searched=1866,
     )  # fmt: skip
-    fig = identify_figure(result, fields={"kernel": "matrix unit, K = 8, FP32 output, " + "a long kernel description " * 6})
+    fig = identify_figure(
+        result, fields={"kernel": "matrix unit, K = 8, FP32 output, " + "a long kernel description " * 6}
+    )
     labels = [t.get_text().replace("\n", " ") for t in fig.axes[0].get_yticklabels()]
     assert labels == [space.describe(p) for p in consistent]
     assert "named units among them: mi300, h100" in fig.axes[0].get_title()
