@@ -44,6 +44,7 @@ test-oracle: $(ORACLE)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_units.py
+	$(BIN)/python benchmarks/bench_formats.py
 	$(BIN)/python benchmarks/bench_conv.py
 
 # The full reproduction of the 2022 study's measured lines (needs ../shared/reference).
