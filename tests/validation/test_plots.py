@@ -263,9 +263,8 @@ def test_design_plot_titles_its_inputs_and_stacks_coinciding_labels(tmp_path):
 
 
 def test_design_plot_labels_do_not_overlap():
-    from types import SimpleNamespace
-
     import importlib
+    from types import SimpleNamespace
 
     report = importlib.import_module("validation.design.report")  # validation.design is also a function
     captured = {}
