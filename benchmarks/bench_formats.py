@@ -75,7 +75,8 @@ def main():
     units = sorted({u for u, _ in PAIRS})
     for u in units:
         a, b = operands["fp16"]
-        jobs[f"{u}/fp16"] = lambda a=a, b=b, un=models.unit(u): emu.dot_add(a[:, None, :], b.T[None], c, un)
+        un = models.unit(u)
+        jobs[f"{u}/fp16"] = lambda a=a, b=b, un=un: emu.dot_add(a[:, None, :], b.T[None], c, un)
     for u, fmt in PAIRS:
         a, b = operands[fmt]
         un = models.unit(u, input=fmt)
