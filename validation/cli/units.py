@@ -91,10 +91,10 @@ def _print_input_table(fmt: str, names: list[str] | None) -> None:
         "flush_inputs": "flush_in",
     }
     widths = [max(len(short.get(h, h)), *(len(str(r[h])) for r in rows)) for h in heads]
-    print("  ".join(short.get(h, h).ljust(w) for h, w in zip(heads, widths)))
+    print("  ".join(short.get(h, h).ljust(w) for h, w in zip(heads, widths)).rstrip())
     print("  ".join("-" * w for w in widths))
     for r in rows:
-        print("  ".join(str(r[h]).ljust(w) for h, w in zip(heads, widths)))
+        print("  ".join(str(r[h]).ljust(w) for h, w in zip(heads, widths)).rstrip())
     print(
         "\nF: fraction bits kept in alignment; F2: of the second stage; out_F: of the accumulator; e_zero: "
         "the exponent an all-zero group aligns to; sums: interleaved partial sums (fields a family does "
