@@ -5,7 +5,9 @@ and fp32 FMA for the non-tensor-core kernels); for convolutions the gemmK order 
 channel blocks, a rotated filter for backward data); the splits (one chain, or k tiles of 16 …
 256 cut into 2 … :data:`MAX_SPLITS` splits, ⌈tiles/splits⌉ each or as even as possible); the
 reduction of the partials (in split order, or a pairwise tree); 8 products per instruction
-where the unit's group is 16; where C enters (chain, workspace, epilogue). The kernel names
+where the unit's group is 16; where C enters (chain, workspace, epilogue). Every unit runs with
+the capture's operand format (``Capture.input``: fp16, bf16, tf32), and a tf32 capture is also
+tried with its operands rounded to tf32 to nearest-even first (:data:`TF32_ROUNDINGS`). The kernel names
 (``models.libraries``) only order the space: the named families are tried first and every
 candidate is judged by the bits alone.
 
