@@ -144,3 +144,43 @@ def test_the_kit_runs_as_a_plain_file_without_fp16emu(tmp_path):
         cwd=tmp_path,
     )
     assert res.returncode == 0, res.stderr
+
+
+def test_bf16_and_tf32_captures_load_as_their_formats_bit_patterns(tmp_path):
+    """bf16 operands (np.savez writes ml_dtypes arrays as plain voids, the capture's dtype names
+    them) load as uint16 bf16 patterns; float32 operands with allow_tf32 as tf32 (uint32 fp32
+    patterns); float32 without TF32, fp8, and convolutions of other formats are refused by name."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(1)
+    A = rng.uniform(-1, 1, (8, 40)).astype(ml_dtypes.bfloat16)
+    B = rng.uniform(-1, 1, (40, 6)).astype(ml_dtypes.bfloat16)
+    out = (A.astype(np.float64) @ B.astype(np.float64)).astype(ml_dtypes.bfloat16)
+    cap = load_capture(_mm_capture(tmp_path, A=A, B=B, out=out, dtype="bfloat16"))
+    assert cap.input == "bf16" and cap.out_format == "bf16" and cap.operands["A"].dtype == np.uint16
+    np.testing.assert_array_equal(cap.operands["B"], B.view(np.uint16))
+    assert "(bf16 operands)" in cap.describe()
+    A32, B32 = A.astype(np.float32), B.astype(np.float32)
+    cap = load_capture(_mm_capture(tmp_path, A=A32, B=B32, dtype="float32", allow_tf32=True))
+    assert cap.input == "tf32" and cap.operands["A"].dtype == np.uint32
+    named = load_capture(_mm_capture(tmp_path, A=A32, B=B32, kernels=np.array(["sm80_xmma_gemm_tf32f32_tn"])))
+    assert named.input == "tf32"
+    with pytest.raises(CaptureError, match="^A: float32 operands without TF32"):
+        load_capture(_mm_capture(tmp_path, A=A32, B=B32, allow_tf32=False))
+    with pytest.raises(CaptureError, match="^B: expected bfloat16 values like the other operands"):
+        load_capture(_mm_capture(tmp_path, A=A, B=B32, dtype="bfloat16"))
+    with pytest.raises(CaptureError, match="^A: float8_e4m3fn operands: .*fp8: not yet"):
+        load_capture(_mm_capture(tmp_path, A=A.astype(ml_dtypes.float8_e4m3fn), dtype="float8_e4m3fn"))
+    conv = _write(
+        tmp_path / "conv.npz",
+        op="conv2d",
+        input=np.zeros((1, 2, 4, 4), ml_dtypes.bfloat16),
+        weight=np.zeros((3, 2, 1, 1), ml_dtypes.bfloat16),
+        stride=[1, 1],
+        padding=[0, 0],
+        dilation=[1, 1],
+        dtype="bfloat16",
+        out=np.zeros((1, 3, 4, 4), np.float32),
+    )
+    with pytest.raises(CaptureError, match="^input: conv2d of bf16 operands: .*fp16 operands only"):
+        load_capture(conv)

@@ -142,3 +142,22 @@ def test_a_refused_verifier_is_one_line_without_the_dtype_warning_before_it(tmp_
     assert code == 2 and err.count("\n") == 1 and err.startswith("fp16emu: error:") and "fp32" in err, err
     code = main(["compare", str(tmp_path / "v.npy"), str(tmp_path / "k.npy")])  # accepted: the warning stays
     assert code == 0 and "give --dtype fp16" in capsys.readouterr().err
+
+
+def test_bf16_npy_arrays_are_compared_in_bf16(tmp_path, capsys):
+    """np.save writes an ml_dtypes.bfloat16 array as plain 2-byte voids: compare reads it as bf16
+    (.npy and .npz members), judged in bf16 ulps; fp8 arrays (1-byte voids) are refused by name."""
+    v, _ = _arrays()
+    b = v.astype(ml_dtypes.bfloat16)
+    b.reshape(-1)[5] = 1.5
+    k = b.copy()
+    k.reshape(-1)[5] = 1.5 + 2.0**-7  # one bf16 ulp away
+    np.save(tmp_path / "v.npy", b)
+    np.savez(tmp_path / "k.npz", out=k)
+    code, out, err = _compare(capsys, tmp_path / "v.npy", f"{tmp_path / 'k.npz'}:out")
+    assert code in (0, 1), err
+    assert out["n"] == 120 and out["max_abs_diff"] == 2.0**-7 and out["epsilon_format"] == "bf16", out
+    assert out["max_epsilon_diff"] == 1.0 and out["n_eps1"] == 1, out
+    np.save(tmp_path / "k8.npy", v.astype(ml_dtypes.float8_e4m3fn))
+    code, _, err = _compare(capsys, tmp_path / "v.npy", tmp_path / "k8.npy")
+    assert code == 2 and "fp8 arrays are not read yet" in err, err

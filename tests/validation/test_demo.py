@@ -49,3 +49,37 @@ def test_units_subcommand_rejects_an_unknown_unit(capsys):
 @pytest.mark.parametrize("name", ["mi300x", "h200"])
 def test_units_accepts_aliases(capsys, name):
     assert main(["units", "--units", name]) == 0
+
+
+def _input_rows(out: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The header and the rows (by unit) of ``units --input``'s table."""
+    lines = out.splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith("unit "))
+    rows = {}
+    for line in lines[top + 2 :]:
+        if not line.strip():
+            break
+        rows[line.split()[0]] = line.split()
+    return lines[top].split(), rows
+
+
+def test_units_input_lists_the_units_of_a_format_with_their_parameters(capsys):
+    assert main(["units", "--input", "bf16"]) == 0
+    head, rows = _input_rows(capsys.readouterr().out)
+    assert set(rows) == {"mi100", "mi200", "mi300", "a100", "ada", "h100", "b200", "fma32", "fp64"}
+    assert rows["h100"][head.index("group")] == "16" and rows["mi100"][head.index("group")] == "2"
+    assert main(["units", "--input", "tf32", "--units", "h100,mi300"]) == 0
+    head, rows = _input_rows(capsys.readouterr().out)
+    assert set(rows) == {"h100", "mi300"} and rows["h100"][head.index("group")] == "8"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--input", "fp12"], "--input: 'fp12' is not one of fp16, bf16, tf32, e4m3, e5m2, e4m3fnuz, e5m2fnuz"),
+        (["--input", "e4m3", "--units", "v100"], "--units: input: v100 has no e4m3 instruction"),
+    ],
+)
+def test_units_input_refuses_an_unknown_format_or_a_unit_without_it(capsys, argv, needle):
+    assert main(["units", *argv]) == 2
+    assert needle in capsys.readouterr().err

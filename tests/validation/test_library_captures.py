@@ -112,3 +112,43 @@ def test_a_split_k_kernel_with_atomics_is_inside_its_ensemble():
     r = search(cap)
     assert r.answer == "inside-ensemble", r.stages
     assert r.best.schedule.splits == 8 and r.n_identical < r.n
+
+
+#: the bf16 and tf32 cuBLAS GEMMs of the development run (issue 29): capture → (unit, variant,
+#: schedule fields) that ``fp16emu identify`` found; the tf32 kernel (CUTLASS s1688gemm) rounds
+#: its fp32 operands to tf32 to nearest-even before the mma (the unit alone would cut them, RZ)
+FORMAT_CASES = {
+    "mm_128x2048x128_s190_bf16": ("h100", {}),
+    "mm_256x1024x256_s192_bf16": ("h100", {}),
+    "mm_64x8192x64_s191_bf16": ("h100", {"splits": 6, "k_tile": 64, "split_rule": "ceil"}),
+    "mm_128x2048x128_s195_tf32": ("h100", {"splits": 22, "k_tile": 32, "split_rule": "ceil"}),
+    "mm_64x8192x64_s196_tf32": ("h100", {"splits": 52, "k_tile": 32, "split_rule": "ceil"}),
+}
+
+
+def _same_bits(a, b) -> int:
+    kind = np.dtype(f"u{a.dtype.itemsize}")
+    return int(np.count_nonzero(np.ascontiguousarray(a).view(kind) == np.ascontiguousarray(b).view(kind)))
+
+
+@pytest.mark.parametrize("case", sorted(FORMAT_CASES))
+def test_bf16_and_tf32_gemms_are_their_schedule_bit_for_bit(case):
+    from emu.schedule import Schedule
+    from validation.captures.search import Candidate, Variant, run_candidate
+
+    cap = load_capture(DATA / "h200_dev" / f"{case}.npz")
+    unit, fields = FORMAT_CASES[case]
+    assert cap.input == case.rsplit("_", 1)[1] and cap.gpu == "NVIDIA H200"
+    variant = Variant(tf32_rounding="rne") if cap.input == "tf32" else Variant()
+    got = run_candidate(cap, Candidate(unit, variant, Schedule(output=cap.out_format, **fields)))
+    assert _same_bits(got, cap.out) == cap.out.size
+    if cap.input == "tf32":  # the raw fp32 bits through the unit (RZ) are not what the GPU computed
+        raw = run_candidate(cap, Candidate(unit, Variant(), Schedule(output=cap.out_format, **fields)))
+        assert _same_bits(raw, cap.out) < cap.out.size // 2
+
+
+def test_the_search_finds_a_bf16_gemm_from_the_output():
+    cap = load_capture(DATA / "h200_dev" / "mm_256x1024x256_s192_bf16.npz")
+    r = search(cap)
+    assert r.answer == "identical" and r.n_identical == r.n == cap.out.size and r.best.fields()["splits"] == 1
+    assert to_json(cap, r)["input"] == "bf16"

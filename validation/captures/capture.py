@@ -15,6 +15,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 from emu.implicit_gemm import ConvShape
@@ -46,8 +47,8 @@ class CaptureError(ValueError):
 
 @dataclass
 class Capture:
-    """One library capture: the op, its fp16 operands (bit patterns), the GPU's output and what
-    the GPU machine recorded."""
+    """One library capture: the op, its operands (bit patterns of ``input``: uint16 for fp16 and
+    bf16, uint32 for tf32), the GPU's output and what the GPU machine recorded."""
 
     path: str
     op: str
@@ -61,6 +62,8 @@ class Capture:
     kernels: tuple[str, ...] = ()
     torch: str = ""
     extra: dict = field(default_factory=dict)
+    #: the operand format the GPU multiplied: "fp16", "bf16" or "tf32" (float32 operands)
+    input: str = "fp16"
 
     @property
     def out_format(self) -> str:
@@ -72,7 +75,8 @@ class Capture:
         if self.conv is not None:
             c = self.conv
             conv = f", stride {c.stride}, padding {c.padding}, dilation {c.dilation}, groups {c.groups}"
-        return f"{self.op}: {shapes}{conv} → out {tuple(self.out.shape)} {self.out.dtype.name}"
+        fmt = f" ({self.input} operands)" if self.input != "fp16" else ""
+        return f"{self.op}{fmt}: {shapes}{conv} → out {tuple(self.out.shape)} {self.out.dtype.name}"
 
 
 def is_capture(path) -> bool:
@@ -128,15 +132,69 @@ def _ints(members, name, count, low):
     return tuple(int(x) for x in v)
 
 
-def _fp16(members, name):
-    v = members[name]
-    if v.dtype == np.float16:
-        return v.view(np.uint16)
-    if v.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz") or (
-        v.dtype == np.float32
-    ):
-        _fail(name, f"{v.dtype.name} operands: the capture search models fp16 operands (float16) for now")
-    _fail(name, f"expected float16 values, got {v.dtype}")
+#: the operand formats the capture search runs (``Capture.input``)
+INPUTS = ("fp16", "bf16", "tf32")
+_FP8 = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+#: the bit-pattern dtype the search keeps each format's operands in (what ``emu.gemm`` takes)
+_PATTERN = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32}
+
+
+def _as_dtype(v: np.ndarray, name: str) -> np.ndarray:
+    """``v`` seen as the ml_dtypes type ``name`` when it is its raw bytes (``np.savez`` writes
+    bfloat16 and float8 arrays as void ``|V2`` / ``|V1`` members)."""
+    if v.dtype.kind == "V" and v.dtype.fields is None and name in ("bfloat16",) + _FP8:
+        want = np.dtype(getattr(ml_dtypes, name))
+        if v.dtype.itemsize == want.itemsize:
+            return v.view(want)
+    return v
+
+
+def _input_format(m: dict, op: str, kernels) -> str:
+    """The operand format of a capture: fp16 for float16 operands, bf16 for bfloat16 ones, tf32
+    for float32 operands that a TF32 kernel multiplied (the capture records ``allow_tf32``, or a
+    kernel name says tf32/xf32); CaptureError naming what the search takes otherwise."""
+    first = next(n for n in ("A", "input", "grad_output") if n in m)
+    declared = _text(m, "dtype", "")
+    dt = _as_dtype(m[first], declared).dtype
+    if declared in _FP8 or dt.name in _FP8:
+        _fail(
+            first,
+            f"{declared or dt.name} operands: the capture search takes fp16, bf16 and tf32 operands (fp8: not yet)",
+        )
+    if dt == np.float16:
+        fmt = "fp16"
+    elif dt.name == "bfloat16":
+        fmt = "bf16"
+    elif dt == np.float32:
+        flag = np.asarray(m.get("allow_tf32", False))
+        tf32 = flag.size == 1 and flag.dtype.kind in "biu" and bool(flag.reshape(-1)[0])
+        tf32 = tf32 or any("tf32" in k.lower() or "xf32" in k.lower() for k in kernels)
+        if not tf32:
+            _fail(
+                first,
+                "float32 operands without TF32 (allow_tf32 false, no tf32 kernel): an fp32 GEMM, which the "
+                "capture search does not model; it takes fp16, bf16, and fp32 operands multiplied as tf32",
+            )
+        fmt = "tf32"
+    else:
+        _fail(first, f"expected float16, bfloat16 or float32 (tf32) values, got {dt}")
+    if fmt != "fp16" and op in PASS_OF:
+        _fail(
+            first,
+            f"{op} of {fmt} operands: the capture search runs convolutions of fp16 operands only "
+            f"(mm, addmm, bmm and linear take bf16 and tf32)",
+        )
+    return fmt
+
+
+def _operand(members, name, fmt: str):
+    """Operand ``name`` as the bit patterns of ``fmt`` (uint16 for fp16 and bf16, uint32 for
+    tf32: the float32 patterns, whose 13 low fraction bits the unit drops)."""
+    want = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "tf32": np.float32}[fmt]
+    v = _as_dtype(members[name], np.dtype(want).name)
+    if v.dtype != np.dtype(want):
+        _fail(name, f"expected {np.dtype(want).name} values like the other operands ({fmt}), got {v.dtype}")
+    return v.view(_PATTERN[fmt])
 
 
 def load_capture(path) -> Capture:
@@ -156,21 +214,23 @@ def load_capture(path) -> Capture:
     for name in _NEEDS[op] + ("out",):
         if name not in m:
             _fail(name, f"{op} needs it (the capture has {', '.join(sorted(m))})")
-    out = m["out"]
+    kernels: tuple[str, ...] = ()
+    if "kernels" in m:
+        k = m["kernels"]
+        if k.dtype.kind not in "US":
+            _fail("kernels", f"expected strings, got {k.dtype}")
+        kernels = tuple(str(x) for x in np.atleast_1d(k))
+    out = _as_dtype(m["out"], _text(m, "out_dtype", "") or _text(m, "dtype", ""))
     if out.dtype.name not in ("float16", "float32", "bfloat16"):
         _fail("out", f"expected float16, float32 or bfloat16 values, got {out.dtype}")
-    ops = {n: _fp16(m, n) for n in ("A", "B", "C", "input", "weight", "bias", "grad_output") if n in m}
-    cap = Capture(str(path), op, ops, out)
+    fmt = _input_format(m, op, kernels)
+    ops = {n: _operand(m, n, fmt) for n in ("A", "B", "C", "input", "weight", "bias", "grad_output") if n in m}
+    cap = Capture(str(path), op, ops, out, input=fmt, kernels=kernels)
     cap.gpu = _text(m, "gpu")
     cap.torch = _text(m, "torch")
     cap.memory_format = _text(m, "memory_format", "contiguous")
     if cap.memory_format not in ("contiguous", "channels_last"):
         _fail("memory_format", f"{cap.memory_format!r} is not one of contiguous, channels_last")
-    if "kernels" in m:
-        k = m["kernels"]
-        if k.dtype.kind not in "US":
-            _fail("kernels", f"expected strings, got {k.dtype}")
-        cap.kernels = tuple(str(x) for x in np.atleast_1d(k))
     for name in ("alpha", "beta"):
         if name in m:
             v = m[name]
@@ -243,7 +303,7 @@ def _check_shapes(cap: Capture, m):
 
 @dataclass(frozen=True)
 class GemmJob:
-    """One GEMM of a capture: A (M, K) and B (K, N) fp16 bit patterns, C (broadcastable to
+    """One GEMM of a capture: A (M, K) and B (K, N) bit patterns of the capture's input format, C (broadcastable to
     (M, N), float32) or None, and ``out_index`` (M, N): where each result lies in the capture's
     flattened output."""
 

@@ -91,6 +91,7 @@ def to_json(cap: Capture, r: SearchResult) -> dict:
         "gpu": cap.gpu,
         "kernels": list(cap.kernels),
         "unit": r.unit,
+        "input": cap.input,
         "answer": r.answer,
         "n": r.n,
         "n_identical": r.n_identical,
@@ -108,6 +109,10 @@ def to_json(cap: Capture, r: SearchResult) -> dict:
     return out
 
 
+def _operands(cap: Capture) -> str:
+    return f" (input={cap.input})" if cap.input != "fp16" else ""
+
+
 def to_text(cap: Capture, r: SearchResult) -> str:
     """The text report."""
     lines = [f"capture {cap.path}: {cap.describe()}"]
@@ -119,7 +124,7 @@ def to_text(cap: Capture, r: SearchResult) -> str:
     notes = [h for h in r.hints if " " in h]
     hint = f" (kernel names suggest {', '.join(families)})" if families else ""
     lines.append(
-        f"  searched {r.searched} schedules for unit {r.unit}{hint} in {r.seconds:.1f} s: "
+        f"  searched {r.searched} schedules for unit {r.unit}{_operands(cap)}{hint} in {r.seconds:.1f} s: "
         + ", ".join(f"{s} {a}→{b}" for s, a, b in r.stages)
     )
     lines.extend(f"  note: {n}" for n in notes)

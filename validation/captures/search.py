@@ -5,7 +5,9 @@ and fp32 FMA for the non-tensor-core kernels); for convolutions the gemmK order 
 channel blocks, a rotated filter for backward data); the splits (one chain, or k tiles of 16 …
 256 cut into 2 … :data:`MAX_SPLITS` splits, ⌈tiles/splits⌉ each or as even as possible); the
 reduction of the partials (in split order, or a pairwise tree); 8 products per instruction
-where the unit's group is 16; where C enters (chain, workspace, epilogue). The kernel names
+where the unit's group is 16; where C enters (chain, workspace, epilogue). Every unit runs with
+the capture's operand format (``Capture.input``: fp16, bf16, tf32), and a tf32 capture is also
+tried with its operands rounded to tf32 to nearest-even first (:data:`TF32_ROUNDINGS`). The kernel names
 (``models.libraries``) only order the space: the named families are tried first and every
 candidate is judged by the bits alone.
 
@@ -26,8 +28,10 @@ import numpy as np
 import emu
 import models
 from emu.dot import run_kernel, unit_params
+from emu.formats import get_format
 from emu.gemm import chain_params, combine, operand_in_order
 from emu.implicit_gemm import K_ORDERS, conv_pieces
+from emu.operands import TF32_DROPPED, decode_flush, operand, value_dtype
 from emu.schedule import Schedule, chain_positions
 from models.kernels import ATOMIC_ORDERS
 from models.libraries import k_tile_from_name, matching, not_modelled, unit_from_gpu
@@ -52,24 +56,42 @@ STAGE2_FP32 = (256, 256)
 MAX_FULL = 6
 
 
+#: how a kernel rounds fp32 operands to tf32 before its mma: ``"rne"`` to nearest, ties to even
+#: (CUTLASS's ``NumericConverter<tfloat32_t, float>``; measured on the H200 tf32 captures), or
+#: ``""``: the raw fp32 bits reach the unit, which drops the 13 low ones (RZ, the unit's model)
+TF32_ROUNDINGS = ("rne", "")
+
+
 @dataclass(frozen=True)
 class Variant:
     """How a convolution becomes GEMMs (see :func:`emu.implicit_gemm.conv_pieces`); the default
-    for a plain GEMM."""
+    for a plain GEMM. ``tf32_rounding``: the kernel's own rounding of fp32 operands to tf32
+    before the unit (:data:`TF32_ROUNDINGS`)."""
 
     k_order: str | None = None
     channel_block: int = 0
     flip: bool = False
+    tf32_rounding: str = ""
 
     def describe(self) -> str:
         if self.k_order is None:
-            return ""
+            return "operands rounded to tf32 (RNE) before the unit" if self.tf32_rounding else ""
         if self.channel_block:
             axis = "c" if self.k_order in ("rsc", "crs") else "k"
             text = f"gemmK ({axis} // {self.channel_block}, r, s, {axis} % {self.channel_block})"
         else:
             text = "gemmK (" + ", ".join(self.k_order) + ")"
         return text + (", filter rotated (taps descending)" if self.flip else "")
+
+
+def tf32_rne(bits: np.ndarray) -> np.ndarray:
+    """fp32 bit patterns rounded to tf32 (10 fraction bits) to nearest, ties to even, as uint32
+    fp32 patterns; infinities and NaNs kept as they are."""
+    b = np.asarray(bits, np.uint32)
+    lsb = (b >> np.uint32(13)) & np.uint32(1)
+    with np.errstate(over="ignore"):
+        r = (b + np.uint32(0xFFF) + lsb) & ~TF32_DROPPED
+    return np.where((b & np.uint32(0x7F800000)) == np.uint32(0x7F800000), b, r).astype(np.uint32)
 
 
 @dataclass(frozen=True)
@@ -81,7 +103,7 @@ class Candidate:
 
     def describe(self) -> str:
         parts = [f"unit {self.unit}"]
-        if self.variant.k_order:
+        if self.variant.describe():
             parts.append(self.variant.describe())
         parts.append(self.schedule.describe())
         return "; ".join(parts)
@@ -90,6 +112,8 @@ class Candidate:
         out = {"unit": self.unit, "family": self.family, **self.schedule.fields()}
         if self.variant.k_order:
             out.update(k_order=self.variant.k_order, channel_block=self.variant.channel_block, flip=self.variant.flip)
+        if self.variant.tf32_rounding:
+            out["tf32_rounding"] = self.variant.tf32_rounding
         return out
 
 
@@ -114,12 +138,14 @@ def jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None
     """The capture's GEMMs under ``variant``; ``rows``/``columns`` (per-GEMM index arrays) and
     ``pieces`` (which GEMMs) restrict them to a sample."""
     o = cap.operands
+    if variant.tf32_rounding:  # the kernel rounds the fp32 operands (not C or a bias) to tf32 first
+        o = {k: tf32_rne(v) if k in ("A", "B", "input", "weight") else v for k, v in o.items()}
     if cap.op in ("mm", "addmm"):
         M, N = cap.out.shape
         idx = np.arange(M * N).reshape(M, N)
         C = None
         if cap.op == "addmm":
-            C = np.broadcast_to(o["C"].view(np.float16).astype(np.float32), (M, N))
+            C = np.broadcast_to(_c_values(cap, o["C"]), (M, N))
         return [_restrict(GemmJob(o["A"], o["B"], C, idx), rows, columns)]
     if cap.op == "bmm":
         b, M, N = cap.out.shape
@@ -135,7 +161,7 @@ def jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None
         idx = np.arange(A.shape[0] * N).reshape(A.shape[0], N)
         C = None
         if "bias" in o:
-            C = np.broadcast_to(o["bias"].view(np.float16).astype(np.float32)[None], idx.shape)
+            C = np.broadcast_to(_c_values(cap, o["bias"])[None], idx.shape)
         return [_restrict(GemmJob(A, w.T, C, idx), rows, columns)]
     pass_ = PASS_OF[cap.op]
     first, second = {
@@ -160,11 +186,24 @@ def jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None
         )
         C = None
         if pass_ == "fwd" and "bias" in o:
-            bias = o["bias"].view(np.float16).astype(np.float32)
+            bias = _c_values(cap, o["bias"])
             r = np.arange(cap.conv.Kg) if rows is None else np.asarray(rows)
             C = np.broadcast_to(bias[g * cap.conv.Kg + r][:, None], piece.out_index.shape)
         out.append(GemmJob(piece.A, piece.B, C, piece.out_index))
     return out
+
+
+def _c_values(cap: Capture, bits: np.ndarray) -> np.ndarray:
+    """C or a bias (bit patterns of the capture's operand format) as float32 values: fp32 adds
+    them whole (a tf32 capture's C is float32, never cut to tf32)."""
+    return bits.view(value_dtype(cap.input)).astype(np.float32)
+
+
+def _operand_values(cap: Capture, bits: np.ndarray) -> np.ndarray:
+    """Operand values (float64) as the unit multiplies them: tf32 without its 13 low bits."""
+    if cap.input == "tf32":
+        bits = bits & ~TF32_DROPPED
+    return bits.view(value_dtype(cap.input)).astype(np.float64)
 
 
 def _restrict(job: GemmJob, rows, columns) -> GemmJob:
@@ -197,7 +236,7 @@ def _gemm_dims(cap: Capture, variant: Variant) -> tuple[int, int, int]:
 
 def _variants(cap: Capture, named) -> list[Variant]:
     if cap.conv is None:
-        return [Variant()]
+        return [Variant(tf32_rounding=r) for r in TF32_ROUNDINGS] if cap.input == "tf32" else [Variant()]
     pass_ = PASS_OF[cap.op]
     if cap.conv.R * cap.conv.S == 1 and pass_ != "bwd_weight":  # a 1×1 filter: every order is the channel order
         return [Variant(K_ORDERS[pass_][0])]
@@ -276,7 +315,8 @@ def candidates(cap: Capture, unit_name: str) -> tuple[list[Candidate], list[str]
     variants = _variants(cap, named)
     _, _, K = _gemm_dims(cap, variants[0])
     units = [unit_name, "fma32"]
-    if unit_params(models.unit(unit_name)).family == emu.Family.TRUNCATED_FUSED and cap.out_format == "fp16":
+    fp16_acc = cap.input == "fp16" and cap.out_format == "fp16"
+    if fp16_acc and _unit_params(unit_name, cap.input).family == emu.Family.TRUNCATED_FUSED:
         units.insert(1, f"{unit_name}/fp16")  # NVIDIA units also accumulate in fp16 (…_f16_s161616gemm_f16)
     if any(f.unit == "fma32" for f in named):
         units = ["fma32"] + [u for u in units if u != "fma32"]
@@ -298,7 +338,7 @@ def candidates(cap: Capture, unit_name: str) -> tuple[list[Candidate], list[str]
     out: list[Candidate] = []
     seen = set()
     for u in units:
-        group = _unit_params(u).group_size
+        group = _unit_params(u, cap.input).group_size
         iks = (0, group // 2) if u != "fma32" and group >= 8 else (0,)
         for variant in variants:
             for ik in iks:
@@ -376,10 +416,12 @@ class _Sample:
         self._jobs = {}
         self._chains = {}
 
-    def jobs(self, variant: Variant, flush: bool):
+    def jobs(self, variant: Variant, params):
         """Per sampled GEMM: decoded rows of A (E, K) and columns of B as rows (E, K), one per
-        sampled output, C per output (or None), and the GPU's outputs."""
-        key = (variant, flush)
+        sampled output, C per output (or None), and the GPU's outputs. ``params``: the unit's (its
+        input format is the capture's; its flushing decides the decode)."""
+        key = (variant, bool(params.flush_inputs))
+        flush = decode_flush(params)
         if key not in self._jobs:
             decoded = []
             out = self.cap.out.reshape(-1)
@@ -388,8 +430,8 @@ class _Sample:
                 uc, lj = np.unique(n, return_inverse=True)
                 (job,) = jobs_of(self.cap, variant, ur, uc, [p])
                 seq = np.arange(job.A.shape[1])
-                A = operand_in_order(job.A, seq, 1, flush)[li]
-                B = operand_in_order(job.B, seq, 0, flush).T[lj]
+                A = operand_in_order(operand(job.A, "A", params), seq, 1, flush)[li]
+                B = operand_in_order(operand(job.B, "B", params), seq, 0, flush).T[lj]
                 C = None if job.C is None else np.ascontiguousarray(job.C[li, lj], np.float32)
                 decoded.append((A, B, C, out[job.out_index[li, lj]]))
             self._jobs[key] = decoded
@@ -399,15 +441,15 @@ class _Sample:
         """Compute, in batches, every chain the candidates need that is not cached yet."""
         need: dict = {}
         for c in cands:
-            params = _unit_params(c.unit)
-            jobs = self.jobs(c.variant, bool(params.flush_inputs))
+            params = _unit_params(c.unit, self.cap.input)
+            jobs = self.jobs(c.variant, params)
             chain = _chain(params, c.schedule.instruction_k)
             has_c = jobs[0][2] is not None
             for key in _keys(c, chain, jobs[0][0].shape[1], has_c):
                 if key not in self._chains:
                     need.setdefault((c.variant, c.unit, chain), set()).add(key)
         for (variant, unit, chain), keys in need.items():
-            jobs = self.jobs(variant, bool(_unit_params(unit).flush_inputs))
+            jobs = self.jobs(variant, _unit_params(unit, self.cap.input))
             by_length: dict = {}
             for key in keys:
                 by_length.setdefault(_chain_length(key), []).append(key)
@@ -447,8 +489,8 @@ class _Sample:
 
     def identical(self, cand: Candidate) -> int:
         """Identical outputs of the candidate on this sample (of :attr:`size`)."""
-        params = _unit_params(cand.unit)
-        jobs = self.jobs(cand.variant, bool(params.flush_inputs))
+        params = _unit_params(cand.unit, self.cap.input)
+        jobs = self.jobs(cand.variant, params)
         chain = _chain(params, cand.schedule.instruction_k)
         s = cand.schedule
         keys = _keys(cand, chain, jobs[0][0].shape[1], jobs[0][2] is not None)
@@ -502,16 +544,15 @@ _UNITS: dict = {}
 
 
 def _boundary_distance(cap: Capture, job: GemmJob) -> np.ndarray:
-    """How far each output's exact value (float64, from the fp16 operands) lies from the nearest
-    rounding boundary of the output format, in its ulps (0: on a boundary)."""
-    A = job.A.view(np.float16).astype(np.float64)
-    B = job.B.view(np.float16).astype(np.float64)
-    v = A @ B
+    """How far each output's exact value (float64, from the operands' values) lies from the
+    nearest rounding boundary of the output format, in its ulps (0: on a boundary)."""
+    v = _operand_values(cap, job.A) @ _operand_values(cap, job.B)
     if job.C is not None:
         v = cap.alpha * v + cap.beta * np.asarray(job.C, np.float64)
     else:
         v = cap.alpha * v
-    frac_bits, emin = (10, -14) if cap.out_format == "fp16" else (7, -126)
+    out = get_format(cap.out_format)
+    frac_bits, emin = out.fraction_bits, out.emin
     with np.errstate(divide="ignore", invalid="ignore"):
         e = np.maximum(np.floor(np.log2(np.abs(v))), emin)
         ulp = np.exp2(e - frac_bits)
@@ -520,17 +561,17 @@ def _boundary_distance(cap: Capture, job: GemmJob) -> np.ndarray:
     return np.where(np.isfinite(d), d, 1.0)
 
 
-def _unit_params(name: str):
-    if name not in _UNITS:
-        _UNITS[name] = unit_params(_model_unit(name))
-    return _UNITS[name]
+def _unit_params(name: str, fmt: str = "fp16"):
+    if (name, fmt) not in _UNITS:
+        _UNITS[name, fmt] = unit_params(_model_unit(name, fmt))
+    return _UNITS[name, fmt]
 
 
-def _model_unit(name: str):
-    """``models.unit`` for a search unit name: ``NAME`` or ``NAME/fp16`` (the fp16-accumulator
-    variant of an NVIDIA unit)."""
+def _model_unit(name: str, fmt: str = "fp16"):
+    """``models.unit`` for a search unit name, ``NAME`` or ``NAME/fp16`` (the fp16-accumulator
+    variant of an NVIDIA unit), with operands of ``fmt`` (the capture's input format)."""
     base, _, acc = name.partition("/")
-    return models.unit(base, output=acc or "fp32")
+    return models.unit(base, output=acc or "fp32", input=fmt)
 
 
 def _bits(x: np.ndarray) -> np.ndarray:
@@ -542,7 +583,7 @@ def _inside_ensemble(cap: Capture, cand: Candidate) -> tuple[bool, int]:
     the candidate's split partials (the run-to-run spread of a split-K kernel with atomics): the
     closest outcome over the ensemble's orders (``models.kernels.ATOMIC_ORDERS``) equals the GPU's
     value. Returns (inside, outputs equal to the ascending order's)."""
-    unit = _model_unit(cand.unit)
+    unit = _model_unit(cand.unit, cap.input)
     order = emu.Schedule(
         k_order=cand.schedule.k_order,
         pad_k=cand.schedule.pad_k,
@@ -565,7 +606,7 @@ def _inside_ensemble(cap: Capture, cand: Candidate) -> tuple[bool, int]:
 
 def run_candidate(cap: Capture, cand: Candidate) -> np.ndarray:
     """The capture's whole output as the candidate computes it (through :func:`emu.gemm`)."""
-    unit = _model_unit(cand.unit)
+    unit = _model_unit(cand.unit, cap.input)
     out = np.zeros(cap.out.size, cap.out.dtype)
     for job in jobs_of(cap, cand.variant):
         res = emu.gemm(job.A, job.B, job.C, unit, cand.schedule)
@@ -578,7 +619,7 @@ def resolve_unit(cap: Capture, hw: str | None) -> str:
     names; CaptureError when neither says."""
     if hw:
         try:
-            models.unit(hw)
+            models.unit(hw, input=cap.input)
         except ValueError as exc:
             raise CaptureError(f"--hw: {exc}") from None
         return hw
@@ -588,6 +629,10 @@ def resolve_unit(cap: Capture, hw: str | None) -> str:
             f"gpu: {cap.gpu or 'not recorded'!r} is not a GPU fp16emu models; name the unit with --hw "
             f"(one of {', '.join(models.UNIT_NAMES)})"
         )
+    try:
+        models.unit(name, input=cap.input)
+    except ValueError as exc:
+        raise CaptureError(f"gpu: {cap.gpu!r} (unit {name}): {exc}") from None
     return name
 
 

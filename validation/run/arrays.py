@@ -7,7 +7,8 @@ Accepted:
 * ``FILE.npy``: numpy's format, read without pickles. The header is checked before anything is
   allocated: a malformed header, an object, structured or big-endian dtype, a type other than
   float16, float32, float64 or uint16 (fp16 bit patterns), or a header whose claimed data size
-  exceeds the file's size is refused.
+  exceeds the file's size is refused. ``compare`` also reads ``ml_dtypes.bfloat16`` arrays
+  (``np.save`` writes them as plain 2-byte voids); fp8 arrays (1-byte voids) are refused by name.
 * ``FILE.npz:KEY``: one array of an ``.npz`` (``FILE.npz`` alone when it holds a single array);
   the member's header is checked the same way.
 * A raw binary dump (the bytes of the tensor in memory order, little-endian, as a GPU harness
@@ -50,7 +51,7 @@ __all__ = [
 RAW_FORMATS = {"fp16": np.dtype("<f2"), "fp32": np.dtype("<f4"), "bf16": None}  # bf16: ml_dtypes
 #: What the loader accepts, for error messages.
 ACCEPTED = (
-    ".npy (float16, float32, float64, or uint16 fp16 bit patterns), FILE.npz:KEY, "
+    ".npy (float16, float32, float64, or uint16 fp16 bit patterns; compare also bfloat16), FILE.npz:KEY, "
     "or a raw little-endian dump with its format (fp16, fp32, bf16) and the tensor's size"
 )
 _ALLOWED = {np.dtype("<f2"), np.dtype("<f4"), np.dtype("<f8"), np.dtype("<u2")}
@@ -92,10 +93,20 @@ def _fail(what: str, path: str, why: str) -> ArrayFileError:
     return ArrayFileError(f"{what}: {path!r} {why}; accepted: {ACCEPTED}")
 
 
-def _dtype_refusal(dtype: np.dtype) -> str | None:
-    """Why a header's dtype is refused (None: accepted)."""
+#: the plain void dtype ``np.save`` writes for an ``ml_dtypes`` array (its bytes, no type)
+_BF16_VOID = np.dtype("V2")
+_FP8_VOID = np.dtype("V1")
+
+
+def _dtype_refusal(dtype: np.dtype, bf16_void: bool = False) -> str | None:
+    """Why a header's dtype is refused (None: accepted). ``bf16_void``: a plain 2-byte void
+    (how ``np.save`` writes an ``ml_dtypes.bfloat16`` array) is accepted, read as bf16."""
     if dtype.names is not None or dtype.subdtype is not None:
         return f"has a structured dtype {dtype}"
+    if dtype == _BF16_VOID and bf16_void:
+        return None
+    if dtype == _FP8_VOID:
+        return "has 1-byte void elements (an ml_dtypes float8 array?): fp8 arrays are not read yet"
     if dtype.byteorder == ">" and dtype.itemsize > 1:
         return f"is big-endian ({dtype.str}); save it little-endian (arr.astype(arr.dtype.newbyteorder('<')))"
     if dtype.newbyteorder("<") not in _ALLOWED:
@@ -107,7 +118,7 @@ def _native(a: np.ndarray) -> np.ndarray:
     return a.astype(a.dtype.newbyteorder("="), copy=False)
 
 
-def _load_npz(what: str, path: str, fh, key: str | None) -> tuple[np.ndarray, str]:
+def _load_npz(what: str, path: str, fh, key: str | None, bf16_void: bool = False) -> tuple[np.ndarray, str]:
     chosen = []
 
     def select(names: list[str]) -> set[str]:
@@ -127,7 +138,7 @@ def _load_npz(what: str, path: str, fh, key: str | None) -> tuple[np.ndarray, st
     arrays = read_npz(
         fh,
         lambda why: _fail(what, path, why),
-        check=lambda name, dtype: _dtype_refusal(dtype),
+        check=lambda name, dtype: _dtype_refusal(dtype, bf16_void),
         select=select,
         member_fail=lambda name, why: _fail(what, f"{path}:{name}", why),
     )
@@ -164,11 +175,14 @@ def load_array(
     raw_format: str | None = None,
     count: int | None = None,
     raw_hint: str | None = None,
+    bf16_void: bool = False,
 ) -> LoadedArray:
     """Read ``spec`` (``FILE.npy``, ``FILE.npz[:KEY]``, or a raw dump when ``raw_format`` is
     given; ``count``: the elements a raw dump must hold) as the module docstring says. ``what``
     names the option in messages (``--gpu-output``); ``raw_hint``: the options that describe a
-    raw dump, named when a file is neither .npy nor .npz and no ``raw_format`` was given."""
+    raw dump, named when a file is neither .npy nor .npz and no ``raw_format`` was given;
+    ``bf16_void``: an .npy or .npz member of plain 2-byte voids (``np.save`` of an
+    ``ml_dtypes.bfloat16`` array) is read as bfloat16."""
     spec = str(spec)
     path, key = spec, None
     if not os.path.exists(spec) and ":" in spec:
@@ -188,11 +202,12 @@ def load_array(
             raise _fail(what, path, f"is not an .npz file, so {':' + key!r} names no array")
         try:
             if magic.startswith(ZIP_MAGIC):
-                a, key = _load_npz(what, path, fh, key)
-                return LoadedArray(a, path, key)
+                a, key = _load_npz(what, path, fh, key, bf16_void)
+                return LoadedArray(_bf16_view(a), path, key)
             if magic.startswith(NPY_MAGIC):
-                a = read_npy(fh, size, lambda why: _fail(what, path, why), check=_dtype_refusal)
-                return LoadedArray(_native(a), path)
+                check = lambda dtype: _dtype_refusal(dtype, bf16_void)  # noqa: E731
+                a = read_npy(fh, size, lambda why: _fail(what, path, why), check=check)
+                return LoadedArray(_bf16_view(_native(a)), path)
         except ArrayFileError:
             # a raw dump whose first bytes happen to be an .npz or .npy magic: read as the format
             # given (only when its size is exactly the tensor's in that format)
@@ -207,6 +222,12 @@ def load_array(
         + (f", e.g. {raw_hint}" if raw_hint else "")
         + ")",
     )
+
+
+def _bf16_view(a: np.ndarray) -> np.ndarray:
+    """A plain 2-byte void array (an ``ml_dtypes.bfloat16`` array as ``np.save`` writes it) as
+    bfloat16; any other array as it is."""
+    return a.view(ml_dtypes.bfloat16) if a.dtype == _BF16_VOID else a
 
 
 def _raw_fits(fmt: str | None, size: int, count: int | None) -> bool:
@@ -262,8 +283,9 @@ def load_pair(
     }
     if validation_dtype is not None and dtype is None:
         raise ValueError("--validation-dtype: give the kernel's --dtype too")
-    v = load_array(validation, "VALIDATION", raw_format=raw["VALIDATION"], count=count, raw_hint=_RAW_HINT).array
-    k = load_array(kernel, "KERNEL", raw_format=raw["KERNEL"], count=count, raw_hint=_RAW_HINT).array
+    opts = {"count": count, "raw_hint": _RAW_HINT, "bf16_void": True}
+    v = load_array(validation, "VALIDATION", raw_format=raw["VALIDATION"], **opts).array
+    k = load_array(kernel, "KERNEL", raw_format=raw["KERNEL"], **opts).array
     if dims is not None:
         for name, a in (("VALIDATION", v), ("KERNEL", k)):
             if a.size != count:
