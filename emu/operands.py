@@ -29,6 +29,7 @@ __all__ = [
     "decode_flush",
     "operand",
     "operand_dtype",
+    "round_to_tf32",
     "value_dtype",
 ]
 
@@ -54,6 +55,27 @@ _PATTERN_DTYPE = {
 }
 #: tf32 keeps 10 of fp32's 23 fraction bits; the units drop the 13 low ones (RZ)
 TF32_DROPPED = np.uint32((1 << 13) - 1)
+
+
+def round_to_tf32(x) -> np.ndarray:
+    """fp32 values (float32, or uint32 patterns) rounded to tf32's 10 fraction bits to nearest,
+    ties to even, as float32 (uint32 for patterns); infinities and NaNs kept, a value rounding
+    past the largest tf32 becomes infinite.
+
+    A tf32 unit drops the 13 low bits of what reaches it (:func:`operand`); a library kernel
+    that converts its fp32 operands first rounds them this way (CUTLASS's tf32 GEMMs, the
+    ``cutlass_80_tensorop_s1688gemm`` kernels cuBLAS runs with ``allow_tf32``: H200 captures,
+    docs/library.md), so ``operand(round_to_tf32(x), …)`` is what their matrix units multiply."""
+    a = np.asarray(x)
+    if a.dtype not in (np.float32, np.uint32):
+        raise TypeError(f"x: expected float32 values or uint32 patterns, got dtype {a.dtype}")
+    b = a.view(np.uint32)
+    lsb = (b >> np.uint32(13)) & np.uint32(1)
+    with np.errstate(over="ignore"):
+        r = (b + np.uint32(0xFFF) + lsb) & ~TF32_DROPPED
+    out = np.where((b & np.uint32(0x7F800000)) == np.uint32(0x7F800000), b, r).astype(np.uint32)
+    return out if a.dtype == np.uint32 else out.view(np.float32)
+
 
 #: Every name :func:`input_format` accepts (lower case) and the format it stands for.
 INPUT_NAMES = {

@@ -31,7 +31,7 @@ from emu.dot import run_kernel, unit_params
 from emu.formats import get_format
 from emu.gemm import chain_params, combine, operand_in_order
 from emu.implicit_gemm import K_ORDERS, conv_pieces
-from emu.operands import TF32_DROPPED, decode_flush, operand, value_dtype
+from emu.operands import TF32_DROPPED, decode_flush, operand, round_to_tf32, value_dtype
 from emu.schedule import Schedule, chain_positions
 from models.kernels import ATOMIC_ORDERS
 from models.libraries import k_tile_from_name, matching, not_modelled, unit_from_gpu
@@ -84,16 +84,6 @@ class Variant:
         return text + (", filter rotated (taps descending)" if self.flip else "")
 
 
-def tf32_rne(bits: np.ndarray) -> np.ndarray:
-    """fp32 bit patterns rounded to tf32 (10 fraction bits) to nearest, ties to even, as uint32
-    fp32 patterns; infinities and NaNs kept as they are."""
-    b = np.asarray(bits, np.uint32)
-    lsb = (b >> np.uint32(13)) & np.uint32(1)
-    with np.errstate(over="ignore"):
-        r = (b + np.uint32(0xFFF) + lsb) & ~TF32_DROPPED
-    return np.where((b & np.uint32(0x7F800000)) == np.uint32(0x7F800000), b, r).astype(np.uint32)
-
-
 @dataclass(frozen=True)
 class Candidate:
     unit: str
@@ -139,7 +129,10 @@ def jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None
     ``pieces`` (which GEMMs) restrict them to a sample."""
     o = cap.operands
     if variant.tf32_rounding:  # the kernel rounds the fp32 operands (not C or a bias) to tf32 first
-        o = {k: tf32_rne(v) if k in ("A", "B", "input", "weight") else v for k, v in o.items()}
+        o = {
+            k: round_to_tf32(np.asarray(v, np.uint32)) if k in ("A", "B", "input", "weight") else v
+            for k, v in o.items()
+        }
     if cap.op in ("mm", "addmm"):
         M, N = cap.out.shape
         idx = np.arange(M * N).reshape(M, N)

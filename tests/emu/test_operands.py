@@ -1,0 +1,54 @@
+"""emu.operands: what the units take of each format, and the tf32 rounding of library kernels."""
+
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import models
+from emu.operands import operand, round_to_tf32
+
+
+def _rne_tf32(x: float) -> float:
+    """x (a finite fp32 value) to 11 significant bits, nearest, ties to even (Fractions)."""
+    if x == 0:
+        return x
+    f = Fraction(x)
+    e = abs(f).numerator.bit_length() - abs(f).denominator.bit_length()
+    while Fraction(2) ** e > abs(f):
+        e -= 1
+    while Fraction(2) ** (e + 1) <= abs(f):
+        e += 1
+    q = Fraction(2) ** (max(e, -126) - 10)
+    n = f / q
+    r = round(n)  # Python rounds ties to even
+    return float(r * q)
+
+
+def test_round_to_tf32_is_nearest_even_on_ties_and_keeps_specials():
+    rng = np.random.default_rng(5)
+    patterns = rng.integers(0, 0x7F800000, 3000, dtype=np.uint64).astype(np.uint32)
+    ties = (rng.integers(0x00800000, 0x7F000000, 500, dtype=np.uint64).astype(np.uint32) & ~np.uint32(0x1FFF)) | 0x1000
+    x = np.concatenate([patterns, ties, ties | 0x80000000]).view(np.float32)
+    got = round_to_tf32(x)
+    want = np.array([_rne_tf32(float(v)) for v in x], np.float64).astype(np.float32)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    special = np.array([np.inf, -np.inf, np.nan, np.finfo(np.float32).max], np.float32)
+    out = round_to_tf32(special)
+    assert np.isposinf(out[0]) and np.isneginf(out[1]) and np.isnan(out[2]) and np.isposinf(out[3])
+    assert round_to_tf32(x.view(np.uint32)).dtype == np.uint32
+    with pytest.raises(TypeError, match="float32 values or uint32"):
+        round_to_tf32(np.ones(2))
+
+
+def test_operand_refuses_other_formats_by_name_and_reads_patterns():
+    u = models.unit("h100", input="bf16")
+    a = np.array([1.5, -2.0], ml_dtypes.bfloat16)
+    assert np.array_equal(operand(a, "a", u.params), operand(a.view(np.uint16), "a", u.params))
+    with pytest.raises(TypeError, match="multiplies bf16: expected bfloat16 values or uint16"):
+        operand(np.array([1.5], np.float16), "a", u.params)
+    t = models.unit("h100", input="tf32").params
+    x = np.array([1 + 2.0**-11 + 2.0**-20], np.float32)  # bits below tf32's 10 fraction bits
+    assert operand(x, "a", t)[0] == 1.0  # the unit drops them (RZ)
+    assert round_to_tf32(x)[0] == np.float32(1 + 2.0**-10)  # a library kernel rounds them first
