@@ -29,6 +29,14 @@ def test_notebook_is_stored_without_outputs(path):
     assert first["cell_type"] == "markdown" and "**Question:**" in "".join(first["source"])
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_shares_the_one_numba_cache(path):
+    """Issue 30.3: one numba cache for every entry point. The notebooks set NUMBA_CACHE_DIR to a
+    folder of their own (.cache/numba) and compiled every kernel again there (two minutes of a
+    fresh clone's make test); emu.jit's per-user folder is the one they use now."""
+    assert "NUMBA_CACHE_DIR" not in path.read_text(encoding="utf-8")
+
+
 def test_notebooks_in_git_are_stripped():
     """What git holds (HEAD), not only the working copy, has no outputs."""
     try:
