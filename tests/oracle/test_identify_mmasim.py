@@ -11,10 +11,6 @@ Run with ``make test-oracle`` (needs torch and mmasim).
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -47,20 +43,6 @@ TARGETS = [
 ]
 IDS = [f"{t[0]}-{t[1]}" for t in TARGETS]
 ROWS = 4096
-
-
-@pytest.fixture(scope="module")
-def mmasim():
-    pytest.importorskip("torch")
-    bindir = str(Path(sys.executable).parent)  # mmasim builds a C++ extension with the venv's ninja
-    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
-    mm = pytest.importorskip("mmasim")
-    import mmasim.amd
-    import mmasim.arithmetic.fma
-    import mmasim.nv_ptx  # noqa: F401
-
-    return mm
 
 
 def _device(mm, isa, arch, instruction, output):

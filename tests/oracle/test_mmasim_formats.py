@@ -23,10 +23,8 @@ Run with ``make test-oracle``. ``FP16EMU_ORACLE_SCALE`` scales the counts.
 from __future__ import annotations
 
 import os
-import sys
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -61,21 +59,6 @@ _AMD = {
     ("mi300", "e4m3fnuz"): ("CDNA3", "f32_32x32x16_fp8_fp8", 16),
     ("mi300", "e5m2fnuz"): ("CDNA3", "f32_32x32x16_bf8_bf8", 16),
 }
-
-
-@pytest.fixture(scope="module")
-def mmasim():
-    """The imported ``mmasim`` package (skips without torch/mmasim); see test_mmasim.py."""
-    pytest.importorskip("torch")
-    bindir = str(Path(sys.executable).parent)
-    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
-    mm = pytest.importorskip("mmasim")
-    import mmasim.amd  # noqa: F401
-    import mmasim.arithmetic.fma  # noqa: F401
-    import mmasim.nv_ptx  # noqa: F401
-
-    return mm
 
 
 @dataclass(frozen=True)
