@@ -205,9 +205,10 @@ def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
     if out.size:
         params = kernel_params(params)
         kernel, prm = KERNELS[Family(params.family)], kernel_vector(params, emin)
-        if A.dtype == np.float64 and A.ndim == 2:
+        if A.dtype == np.float64 and A.ndim == 2 and params.family != Family.FUSED_EXACT:
             # float64 operands run in the batched layout only (one compiled kernel per family, not
-            # two: they are the rare operands outside the narrow range), a block of rows at a time
+            # two: they are the rare operands outside the narrow range), a block of rows at a time;
+            # the exact fused family (MI100's bf16, always float64) keeps its GEMM layout
             rows = max(1, WIDE_ROWS // max(N, 1))
             for m0 in range(0, M, rows):
                 m1 = min(M, m0 + rows)

@@ -201,6 +201,18 @@ def _exact4_lane(A, B, m, g0, n0, w, j, acc, nxt, mode):
     nxt[j] = _round(_round_exact_sum(acc[j], s, e + (e01 + e23)), mode)
 
 
+@jit(inline="always")
+def _exact2_wide(A, B, m, g0, n0, w, acc, nxt, mode):
+    """Exact path of a group of 2 wide products on all lanes in one pass: one TwoSum of the
+    products (its error exact), then the round-to-odd sum with c (module docstring). Called with
+    a literal ``mode`` (RNE) where it can be."""
+    a0, a1 = a_of(A, m, g0, n0, w), a_of(A, m, g0 + 1, n0, w)
+    B0, B1 = B[g0, n0 : n0 + w], B[g0 + 1, n0 : n0 + w]
+    for j in range(w):
+        s, e = two_sum(np.float64(lane(a0, j)) * np.float64(B0[j]), np.float64(lane(a1, j)) * np.float64(B1[j]))
+        nxt[j] = _round(_round_exact_sum(acc[j], s, e), mode)
+
+
 @jit(parallel=True)
 def fused_exact(A, B, C, out, prm):
     n_tasks, n_rb = task_grid(out.shape[0], out.shape[1])
@@ -253,6 +265,11 @@ def _fused_exact_task(A, B, C, out, prm, t, n_rb):
                     for j in range(w):
                         if ok[j] == 0:
                             _exact4_lane(A, B, m, g0, n0, w, j, acc, nxt, out_mode)
+            elif wide and g == 2:  # MI100's bf16 group: the exact path in one pass over the lanes
+                if out_mode == RNE:
+                    _exact2_wide(A, B, m, g0, n0, w, acc, nxt, RNE)
+                else:
+                    _exact2_wide(A, B, m, g0, n0, w, acc, nxt, out_mode)
             else:
                 accepted = np.int64(0)
                 if not wide:  # wide operands take the exact path directly (module docstring)
