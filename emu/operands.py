@@ -28,7 +28,7 @@ __all__ = [
     "is_wide",
     "decode_flush",
     "operand",
-    "operand_dtype",
+    "multiplied_values",
     "round_to_tf32",
     "value_dtype",
 ]
@@ -148,10 +148,14 @@ def value_dtype(fmt) -> np.dtype:
     return _VALUE_DTYPE[input_format(fmt)]
 
 
-def operand_dtype(params: UnitParams) -> np.dtype:
-    """The dtype of the arrays :func:`operand` returns for ``params``: uint16 fp16 patterns or
-    float64 values."""
-    return np.dtype(np.float64) if is_wide(params) else np.dtype(np.uint16)
+def multiplied_values(values: np.ndarray, fmt) -> np.ndarray:
+    """The values (float64) a unit of input format ``fmt`` multiplies, from an array of that
+    format's values (its :func:`value_dtype`): the same values, but tf32's with their 13 low
+    fraction bits dropped (RZ), as the units do. No flush."""
+    fmt = input_format(fmt)
+    if fmt == InputFormat.TF32:
+        values = (np.asarray(values, np.float32).view(np.uint32) & ~TF32_DROPPED).view(np.float32)
+    return np.asarray(values).astype(np.float64)
 
 
 def operand(x, name: str, params: UnitParams) -> np.ndarray:
@@ -176,11 +180,9 @@ def operand(x, name: str, params: UnitParams) -> np.ndarray:
         )
     if fmt == InputFormat.FP16:
         return values.view(np.uint16)
-    if fmt == InputFormat.TF32:
-        values = (values.view(np.uint32) & ~TF32_DROPPED).view(np.float32)
     flush = bool(params.flush_inputs)
     if fmt in WIDE_INPUTS:
-        out = values.astype(np.float64)
+        out = multiplied_values(values, fmt)
         if flush:
             out[np.abs(out) < 2.0 ** INPUT_EMIN[fmt]] = 0.0
         return out

@@ -328,7 +328,16 @@ def _amd_mi300(fmt: InputFormat = InputFormat.FP16) -> Unit:
         ),
     )
     if fmt == InputFormat.BF16:
-        return _with_input(u, fmt, "CDNA3 v_mfma_f32_*_bf16", group_size=(8, f"{MMASIM_AMD} (CDNA3: L_max = 8)"))
+        return _with_input(
+            u,
+            fmt,
+            "CDNA3 v_mfma_f32_*_bf16",
+            group_size=(8, f"{MMASIM_AMD} (CDNA3: L_max = 8)"),
+            description=(
+                "AMD MI300 (CDNA3) v_mfma_f32_*_bf16: two-stage truncated fused dot-add (TR-FDPA)",
+                f"{MMASIM_AMD} (CDNA3: MMA_TR_FDPA)",
+            ),
+        )
     if fmt == InputFormat.TF32:
         return _with_input(
             u,

@@ -108,7 +108,7 @@ class Gen:
         self.fp16_c = pair.output == "fp16"
         self.rng = np.random.default_rng(zlib.crc32(f"{pair.id}/{tag}".encode()))
         fi = ml_dtypes.finfo(self.dt) if self.dt is not np.float32 else None
-        self.emin = 1 - self.bias if self.kind != "fnuz" else 1 - self.bias
+        self.emin = 1 - self.bias
         self.emax = int(np.log2(float(fi.max))) if fi is not None else 127
         self.maxval = float(fi.max) if fi is not None else float(np.finfo(np.float32).max)
 

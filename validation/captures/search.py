@@ -31,7 +31,7 @@ from emu.dot import run_kernel, unit_params
 from emu.formats import get_format
 from emu.gemm import chain_params, combine, operand_in_order
 from emu.implicit_gemm import K_ORDERS, conv_pieces
-from emu.operands import TF32_DROPPED, decode_flush, operand, round_to_tf32, value_dtype
+from emu.operands import decode_flush, multiplied_values, operand, round_to_tf32, value_dtype
 from emu.schedule import Schedule, chain_positions
 from models.kernels import ATOMIC_ORDERS
 from models.libraries import k_tile_from_name, matching, not_modelled, unit_from_gpu
@@ -193,10 +193,8 @@ def _c_values(cap: Capture, bits: np.ndarray) -> np.ndarray:
 
 
 def _operand_values(cap: Capture, bits: np.ndarray) -> np.ndarray:
-    """Operand values (float64) as the unit multiplies them: tf32 without its 13 low bits."""
-    if cap.input == "tf32":
-        bits = bits & ~TF32_DROPPED
-    return bits.view(value_dtype(cap.input)).astype(np.float64)
+    """Operand values (float64) as the unit multiplies them (:func:`emu.operands.multiplied_values`)."""
+    return multiplied_values(bits.view(value_dtype(cap.input)), cap.input)
 
 
 def _restrict(job: GemmJob, rows, columns) -> GemmJob:
