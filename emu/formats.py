@@ -2,14 +2,22 @@
 
 This is the one format layer: every other module (``emu``, ``models``, ``validation``) learns a
 format's layout, dtype, names and ulp here. A format is a :class:`FloatFormat` record; the
-instances are :data:`FP16` (binary16), :data:`BF16` (bfloat16), :data:`FP32` (binary32) and
-:data:`FP64` (binary64, for comparisons only: the bit-level functions take the first three).
+instances are :data:`FP16` (binary16), :data:`BF16` (bfloat16), :data:`FP32` (binary32), the
+8-bit formats :data:`E4M3` and :data:`E5M2` (OCP FP8, arXiv 2209.05433) and :data:`E4M3FNUZ` and
+:data:`E5M2FNUZ` (AMD MI300's FP8 and BF8), and :data:`FP64` (binary64, for comparisons only:
+the bit-level functions take the others).
 :func:`resolve_format` turns a name, a numpy dtype or an :class:`emu.units.Format` into one.
 Every function here is vectorised numpy and works on arrays of any shape (and on scalars);
 nothing rounds (rounding is :mod:`emu.rounding`). Bit patterns travel as unsigned
-integers of the format's width (``uint16`` / ``uint32``); :func:`as_bits` and :func:`from_bits`
-convert between those and the float arrays (``np.float16``, ``ml_dtypes.bfloat16``,
-``np.float32``).
+integers of the format's width (``uint8`` / ``uint16`` / ``uint32``); :func:`as_bits` and
+:func:`from_bits` convert between those and the float arrays (``np.float16``,
+``ml_dtypes.bfloat16``, ``np.float32``, the ``ml_dtypes.float8_*`` types).
+
+Three encodings (:attr:`FloatFormat.encoding`): ``"ieee"`` (fp16, bf16, fp32, e5m2: the
+all-ones exponent holds ±inf and NaNs); ``"fn"`` (e4m3: no infinities, the all-ones exponent
+holds normal values except S.1111.111, the only NaNs, so the largest value is 448); ``"fnuz"``
+(e4m3fnuz, e5m2fnuz: no infinities and no −0, the exponent bias one larger, and the pattern
+0x80, "negative zero", is the only NaN).
 
 Decoding follows the glossary of :mod:`emu`: a finite value is
 ``(-1)**sign * significand * 2**exponent`` with an integer *significand* (hidden bit included
@@ -38,6 +46,11 @@ __all__ = [
     "BF16",
     "FP32",
     "FP64",
+    "E4M3",
+    "E5M2",
+    "E4M3FNUZ",
+    "E5M2FNUZ",
+    "FP8_FORMATS",
     "FORMAT_NAMES",
     "FP16_TO_FP32",
     "FP16_TO_FP32_FTZ",
@@ -76,8 +89,10 @@ class FloatFormat:
     uint_dtype: Any
     #: numpy float dtype with this layout
     float_dtype: Any
-    #: the short name reports and metrics use: "fp16", "bf16", "fp32", "fp64"
+    #: the short name reports and metrics use: "fp16", "bf16", "fp32", "fp64", "e4m3", ...
     short_name: str
+    #: how the all-ones exponent and −0 are used: "ieee", "fn" or "fnuz" (see the module text)
+    encoding: str = "ieee"
 
     # Derived values.
     @property
@@ -86,8 +101,17 @@ class FloatFormat:
         return self.fraction_bits + 1
 
     @property
+    def has_infinity(self) -> bool:
+        """Whether the format encodes ±inf (only the "ieee" encoding does)."""
+        return self.encoding == "ieee"
+
+    @property
+    def has_negative_zero(self) -> bool:
+        return self.encoding != "fnuz"
+
+    @property
     def bias(self) -> int:
-        return (1 << (self.exponent_bits - 1)) - 1
+        return (1 << (self.exponent_bits - 1)) - (self.encoding != "fnuz")
 
     @property
     def emin(self) -> int:
@@ -96,7 +120,8 @@ class FloatFormat:
 
     @property
     def emax(self) -> int:
-        return self.bias
+        """Exponent of the largest finite binade (the all-ones exponent's, where it is finite)."""
+        return self.exponent_mask - self.bias - self.has_infinity
 
     @property
     def sign_mask(self) -> int:
@@ -113,21 +138,36 @@ class FloatFormat:
 
     @property
     def inf_bits(self) -> int:
+        """The pattern of +inf; ``ValueError`` for a format without infinities."""
+        if not self.has_infinity:
+            raise ValueError(f"{self.short_name} has no infinity")
         return self.exponent_mask << self.fraction_bits
 
     @property
     def qnan_bits(self) -> int:
-        """The canonical quiet NaN (positive, top fraction bit set)."""
-        return self.inf_bits | (1 << (self.fraction_bits - 1))
+        """The canonical quiet NaN: positive, top fraction bit set ("ieee"); S.1111.111 with S = 0
+        ("fn"); 0x80 ("fnuz", its only NaN)."""
+        if self.encoding == "fnuz":
+            return self.sign_mask
+        all_ones = self.exponent_mask << self.fraction_bits
+        if self.encoding == "fn":
+            return all_ones | self.fraction_mask
+        return all_ones | (1 << (self.fraction_bits - 1))
 
     @property
     def max_bits(self) -> int:
         """Pattern of the largest finite value."""
-        return self.inf_bits - 1
+        all_ones = (self.exponent_mask << self.fraction_bits) | self.fraction_mask
+        if self.encoding == "fnuz":
+            return all_ones
+        if self.encoding == "fn":
+            return all_ones - 1  # all_ones is the NaN
+        return (self.exponent_mask << self.fraction_bits) - 1  # below +inf
 
     @property
     def max_finite(self) -> float:
-        return float((2 - 2.0**-self.fraction_bits) * 2.0**self.emax)
+        top = self.max_bits & self.fraction_mask
+        return float((1 + top * 2.0**-self.fraction_bits) * 2.0**self.emax)
 
     @property
     def smallest_normal(self) -> float:
@@ -150,6 +190,26 @@ FP32 = FloatFormat(
     name="binary32", bits=32, exponent_bits=8, fraction_bits=23,
     uint_dtype=np.dtype(np.uint32), float_dtype=np.dtype(np.float32), short_name="fp32",
 )  # fmt: skip
+#: OCP FP8 E4M3 (``float8_e4m3fn``): no infinities, one NaN per sign, largest value 448
+E4M3 = FloatFormat(
+    name="float8_e4m3fn", bits=8, exponent_bits=4, fraction_bits=3, uint_dtype=np.dtype(np.uint8),
+    float_dtype=np.dtype(ml_dtypes.float8_e4m3fn), short_name="e4m3", encoding="fn",
+)  # fmt: skip
+#: OCP FP8 E5M2 (``float8_e5m2``): IEEE-style, with infinities and NaNs, largest value 57344
+E5M2 = FloatFormat(
+    name="float8_e5m2", bits=8, exponent_bits=5, fraction_bits=2, uint_dtype=np.dtype(np.uint8),
+    float_dtype=np.dtype(ml_dtypes.float8_e5m2), short_name="e5m2",
+)  # fmt: skip
+#: AMD MI300's FP8 (``float8_e4m3fnuz``): bias 8, no infinities, no −0, NaN 0x80, largest 240
+E4M3FNUZ = FloatFormat(
+    name="float8_e4m3fnuz", bits=8, exponent_bits=4, fraction_bits=3, uint_dtype=np.dtype(np.uint8),
+    float_dtype=np.dtype(ml_dtypes.float8_e4m3fnuz), short_name="e4m3fnuz", encoding="fnuz",
+)  # fmt: skip
+#: AMD MI300's BF8 (``float8_e5m2fnuz``): bias 16, no infinities, no −0, NaN 0x80, largest 57344
+E5M2FNUZ = FloatFormat(
+    name="float8_e5m2fnuz", bits=8, exponent_bits=5, fraction_bits=2, uint_dtype=np.dtype(np.uint8),
+    float_dtype=np.dtype(ml_dtypes.float8_e5m2fnuz), short_name="e5m2fnuz", encoding="fnuz",
+)  # fmt: skip
 #: binary64: the data type of float64 comparisons (its ulp, its name). :func:`get_format` and the
 #: bit-level functions (decode, encode, rounding) do not take it.
 FP64 = FloatFormat(
@@ -157,13 +217,21 @@ FP64 = FloatFormat(
     uint_dtype=np.dtype(np.uint64), float_dtype=np.dtype(np.float64), short_name="fp64",
 )  # fmt: skip
 
-_FORMATS = (FP16, BF16, FP32, FP64)
+#: the 8-bit formats
+FP8_FORMATS = (E4M3, E5M2, E4M3FNUZ, E5M2FNUZ)
+_FORMATS = (FP16, BF16, FP32, FP64, *FP8_FORMATS)
+#: the formats of the bit-level functions (every one but binary64)
+_BIT_FORMATS = (FP16, BF16, FP32, *FP8_FORMATS)
 #: Every name :func:`resolve_format` accepts (case-insensitive), and the format it stands for.
 FORMAT_NAMES: Mapping[str, FloatFormat] = MappingProxyType({
     **{a: FP16 for a in ("fp16", "f16", "float16", "half", "binary16")},
     **{a: BF16 for a in ("bf16", "bfloat16")},
     **{a: FP32 for a in ("fp32", "f32", "float32", "float", "single", "binary32")},
     **{a: FP64 for a in ("fp64", "f64", "float64", "double", "binary64")},
+    **{a: E4M3 for a in ("e4m3", "e4m3fn", "float8_e4m3fn", "fp8e4m3")},
+    **{a: E5M2 for a in ("e5m2", "float8_e5m2", "fp8e5m2")},
+    **{a: E4M3FNUZ for a in ("e4m3fnuz", "float8_e4m3fnuz", "fp8e4m3fnuz")},
+    **{a: E5M2FNUZ for a in ("e5m2fnuz", "float8_e5m2fnuz", "fp8e5m2fnuz")},
 })  # fmt: skip
 _BY_ENUM = {Format.FP16: FP16, Format.FP32: FP32}
 
@@ -179,14 +247,15 @@ class FloatClass(IntEnum):
 
 
 def resolve_format(fmt: Any) -> FloatFormat:
-    """Resolve ``fmt`` to a :class:`FloatFormat` (:data:`FP16`, :data:`BF16`, :data:`FP32` or
-    :data:`FP64`).
+    """Resolve ``fmt`` to a :class:`FloatFormat` (:data:`FP16`, :data:`BF16`, :data:`FP32`,
+    :data:`FP64` or one of :data:`FP8_FORMATS`).
 
     Accepts a :class:`FloatFormat`, an :class:`emu.units.Format` member (or its int value), a
     name of :data:`FORMAT_NAMES` (``"fp16"``, ``"binary16"``, ``"half"``, ``"bf16"``, ``"fp32"``,
-    ``"double"``, ...; any case) or a float dtype (``np.float16``, ``ml_dtypes.bfloat16``,
-    ``np.float32``, ``np.float64``). Raises ``ValueError`` naming the valid names for an unknown
-    name, ``TypeError`` for a dtype that is none of the four.
+    ``"double"``, ``"e4m3"``, ...; any case) or a float dtype (``np.float16``,
+    ``ml_dtypes.bfloat16``, ``np.float32``, ``np.float64``, ``ml_dtypes.float8_e4m3fn``, ...).
+    Raises ``ValueError`` naming the valid names for an unknown name, ``TypeError`` for a dtype
+    that is none of these.
     """
     if isinstance(fmt, FloatFormat):
         return fmt
@@ -208,35 +277,37 @@ def resolve_format(fmt: Any) -> FloatFormat:
     for candidate in _FORMATS:
         if dtype == candidate.float_dtype:
             return candidate
-    raise TypeError(f"{dtype} is not a supported float type (fp16, bf16, fp32, fp64)")
+    names = ", ".join(f.short_name for f in _FORMATS)
+    raise TypeError(f"{dtype} is not a supported float type ({names})")
 
 
 def get_format(fmt: Any) -> FloatFormat:
     """:func:`resolve_format` restricted to the formats the bit-level functions take (fp16, bf16,
-    fp32): decoding, encoding, rounding, flushing, :func:`ulp`. ``FP64`` (by name: ``ValueError``,
-    as a dtype: ``TypeError``) is refused.
+    fp32 and the fp8 formats): decoding, encoding, rounding, flushing, :func:`ulp`. ``FP64`` (by
+    name: ``ValueError``, as a dtype: ``TypeError``) is refused.
     """
     resolved = resolve_format(fmt)
     if resolved is FP64:
         error = ValueError if isinstance(fmt, str) else TypeError
-        raise error(f"{fmt!r}: the bit-level functions take fp16, bf16 or fp32, not binary64")
+        raise error(f"{fmt!r}: the bit-level functions take fp16, bf16, fp32 or an fp8 format, not binary64")
     return resolved
 
 
 def as_bits(x: Any) -> np.ndarray:
-    """Bit patterns of a float16 / bfloat16 / float32 array, as a ``uint16`` / ``uint32`` view.
+    """Bit patterns of a float16 / bfloat16 / float32 / float8 array, as a ``uint16`` / ``uint32``
+    / ``uint8`` view.
 
-    ``uint16`` and ``uint32`` arrays pass through unchanged (they are taken to be patterns
-    already). Any other dtype (float64, Python floats, signed ints) raises ``TypeError``: picking
-    a format for them would be a silent rounding.
+    ``uint8``, ``uint16`` and ``uint32`` arrays pass through unchanged (they are taken to be
+    patterns already). Any other dtype (float64, Python floats, signed ints) raises
+    ``TypeError``: picking a format for them would be a silent rounding.
     """
     a = np.asarray(x)
-    if a.dtype in (np.uint16, np.uint32):
+    if a.dtype in (np.uint8, np.uint16, np.uint32):
         return a
-    for fmt in (FP16, BF16, FP32):
+    for fmt in _BIT_FORMATS:
         if a.dtype == fmt.float_dtype:
             return a.view(fmt.uint_dtype)
-    raise TypeError(f"as_bits: expected a float16/bfloat16/float32 or uint16/uint32 array, got {a.dtype}")
+    raise TypeError(f"as_bits: expected a float16/bfloat16/float32/float8 or uint8/uint16/uint32 array, got {a.dtype}")
 
 
 def from_bits(bits: Any, fmt: Any) -> np.ndarray:
@@ -249,7 +320,7 @@ def pattern_array(bits: Any, fmt: FloatFormat) -> np.ndarray:
     """Patterns as ``uint64`` (room for shifts); float arrays of ``fmt``'s dtype are viewed, ranges
     are checked (``TypeError``/``ValueError``)."""
     a = np.asarray(bits)
-    if a.dtype.kind == "f" or a.dtype == BF16.float_dtype:
+    if a.dtype.kind == "f" or any(a.dtype == f.float_dtype for f in _BIT_FORMATS):
         if a.dtype != fmt.float_dtype:
             raise TypeError(f"a {a.dtype} array does not hold {fmt.name} patterns")
         a = a.view(fmt.uint_dtype)
@@ -294,9 +365,9 @@ def decode(bits: Any, fmt: Any) -> tuple[Any, Any, Any]:
 
     For finite patterns ``value == (-1)**sign * significand * 2.0**exponent`` exactly.
     Subnormals and zeros have no hidden bit and ``exponent == emin - fraction_bits`` (−24 for
-    fp16, −149 for fp32, −133 for bf16). Inf and NaN are decoded *as if normal* with the
-    all-ones biased exponent (``significand = 2**fraction_bits | fraction``,
-    ``exponent = emax + 1 - fraction_bits``), a value above every finite one; use
+    fp16, −149 for fp32, −133 for bf16, −9 for e4m3). Inf and NaN are decoded *as if normal*
+    with the all-ones biased exponent (``significand = 2**fraction_bits | fraction``), a value
+    above every finite one, except the "fnuz" NaN 0x80, which decodes as −0; use
     :func:`classify` to tell them apart.
     """
     fmt = get_format(fmt)
@@ -317,7 +388,8 @@ def field_exponent(bits: Any, fmt: Any) -> Any:
     """The exponent as the hardware aligns it: ``biased_exponent - bias`` (int32).
 
     Subnormals and zeros give ``emin`` (−14 for fp16, −126 for fp32 and bf16), Inf and NaN give
-    ``emax + 1``. For normals this is ``floor(log2(|value|))``.
+    the all-ones exponent's (``emax + 1`` for "ieee" formats; the "fnuz" NaN gives ``emin``).
+    For normals this is ``floor(log2(|value|))``.
     """
     fmt = get_format(fmt)
     _, biased, _ = split_fields(pattern_array(bits, fmt), fmt)
@@ -327,14 +399,20 @@ def field_exponent(bits: Any, fmt: Any) -> Any:
 def classify(bits: Any, fmt: Any) -> Any:
     """Class of each pattern as ``int8`` values of :class:`FloatClass`."""
     fmt = get_format(fmt)
-    _, biased, fraction = split_fields(pattern_array(bits, fmt), fmt)
-    special = biased == fmt.exponent_mask
+    a = pattern_array(bits, fmt)
+    _, biased, fraction = split_fields(a, fmt)
+    if fmt.encoding == "ieee":
+        special = biased == fmt.exponent_mask
+        special_class = np.where(fraction == 0, FloatClass.INF, FloatClass.NAN)
+    elif fmt.encoding == "fn":
+        special = (biased == fmt.exponent_mask) & (fraction == fmt.fraction_mask)
+        special_class = FloatClass.NAN
+    else:  # fnuz: the "negative zero" pattern
+        special = a == np.uint64(fmt.sign_mask)
+        special_class = FloatClass.NAN
     cls = np.select(
-        [biased == 0, special],
-        [
-            np.where(fraction == 0, FloatClass.ZERO, FloatClass.SUBNORMAL),
-            np.where(fraction == 0, FloatClass.INF, FloatClass.NAN),
-        ],
+        [special, biased == 0],
+        [special_class, np.where(fraction == 0, FloatClass.ZERO, FloatClass.SUBNORMAL)],
         default=FloatClass.NORMAL,
     )
     return scalar_if_0d(cls.astype(np.int8))
@@ -367,7 +445,8 @@ def encode(sign: Any, significand: Any, exponent: Any, fmt: Any) -> Any:
 
     The three arguments broadcast. Raises ``ValueError`` if any value is not exactly
     representable (too many significant digits, below the subnormal grid, above the largest
-    finite value) or a significand is negative. Only finite values can be encoded.
+    finite value) or a significand is negative. Only finite values can be encoded; a zero of
+    a format without −0 ("fnuz") is +0 whatever its sign.
     """
     fmt = get_format(fmt)
     sign_a, sig_a, exp_a = np.broadcast_arrays(np.asarray(sign), np.asarray(significand), np.asarray(exponent))
@@ -394,8 +473,12 @@ def encode(sign: Any, significand: Any, exponent: Any, fmt: Any) -> Any:
         )
     n = (sig >> right) << left  # at most `precision` digits now
     biased = np.where(n >= np.uint64(1 << t), lsb + t + fmt.bias, 0)
-    if np.any((sig != 0) & (biased >= fmt.exponent_mask)):
+    magnitude = (np.clip(biased, 0, fmt.exponent_mask + 1).astype(np.uint64) << np.uint64(t)) | (
+        n & np.uint64(fmt.fraction_mask)
+    )
+    if np.any((sig != 0) & ((biased > fmt.exponent_mask) | (magnitude > np.uint64(fmt.max_bits)))):
         raise ValueError(f"value above the largest finite {fmt.name}")
+    sign_a = np.where((sig == 0) & (not fmt.has_negative_zero), 0, sign_a)
     bits = (
         (sign_a.astype(np.uint64) << np.uint64(fmt.bits - 1))
         | (np.where(sig != 0, biased, 0).astype(np.uint64) << np.uint64(t))
@@ -471,7 +554,7 @@ def to_fraction(bits: int, fmt: Any) -> Fraction:
     sign = bits >> (fmt.bits - 1)
     biased = (bits >> fmt.fraction_bits) & fmt.exponent_mask
     fraction = bits & fmt.fraction_mask
-    if biased == fmt.exponent_mask:
+    if classify(bits, fmt) in (FloatClass.INF, FloatClass.NAN):
         raise ValueError(f"pattern {bits:#x} is Inf or NaN in {fmt.name}")
     if biased == 0:
         significand, exponent = fraction, fmt.emin - fmt.fraction_bits
@@ -484,7 +567,7 @@ def to_fraction(bits: int, fmt: Any) -> Fraction:
 
 def format_bits(pattern: int, fmt: Any) -> str:
     """One bit pattern (a Python int) as ``0x``-prefixed hex, zero-padded to the format's width
-    (``0x3c00`` for fp16 1.0, ``0x3f800000`` for fp32 1.0)."""
+    (``0x3c00`` for fp16 1.0, ``0x3f800000`` for fp32 1.0, ``0x38`` for e4m3 1.0)."""
     f = resolve_format(fmt)
     return f"{int(pattern):#0{f.bits // 4 + 2}x}"
 

@@ -1,4 +1,4 @@
-"""Rounding exact values to fp32 / fp16 (and bf16) with RNE, RZ and RD; flushing; truncating fp16.
+"""Rounding exact values to fp32 / fp16 (and bf16, the fp8 formats) with RNE, RZ and RD; flushing; truncating fp16.
 
 Two roundings of the same definition:
 
@@ -69,14 +69,19 @@ def _mode(mode: Any) -> Rounding:
     return Rounding(int(mode))
 
 
-def _overflow_bits(negative: bool, fmt: FloatFormat, mode: Rounding) -> int:
-    """Result of a value whose rounded magnitude exceeds the largest finite one."""
-    to_inf = mode == Rounding.RNE or (mode == Rounding.RD and negative)
-    magnitude = fmt.inf_bits if to_inf else fmt.max_bits
-    return (fmt.sign_mask if negative else 0) | magnitude
+def _overflow_bits(negative: bool, fmt: FloatFormat, mode: Rounding, saturate: bool = False) -> int:
+    """Result of a value whose rounded magnitude exceeds the largest finite one: ±inf or ±max by
+    mode, NaN where the format has no infinity, ±max always with ``saturate``."""
+    to_inf = not saturate and (mode == Rounding.RNE or (mode == Rounding.RD and negative))
+    sign = fmt.sign_mask if negative else 0
+    if not to_inf:
+        return sign | fmt.max_bits
+    if not fmt.has_infinity:
+        return fmt.qnan_bits if fmt.encoding == "fnuz" else sign | fmt.qnan_bits
+    return sign | fmt.inf_bits
 
 
-def round_fraction(value: Fraction | int, fmt: Any, mode: Any, zero_sign: int = 0) -> int:
+def round_fraction(value: Fraction | int, fmt: Any, mode: Any, zero_sign: int = 0, saturate: bool = False) -> int:
     """Round one exact value to ``fmt``; return the bit pattern as a Python int.
 
     Parameters
@@ -91,13 +96,20 @@ def round_fraction(value: Fraction | int, fmt: Any, mode: Any, zero_sign: int = 
         −∞. Its int value or name ("rne", "rz", "rd") also works.
     zero_sign
         Sign bit (0 or 1) given to an exact zero. A nonzero value that rounds to zero keeps its
-        own sign.
+        own sign (formats without −0, the "fnuz" fp8 ones, give +0).
+    saturate
+        Overflow gives ±max in every mode (PTX ``cvt … .satfinite``). Without it, overflow gives
+        ±inf or ±max by mode (module text); formats without infinities (e4m3, the fnuz formats)
+        give NaN where ±inf would be, as ``ml_dtypes`` does.
+
+    A value overflows when its magnitude, rounded on the grid of the largest binade continued
+    upward, exceeds the largest finite value (448 for e4m3: 464 rounds to 448, above 464 is NaN).
     """
     fmt = get_format(fmt)
     mode = _mode(mode)
     value = Fraction(value)
     if value == 0:
-        return fmt.sign_mask if zero_sign else 0
+        return fmt.sign_mask if zero_sign and fmt.has_negative_zero else 0
     negative = value < 0
     a = abs(value)
 
@@ -127,16 +139,16 @@ def round_fraction(value: Fraction | int, fmt: Any, mode: Any, zero_sign: int = 
         n >>= 1
         q += 1
     # 5. Encode n * 2**q; n < 2**fraction_bits only on the subnormal grid (or for zero).
-    sign_bits = fmt.sign_mask if negative else 0
+    sign_bits = fmt.sign_mask if negative and (n or fmt.has_negative_zero) else 0
     if n < (1 << fmt.fraction_bits):
         return sign_bits | n
     biased = q + fmt.fraction_bits + fmt.bias
-    if biased >= fmt.exponent_mask:
-        return _overflow_bits(negative, fmt, mode)
+    if biased > fmt.exponent_mask or (biased << fmt.fraction_bits | (n & fmt.fraction_mask)) > fmt.max_bits:
+        return _overflow_bits(negative, fmt, mode, saturate)
     return sign_bits | (biased << fmt.fraction_bits) | (n & fmt.fraction_mask)
 
 
-def round_float64(x: Any, fmt: Any, mode: Any) -> Any:
+def round_float64(x: Any, fmt: Any, mode: Any, saturate: bool = False) -> Any:
     """Round float64 values (taken as exact) to ``fmt`` in one step; return bit patterns.
 
     Parameters
@@ -148,12 +160,15 @@ def round_float64(x: Any, fmt: Any, mode: Any) -> Any:
         Target format (``FP32``, ``FP16``, ``BF16``, a name or a ``Format``).
     mode
         :class:`Rounding`: ``RNE``, ``RZ`` or ``RD``.
+    saturate
+        Overflow and ±inf give ±max (PTX ``cvt … .satfinite``); see :func:`round_fraction`.
 
     Returns
     -------
-    ``uint32`` / ``uint16`` patterns, the same as :func:`round_fraction` gives for each finite
-    ``x`` (with ``zero_sign`` the sign of a zero ``x``). ±inf stay ±inf in every mode; NaN becomes
-    the canonical quiet NaN with the sign of ``x`` (the payload is not kept).
+    ``uint32`` / ``uint16`` / ``uint8`` patterns, the same as :func:`round_fraction` gives for
+    each finite ``x`` (with ``zero_sign`` the sign of a zero ``x``). ±inf stay ±inf in every mode
+    (NaN in formats without infinities, ±max with ``saturate``); NaN becomes the canonical quiet
+    NaN with the sign of ``x`` (the payload is not kept; "fnuz" formats have one NaN, 0x80).
     """
     fmt = get_format(fmt)
     mode = _mode(mode)
@@ -195,21 +210,24 @@ def round_float64(x: Any, fmt: Any, mode: Any) -> Any:
     # 5. Encode; overflow and specials last.
     is_normal = n >= np.uint64(1 << t)
     biased = np.where(is_normal, q + t + fmt.bias, 0)
-    overflow = biased >= fmt.exponent_mask
-    sign_bits = np.where(negative, np.uint64(fmt.sign_mask), np.uint64(0))
-    bits = (
-        sign_bits
-        | (np.where(overflow, 0, biased).astype(np.uint64) << np.uint64(t))
-        | (n & np.uint64(fmt.fraction_mask))
+    magnitude = (np.clip(biased, 0, fmt.exponent_mask + 1).astype(np.uint64) << np.uint64(t)) | (
+        n & np.uint64(fmt.fraction_mask)
     )
-    overflow_magnitude = np.uint64(fmt.inf_bits if mode == Rounding.RNE else fmt.max_bits)
-    if mode == Rounding.RD:
-        overflow_magnitude = np.where(negative, np.uint64(fmt.inf_bits), np.uint64(fmt.max_bits))
-    bits = np.where(overflow, sign_bits | overflow_magnitude, bits)
+    overflow = magnitude > np.uint64(fmt.max_bits)
+    if not fmt.has_negative_zero:  # fnuz: a result of zero is +0
+        negative = negative & (n != 0)
+    sign_bits = np.where(negative, np.uint64(fmt.sign_mask), np.uint64(0))
+    bits = sign_bits | np.where(overflow, 0, magnitude)
+    over = {neg: np.uint64(_overflow_bits(neg, fmt, mode, saturate)) for neg in (False, True)}
+    bits = np.where(overflow, np.where(negative, over[True], over[False]), bits)
     special = biased64 == 0x7FF
     is_nan = special & ((b & np.uint64((1 << 52) - 1)) != 0)
-    bits = np.where(special, sign_bits | np.uint64(fmt.inf_bits), bits)
-    bits = np.where(is_nan, sign_bits | np.uint64(fmt.qnan_bits), bits)
+    infinite = {neg: np.uint64(_overflow_bits(neg, fmt, Rounding.RNE, saturate)) for neg in (False, True)}
+    bits = np.where(special, np.where(negative, infinite[True], infinite[False]), bits)
+    nan_bits = np.uint64(fmt.qnan_bits)
+    if fmt.encoding != "fnuz":
+        nan_bits = sign_bits | nan_bits
+    bits = np.where(is_nan, nan_bits, bits)
     return scalar_if_0d(bits.astype(fmt.uint_dtype))
 
 
@@ -228,6 +246,9 @@ def flush_subnormals(bits: Any, fmt: Any, keep_sign: bool) -> Any:
     a = pattern_array(bits, fmt)
     _, biased, _ = split_fields(a, fmt)
     tiny = biased == 0
+    if not fmt.has_negative_zero:  # fnuz: 0x80 is the NaN, and there is no −0 to keep
+        tiny = tiny & (a != np.uint64(fmt.sign_mask))
+        keep_sign = False
     zero = (a & np.uint64(fmt.sign_mask)) if keep_sign else np.uint64(0)
     return scalar_if_0d(np.where(tiny, zero, a).astype(fmt.uint_dtype))
 
@@ -365,12 +386,13 @@ def cast_rne(x: Any, fmt: Any) -> np.ndarray:
 
     ``fmt``: anything :func:`emu.formats.resolve_format` takes. fp16 and fp32 use numpy's casts,
     which round once, to nearest even (the tests check them against :func:`round_float64`);
-    bf16 uses :func:`round_float64`, because ml_dtypes' bfloat16 cast goes through float32
-    (a double rounding); binary64 is a copy.
+    bf16 and the fp8 formats use :func:`round_float64`, because ml_dtypes' casts from float64 go
+    through float32 (a double rounding); binary64 is a copy. fp8 formats without infinities give
+    NaN on overflow (``ml_dtypes``' rule; :func:`round_float64` with ``saturate`` gives ±max).
     """
     f = resolve_format(fmt)
     x = np.asarray(x)
-    if f.short_name == "bf16":
+    if f.short_name not in ("fp16", "fp32", "fp64"):
         return round_float64(x, f, "rne").view(f.float_dtype)
     with np.errstate(over="ignore", invalid="ignore"):
         return x.astype(f.float_dtype)

@@ -140,18 +140,41 @@ def _limit(limit: int | None) -> int:
     return memory_limit()[0]
 
 
+#: np.save writes ml_dtypes.float8_e5m2 (a kind-"f" type) as "<f1", which numpy cannot read
+#: back; it is read as what the other fp8 types write, plain 1-byte voids (same length)
+_FP8_DESCR = (b"'descr': '<f1'", b"'descr': '|V1'")
+
+
+def _read_header(fh):
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(fh)
+    if version in ((2, 0), (3, 0)):
+        return np.lib.format.read_array_header_2_0(fh)
+    raise ValueError(f"unknown .npy version {version}")
+
+
 def npy_header(fh, fail) -> tuple:
     """(shape, fortran_order, dtype, element count) of an .npy stream at its start, checked:
     a header numpy can parse, no Python objects, no negative dimension (counted in Python
-    integers: no int64 wrap-around)."""
+    integers: no int64 wrap-around). A 1-byte ``"<f1"`` (``np.save`` of an
+    ``ml_dtypes.float8_e5m2`` array) is read as a 1-byte void, as the other fp8 types are saved."""
+    start = fh.tell()
     try:
-        version = np.lib.format.read_magic(fh)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
-        elif version in ((2, 0), (3, 0)):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-        else:
-            raise ValueError(f"unknown .npy version {version}")
+        try:
+            shape, fortran, dtype = _read_header(fh)
+        except ValueError as first:
+            if "'<f1'" not in str(first):
+                raise
+            fh.seek(start)
+            head = fh.read(12)
+            prefix = 10 if head[6:7] == b"\x01" else 12  # version 1.0: a 2-byte header length, else 4
+            length = int.from_bytes(head[8:prefix], "little")
+            fh.seek(start)
+            raw = fh.read(prefix + min(length, 1 << 16)).replace(*_FP8_DESCR)
+            stream = io.BytesIO(raw)
+            shape, fortran, dtype = _read_header(stream)
+            fh.seek(start + stream.tell())
     except (ValueError, OSError, SyntaxError, TypeError, tokenize.TokenError, RecursionError, MemoryError) as err:
         # numpy tokenizes and literal_evals the header dict: an unbalanced bracket is a TokenError,
         # a deeply nested one a RecursionError or MemoryError, none of them a ValueError
@@ -174,6 +197,19 @@ def _claim(fail, n: int, dtype, have: int, limit: int, where: str) -> None:
         )
 
 
+def _read_body(stream, start: int, shape, fortran: bool, dtype, n: int) -> np.ndarray:
+    """The array after a header :func:`npy_header` read (``stream`` just past it): numpy's reader
+    from ``start``, except for 1-byte voids (fp8 arrays; a "<f1" header numpy cannot read), whose
+    ``n`` bytes are read here."""
+    if dtype != np.dtype("V1"):
+        stream.seek(start)
+        return np.lib.format.read_array(stream, allow_pickle=False)
+    data = stream.read(n)
+    if len(data) != n:
+        raise ValueError(f"{len(data)} bytes of data, the header claims {n}")
+    return np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C").copy()
+
+
 def read_npy(fh, size: int, fail, check=None, limit: int | None = None) -> np.ndarray:
     """The array of the .npy file open as ``fh`` (``size`` bytes, from :func:`open_user_file`),
     its header checked (:func:`npy_header`, then ``check(dtype)``: a reason to refuse, or None)
@@ -186,8 +222,7 @@ def read_npy(fh, size: int, fail, check=None, limit: int | None = None) -> np.nd
         raise fail(why)
     _claim(fail, n, dtype, size - fh.tell(), _limit(limit), "the file has")
     try:
-        fh.seek(start)
-        return np.lib.format.read_array(fh, allow_pickle=False)
+        return _read_body(fh, start, shape, fortran, dtype, n)
     except (ValueError, OSError, TypeError, EOFError) as err:  # changed while read, or numpy disagrees
         raise fail(f"cannot be read ({_short(err)})") from None
 
@@ -234,14 +269,13 @@ def read_npz(fh, fail, *, check=None, select=None, limit: int | None = None, mem
                 )
             try:
                 with zf.open(info) as member:
-                    shape, _, dtype, n = npy_header(member, mfail)
+                    shape, fortran, dtype, n = npy_header(member, mfail)
                     why = check(name, dtype) if check is not None else None
                     if why:
                         raise mfail(why)
                     _claim(mfail, n, dtype, info.file_size - member.tell(), limit - total, "the archive declares")
                     total += n * dtype.itemsize
-                    member.seek(0)
-                    out[name] = np.lib.format.read_array(member, allow_pickle=False)
+                    out[name] = _read_body(member, 0, shape, fortran, dtype, n)
             except ZIP_ERRORS as err:
                 if getattr(err, "checked", False):
                     raise  # a damaged member: bad CRC, bad deflate data, a cut-short stream

@@ -146,7 +146,8 @@ def test_a_refused_verifier_is_one_line_without_the_dtype_warning_before_it(tmp_
 
 def test_bf16_npy_arrays_are_compared_in_bf16(tmp_path, capsys):
     """np.save writes an ml_dtypes.bfloat16 array as plain 2-byte voids: compare reads it as bf16
-    (.npy and .npz members), judged in bf16 ulps; fp8 arrays (1-byte voids) are refused by name."""
+    (.npy and .npz members), judged in bf16 ulps; fp8 arrays (1-byte voids) without their format
+    are refused, naming the --dtype values."""
     v, _ = _arrays()
     b = v.astype(ml_dtypes.bfloat16)
     b.reshape(-1)[5] = 1.5
@@ -160,4 +161,53 @@ def test_bf16_npy_arrays_are_compared_in_bf16(tmp_path, capsys):
     assert out["max_epsilon_diff"] == 1.0 and out["n_eps1"] == 1, out
     np.save(tmp_path / "k8.npy", v.astype(ml_dtypes.float8_e4m3fn))
     code, _, err = _compare(capsys, tmp_path / "v.npy", tmp_path / "k8.npy")
-    assert code == 2 and "fp8 arrays are not read yet" in err, err
+    assert code == 2 and "give its format with --dtype (e4m3, e5m2, e4m3fnuz, e5m2fnuz)" in err, err
+
+
+FP8 = [("e4m3", ml_dtypes.float8_e4m3fn), ("e5m2", ml_dtypes.float8_e5m2),
+       ("e4m3fnuz", ml_dtypes.float8_e4m3fnuz), ("e5m2fnuz", ml_dtypes.float8_e5m2fnuz)]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, dtype", FP8, ids=[n for n, _ in FP8])
+def test_fp8_arrays_are_compared_in_their_own_ulps(tmp_path, capsys, name, dtype):
+    """An fp8 kernel output (np.save's 1-byte voids, uint8 bit patterns, a raw dump, an npz member)
+    beside an fp32 validation, with --dtype naming the format: judged in that format's ulps, the
+    validation rounded into it; a pattern one step away is one ulp, whatever the binade."""
+    v, _ = _arrays()
+    v = (v * 4).astype(np.float32)
+    k = v.astype(dtype)  # the validation rounded to nearest even: what an exact kernel writes
+    i = int(np.flatnonzero(np.abs(k.astype(np.float64)) > 1)[0])
+    bits = k.view(np.uint8).reshape(-1)
+    bits[i] += 1  # one step up in magnitude: one ulp of k's binade (below the largest finite)
+    step = abs(float(k.reshape(-1)[i]) - float(v.astype(dtype).reshape(-1)[i]))
+    np.save(tmp_path / "v.npy", v)
+    np.save(tmp_path / "k.npy", k)
+    np.save(tmp_path / "ku.npy", k.view(np.uint8))
+    np.savez(tmp_path / "k.npz", out=k)
+    k.tofile(tmp_path / "k.raw")
+    answers = []
+    for spec, extra in (("k.npy", ()), ("ku.npy", ()), ("k.npz:out", ()), ("k.raw", ("--shape", "2,3,4,5"))):
+        code, out, err = _compare(capsys, tmp_path / "v.npy", f"{tmp_path}/{spec}", "--dtype", name, *extra)
+        assert code == 1, err
+        answers.append(out)
+    out = answers[0]
+    assert all(a == out for a in answers)
+    assert out["epsilon_format"] == name and out["kernel_dtype"] == name and out["round_validation"] == name
+    assert out["n_exact"] == 119 and out["n_eps1"] == 1 and out["max_epsilon_diff"] == 1.0, out
+    assert out["max_abs_diff"] == step
+    # the same bytes without their format, and a kernel value that is not an e4m3 value
+    code, _, err = _compare(capsys, tmp_path / "v.npy", tmp_path / "k.npy")
+    assert code == 2 and "--dtype" in err
+    code, _, err = _compare(capsys, tmp_path / "v.npy", tmp_path / "v.npy", "--dtype", name)
+    assert code == 2 and f"is not a {name} value" in err, err
+
+
+def test_fp8_tolerances_of_the_presets():
+    """torch.testing has no fp8 entry: default_tolerances gives (0, 0); MIOpenDriver's conv
+    tolerance for 1-byte types is fp32's 1.5e-6."""
+    from validation.metrics import TORCH_TOLERANCES
+    from validation.verify import preset
+
+    assert TORCH_TOLERANCES["e4m3"] == (0.0, 0.0) and TORCH_TOLERANCES["e5m2fnuz"] == (0.0, 0.0)
+    assert preset("miopen", "e4m3").checks[0].limit == 1.5e-6
+    assert preset("miopen", "fp16").checks[0].limit == 8.2e-3

@@ -25,6 +25,7 @@ from ..run import (
     save_run,
     search_matches,
 )
+from ..run.arrays import RAW_FORMATS
 from ..run.gpu import gpu_values
 from ..run.inputs import check_save_dir
 from ..run.matches import STAGES
@@ -140,14 +141,14 @@ def _add_compare(sub):
     p.add_argument(
         "--dtype",
         default=None,
-        choices=("fp16", "bf16", "fp32"),
+        choices=tuple(RAW_FORMATS),
         help="the kernel's own format (an fp16 result saved as fp32 is judged in fp16 ulps), and the element "
-        "format of raw dumps; default the array's type",
+        "format of raw dumps and of fp8 .npy files (np.save writes fp8 as untyped bytes); default the array's type",
     )
     p.add_argument(
         "--validation-dtype",
         default=None,
-        choices=("fp16", "bf16", "fp32"),
+        choices=tuple(RAW_FORMATS),
         help="the element format of a raw VALIDATION dump when it is not --dtype (e.g. fp32 beside an fp16 kernel)",
     )
     p.add_argument(

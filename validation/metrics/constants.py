@@ -9,18 +9,27 @@ from collections.abc import Mapping
 DEFAULT_CHUNK = 1 << 20
 #: maxRelDiff_old takes |v| above this (the old rocMLIR verifier's magnitude rule).
 REL_OLD_THRESHOLD = 1e-3
-#: torch.testing.assert_close defaults (rtol, atol) per data type (PyTorch's torch.testing table).
+#: torch.testing.assert_close defaults (rtol, atol) per data type (PyTorch's torch.testing table);
+#: the fp8 types are not in that table, and ``default_tolerances`` gives them (0, 0): exact
+#: (torch/testing/_comparison.py, PyTorch 2.13).
 TORCH_TOLERANCES: Mapping[str, tuple[float, float]] = {
     "fp16": (1e-3, 1e-5),
     "bf16": (1.6e-2, 1e-5),
     "fp32": (1.3e-6, 1e-5),
     "fp64": (1e-7, 1e-7),
+    **dict.fromkeys(("e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz"), (0.0, 0.0)),
 }
 #: The ``EPSILON`` added to MLU-OPS denominators (evaluator.h).
 MLU_EPSILON = 1e-9
 #: diff3's split between relative and absolute error (evaluator.h EPSILON_HALF / EPSILON_FLOAT;
 #: other types keep the evaluator's 0).
-MLU_DIFF3_THRESHOLDS: Mapping[str, float] = {"fp16": 1e-4, "fp32": 1e-6, "bf16": 0.0, "fp64": 0.0}
+MLU_DIFF3_THRESHOLDS: Mapping[str, float] = {
+    "fp16": 1e-4,
+    "fp32": 1e-6,
+    "bf16": 0.0,
+    "fp64": 0.0,
+    **dict.fromkeys(("e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz"), 0.0),
+}
 #: diff4 is ignored below this many distinct mismatching pairs (evaluator.h ``computeDiff4``).
 DIFF4_MIN_MISMATCHES = 100
 #: Distinct diff4 pairs kept exactly (8 bytes each); beyond, diff4 is taken over all mismatches.

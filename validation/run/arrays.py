@@ -8,12 +8,14 @@ Accepted:
   allocated: a malformed header, an object, structured or big-endian dtype, a type other than
   float16, float32, float64 or uint16 (fp16 bit patterns), or a header whose claimed data size
   exceeds the file's size is refused. ``compare`` also reads ``ml_dtypes.bfloat16`` arrays
-  (``np.save`` writes them as plain 2-byte voids); fp8 arrays (1-byte voids) are refused by name.
+  (``np.save`` writes them as plain 2-byte voids) and, when their format is given (``--dtype
+  e4m3`` …), fp8 arrays (1-byte voids, or uint8 bit patterns): a 1-byte void does not say which
+  of the four fp8 formats it holds.
 * ``FILE.npz:KEY``: one array of an ``.npz`` (``FILE.npz`` alone when it holds a single array);
   the member's header is checked the same way.
 * A raw binary dump (the bytes of the tensor in memory order, little-endian, as a GPU harness
   writes them with ``hipMemcpy`` and ``fwrite``) when its element format (``fp16``, ``fp32``,
-  ``bf16``) is given; its size must be that format's width times the number of elements. A dump
+  ``bf16``, or for ``compare`` an fp8 format) is given; its size must be that format's width times the number of elements. A dump
   whose first bytes happen to be an npz's or npy's magic is read as the dump it is when the
   container cannot be read and its size is exactly the tensor's in the given format.
 
@@ -31,6 +33,8 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from emu.formats import FP8_FORMATS, resolve_format
+
 from ..files import NPY_MAGIC, ZIP_MAGIC, UserFileError, open_user_file, read_npy, read_npz
 from ..metrics import resolve_dtype
 
@@ -42,17 +46,26 @@ __all__ = [
     "load_pair",
     "kernel_format",
     "RAW_FORMATS",
+    "FP8_NAMES",
     "ACCEPTED",
     "parse_shape",
     "convert_exactly",
 ]
 
+#: the fp8 formats ``compare`` reads (their ml_dtypes types: e4m3fn, e5m2, e4m3fnuz, e5m2fnuz)
+FP8_NAMES = tuple(f.short_name for f in FP8_FORMATS)
 #: Element formats of a raw dump, and their numpy types.
-RAW_FORMATS = {"fp16": np.dtype("<f2"), "fp32": np.dtype("<f4"), "bf16": None}  # bf16: ml_dtypes
+RAW_FORMATS = {
+    "fp16": np.dtype("<f2"),
+    "fp32": np.dtype("<f4"),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    **{f.short_name: f.float_dtype for f in FP8_FORMATS},
+}
 #: What the loader accepts, for error messages.
 ACCEPTED = (
-    ".npy (float16, float32, float64, or uint16 fp16 bit patterns; compare also bfloat16), FILE.npz:KEY, "
-    "or a raw little-endian dump with its format (fp16, fp32, bf16) and the tensor's size"
+    ".npy (float16, float32, float64, or uint16 fp16 bit patterns; compare also bfloat16, and fp8 with its "
+    f"--dtype: {', '.join(FP8_NAMES)}), FILE.npz:KEY, or a raw little-endian dump with its format "
+    "(fp16, fp32, bf16; compare also fp8) and the tensor's size"
 )
 _ALLOWED = {np.dtype("<f2"), np.dtype("<f4"), np.dtype("<f8"), np.dtype("<u2")}
 
@@ -98,15 +111,21 @@ _BF16_VOID = np.dtype("V2")
 _FP8_VOID = np.dtype("V1")
 
 
-def _dtype_refusal(dtype: np.dtype, bf16_void: bool = False) -> str | None:
+def _dtype_refusal(dtype: np.dtype, bf16_void: bool = False, fp8: str | None = None) -> str | None:
     """Why a header's dtype is refused (None: accepted). ``bf16_void``: a plain 2-byte void
-    (how ``np.save`` writes an ``ml_dtypes.bfloat16`` array) is accepted, read as bf16."""
+    (how ``np.save`` writes an ``ml_dtypes.bfloat16`` array) is accepted, read as bf16. ``fp8``:
+    the fp8 format the caller was told the array holds; 1-byte voids and uint8 patterns are then
+    accepted."""
     if dtype.names is not None or dtype.subdtype is not None:
         return f"has a structured dtype {dtype}"
     if dtype == _BF16_VOID and bf16_void:
         return None
+    if dtype in (_FP8_VOID, np.dtype(np.uint8)) and fp8 is not None:
+        return None
     if dtype == _FP8_VOID:
-        return "has 1-byte void elements (an ml_dtypes float8 array?): fp8 arrays are not read yet"
+        if not bf16_void:
+            return "has 1-byte void elements (an ml_dtypes float8 array?): this option reads no fp8 arrays"
+        return f"has 1-byte void elements (an ml_dtypes float8 array?): give its format with --dtype ({', '.join(FP8_NAMES)})"
     if dtype.byteorder == ">" and dtype.itemsize > 1:
         return f"is big-endian ({dtype.str}); save it little-endian (arr.astype(arr.dtype.newbyteorder('<')))"
     if dtype.newbyteorder("<") not in _ALLOWED:
@@ -118,7 +137,9 @@ def _native(a: np.ndarray) -> np.ndarray:
     return a.astype(a.dtype.newbyteorder("="), copy=False)
 
 
-def _load_npz(what: str, path: str, fh, key: str | None, bf16_void: bool = False) -> tuple[np.ndarray, str]:
+def _load_npz(
+    what: str, path: str, fh, key: str | None, bf16_void: bool = False, fp8: str | None = None
+) -> tuple[np.ndarray, str]:
     chosen = []
 
     def select(names: list[str]) -> set[str]:
@@ -138,7 +159,7 @@ def _load_npz(what: str, path: str, fh, key: str | None, bf16_void: bool = False
     arrays = read_npz(
         fh,
         lambda why: _fail(what, path, why),
-        check=lambda name, dtype: _dtype_refusal(dtype, bf16_void),
+        check=lambda name, dtype: _dtype_refusal(dtype, bf16_void, fp8),
         select=select,
         member_fail=lambda name, why: _fail(what, f"{path}:{name}", why),
     )
@@ -148,10 +169,7 @@ def _load_npz(what: str, path: str, fh, key: str | None, bf16_void: bool = False
 def _load_raw(what: str, path: str, fh, size: int, fmt: str, count: int | None) -> np.ndarray:
     if fmt not in RAW_FORMATS:
         raise ArrayFileError(f"{what}: raw format {fmt!r} is not one of {', '.join(RAW_FORMATS)}")
-    if fmt == "bf16":
-        dtype = np.dtype(ml_dtypes.bfloat16)
-    else:
-        dtype = RAW_FORMATS[fmt]
+    dtype = RAW_FORMATS[fmt]
     if size % dtype.itemsize:
         raise _fail(what, path, f"has {size} bytes, not a whole number of {fmt} elements ({dtype.itemsize} bytes each)")
     if count is not None and size != count * dtype.itemsize:
@@ -176,13 +194,15 @@ def load_array(
     count: int | None = None,
     raw_hint: str | None = None,
     bf16_void: bool = False,
+    fp8: str | None = None,
 ) -> LoadedArray:
     """Read ``spec`` (``FILE.npy``, ``FILE.npz[:KEY]``, or a raw dump when ``raw_format`` is
     given; ``count``: the elements a raw dump must hold) as the module docstring says. ``what``
     names the option in messages (``--gpu-output``); ``raw_hint``: the options that describe a
     raw dump, named when a file is neither .npy nor .npz and no ``raw_format`` was given;
     ``bf16_void``: an .npy or .npz member of plain 2-byte voids (``np.save`` of an
-    ``ml_dtypes.bfloat16`` array) is read as bfloat16."""
+    ``ml_dtypes.bfloat16`` array) is read as bfloat16; ``fp8``: the fp8 format (one of
+    :data:`FP8_NAMES`) that 1-byte voids and uint8 bit patterns are read as."""
     spec = str(spec)
     path, key = spec, None
     if not os.path.exists(spec) and ":" in spec:
@@ -202,12 +222,12 @@ def load_array(
             raise _fail(what, path, f"is not an .npz file, so {':' + key!r} names no array")
         try:
             if magic.startswith(ZIP_MAGIC):
-                a, key = _load_npz(what, path, fh, key, bf16_void)
-                return LoadedArray(_bf16_view(a), path, key)
+                a, key = _load_npz(what, path, fh, key, bf16_void, fp8)
+                return LoadedArray(_void_view(a, fp8), path, key)
             if magic.startswith(NPY_MAGIC):
-                check = lambda dtype: _dtype_refusal(dtype, bf16_void)  # noqa: E731
+                check = lambda dtype: _dtype_refusal(dtype, bf16_void, fp8)  # noqa: E731
                 a = read_npy(fh, size, lambda why: _fail(what, path, why), check=check)
-                return LoadedArray(_bf16_view(_native(a)), path)
+                return LoadedArray(_void_view(_native(a), fp8), path)
         except ArrayFileError:
             # a raw dump whose first bytes happen to be an .npz or .npy magic: read as the format
             # given (only when its size is exactly the tensor's in that format)
@@ -224,17 +244,21 @@ def load_array(
     )
 
 
-def _bf16_view(a: np.ndarray) -> np.ndarray:
+def _void_view(a: np.ndarray, fp8: str | None = None) -> np.ndarray:
     """A plain 2-byte void array (an ``ml_dtypes.bfloat16`` array as ``np.save`` writes it) as
-    bfloat16; any other array as it is."""
-    return a.view(ml_dtypes.bfloat16) if a.dtype == _BF16_VOID else a
+    bfloat16, a 1-byte void or uint8 array as the fp8 format ``fp8``; any other array as it is."""
+    if a.dtype == _BF16_VOID:
+        return a.view(ml_dtypes.bfloat16)
+    if fp8 is not None and a.dtype in (_FP8_VOID, np.dtype(np.uint8)):
+        return a.view(RAW_FORMATS[fp8])
+    return a
 
 
 def _raw_fits(fmt: str | None, size: int, count: int | None) -> bool:
     """Whether a file of ``size`` bytes is a raw dump of ``count`` elements of ``fmt``."""
     if fmt not in RAW_FORMATS or count is None:
         return False
-    return size == count * (2 if fmt in ("fp16", "bf16") else 4)
+    return size == count * RAW_FORMATS[fmt].itemsize
 
 
 def convert_exactly(a: np.ndarray, target) -> tuple[np.ndarray, int | None]:
@@ -284,8 +308,10 @@ def load_pair(
     if validation_dtype is not None and dtype is None:
         raise ValueError("--validation-dtype: give the kernel's --dtype too")
     opts = {"count": count, "raw_hint": _RAW_HINT, "bf16_void": True}
-    v = load_array(validation, "VALIDATION", raw_format=raw["VALIDATION"], **opts).array
-    k = load_array(kernel, "KERNEL", raw_format=raw["KERNEL"], **opts).array
+    v_fp8 = next((f for f in (validation_dtype, dtype) if f in FP8_NAMES), None)
+    v = load_array(validation, "VALIDATION", raw_format=raw["VALIDATION"], fp8=v_fp8, **opts).array
+    k_fp8 = dtype if dtype in FP8_NAMES else None
+    k = load_array(kernel, "KERNEL", raw_format=raw["KERNEL"], fp8=k_fp8, **opts).array
     if dims is not None:
         for name, a in (("VALIDATION", v), ("KERNEL", k)):
             if a.size != count:
@@ -316,15 +342,16 @@ def load_pair(
 
 
 def kernel_format(a: np.ndarray, dtype: str, what: str) -> np.ndarray:
-    """``a`` as the kernel's format ``dtype`` (fp16, bf16 or fp32) when every value is one of that
-    format's values; else a ``ValueError`` naming the first element that is not."""
-    target = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}[dtype]
-    if a.dtype == np.dtype(target):
+    """``a`` as the kernel's format ``dtype`` (fp16, bf16, fp32 or an fp8 format) when every
+    value is one of that format's values; else a ``ValueError`` naming the first element that is
+    not."""
+    target = resolve_format(dtype).float_dtype
+    if a.dtype == target:
         return a
-    t, i = convert_exactly(a, target)
+    t, i = convert_exactly(a, target)  # exact values convert exactly through any rounding
     if i is not None:
         raise ValueError(
             f"--dtype {dtype}: {what} element {i} = {np.float64(a.reshape(-1)[i])!r} is not a {dtype} value; give the "
-            f"kernel's own output format (fp16, bf16 or fp32)"
+            f"kernel's own output format ({', '.join(RAW_FORMATS)})"
         )
     return t

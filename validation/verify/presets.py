@@ -34,7 +34,7 @@ verdict prints one flag per check in order, ``[1 1 0]`` (1 = within the limit). 
     torch.testing.assert_close: every element within atol + rtol·|v|, defaults per data type
     (:data:`~validation.metrics.TORCH_TOLERANCES`).
 ``miopen``
-    MIOpenDriver (github.com/ROCm/MIOpen): RMS (``rms_range``) ≤ 8.2e-3 for fp16, 1.5e-6 for fp32, 8 × 8.2e-3 for bf16
+    MIOpenDriver (github.com/ROCm/MIOpen): RMS (``rms_range``) ≤ 8.2e-3 for fp16, 1.5e-6 for fp32 and the 1-byte fp8 types, 8 × 8.2e-3 for bf16
     (MIOpen drivers' ``GetTolerance``: "bf16 mantissa has 7 bits, by 3 bits shorter than fp16");
     fp64 takes fp32's limit (MIOpen has none for it).
 
@@ -650,7 +650,8 @@ def preset(
         th = Thresholds(checks=(Check("allclose", 0.0, "allclose"),), name=name, allclose=tol,
                         equal_nan=equal_nan, nonfinite="metric", dtype=dt)  # fmt: skip
     elif name == "miopen":
-        tol = {"fp16": 8.2e-3, "bf16": 8.2e-3 * 8.0, "fp32": 1.5e-6, "fp64": 1.5e-6}[dt]
+        # conv_driver.hpp GetDefaultTolerance: 1.5e-6 for 4- and 1-byte types (fp8 too)
+        tol = {"fp16": 8.2e-3, "bf16": 8.2e-3 * 8.0}.get(dt, 1.5e-6)
         th = Thresholds(checks=(Check("miopen_rms", tol, "RMS"),), name=name, nonfinite="fail",
                         dtype=dt)  # fmt: skip
     else:
