@@ -55,10 +55,15 @@ Where ``flush_output`` can act: the group sum is 0 or a nonzero multiple of 2^-4
 ``fma`` only the first group's result can be subnormal; the kernel flushes after it only.
 
 Wide operands (bf16, tf32 as float64; groups of at most 2, :func:`emu.dot.unit_params`): the
-products are exact in float64 but lie on no common grid, so the plain path's proofs do not apply:
-every lane takes the exact path, where a group of two leaves one TwoSum error, exact (no float64
-underflow: the products are ≥ 2^-298); a nonzero sum that rounds to zero keeps its sign (IEEE
-underflow, which fp16 sums never reach); the output flush acts after every group.
+products are exact in float64 but lie on no fixed grid, so the first test does not apply. A
+group of two runs the plain path with the grid and settled tests on all lanes
+(:func:`_plain2_wide`): a product has at most 22 significant bits (16 for bf16) and c at most 24,
+so every term is a multiple of 2^(e−23), e the exponent of the smallest nonzero one, and the
+grid test's argument holds as for L = 4 (no float64 underflow: the products are ≥ 2^-298). A lane
+is accepted only when its rounded result is nonzero, which then has the sign of the exact sum;
+the others (a zero or underflowing sum, a cancellation, inf/NaN) take the exact path, where a
+group of two leaves one TwoSum error, exact; a nonzero sum that rounds to zero keeps its sign
+(IEEE underflow, which fp16 sums never reach). The output flush acts after every group.
 """
 
 from __future__ import annotations
@@ -202,15 +207,40 @@ def _exact4_lane(A, B, m, g0, n0, w, j, acc, nxt, mode):
 
 
 @jit(inline="always")
-def _exact2_wide(A, B, m, g0, n0, w, acc, nxt, mode):
-    """Exact path of a group of 2 wide products on all lanes in one pass: one TwoSum of the
-    products (its error exact), then the round-to-odd sum with c (module docstring). Called with
-    a literal ``mode`` (RNE) where it can be."""
+def _plain2_wide(A, B, m, g0, n0, w, acc, nxt, ok, mode):
+    """Plain path of a group of 2 wide products on all lanes, with the grid and settled tests:
+    nxt[j] = the rounded float64 sum c + (p0 + p1), ok[j] = 1 where a test proves it right and
+    it is nonzero (module docstring); returns the number of such lanes. Called with a literal
+    ``mode`` (RNE) where it can be."""
     a0, a1 = a_of(A, m, g0, n0, w), a_of(A, m, g0 + 1, n0, w)
     B0, B1 = B[g0, n0 : n0 + w], B[g0 + 1, n0 : n0 + w]
+    proven = np.int64(0)
     for j in range(w):
-        s, e = two_sum(np.float64(lane(a0, j)) * np.float64(B0[j]), np.float64(lane(a1, j)) * np.float64(B1[j]))
-        nxt[j] = _round(_round_exact_sum(acc[j], s, e), mode)
+        p0 = np.float64(lane(a0, j)) * np.float64(B0[j])
+        p1 = np.float64(lane(a1, j)) * np.float64(B1[j])
+        c = acc[j]
+        s = p0 + p1
+        z = c + s
+        total = abs(s) + abs(z)
+        t0, t1, tc = _nonzero_abs(p0), _nonzero_abs(p1), _nonzero_abs(c)
+        tmin = t0 if t0 < t1 else t1
+        tmin = tmin if tmin < tc else tc
+        r = _round(z, mode)
+        flag = (np.int64(total <= GRID_SPAN * tmin) | _settled(z, total, mode)) & np.int64(r != 0.0)
+        nxt[j] = r
+        ok[j] = flag
+        proven += flag
+    return proven
+
+
+@jit(inline="always")
+def _exact2_wide_lane(A, B, m, g0, n0, w, j, acc, nxt, mode):
+    """Exact path of a group of 2 wide products for lane j alone: one TwoSum of the products (its
+    error exact), then the round-to-odd sum with c (module docstring)."""
+    p0 = np.float64(lane(a_of(A, m, g0, n0, w), j)) * np.float64(B[g0, n0 + j])
+    p1 = np.float64(lane(a_of(A, m, g0 + 1, n0, w), j)) * np.float64(B[g0 + 1, n0 + j])
+    s, e = two_sum(p0, p1)
+    nxt[j] = _round(_round_exact_sum(acc[j], s, e), mode)
 
 
 @jit(parallel=True)
@@ -265,11 +295,15 @@ def _fused_exact_task(A, B, C, out, prm, t, n_rb):
                     for j in range(w):
                         if ok[j] == 0:
                             _exact4_lane(A, B, m, g0, n0, w, j, acc, nxt, out_mode)
-            elif wide and g == 2:  # MI100's bf16 group: the exact path in one pass over the lanes
+            elif wide and g == 2:  # MI100's bf16 group: plain path with its tests, exact where they fail
                 if out_mode == RNE:
-                    _exact2_wide(A, B, m, g0, n0, w, acc, nxt, RNE)
+                    proven = _plain2_wide(A, B, m, g0, n0, w, acc, nxt, ok, RNE)
                 else:
-                    _exact2_wide(A, B, m, g0, n0, w, acc, nxt, out_mode)
+                    proven = _plain2_wide(A, B, m, g0, n0, w, acc, nxt, ok, out_mode)
+                if proven != w:
+                    for j in range(w):
+                        if ok[j] == 0:
+                            _exact2_wide_lane(A, B, m, g0, n0, w, j, acc, nxt, out_mode)
             else:
                 accepted = np.int64(0)
                 if not wide:  # wide operands take the exact path directly (module docstring)

@@ -9,6 +9,7 @@ that float64 rounding decides wrongly, and the study's input ranges over long K.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from exact_reference import reference_dot_add
@@ -85,6 +86,74 @@ def test_study_ranges_long_k_match_the_oracle(lo, hi):
     want = np.array(
         [
             [reference_dot_add(a_bits[m].tolist(), b_bits[:, n].tolist(), 0, MI100.params) for n in range(N)]
+            for m in range(M)
+        ],
+        np.uint32,
+    )
+    assert np.array_equal(got, want)
+
+
+MI100_BF16 = models.unit("mi100", input="bf16")
+
+
+def _b16(x) -> int:
+    return int(np.array(x, ml_dtypes.bfloat16).view(np.uint16))
+
+
+def _dot_bf16(a_bits, b_bits, c_bits):
+    a = np.asarray(a_bits, np.uint16).view(ml_dtypes.bfloat16)
+    b = np.asarray(b_bits, np.uint16).view(ml_dtypes.bfloat16)
+    c = np.asarray(c_bits, np.uint32).view(np.float32)
+    return np.asarray(emu.dot_add(a, b, c, MI100_BF16)).view(np.uint32)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_bf16_group_of_two_edges(sign):
+    """MI100's bf16 group of two (plain float64 path with the grid and settled tests, exact path
+    elsewhere) on the proofs' edges, alone and among 300 easy lanes: c = 2^10 and p0 = 2^-14, half
+    an fp32 ulp of c, with p1 = 2^-80 just above the tie (float64 loses p1 and lands on the tie,
+    which RNE would round down); an exact cancellation (+0); a sum below fp32's subnormals (a zero
+    of its own sign); products 2^254 apart; an inf product."""
+    f32 = lambda x: int(np.array(x, np.float32).view(np.uint32))  # noqa: E731
+    cases = [
+        ([_b16(sign * 2.0**-7), _b16(sign * 2.0**-40)], [_b16(2.0**-7), _b16(2.0**-40)], f32(sign * 2.0**10)),
+        ([_b16(sign * 1.5), _b16(-sign * 0.5)], [_b16(3.0), _b16(1.0)], f32(-sign * 4.0)),
+        ([_b16(sign * 2.0**-80), _b16(-sign * 2.0**-80)], [_b16(2.0**-80), _b16(2.0**-80 * 1.5)], f32(0.0)),
+        ([_b16(sign * 2.0**127), _b16(2.0**-127)], [_b16(2.0**127), _b16(2.0**-127)], f32(1.0)),
+        ([_b16(sign * 2.0**120), _b16(1.0)], [_b16(2.0**127), _b16(1.0)], f32(1.0)),
+    ]
+    want_tie = f32(sign * (2.0**10 + 2.0**-13))  # rounded up, away from the even 2^10
+    a, b, c = (np.array([x[i] for x in cases]) for i in range(3))
+    want = _oracle(a, b, c, MI100_BF16)
+    assert want[0] == want_tie and want[1] == 0  # exact cancellation: +0
+    assert want[2] == (0x80000000 if sign > 0 else 0)  # −2^-161 (1 − 2^-…): below subnormals, sign kept
+    assert np.array_equal(_dot_bf16(a, b, c), want)
+    rng = np.random.default_rng(2)
+    easy = rng.uniform(5, 10, (300, 2)).astype(ml_dtypes.bfloat16).view(np.uint16)
+    A, B = np.vstack([easy, a]), np.vstack([easy[::-1], b])
+    C = np.append(np.full(300, f32(3.0)), c).astype(np.uint32)
+    got = _dot_bf16(A, B, C)
+    assert np.array_equal(got, _oracle(A, B, C, MI100_BF16))
+
+
+@pytest.mark.parametrize("lo,hi", [(-10, 10), (-1, 1), (2.0**-30, 2.0**30)])
+def test_bf16_long_k_match_the_oracle(lo, hi):
+    """GEMM layout, K = 96 in bf16 (48 groups of two): growing accumulators (the settled test),
+    and magnitudes 2^60 apart (random signs; the grid test fails, cancellations go exact)."""
+    rng = np.random.default_rng(int(hi) % 97)
+    M, N, K = 2, 136, 96
+    if lo > 0:  # log-uniform magnitudes with random signs
+        draw = lambda shape: np.exp2(rng.uniform(np.log2(lo), np.log2(hi), shape)) * rng.choice([-1, 1], shape)  # noqa: E731
+    else:
+        draw = lambda shape: rng.uniform(lo, hi, shape)  # noqa: E731
+    a = draw((M, K)).astype(ml_dtypes.bfloat16)
+    b = draw((K, N)).astype(ml_dtypes.bfloat16)
+    c = np.zeros((M, N), np.float32)
+    got = emu.dot_add(a[:, None, :], b.T[None], c, MI100_BF16).view(np.uint32)
+    a_bits, b_bits = a.view(np.uint16), b.view(np.uint16)
+    want = np.array(
+        [
+            [reference_dot_add(a_bits[m].tolist(), b_bits[:, n].tolist(), 0, MI100_BF16.params) for n in range(N)]
             for m in range(M)
         ],
         np.uint32,
