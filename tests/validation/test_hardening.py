@@ -53,17 +53,16 @@ def _one_line_error(code, err, *words):
         assert w in err, (w, err)
 
 
-# --- 1. data types other than fp16 are refused, in run, --check and explain ------------------------
+# --- 1. data types other than fp16 and bf16 are refused, in run, --check and explain ----------------
 
 
 NOT_F16 = [
     (f"--operation conv2d {SIZES}", "-t: not given"),  # miopen-gen's default is f32
-    (f"--operation conv2d -t bf16 {SIZES}", "-t: 'bf16'"),
+    (f"--operation conv2d -t fp8 {SIZES}", "-t: 'fp8' is not modelled (fp8 convolutions came with later"),
     (f"--operation conv2d -t i8 {SIZES}", "-t: 'i8'"),
     (f"--operation conv2d -t fp32 {SIZES}", "-t: 'fp32 (f32)'"),
     (f"--operation conv2d -t q7 {SIZES}", "-t: 'q7'"),
     ("MIOpenDriver conv -n 1 -c 4 -k 4 -H 6 -W 6 -y 3 -x 3 -F 1", "convfp16"),
-    ("MIOpenDriver convbfp16 -n 1 -c 4 -k 4 -H 6 -W 6 -y 3 -x 3 -F 1", "convfp16"),
     ("MIOpenDriver convint8 -n 1 -c 4 -k 4 -H 6 -W 6 -y 3 -x 3 -F 1", "convfp16"),
 ]
 
@@ -73,14 +72,39 @@ NOT_F16 = [
 def test_a_config_that_is_not_fp16_is_refused(capsys, config, named, how):
     code, out, err = _cli(capsys, how[0], config, *how[1:])
     _one_line_error(code, err, named)
-    assert "fp16 kernels" in err and not out
+    assert "fp16 and bf16 kernels" in err and not out
+    assert "-t bf16" in err or "convbfp16" in err
 
 
 def test_the_fp16_config_itself_passes_the_check(capsys):
     code, out, err = _cli(capsys, "run", F16, "--check")
     assert code == 0 and "G1 M4" in out, err
     with pytest.raises(ConfigError, match="-t"):
-        plan(F16.replace("-t f16", "-t bf16"))
+        plan(F16.replace("-t f16", "-t i8"))
+
+
+def test_a_bf16_config_passes_the_check_with_bf16_units(capsys):
+    """-t bf16 and MIOpenDriver convbfp16 are accepted: every model multiplies bf16 (the unit's
+    parameters for it), the check names the units it would run."""
+    code, out, err = _cli(
+        capsys,
+        "run",
+        F16.replace("-t f16", "-t bf16"),
+        "--check",
+        "--format",
+        "json",
+        "--hw",
+        "mi100",
+        "--kernel",
+        "xdlops",
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["format"] == "bf16"
+    assert {g["group_size"] for g in doc["models"][0]["gemms"]} == {2}  # MI100's bf16 mfma: groups of 2
+    config, kmodel, vmodel = plan("MIOpenDriver convbfp16 -n 1 -c 4 -k 4 -H 6 -W 6 -y 3 -x 3 -F 1")
+    assert config.dtype == "bf16" and kmodel.input == vmodel.input == "bf16"
+    assert kmodel.unit.params.input_format == vmodel.unit.params.input_format == 1  # InputFormat.BF16
 
 
 # --- 2. work estimated before anything runs, and not growing with a stride ------------------------

@@ -186,6 +186,7 @@ def _cmd_check(args) -> int:
         "config": config.label,
         "direction": p.direction,
         "result_shape": list(p.tensor_shape(p.result_role)),
+        "format": kmodel.input,
         "models": [],
         "inputs": _check_inputs(config, args),
     }
@@ -194,7 +195,9 @@ def _cmd_check(args) -> int:
     if args.format == "json":
         print(json.dumps(doc, indent=1))
     else:
-        print(f"{doc['config']}: {p.direction}, result {'x'.join(map(str, doc['result_shape']))}")
+        print(
+            f"{doc['config']}: {p.direction}, {doc['format']} tensors, result {'x'.join(map(str, doc['result_shape']))}"
+        )
         print(f"  inputs: {doc['inputs']['text']}")
         for m in doc["models"]:
             for g in m["gemms"]:

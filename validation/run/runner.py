@@ -35,10 +35,10 @@ from ..configs import (
     Config,
     ConfigError,
     ConfigWarning,
-    check_dtype,
     check_rand_bound,
     check_seed,
     check_work,
+    data_format,
     parse_config,
 )
 from .gpu import GpuComparison, compare_gpu_output
@@ -187,11 +187,14 @@ def choice(value, choices, option: str) -> str:
     raise ValueError(f"{option}: {value!r} is not one of {', '.join(choices)}")
 
 
-def parse_validator(text: str, *, hw: str, validating: str) -> kernel_models.KernelModel:
+def parse_validator(text: str, *, hw: str, validating: str, input: str = "fp16") -> kernel_models.KernelModel:
     """A validator model from ``NAME[+MODIFIER…]``: NAME one of :data:`VALIDATOR_CHOICES`,
-    modifiers from :data:`VALIDATOR_MODIFIERS` (e.g. ``cpu-acc4+flush+inbounds``)."""
+    modifiers from :data:`VALIDATOR_MODIFIERS` (e.g. ``cpu-acc4+flush+inbounds``), for tensors
+    of ``input`` ("fp16" or "bf16")."""
     name, *mods = [p.strip() for p in str(text).split("+")]
-    model = kernel_models.kernel(choice(name, VALIDATOR_CHOICES, "validator"), hw=hw, validating=validating)
+    model = kernel_models.kernel(
+        choice(name, VALIDATOR_CHOICES, "validator"), hw=hw, validating=validating, input=input
+    )
     for mod in mods:
         mod = mod.lower()
         if mod == "flush":
@@ -212,21 +215,22 @@ def plan(
 ):
     """(Config, kernel model, validator model) for ``config``: everything but the arithmetic.
 
-    Refuses (ConfigError, before anything is allocated) a config whose data type is not fp16 and
-    a problem whose work estimate is past the limits of :mod:`validation.configs.limits`."""
+    Refuses (ConfigError, before anything is allocated) a config whose data type is not fp16 or
+    bf16 and a problem whose work estimate is past the limits of :mod:`validation.configs.limits`.
+    Both models take the config's format (:func:`validation.configs.data_format`)."""
     if not isinstance(config, Config):
         with warnings.catch_warnings():
             # an unknown -t warns while parsing; here it is refused next, in one line
             warnings.simplefilter("ignore", ConfigWarning)
             config = parse_config(config)
-    check_dtype(config)
+    fmt = data_format(config)
     check_work(config.problem)
     hw = check_hardware(hw)
     if kernel is None:
         kernel = "nonxdlops" if config.xdlops is False else "xdlops"
     kernel_name = choice(kernel, KERNEL_CHOICES, "kernel")
-    kmodel = kernel_models.kernel(kernel_name, hw=hw, tuning=perf_config or config.perf_config)
-    vmodel = parse_validator(validator, hw=hw, validating=kernel_name)
+    kmodel = kernel_models.kernel(kernel_name, hw=hw, tuning=perf_config or config.perf_config, input=fmt)
+    vmodel = parse_validator(validator, hw=hw, validating=kernel_name, input=fmt)
     if vmodel.count == "inbounds" and config.problem.direction != "bwd_weight":
         raise ValueError(f"validator: +inbounds models backward-weight loops; this test is {config.problem.direction}")
     return config, kmodel, vmodel
