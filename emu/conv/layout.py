@@ -59,9 +59,7 @@ def tensor_bits(problem, role: str, arr, name: str) -> np.ndarray:
     if arr.dtype in FORMATS.values():
         arr = arr.view(np.uint16)
     elif arr.dtype != np.uint16:
-        raise TypeError(
-            f"{name}: expected float16 or bfloat16 values or uint16 bit patterns, got dtype {arr.dtype}"
-        )
+        raise TypeError(f"{name}: expected float16 or bfloat16 values or uint16 bit patterns, got dtype {arr.dtype}")
     shapes = {(problem.tensor_size(role),), problem.tensor_shape(role)}
     shapes.add(tuple(problem.letter_sizes(role)[d] for d in problem.layout5(role)))
     if arr.shape not in shapes:
