@@ -273,7 +273,7 @@ class KernelModel:
                 )
                 for s in sub_gemms(problem)
             ]
-        gemms = [KernelGemm(p.gemm_id, self._instruction_unit(p.instruction), p.order, p) for p in plans]
+        gemms = [KernelGemm(p.gemm_id, self._instruction_unit(p.instruction), self._order(p.order), p) for p in plans]
         if self.k_sequence == "cpu-loop":
             gemms = [
                 KernelGemm(
@@ -290,6 +290,18 @@ class KernelModel:
                 for g in gemms
             ]
         return gemms
+
+    def _order(self, order: GemmOrder) -> GemmOrder:
+        """The tuning's order, without split-K for bf16: the Aug-2022 backward-weight atomic path
+        was f16-only (reference/rocmlir_kernels_2022.md §6.3, PR #536), so a bf16 kernel runs
+        one chain per output."""
+        if self.input == "fp16" or order.split_k == 1:
+            return order
+        return GemmOrder(
+            k_order=order.k_order,
+            pad_k=order.pad_k,
+            notes=f"{order.notes}; bf16: no split-K atomics (the Aug-2022 atomic path was f16-only, PR #536)",
+        )
 
     def atomic_split(self, problem: ConvProblem) -> int:
         """The most split-K partial sums any sub-GEMM adds with fp32 atomics, if three or more

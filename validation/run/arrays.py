@@ -45,6 +45,7 @@ __all__ = [
     "ACCEPTED",
     "parse_shape",
     "convert_exactly",
+    "as_bfloat16",
 ]
 
 #: Element formats of a raw dump, and their numpy types.
@@ -203,11 +204,11 @@ def load_array(
         try:
             if magic.startswith(ZIP_MAGIC):
                 a, key = _load_npz(what, path, fh, key, bf16_void)
-                return LoadedArray(_bf16_view(a), path, key)
+                return LoadedArray(as_bfloat16(a), path, key)
             if magic.startswith(NPY_MAGIC):
                 check = lambda dtype: _dtype_refusal(dtype, bf16_void)  # noqa: E731
                 a = read_npy(fh, size, lambda why: _fail(what, path, why), check=check)
-                return LoadedArray(_bf16_view(_native(a)), path)
+                return LoadedArray(as_bfloat16(_native(a)), path)
         except ArrayFileError:
             # a raw dump whose first bytes happen to be an .npz or .npy magic: read as the format
             # given (only when its size is exactly the tensor's in that format)
@@ -224,7 +225,7 @@ def load_array(
     )
 
 
-def _bf16_view(a: np.ndarray) -> np.ndarray:
+def as_bfloat16(a: np.ndarray) -> np.ndarray:
     """A plain 2-byte void array (an ``ml_dtypes.bfloat16`` array as ``np.save`` writes it) as
     bfloat16; any other array as it is."""
     return a.view(ml_dtypes.bfloat16) if a.dtype == _BF16_VOID else a

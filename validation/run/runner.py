@@ -25,7 +25,7 @@ import numpy as np
 
 from emu.atomics import SplitPartials
 from emu.conv import ConvGemm, ConvProblem
-from emu.rounding import fp32_to_fp16
+from emu.rounding import cast_rne, fp32_to_fp16
 from models import harness
 from models import kernels as kernel_models
 from models.hardware import HW_NAMES, check_hardware
@@ -51,6 +51,7 @@ __all__ = [
     "plan",
     "plan_gemms",
     "choice",
+    "round_output",
     "parse_validator",
     "KERNEL_CHOICES",
     "VALIDATOR_CHOICES",
@@ -97,13 +98,18 @@ class RunResult:
     kernel: kernel_models.KernelModel
     validator: kernel_models.KernelModel
     kernel_fp32: np.ndarray
-    kernel_output: np.ndarray  # fp16, what the GPU kernel writes
+    kernel_output: np.ndarray  # fp16 (bf16 for a bf16 config), what the GPU kernel writes
     validation_output: np.ndarray  # fp32, what the validation function returns
     inputs: dict = field(repr=False, default_factory=dict)
     inputs_used: dict = field(default_factory=dict)
     ensemble: SplitPartials | None = field(repr=False, default=None)
     #: what the inputs were (distribution, range, seed and their sources, or the user's files)
     inputs_info: InputsInfo | None = field(repr=False, default=None)
+
+    @property
+    def format(self) -> str:
+        """The tensors' element format, "fp16" or "bf16": what the kernel multiplies and writes."""
+        return self.kernel.input
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -171,6 +177,15 @@ class RunResult:
             return
         for i in range(count):
             yield self.ensemble.member(i, granularity)
+
+
+def round_output(values: np.ndarray, fmt: str) -> np.ndarray:
+    """A kernel's fp32 results as it writes them in ``fmt``: fp16 (``v_cvt_f16_f32``) or bf16,
+    each rounded once to nearest even, overflow to ±inf (the bf16 value through float64, which
+    holds every float32 exactly: one rounding)."""
+    if fmt == "fp16":
+        return fp32_to_fp16(values)
+    return cast_rne(np.asarray(values, np.float32).astype(np.float64), fmt)
 
 
 def choice(value, choices, option: str) -> str:
@@ -431,7 +446,7 @@ def run(
         rand_type = choice(rand_type, RAND_TYPES, "rand_type")
     files = None
     if inputs is not None:
-        inputs, files = user_tensors(inputs, problem)
+        inputs, files = user_tensors(inputs, problem, kmodel.input)
     kw, info = resolve_inputs(
         config,
         rand_min=rand_min,
@@ -445,7 +460,7 @@ def run(
         with warnings.catch_warnings():
             warnings.simplefilter("default")
             inputs = harness.harness_inputs(problem, **kw)
-    op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
+    op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"), fmt=kmodel.input)
 
     atomic = kmodel.atomic_split(problem) > 0
     bar = progress_bar(
@@ -469,7 +484,7 @@ def run(
         kernel=kmodel,
         validator=vmodel,
         kernel_fp32=kernel_fp32,
-        kernel_output=fp32_to_fp16(kernel_fp32),
+        kernel_output=round_output(kernel_fp32, kmodel.input),
         validation_output=validation,
         inputs=inputs,
         inputs_used=kw or {},
