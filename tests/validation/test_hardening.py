@@ -626,3 +626,36 @@ def test_a_job_log_that_cannot_be_appended_is_exit_2_after_the_summary(tmp_path,
     code, stdout, err = _study(capsys, tmp_path / "raw", out, *sel_args, "--no-diagnose")
     _one_line_error(code, err, "jobs.tsv", "File too large")
     assert "1 lines: " in stdout
+
+
+BF16 = F16.replace("-t f16", "-t bf16")
+
+
+def test_a_bf16_run_end_to_end_judges_a_bf16_gpu_output(capsys, tmp_path):
+    """run on -t bf16: the header names the format, the metrics are in bf16 ulps, the kernel output
+    is bf16; the saved output given back as --gpu-output (.npy of ml_dtypes.bfloat16) is identical,
+    one bf16 ulp changed in a raw dump (--gpu-output-format bf16) differs: exit 1."""
+    import ml_dtypes
+
+    code, out, err = _cli(capsys, "run", BF16, "--no-progress", "--save", str(tmp_path), "--format", "json")
+    assert code in (0, 1), err
+    doc = json.loads(out)
+    assert "bf16 tensors" in doc["format"] and doc["epsilon_format"] == "bf16", doc
+    saved = np.load(tmp_path / "kernel.npy").view(ml_dtypes.bfloat16)
+    code, out, err = _cli(capsys, "run", BF16, "--no-progress", "--gpu-output", str(tmp_path / "kernel.npy"))
+    assert "elements identical to the emulated kernel, bit for bit" in out, out
+    bits = saved.view(np.uint16).copy()
+    bits.reshape(-1)[3] ^= 1
+    bits.tofile(tmp_path / "gpu.bf16")
+    code, out, err = _cli(
+        capsys, "run", BF16, "--no-progress", "--gpu-output", str(tmp_path / "gpu.bf16"), "--gpu-output-format", "bf16"
+    )
+    assert code == 1 and "1 element differs" in out, out
+
+
+@pytest.mark.parametrize(
+    "argv", [("explain", BF16, "--no-progress"), ("design", BF16, "--seeds", "1", "--bugs", "none")]
+)
+def test_explain_and_design_refuse_bf16_configs_by_name(capsys, argv):
+    code, out, err = _cli(capsys, *argv)
+    _one_line_error(code, err, "bf16", "fp16emu run")
