@@ -23,8 +23,13 @@ What the harness did (``mlir/tools/miopen-gen/miopen-gen.cpp`` and
   ``-rand none`` leaves min = max = 1 (all 1 for int, all 0.1 for float), and so does every
   tensor that ``-rand_side`` does not select.
 * An f16 tensor is then converted with ``float_to_fp16``, the fox-toolkit table conversion, which
-  truncates toward zero (:func:`emu.rounding.fp32_to_fp16_truncate`); a bf16 tensor keeps the top
-  16 bits of the float; an f32 tensor keeps the float.
+  truncates toward zero (:func:`emu.rounding.fp32_to_fp16_truncate`); a bf16 tensor (``-t bf16``)
+  gets ``float_to_bfloat16``, the float's top 16 bits: truncation toward zero too, not rounding
+  (``mcpuMemset5DBF16RandInt``/``RandFloat`` store ``float_to_bfloat16(randomFloatValue(...))``; the
+  same file, rocMLIR mid-2022 ``mlir/lib/ExecutionEngine/conv-validation-wrappers.cpp``, code index
+  id 15295805554, that reference/rocmlir_kernels_2022.md §(f) cites for fp16); an f32 tensor keeps
+  the float. (Later rocmlir-gen versions, 2023 on, store ``arith.truncf`` of the float instead,
+  which rounds to nearest even: not the harness modelled here.)
 
 glibc's ``rand()`` is ``random()`` with the default TYPE_3 state: an additive lagged-Fibonacci
 generator ``r[i] = r[i-3] + r[i-31] (mod 2^32)`` seeded by ``r[i] = 16807·r[i-1] mod (2^31-1)``
@@ -310,7 +315,8 @@ def harness_float_tensor(
 
     ``dtype`` "f32" (default): the float32 values the harness computed (convert them with
     :func:`to_fp16_truncate`); "f16": ``numpy.float16`` values already converted by truncation;
-    "bf16": ``ml_dtypes.bfloat16`` (the top 16 bits).
+    "bf16": ``ml_dtypes.bfloat16``, the top 16 bits of the float (``float_to_bfloat16``:
+    truncation toward zero, see the module docstring).
     """
     return _convert(harness_float_values(n_elements, seed, rand_min, rand_max), dtype)
 
@@ -428,7 +434,8 @@ def harness_inputs(
     rand_side
         "both" (default), "filter", "input" or "output": the other tensors get min = max = 1.
     dtype
-        "f16" (numpy float16, truncating conversion), "f32" or "bf16".
+        "f16" (numpy float16, truncating conversion), "f32" or "bf16" (``ml_dtypes.bfloat16``,
+        the float's top 16 bits).
     tensors
         Which of "filter", "input", "output" to return; default: the two the direction reads
         (fwd: filter, input; bwd_data: filter, output; bwd_weight: input, output).

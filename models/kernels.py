@@ -54,6 +54,7 @@ __all__ = [
     "ATOMIC_ORDERS",
     "COUNTS",
     "K_SEQUENCES",
+    "INPUTS",
 ]
 
 DOC = (
@@ -162,6 +163,9 @@ class KernelModel:
     combine_seed: int = 0
     count: str = "all"
     k_sequence: str = "kernel"
+    #: the element format of the tensors ("fp16" or "bf16"): what every unit multiplies and what
+    #: a GPU kernel's output is rounded to
+    input: str = "fp16"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
@@ -269,7 +273,7 @@ class KernelModel:
                 )
                 for s in sub_gemms(problem)
             ]
-        gemms = [KernelGemm(p.gemm_id, self._instruction_unit(p.instruction), p.order, p) for p in plans]
+        gemms = [KernelGemm(p.gemm_id, self._instruction_unit(p.instruction), self._order(p.order), p) for p in plans]
         if self.k_sequence == "cpu-loop":
             gemms = [
                 KernelGemm(
@@ -286,6 +290,18 @@ class KernelModel:
                 for g in gemms
             ]
         return gemms
+
+    def _order(self, order: GemmOrder) -> GemmOrder:
+        """The tuning's order, without split-K for bf16: the Aug-2022 backward-weight atomic path
+        was f16-only (reference/rocmlir_kernels_2022.md §6.3, PR #536), so a bf16 kernel runs
+        one chain per output."""
+        if self.input == "fp16" or order.split_k == 1:
+            return order
+        return GemmOrder(
+            k_order=order.k_order,
+            pad_k=order.pad_k,
+            notes=f"{order.notes}; bf16: no split-K atomics (the Aug-2022 atomic path was f16-only, PR #536)",
+        )
 
     def atomic_split(self, problem: ConvProblem) -> int:
         """The most split-K partial sums any sub-GEMM adds with fp32 atomics, if three or more
@@ -379,13 +395,13 @@ def cpu_loop_k_order(problem: ConvProblem, gemm_id: int = 0) -> tuple[int, ...] 
 # --- the registry ----------------------------------------------------------------------------------
 
 
-def _hw_unit(hw: str) -> tuple[str, Unit]:
+def _hw_unit(hw: str, input: str = "fp16") -> tuple[str, Unit]:
     name = check_hardware(hw)  # models.hardware: the one list of accepted names
-    return name, _unit(name)
+    return name, _unit(name, input=input)
 
 
-def _fp64_variant(name: str, group_size: int, round_each: bool, flush: bool, why: str) -> Unit:
-    base = _unit("fp64")
+def _fp64_variant(name: str, group_size: int, round_each: bool, flush: bool, why: str, input: str) -> Unit:
+    base = _unit("fp64", input=input)
     sources = dict(base.sources)
     sources.update(group_size=why, round_each_group=why, name="fp16emu naming", description=why)
     if flush:
@@ -399,7 +415,7 @@ def _fp64_variant(name: str, group_size: int, round_each: bool, flush: bool, why
             if round_each
             else ", rounded to fp32 once at the end"
         )
-        + (", fp16 inputs below 2^-14 flushed to +0" if flush else "")
+        + (f", {input} inputs below its smallest normal flushed to +0" if flush else "")
     )
     return dataclasses.replace(
         base,
@@ -420,10 +436,38 @@ def _cite(**specific: str) -> Mapping[str, str]:
     return MappingProxyType(dict(specific))
 
 
+#: the element formats a model's tensors may have (the config's ``-t f16`` / ``-t bf16``)
+INPUTS = ("fp16", "bf16")
 _OUTPUT_KERNEL = "fp32 accumulator → fp16 by RNE, overflow to ±inf"
 _OUTPUT_VALIDATOR = "fp32 result; the verifier rounds it to fp16 by RNE before comparing"
 _SRC_OUTPUT_KERNEL = f"{DOC} (arith.truncf → v_cvt_f16_f32, RNE); {STUDY} 'Output'"
 _SRC_OUTPUT_VALIDATOR = f"{DOC} 'Comparison path' (validation value truncf'd to f16, RNE); {FINDINGS} verifier row"
+#: bf16 tensors in the 2022 harness (the same wrapper library that makes fp16 by truncation)
+HARNESS_BF16 = (
+    "rocMLIR mid-2022 mlir/lib/ExecutionEngine/conv-validation-wrappers.cpp (code index id 15295805554, the "
+    "version reference/rocmlir_kernels_2022.md §(f) cites): mcpuMemset5DBF16Rand* store float_to_bfloat16(x), "
+    "the float's top 16 bits; mcpuMem5DBF16ConvertFloat widens bf16 exactly for the float CPU validation"
+)
+
+
+def _output_kernel(fmt: str) -> str:
+    return _OUTPUT_KERNEL if fmt == "fp16" else "fp32 accumulator → bf16 by RNE, overflow to ±inf"
+
+
+def _src_output_kernel(fmt: str) -> str:
+    if fmt == "fp16":
+        return _SRC_OUTPUT_KERNEL
+    return (
+        f"{DOC} (the kernel's f32 result stored through arith.truncf to the bf16 output, whose semantics are "
+        f"round to nearest even; inferred, not observed on a bf16 kernel)"
+    )
+
+
+def _input_source(fmt: str, *, kernel: bool) -> str:
+    if fmt == "fp16":
+        return f"{DOC} (-t f16)"
+    what = "the kernel multiplies the bf16 tensors" if kernel else "the validation reads exact copies of them"
+    return f"{DOC} (-t bf16): {what}; {HARNESS_BF16}"
 
 
 def kernel(
@@ -436,6 +480,7 @@ def kernel(
     rules: str = DEFAULT_RULES,
     combine: str = "ascending",
     combine_seed: int = 0,
+    input: str = "fp16",
 ) -> KernelModel:
     """The named kernel or validator.
 
@@ -447,7 +492,8 @@ def kernel(
     whose fp32 rounding depends on it; ignored by the others. ``kblocks``: override the split-K
     count of the xdlops backward-weight atomic path (the 2022 study's data contradict the Sep-2022 formula for some tests: a parameter to identify);
     ``rules``: tuning rule set (:data:`models.tuning.RULES`); ``combine``/``combine_seed``: the
-    atomic-add order of split-K chunks (:class:`emu.gemm.GemmOrder`)."""
+    atomic-add order of split-K chunks (:class:`emu.gemm.GemmOrder`); ``input``: the tensors' element
+    format, "fp16" (default) or "bf16" (every unit then multiplies bf16: :data:`INPUTS`)."""
     key = str(name).strip().lower()
     if key not in NAMES:
         raise ValueError(f"kernel: {name!r} is not a known kernel or validator; valid names: {', '.join(NAMES)}")
@@ -460,14 +506,16 @@ def kernel(
                 f"validating: {validating!r} is not one of {', '.join(KERNEL_NAMES)} (or xdlops, nonxdlops)"
             )
         validating = v
-    common = dict(rules=rules, combine=combine, combine_seed=combine_seed)
+    if input not in INPUTS:
+        raise ValueError(f"input: {input!r} is not one of {', '.join(INPUTS)}")
+    common = dict(rules=rules, combine=combine, combine_seed=combine_seed, input=input)
     if key in ("rocmlir-2022-xdlops", "rocmlir-2022-nonxdlops", "gpu-validation"):
         xdlops = key == "rocmlir-2022-xdlops"
         t = _tuning.as_tuning(tuning, xdlops)
         if kblocks is not None and not xdlops:
             raise ValueError(f"kblocks: only rocmlir-2022-xdlops runs the split-K atomic path, not {key}")
         if xdlops:
-            hw_name, u = _hw_unit(hw)
+            hw_name, u = _hw_unit(hw, input)
             return _xdlops(hw_name, u, t, kblocks, common)
         hw_name = _hw_unit(hw)[0] if hw is not None else None
         return _nonxdlops(key, hw_name, t, common)
@@ -479,6 +527,7 @@ def kernel(
 
 
 def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
+    fmt = common["input"]
     tuning_src = (
         f"{_tuning.SOURCES['xdlops_list']}; default = first valid entry ({DOC}); "
         f"perf-config format {_tuning.SOURCES['perf_config']}"
@@ -487,7 +536,7 @@ def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
         name="rocmlir-2022-xdlops",
         description=(
             f"rocMLIR (Aug 2022) xdlops implicit-GEMM kernel on {hw_name.upper()} matrix cores: "
-            f"mfma groups along gemmK per the tuning, fp32 accumulator, RNE to fp16"
+            f"mfma groups along gemmK per the tuning, {fmt} operands, fp32 accumulator, RNE to {fmt}"
         ),
         unit=u,
         order="rocmlir-xdlops",
@@ -497,7 +546,7 @@ def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
         accumulator="fp32 (mfma accumulator registers), one unit step per k group; split-K partials added with fp32 atomics",
         fp64_accumulate=False,
         fp32_round_every=0,
-        output=_OUTPUT_KERNEL,
+        output=_output_kernel(fmt),
         hw=hw_name,
         validating=None,
         tuning=t,
@@ -506,7 +555,7 @@ def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
         sources=_cite(
             name="fp16emu naming",
             description=f"{DOC}; {STUDY} 'Xdlops kernel'",
-            unit=f"models.units.unit({hw_name!r}): {u.source('family')}; {STUDY}",
+            unit=f"models.units.unit({hw_name!r}, input={fmt!r}): {u.source('family')}; {STUDY}",
             order=f"{_tuning.SOURCES['k_order']}; {_tuning.SOURCES['instruction']}",
             xdlops=f"{DOC}: -x2 selects the xdlops kernel",
             validator="a GPU kernel, not a validation function",
@@ -514,7 +563,7 @@ def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
             accumulator=f"{DOC} (f32 accumulator vectors; bwd_weight split-K with StoreMethod::AtomicAdd)",
             fp64_accumulate=f"{DOC} (f32 accumulators only)",
             fp32_round_every="unused: the unit rounds to fp32 every group",
-            output=_SRC_OUTPUT_KERNEL,
+            output=_src_output_kernel(fmt),
             hw=f"{STUDY} (MI100, MI200, MI300); {DOC} (the kernel is the same on every GPU under -x2)",
             validating="unused by GPU kernels",
             tuning=tuning_src,
@@ -524,13 +573,15 @@ def _xdlops(hw_name: str, u: Unit, t, kblocks, common) -> KernelModel:
             combine_seed=f"{STUDY} (ensemble of orders)",
             count="unused: a GPU kernel multiplies every gemmK position, padding zeros included",
             k_sequence=f"{DOC}: the filter layout's gemmK order",
+            input=_input_source(fmt, kernel=True),
         ),
     )
 
 
 def _nonxdlops(key: str, hw_name, t, common) -> KernelModel:
     gpu = key == "gpu-validation"
-    fma = _unit("fma32")
+    fmt = common["input"]
+    fma = _unit("fma32", input=fmt)
     tuning_src = (
         f"{_tuning.SOURCES['nonxdlops_list']}; default = first valid entry ({DOC}); only the "
         f"padding kernels' zero padding of gemmK reaches the arithmetic"
@@ -555,7 +606,7 @@ def _nonxdlops(key: str, hw_name, t, common) -> KernelModel:
         accumulator="fp32, one FMA (one RNE) per product",
         fp64_accumulate=False,
         fp32_round_every=1,
-        output=_OUTPUT_VALIDATOR if gpu else _OUTPUT_KERNEL,
+        output=_OUTPUT_VALIDATOR if gpu else _output_kernel(fmt),
         hw=hw_name,
         validating=None,
         tuning=t,
@@ -564,15 +615,21 @@ def _nonxdlops(key: str, hw_name, t, common) -> KernelModel:
         sources=_cite(
             name="fp16emu naming",
             description=desc_src,
-            unit=f"models.units.unit('fma32'): {fma.source('family')}; {DOC} (vector::FMAOp, f16→f32 fpext exact)",
+            unit=f"models.units.unit('fma32', input={fmt!r}): {fma.source('family')}; {DOC} (vector::FMAOp, "
+            f"f16/bf16→f32 fpext exact; the FMA keeps the exact product, which for bf16 can lie below fp32's range)",
             order=f"{DOC} 'Net effect per output': strictly ascending gemmK; padding: {_tuning.SOURCES['padding']}",
             xdlops=f"{DOC} (no -x2); {DOC} (-pv_with_gpu flips xdlops off)",
             validator=desc_src,
-            flush_inputs=f"{DOC}: f16 products and sums cannot be f32-subnormal, FTZ settings do not matter",
+            flush_inputs=(
+                f"{DOC}: f16 products and sums cannot be f32-subnormal, FTZ settings do not matter"
+                if fmt == "fp16"
+                else f"{DOC}: plain f32 FMAs; bf16 products can be f32-subnormal, kept (assumed: f32 denormals on, "
+                "the AMDGPU default; not observed on a bf16 kernel)"
+            ),
             accumulator=f"{DOC} (f32 accumulator, 'f16: f32 … to prevent overflow')",
             fp64_accumulate=f"{DOC}",
             fp32_round_every=f"{DOC} (one rounding per step)",
-            output=_SRC_OUTPUT_VALIDATOR if gpu else _SRC_OUTPUT_KERNEL,
+            output=_SRC_OUTPUT_VALIDATOR if gpu else _src_output_kernel(fmt),
             hw=f"{DOC}: non-xdlops results identical on MI100 and MI200",
             validating="unused: the GPU validation is always the non-xdlops kernel",
             tuning=tuning_src + (f"; {DOC} (same tuning choice as the f16 non-xdlops kernel)" if gpu else ""),
@@ -582,6 +639,7 @@ def _nonxdlops(key: str, hw_name, t, common) -> KernelModel:
             combine_seed="unused: no split-K",
             count="unused: a GPU kernel multiplies every gemmK position, padding zeros included",
             k_sequence=f"{DOC}: ascending gemmK",
+            input=_input_source(fmt, kernel=not gpu),
         ),
     )
 
@@ -603,7 +661,9 @@ def _cpu(key: str, validating, common) -> KernelModel:
             f"{DOC} mcpuConv2dFloat: double acc; `if (!xdlops) acc = (float)acc;` after every step; "
             f"{FINDINGS} (both modes needed)"
         )
-        u = _fp64_variant(f"fp64{'-ftz' if ftz else ''}-{'fp32-each-step' if nonx else 'end'}", 1, nonx, ftz, why)
+        u = _fp64_variant(
+            f"fp64{'-ftz' if ftz else ''}-{'fp32-each-step' if nonx else 'end'}", 1, nonx, ftz, why, common["input"]
+        )
         desc = (
             f"CPU validation (-pv, Aug 2022) of a {'non-xdlops' if nonx else 'xdlops'} run: "
             f"{u.description}; loops c, y, x (fwd)"
@@ -624,7 +684,7 @@ def _cpu(key: str, validating, common) -> KernelModel:
         )
     if key == "cpu-acc4":
         why = f"{STUDY} study variant 'accumulate 4': sum 4 products in fp64, round to fp32, go on; {STUDY}"
-        u = _fp64_variant("fp64-acc4", 4, True, False, why)
+        u = _fp64_variant("fp64-acc4", 4, True, False, why, common["input"])
         return _cpu_model(
             key,
             "study variant of the CPU validation: " + u.description + "; loops c, y, x (fwd)",
@@ -638,7 +698,7 @@ def _cpu(key: str, validating, common) -> KernelModel:
             common,
         )
     # cpu-validation-mlir
-    fma = _unit("fma32")
+    fma = _unit("fma32", input=common["input"])
     why = (
         f"{DOC}: by 3df931f1 -pv is the MLIR CPU conv, arith.mulf then arith.addf into an f32 buffer: "
         f"one f32 rounding per term; the fp16 product is exact in fp32, so this is fp32 FMA ({fma.source('family')})"
@@ -705,5 +765,6 @@ def _cpu_model(key, desc, u, validating, ftz, every, acc, why, loop_src, common)
             combine_seed="unused: no split-K",
             count=f"{DOC}: padding products are zeros and cannot change a sum; they only count into groups",
             k_sequence="unused: the loop order is the order",
+            input=_input_source(common["input"], kernel=False),
         ),
     )

@@ -30,6 +30,7 @@ from ..atomics import SplitPartials
 from ..dot import unit_params
 from ..gemm import as_schedule, gemm_decoded, operand_in_order
 from ..gemm import gemm as _unit_gemm
+from ..operands import input_name, operand
 from .geometry import ConvProblem, SubGemm
 from .indexing import bwd_weight_taps
 from .kernels import taken_decoded
@@ -94,7 +95,8 @@ class ConvArithmetic(NamedTuple):
 class Step:
     """What runs inside :meth:`ConvGemm.execute`'s loop; each method is a no-op unless
     overridden. ``a``: A (gemmM × gemmK) of the (sub-GEMM, group); ``b``: B's gemmN columns
-    ``start`` … ``start + b.shape[1] − 1``; both float16, C-contiguous, not to be modified."""
+    ``start`` … ``start + b.shape[1] − 1``; both values of the tensors' format (float16, or
+    bfloat16 for bf16 tensors), C-contiguous, not to be modified."""
 
     def group(self, sub: int, group: int, a: np.ndarray) -> None:
         """Group ``group`` of sub-GEMM ``sub`` begins (A gathered)."""
@@ -104,6 +106,26 @@ class Step:
 
     def sub_done(self, sub: int) -> None:
         """Every group of sub-GEMM ``sub`` is done."""
+
+
+def _values_in_order(bits: np.ndarray, seq: np.ndarray, axis: int, flush: bool, params, fmt: str) -> np.ndarray:
+    """An operand's uint16 patterns as the unit's kernels take them, gemmK (``axis``) in the order
+    ``seq``: fp16 through the fp16 decode (:func:`emu.gemm.operand_in_order`, ``flush`` below
+    2^-14); bf16 as exact float64 values (:func:`emu.operands.operand`, flushed below 2^-126 with
+    ``flush``), then reordered."""
+    if fmt == "fp16":
+        return operand_in_order(bits, seq, axis, flush)
+    values = operand(bits, "A" if axis == 1 else "B", params._replace(flush_inputs=int(flush)))
+    return operand_in_order(values, seq, axis, False)
+
+
+def _taken_values(bits, rows, cols, flush: bool, transpose: bool, params, fmt: str) -> np.ndarray:
+    """``bits[rows][:, cols]`` as the unit's kernels take the values (its transpose with
+    ``transpose``): the fp16 decoding gather, or bf16's exact float64 values."""
+    if fmt == "fp16":
+        return taken_decoded(bits, rows, cols, flush, transpose=transpose)
+    taken = operand(bits[np.ix_(rows, cols)], "operand", params._replace(flush_inputs=int(flush)))
+    return np.ascontiguousarray(taken.T if transpose else taken)
 
 
 def _check_c(c, shape: tuple[int, int], what: str) -> None:
@@ -142,8 +164,9 @@ class _Shared(Step):
         for i, m in enumerate(self.models):
             seq, splits = order_view(m.orders[sub], k)
             if m.operands is None and m.gemm is None and (not m.keep_partials or len(splits) < 2):
-                flush = bool(unit_params(m.units[sub]).flush_inputs) and not self.inert
-                self.by_decode.setdefault((seq.tobytes(), flush), (seq, []))[1].append(i)
+                params = unit_params(m.units[sub])
+                flush = bool(params.flush_inputs) and not self.inert
+                self.by_decode.setdefault((seq.tobytes(), flush), (seq, [], params))[1].append(i)
             else:
                 self.own.append((i, splits))
         self.a_decoded: dict[tuple, np.ndarray] = {}
@@ -153,15 +176,15 @@ class _Shared(Step):
     def chunk(self, sub, group, start, a0, b0):
         op = self.op
         a_bits, b_bits = a0.view(np.uint16), b0.view(np.uint16)
-        for key, (seq, idx) in self.by_decode.items():
+        for key, (seq, idx, params) in self.by_decode.items():
             flush = key[1]
             a_seq = self.a_decoded.get(key)
             if a_seq is None:
-                a_seq = operand_in_order(a_bits, seq, 1, flush)
+                a_seq = _values_in_order(a_bits, seq, 1, flush, params, op.format)
                 if self.a_bytes + a_seq.nbytes <= DECODED_A_BYTES:
                     self.a_decoded[key] = a_seq
                     self.a_bytes += a_seq.nbytes
-            b_seq = operand_in_order(b_bits, seq, 0, flush)
+            b_seq = _values_in_order(b_bits, seq, 0, flush, params, op.format)
             for i in idx:
                 m, out = self.models[i], self.outs[i]
                 res = gemm_decoded(a_seq, b_seq, None, m.units[sub], m.orders[sub])
@@ -235,11 +258,12 @@ class _Inbounds(Step):
                 seq = full[inside[full]].astype(np.int64)  # the model's order, in-bounds products only
                 decoded: dict[bool, tuple[np.ndarray, np.ndarray]] = {}  # flush → (A, B) of the tap
                 for i in idx:
-                    flush = bool(unit_params(models[i].units[sub]).flush_inputs) and not self.inert
+                    params = unit_params(models[i].units[sub])
+                    flush = bool(params.flush_inputs) and not self.inert
                     if flush not in decoded:
                         decoded[flush] = (
-                            taken_decoded(a_bits, self.all_rows, seq, flush, transpose=flip),
-                            taken_decoded(b_bits, seq, cols, flush, transpose=flip),
+                            _taken_values(a_bits, self.all_rows, seq, flush, flip, params, op.format),
+                            _taken_values(b_bits, seq, cols, flush, flip, params, op.format),
                         )
                     a_tap, b_tap = decoded[flush]
                     unit = models[i].units[sub]
@@ -344,6 +368,12 @@ class ConvGemm(ConvOperands):
                 )
             if m.gemm is not None and (m.keep_partials or m.inbounds_only):
                 raise ValueError("ConvArithmetic: a gemm hook replaces the whole GEMM: no partials, no in-bounds count")
+            multiplied = {input_name(unit_params(u).input_format) for u in m.units}
+            if multiplied != {self.format}:
+                raise ValueError(
+                    f"ConvArithmetic: its units multiply {', '.join(sorted(multiplied))}; the tensors are "
+                    f"{self.format} (build the units with input={self.format!r})"
+                )
         n_splits = [[len(order_view(o, s.k)[1]) for o, s in zip(m.orders, self.subs)] for m in models]
         size = self.problem.tensor_size(self.problem.result_role)
         outs: list = [
@@ -379,15 +409,17 @@ def conv(
     *,
     gemm: Callable[[np.ndarray, np.ndarray], np.ndarray],
     n_chunk: int | None = None,
+    fmt: str | None = None,
 ) -> np.ndarray:
     """A convolution as the kernel's GEMMs: fwd x, w → y; bwd_data w, dy → dx; bwd_weight
     x, dy → dw.
 
-    ``gemm(A, B)`` takes A (M × K) and B (K × N) float16, C-contiguous, k in the kernel's gemmK
+    ``gemm(A, B)`` takes A (M × K) and B (K × N) values of the tensors' format (float16, or
+    bfloat16 for bf16 tensors, ``fmt`` saying what uint16 patterns are), C-contiguous, k in the kernel's gemmK
     order, and returns C (M × N) float32; it supplies the arithmetic and the accumulation order.
     It is called once per group, sub-GEMM and chunk of ``n_chunk`` gemmN columns (default: about
     64 MiB of B and C per chunk). Returns float32 of shape ``problem.tensor_shape(result)`` in the
     result layout; pixels no GEMM writes (bwd_data) are +0.0.
     """
-    out = ConvGemm(problem, x, w, dy).run(gemm, n_chunk)
+    out = ConvGemm(problem, x, w, dy, fmt=fmt).run(gemm, n_chunk)
     return out.reshape(problem.tensor_shape(problem.result_role))

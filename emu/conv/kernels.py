@@ -135,13 +135,14 @@ def taken_decoded(src: np.ndarray, rows: np.ndarray, cols: np.ndarray, flush: bo
 
 def gather(src: np.ndarray, m, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
     """Rows and columns [start, stop) of the matrix an :class:`~emu.conv.indexing.IndexMap` ``m``
-    lays over the flat fp16 patterns ``src``: float16, C-contiguous, padding +0."""
+    lays over the flat 16-bit patterns ``src`` (fp16 or bf16): uint16, C-contiguous, padding +0
+    (the pattern 0 in both formats)."""
     r, c = m.rows.at(*rows), m.cols.at(*cols)
     out = np.empty((r[0].size, c[0].size), dtype=np.uint16)
     if out.size:
         kernel = _gather_parallel if out.size >= _PARALLEL_MIN else _gather_serial
         kernel(src, *r, *c, m.bound_h, m.bound_w, m.stride_h, m.stride_w, out)
-    return out.view(np.float16)
+    return out
 
 
 def scatter(dst: np.ndarray, values: np.ndarray, m, cols: tuple[int, int]) -> None:

@@ -3,14 +3,18 @@ flat bit patterns of tensors given in any of the accepted shapes (see :mod:`emu.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
-__all__ = ["LETTERS", "LAYOUT_FIELD", "normalize_layout", "tensor_bits"]
+__all__ = ["LETTERS", "LAYOUT_FIELD", "FORMATS", "normalize_layout", "tensor_bits", "tensor_format"]
 
 #: The three tensors and the letters of their normalised (5-letter) layouts.
 LETTERS = {"input": "ngchw", "filter": "gkcyx", "output": "ngkhw"}
 #: The layout fields of ConvProblem, per tensor.
 LAYOUT_FIELD = {"input": "in_layout", "filter": "fil_layout", "output": "out_layout"}
+#: The element formats a convolution's tensors may have, and the dtype of their values (the bit
+#: patterns of both are uint16).
+FORMATS = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16)}
 #: miopen-gen 2022 ``correctParameters``: the 4-letter layouts whose g goes next to the channel.
 _G_INSERTED = {"nchw": "ngchw", "nhwc": "nhwgc", "nkhw": "ngkhw", "nhwk": "nhwgk"}
 
@@ -31,16 +35,31 @@ def normalize_layout(layout: str, role: str) -> str:
     return _G_INSERTED.get(layout, "g" + layout)
 
 
+def tensor_format(arrays, fmt: str | None = None) -> str:
+    """The element format ("fp16" or "bf16") of a convolution's tensors: ``fmt`` when given, else
+    what their values' dtype says (float16 or ``ml_dtypes.bfloat16``; uint16 patterns say
+    nothing, and alone mean fp16). ValueError when the tensors' dtypes disagree with each other
+    or with ``fmt``, or ``fmt`` is not one of :data:`FORMATS`."""
+    if fmt is not None and fmt not in FORMATS:
+        raise ValueError(f"fmt: {fmt!r} is not one of {', '.join(FORMATS)}")
+    seen = {name for name, dt in FORMATS.items() for a in arrays if a is not None and np.asarray(a).dtype == dt}
+    if fmt is not None:
+        seen.add(fmt)
+    if len(seen) > 1:
+        raise ValueError(f"tensors: mixed element formats {', '.join(sorted(seen))}; give all of one format")
+    return seen.pop() if seen else "fp16"
+
+
 def tensor_bits(problem, role: str, arr, name: str) -> np.ndarray:
-    """Flat uint16 bits of a tensor given as float16 values or uint16 patterns (:mod:`emu.conv`
-    for the accepted shapes)."""
+    """Flat uint16 bits of a tensor given as float16 or ``ml_dtypes.bfloat16`` values or uint16
+    patterns (:mod:`emu.conv` for the accepted shapes)."""
     if arr is None:
         raise ValueError(f"{name}: the {problem.direction} convolution needs the {role} tensor")
     arr = np.asarray(arr)
-    if arr.dtype == np.float16:
+    if arr.dtype in FORMATS.values():
         arr = arr.view(np.uint16)
     elif arr.dtype != np.uint16:
-        raise TypeError(f"{name}: expected float16 values or uint16 bit patterns, got dtype {arr.dtype}")
+        raise TypeError(f"{name}: expected float16 or bfloat16 values or uint16 bit patterns, got dtype {arr.dtype}")
     shapes = {(problem.tensor_size(role),), problem.tensor_shape(role)}
     shapes.add(tuple(problem.letter_sizes(role)[d] for d in problem.layout5(role)))
     if arr.shape not in shapes:

@@ -10,29 +10,34 @@ import numpy as np
 from .geometry import ConvProblem, sub_gemms
 from .indexing import IndexMap, index_maps, tile_count, tile_numbers
 from .kernels import gather, has_flushable, scatter
-from .layout import tensor_bits
+from .layout import FORMATS, tensor_bits, tensor_format
 
 __all__ = ["CHUNK_BYTES", "ConvOperands", "gemm_operands"]
 
-#: Default bytes of one gemmN chunk's B (fp16) plus C (fp32).
+#: Default bytes of one gemmN chunk's B (fp16 or bf16) plus C (fp32).
 CHUNK_BYTES = 64 * 2**20
 
 
 class ConvOperands:
     """A convolution's GEMMs over given tensors: gathers A and chunks of B, scatters C.
 
-    ``x`` (input), ``w`` (filter), ``dy`` (output) as float16 or uint16 arrays; only the two the
-    direction reads are needed (fwd: x, w; bwd_data: w, dy; bwd_weight: x, dy). Gathered
-    operands are float16, C-contiguous, with k along A's rows and down B's columns in the gemmK
+    ``x`` (input), ``w`` (filter), ``dy`` (output) as float16 or ``ml_dtypes.bfloat16`` values or
+    uint16 patterns; only the two the direction reads are needed (fwd: x, w; bwd_data: w, dy;
+    bwd_weight: x, dy). ``fmt`` ("fp16" or "bf16") says what uint16 patterns are; by default the
+    values' dtype says it (:func:`emu.conv.layout.tensor_format`), and it is :attr:`format`. Gathered
+    operands are values of that format (float16 or bfloat16), C-contiguous, with k along A's rows and down B's columns in the gemmK
     order of :attr:`ConvProblem.gemm_k_order`; gemmN columns run in
     :attr:`ConvProblem.gemm_n_order`.
     """
 
-    def __init__(self, problem: ConvProblem, x=None, w=None, dy=None):
+    def __init__(self, problem: ConvProblem, x=None, w=None, dy=None, *, fmt: str | None = None):
         self.problem = problem
         self.subs = sub_gemms(problem)
         given = {"input": (x, "x"), "filter": (w, "w"), "output": (dy, "dy")}
         a_role, b_role = problem.operand_roles
+        #: the tensors' element format, "fp16" or "bf16"
+        self.format = tensor_format([given[a_role][0], given[b_role][0]], fmt)
+        self._values = FORMATS[self.format]
         self._a_src = tensor_bits(problem, a_role, *given[a_role])
         self._b_src = tensor_bits(problem, b_role, *given[b_role])
         self._maps_cache: dict[tuple[int, int], tuple[IndexMap, IndexMap, IndexMap]] = {}
@@ -40,11 +45,16 @@ class ConvOperands:
 
     @property
     def flush_inert(self) -> bool:
-        """True when flushing fp16 inputs below 2^-14 to +0 changes no operand: neither source
-        tensor holds a subnormal or −0 (gathered padding is +0). Then a unit with
-        ``flush_inputs`` computes the same bits as the unit without it."""
+        """True when flushing the inputs below the format's smallest normal to +0 changes no
+        operand: neither source tensor holds a subnormal or −0 (gathered padding is +0). Then a
+        unit with ``flush_inputs`` computes the same bits as the unit without it."""
         if self._flush_inert is None:
-            self._flush_inert = not (has_flushable(self._a_src) or has_flushable(self._b_src))
+            if self.format == "fp16":
+                self._flush_inert = not (has_flushable(self._a_src) or has_flushable(self._b_src))
+            else:  # bf16: exponent field 0x7F80, the same test in numpy (no second compile)
+                self._flush_inert = not any(
+                    bool((((src & np.uint16(0x7F80)) == 0) & (src != 0)).any()) for src in (self._a_src, self._b_src)
+                )
         return self._flush_inert
 
     def _maps(self, sub: int, group: int) -> tuple[IndexMap, IndexMap, IndexMap]:
@@ -58,7 +68,7 @@ class ConvOperands:
     def a(self, sub: int = 0, group: int = 0) -> np.ndarray:
         """A (gemmM × gemmK) of one group and sub-GEMM."""
         m = self._maps(sub, group)[0]
-        return gather(self._a_src, m, (0, m.rows.length), (0, m.cols.length))
+        return gather(self._a_src, m, (0, m.rows.length), (0, m.cols.length)).view(self._values)
 
     def b(self, sub: int = 0, group: int = 0, n_start: int = 0, n_stop: int | None = None) -> np.ndarray:
         """Columns n_start … n_stop−1 of B (gemmK × gemmN) of one group and sub-GEMM."""
@@ -66,7 +76,7 @@ class ConvOperands:
         n_stop = m.cols.length if n_stop is None else n_stop
         if not 0 <= n_start <= n_stop <= m.cols.length:
             raise IndexError(f"gemmN range {n_start}:{n_stop} outside 0:{m.cols.length}")
-        return gather(self._b_src, m, (0, m.rows.length), (n_start, n_stop))
+        return gather(self._b_src, m, (0, m.rows.length), (n_start, n_stop)).view(self._values)
 
     def new_result(self) -> np.ndarray:
         """A flat float32 result tensor of +0.0 (what the zero-init kernel leaves)."""
@@ -128,9 +138,10 @@ def gemm_operands(
     group: int = 0,
     n_start: int = 0,
     n_stop: int | None = None,
+    fmt: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(A, B) of one group and sub-GEMM: A (gemmM × gemmK) and B's gemmN columns
-    n_start … n_stop−1, float16, in the kernel's gemmK order. For many chunks, build one
-    :class:`emu.conv.ConvGemm` instead."""
-    op = ConvOperands(problem, x, w, dy)
+    n_start … n_stop−1, values of the tensors' format (float16 or bfloat16), in the kernel's gemmK
+    order. For many chunks, build one :class:`emu.conv.ConvGemm` instead."""
+    op = ConvOperands(problem, x, w, dy, fmt=fmt)
     return op.a(sub, group), op.b(sub, group, n_start, n_stop)

@@ -279,3 +279,25 @@ def test_inputs_modes():
         harness_inputs(p, seed=5, rand_type="float")  # no warning for a real seed
     with pytest.warns(UserWarning, match="time"):
         harness_inputs(p, seed=0, rand_type="float")
+
+
+def test_bf16_tensors_keep_the_top_16_bits_of_the_float_draw():
+    """-t bf16: float_to_bfloat16 keeps the float's top 16 bits (truncation toward zero), not the
+    round-to-nearest of ml_dtypes' cast. Checked by its definition on the harness's own float32
+    draws: the bf16 value has the float's sign, is no larger in magnitude, and lies within one
+    bf16 ulp of it; and somewhere it differs from the rounded cast (so the test can tell them apart)."""
+    import ml_dtypes
+
+    from models.harness import harness_float_tensor, harness_float_values
+
+    x = harness_float_values(4000, 7, -10, 10).astype(np.float64)
+    b = harness_float_tensor(4000, 7, -10, 10, dtype="bf16")
+    assert b.dtype == ml_dtypes.bfloat16
+    v = b.astype(np.float64)
+    nonzero = x != 0
+    assert np.all(np.sign(v[nonzero]) == np.sign(x[nonzero]))
+    assert np.all(np.abs(v) <= np.abs(x))
+    ulp = 2.0 ** (np.floor(np.log2(np.abs(x[nonzero]))) - 7)
+    assert np.all(np.abs(x[nonzero]) - np.abs(v[nonzero]) < ulp)
+    rounded = x.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+    assert np.count_nonzero(rounded != v) > 1000

@@ -53,17 +53,16 @@ def _one_line_error(code, err, *words):
         assert w in err, (w, err)
 
 
-# --- 1. data types other than fp16 are refused, in run, --check and explain ------------------------
+# --- 1. data types other than fp16 and bf16 are refused, in run, --check and explain ----------------
 
 
 NOT_F16 = [
     (f"--operation conv2d {SIZES}", "-t: not given"),  # miopen-gen's default is f32
-    (f"--operation conv2d -t bf16 {SIZES}", "-t: 'bf16'"),
+    (f"--operation conv2d -t fp8 {SIZES}", "-t: 'fp8' is not modelled (fp8 convolutions came with later"),
     (f"--operation conv2d -t i8 {SIZES}", "-t: 'i8'"),
     (f"--operation conv2d -t fp32 {SIZES}", "-t: 'fp32 (f32)'"),
     (f"--operation conv2d -t q7 {SIZES}", "-t: 'q7'"),
     ("MIOpenDriver conv -n 1 -c 4 -k 4 -H 6 -W 6 -y 3 -x 3 -F 1", "convfp16"),
-    ("MIOpenDriver convbfp16 -n 1 -c 4 -k 4 -H 6 -W 6 -y 3 -x 3 -F 1", "convfp16"),
     ("MIOpenDriver convint8 -n 1 -c 4 -k 4 -H 6 -W 6 -y 3 -x 3 -F 1", "convfp16"),
 ]
 
@@ -73,14 +72,39 @@ NOT_F16 = [
 def test_a_config_that_is_not_fp16_is_refused(capsys, config, named, how):
     code, out, err = _cli(capsys, how[0], config, *how[1:])
     _one_line_error(code, err, named)
-    assert "fp16 kernels" in err and not out
+    assert "fp16 and bf16 kernels" in err and not out
+    assert "-t bf16" in err or "convbfp16" in err
 
 
 def test_the_fp16_config_itself_passes_the_check(capsys):
     code, out, err = _cli(capsys, "run", F16, "--check")
     assert code == 0 and "G1 M4" in out, err
     with pytest.raises(ConfigError, match="-t"):
-        plan(F16.replace("-t f16", "-t bf16"))
+        plan(F16.replace("-t f16", "-t i8"))
+
+
+def test_a_bf16_config_passes_the_check_with_bf16_units(capsys):
+    """-t bf16 and MIOpenDriver convbfp16 are accepted: every model multiplies bf16 (the unit's
+    parameters for it), the check names the units it would run."""
+    code, out, err = _cli(
+        capsys,
+        "run",
+        F16.replace("-t f16", "-t bf16"),
+        "--check",
+        "--format",
+        "json",
+        "--hw",
+        "mi100",
+        "--kernel",
+        "xdlops",
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["format"] == "bf16"
+    assert {g["group_size"] for g in doc["models"][0]["gemms"]} == {2}  # MI100's bf16 mfma: groups of 2
+    config, kmodel, vmodel = plan("MIOpenDriver convbfp16 -n 1 -c 4 -k 4 -H 6 -W 6 -y 3 -x 3 -F 1")
+    assert config.dtype == "bf16" and kmodel.input == vmodel.input == "bf16"
+    assert kmodel.unit.params.input_format == vmodel.unit.params.input_format == 1  # InputFormat.BF16
 
 
 # --- 2. work estimated before anything runs, and not growing with a stride ------------------------
@@ -602,3 +626,36 @@ def test_a_job_log_that_cannot_be_appended_is_exit_2_after_the_summary(tmp_path,
     code, stdout, err = _study(capsys, tmp_path / "raw", out, *sel_args, "--no-diagnose")
     _one_line_error(code, err, "jobs.tsv", "File too large")
     assert "1 lines: " in stdout
+
+
+BF16 = F16.replace("-t f16", "-t bf16")
+
+
+def test_a_bf16_run_end_to_end_judges_a_bf16_gpu_output(capsys, tmp_path):
+    """run on -t bf16: the header names the format, the metrics are in bf16 ulps, the kernel output
+    is bf16; the saved output given back as --gpu-output (.npy of ml_dtypes.bfloat16) is identical,
+    one bf16 ulp changed in a raw dump (--gpu-output-format bf16) differs: exit 1."""
+    import ml_dtypes
+
+    code, out, err = _cli(capsys, "run", BF16, "--no-progress", "--save", str(tmp_path), "--format", "json")
+    assert code in (0, 1), err
+    doc = json.loads(out)
+    assert "bf16 tensors" in doc["format"] and doc["epsilon_format"] == "bf16", doc
+    saved = np.load(tmp_path / "kernel.npy").view(ml_dtypes.bfloat16)
+    code, out, err = _cli(capsys, "run", BF16, "--no-progress", "--gpu-output", str(tmp_path / "kernel.npy"))
+    assert "elements identical to the emulated kernel, bit for bit" in out, out
+    bits = saved.view(np.uint16).copy()
+    bits.reshape(-1)[3] ^= 1
+    bits.tofile(tmp_path / "gpu.bf16")
+    code, out, err = _cli(
+        capsys, "run", BF16, "--no-progress", "--gpu-output", str(tmp_path / "gpu.bf16"), "--gpu-output-format", "bf16"
+    )
+    assert code == 1 and "1 element differs" in out, out
+
+
+@pytest.mark.parametrize(
+    "argv", [("explain", BF16, "--no-progress"), ("design", BF16, "--seeds", "1", "--bugs", "none")]
+)
+def test_explain_and_design_refuse_bf16_configs_by_name(capsys, argv):
+    code, out, err = _cli(capsys, *argv)
+    _one_line_error(code, err, "bf16", "fp16emu run")

@@ -82,8 +82,8 @@ def _add_run(sub):
     p.add_argument(
         "--gpu-output-format",
         default=None,
-        choices=("fp16", "fp32"),
-        help="--gpu-output is a raw little-endian binary dump of this element format",
+        choices=("fp16", "bf16", "fp32"),
+        help="--gpu-output is a raw little-endian binary dump of this element format (bf16: a bf16 config's output)",
     )
     p.add_argument(
         "--layout",
@@ -187,6 +187,7 @@ def _cmd_check(args) -> int:
         "config": config.label,
         "direction": p.direction,
         "result_shape": list(p.tensor_shape(p.result_role)),
+        "format": kmodel.input,
         "models": [],
         "inputs": _check_inputs(config, args),
     }
@@ -195,7 +196,9 @@ def _cmd_check(args) -> int:
     if args.format == "json":
         print(json.dumps(doc, indent=1))
     else:
-        print(f"{doc['config']}: {p.direction}, result {'x'.join(map(str, doc['result_shape']))}")
+        print(
+            f"{doc['config']}: {p.direction}, {doc['format']} tensors, result {'x'.join(map(str, doc['result_shape']))}"
+        )
         print(f"  inputs: {doc['inputs']['text']}")
         for m in doc["models"]:
             for g in m["gemms"]:
@@ -244,15 +247,16 @@ def _cmd_run(args) -> int:
         arr = loaded.array
         if args.layout is not None:
             arr = from_layout(arr, p, args.layout, "--layout")
-        gpu_array = gpu_values(arr, result.kernel_output.size, result.shape).reshape(result.shape)
+        gpu_array = gpu_values(arr, result.kernel_output.size, result.shape, result.format).reshape(result.shape)
     judged = result.kernel_array if gpu_array is None else gpu_array
-    comparison, verdict = measure(result.validation_array, judged, verifier, "fp16", thresholds)
+    comparison, verdict = measure(result.validation_array, judged, verifier, result.format, thresholds)
     header = {
         "config": result.config.label,
         "direction": p.direction,
         "kernel": result.kernel.key,
         "validator": result.validator.key,
         "hw": args.hw,
+        "format": f"{result.format} tensors (-t {result.config.dtype}), {result.format} output; metrics in {result.format} ulps",
         "shape": f"{'x'.join(map(str, result.shape))} ({''.join(result.axes)}, the {p.result_role} tensor)",
         "inputs": info.text(),
         "verifier": verifier_text(verifier, vsource),
@@ -287,7 +291,7 @@ def _cmd_run(args) -> int:
     if gpu_array is not None:
         gpu = result.against(gpu_array)
         emu_comparison, emu_verdict = measure(
-            result.validation_array, result.kernel_array, verifier, "fp16", thresholds
+            result.validation_array, result.kernel_array, verifier, result.format, thresholds
         )
         emulated = {
             "verdict": emu_verdict.to_dict().get("verdict") if emu_verdict is not None else None,
@@ -302,11 +306,16 @@ def _cmd_run(args) -> int:
                 f"the emulated kernel ({result.kernel.key} on {args.hw}) against the same validation: "
                 f"{'PASS' if emu_verdict.exit_code == 0 else 'FAIL'} by {verifier}"
             )
-        if gpu.answer == "differs":
+        if gpu.answer == "differs" and result.format == "fp16":
             search = _search(result, gpu_array, loaded, args)
             extra["gpu"]["matches"] = search.matches
             extra["gpu"]["search"] = {k: v for k, v in search.to_dict().items() if k != "matches"}
             middle.append(search.format_text())
+        elif gpu.answer == "differs":
+            middle.append(
+                f"no search for what the {result.format} output matches: the search's stages (other GPUs, kernels, "
+                "tunings, seeds) are fp16 runs"
+            )
         if gpu.answer == "differs" and verdict is not None and verdict.exit_code == 0:
             middle.append(
                 "the GPU's output passes the verifier's thresholds but is not what the kernel computes: "

@@ -31,14 +31,23 @@ The stages, one module each: :mod:`.records` (:class:`Config`, :class:`RandomSpe
 problem), :mod:`.generator` (generator arguments), :mod:`.driver` (MIOpenDriver commands) and
 :mod:`.lit` (RUN lines, substitutions), :mod:`.suites` (the shipped suites' tables, a test's config) and
 :mod:`.parse` (:func:`parse_config`'s choice of reader); :mod:`.limits`
-checks what a run may ask for before it starts (fp16 data, the work estimated from the shapes).
+checks what a run may ask for before it starts (fp16 or bf16 data, the work estimated from the shapes).
 """
 
 from __future__ import annotations
 
 from .driver import DRIVER_COMMANDS
 from .generator import GENERATOR_TOOLS
-from .limits import Work, check_dtype, check_rand_bound, check_seed, check_work, estimate_work
+from .limits import (
+    MODELLED_DTYPES,
+    Work,
+    check_dtype,
+    check_rand_bound,
+    check_seed,
+    check_work,
+    data_format,
+    estimate_work,
+)
 from .lit import DEFAULT_SUBSTITUTIONS, parse_lit_file
 from .parse import parse_config
 from .records import (
@@ -53,6 +62,7 @@ from .records import (
 __all__ = [
     "DEFAULT_SUBSTITUTIONS",
     "DRIVER_COMMANDS",
+    "MODELLED_DTYPES",
     "GENERATOR_TOOLS",
     "Config",
     "ConfigError",
@@ -63,6 +73,7 @@ __all__ = [
     "check_rand_bound",
     "check_seed",
     "check_work",
+    "data_format",
     "estimate_work",
     "n_out_elements",
     "parse_config",

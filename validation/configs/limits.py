@@ -1,5 +1,5 @@
 """What a run may ask for, checked before anything is allocated: the data type (the kernel and
-validator models are fp16 ones) and the work a problem asks for — multiply-adds, memory and the
+validator models are of fp16 and bf16 kernels) and the work a problem asks for — multiply-adds, memory and the
 number of GEMMs — estimated in O(1) from its shapes, refused past a stated limit.
 
 The limits (defaults below) are raised with environment variables: ``FP16EMU_MAX_MACS`` (e.g.
@@ -27,6 +27,8 @@ __all__ = [
     "estimate_work",
     "check_work",
     "check_dtype",
+    "data_format",
+    "MODELLED_DTYPES",
     "check_seed",
     "check_rand_bound",
 ]
@@ -193,23 +195,53 @@ def check_work(
     return work
 
 
+#: The data types whose kernels are modelled: the config's spelling → the element format's name
+#: (``emu.formats``): fp16 and bf16, the two 16-bit types miopen-gen's ``-t`` and MIOpenDriver's
+#: ``convfp16``/``convbfp16`` name and every AMD unit multiplies (``models.UNIT_INPUTS``).
+MODELLED_DTYPES = {"f16": "fp16", "bf16": "bf16"}
+#: The fp8 spellings of later rocmlir-gen versions (gfx940 and newer, 2023 on): their kernels are
+#: not the 2022 ones fp16emu models, so they are refused by name rather than as unknown words.
+FP8_SPELLINGS = (
+    "fp8",
+    "bf8",
+    "f8E4M3FNUZ",
+    "f8E5M2FNUZ",
+    "f8E4M3FN",
+    "f8E5M2",
+    "fp8_fp8",
+    "fp8_bf8",
+    "bf8_fp8",
+    "bf8_bf8",
+)
+
+
+def data_format(config: Config) -> str:
+    """The element format of ``config``'s tensors as ``emu.formats`` names it ("fp16" or "bf16");
+    a :class:`ConfigError` from :func:`check_dtype` for any other data type."""
+    check_dtype(config)
+    return MODELLED_DTYPES[config.dtype]
+
+
 def check_dtype(config: Config) -> None:
-    """Refuse a config whose data type is not fp16 (the models are of fp16 kernels): one line naming
-    the option that set it (``-t``, or MIOpenDriver's sub-command) and the accepted value."""
-    if config.dtype == "f16":
+    """Refuse a config whose data type is not fp16 or bf16 (the kernel models are of those): one
+    line naming the option that set it (``-t``, or MIOpenDriver's sub-command) and the accepted
+    values."""
+    if config.dtype in MODELLED_DTYPES:
         return
     given = dict(config.options)
     if config.tool == "MIOpenDriver":
         raise ConfigError(
-            f"MIOpenDriver sub-command: data type {config.dtype} is not modelled; fp16emu emulates fp16 "
-            "kernels: use convfp16"
+            f"MIOpenDriver sub-command: data type {config.dtype} is not modelled; fp16emu emulates fp16 and bf16 "
+            "kernels: use convfp16 or convbfp16"
         )
     if "t" not in given:
         why = f"-t: not given, and {config.tool.removeprefix('lit:')}'s default is f32 (not modelled)"
     else:
         shown = given["t"] if given["t"] == config.dtype else f"{given['t']} ({config.dtype})"
         why = f"-t: {shown!r} is not modelled"
-    raise ConfigError(f"{why}; fp16emu emulates fp16 kernels only: give -t f16 (or fp16)")
+        if given["t"].lower() in {s.lower() for s in FP8_SPELLINGS}:
+            why += " (fp8 convolutions came with later rocmlir-gen versions for gfx940+, not the 2022 kernels modelled)"
+    raise ConfigError(f"{why}; fp16emu emulates fp16 and bf16 kernels only: give -t f16 (or fp16) or -t bf16")
 
 
 def check_seed(seed, option: str = "--seed") -> int | None:

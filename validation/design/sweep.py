@@ -28,6 +28,7 @@ from emu.rounding import fp32_to_fp16
 from models import bugs
 from models.kernels import ATOMIC_ORDERS
 
+from ..configs import ConfigError
 from ..engine import Engine
 from ..metrics import TORCH_TOLERANCES, compare
 from ..run import plan
@@ -124,7 +125,12 @@ def resolve_targets(items: Sequence[str], *, hw: str, kernel: str | None, valida
             continue
         out.append(Target(text, text if len(text) < 60 else text[:57] + "...", hw, kernel, validator))
     for t in out:
-        plan(_config(t), hw=t.hw, kernel=t.kernel, validator=t.validator)
+        _, kmodel, _ = plan(_config(t), hw=t.hw, kernel=t.kernel, validator=t.validator)
+        if kmodel.input != "fp16":
+            # the sweep's metrics, rounding and bug mutants are fp16 ones
+            raise ConfigError(
+                f"-t: design sweeps fp16 tests only; {t.label} is {kmodel.input} (use fp16emu run for it)"
+            )
     return out
 
 

@@ -16,7 +16,7 @@ from models import harness
 from models.hardware import check_hardware
 
 from .. import metrics as metrics_mod
-from ..configs import check_rand_bound, check_seed
+from ..configs import ConfigError, check_rand_bound, check_seed
 from ..run import auto_progress, choice, plan, progress_bar, resolve_inputs, user_tensors
 from .results import ElementExplanation, Explanation, MetricShares
 from .sources import (
@@ -312,6 +312,13 @@ def explain(
     seed = check_seed(seed)
     rand_min, rand_max = check_rand_bound(rand_min, "--rand-min"), check_rand_bound(rand_max, "--rand-max")
     config, kmodel, vmodel = plan(config, hw=hw, kernel=kernel, validator=validator, perf_config=perf_config)
+    if kmodel.input != "fp16":
+        # the switches and their reference (fp16 flush threshold, fp16 output rounding, fp16 ulps)
+        # are fp16 ones: a bf16 attribution would be computed in the wrong format
+        raise ConfigError(
+            f"-t: explain attributes fp16 kernels' errors only; this config is {kmodel.input} "
+            "(use fp16emu run for it, or give -t f16)"
+        )
     hw = kmodel.hw or check_hardware(hw)
     reference = choice(reference, REFERENCES, "reference")
     if vmodel.count == "inbounds":

@@ -50,6 +50,7 @@ __all__ = [
     "ACCEPTED",
     "parse_shape",
     "convert_exactly",
+    "as_typed",
 ]
 
 #: the fp8 formats ``compare`` reads (their ml_dtypes types: e4m3fn, e5m2, e4m3fnuz, e5m2fnuz)
@@ -223,11 +224,11 @@ def load_array(
         try:
             if magic.startswith(ZIP_MAGIC):
                 a, key = _load_npz(what, path, fh, key, bf16_void, fp8)
-                return LoadedArray(_void_view(a, fp8), path, key)
+                return LoadedArray(as_typed(a, fp8), path, key)
             if magic.startswith(NPY_MAGIC):
                 check = lambda dtype: _dtype_refusal(dtype, bf16_void, fp8)  # noqa: E731
                 a = read_npy(fh, size, lambda why: _fail(what, path, why), check=check)
-                return LoadedArray(_void_view(_native(a), fp8), path)
+                return LoadedArray(as_typed(_native(a), fp8), path)
         except ArrayFileError:
             # a raw dump whose first bytes happen to be an .npz or .npy magic: read as the format
             # given (only when its size is exactly the tensor's in that format)
@@ -244,7 +245,7 @@ def load_array(
     )
 
 
-def _void_view(a: np.ndarray, fp8: str | None = None) -> np.ndarray:
+def as_typed(a: np.ndarray, fp8: str | None = None) -> np.ndarray:
     """A plain 2-byte void array (an ``ml_dtypes.bfloat16`` array as ``np.save`` writes it) as
     bfloat16, a 1-byte void or uint8 array as the fp8 format ``fp8``; any other array as it is."""
     if a.dtype == _BF16_VOID:

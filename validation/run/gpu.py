@@ -22,13 +22,14 @@ import math
 import os
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 
 from emu.conv import normalize_layout
 from models.kernels import ATOMIC_ORDERS
 
 from ..configs.records import n_out_elements
-from .arrays import LoadedArray, convert_exactly, load_array
+from .arrays import LoadedArray, as_typed, convert_exactly, load_array
 
 __all__ = ["GpuComparison", "compare_gpu_output", "gpu_values", "from_layout", "load_gpu_output", "ANSWERS"]
 
@@ -116,7 +117,9 @@ def load_gpu_output(spec: str, problem, what: str, *, raw_format: str | None = N
     messages) and check that it holds the result tensor's element count, before any emulation."""
     count = n_out_elements(problem)
     try:
-        loaded = load_array(spec, what, raw_format=raw_format, count=count, raw_hint="--gpu-output-format fp16")
+        loaded = load_array(
+            spec, what, raw_format=raw_format, count=count, raw_hint="--gpu-output-format fp16", bf16_void=True
+        )
     except ValueError as err:
         raise type(err)(f"{err}{_other_reading(spec, raw_format, count)}") from None
     if loaded.array.size != count:
@@ -128,7 +131,7 @@ def load_gpu_output(spec: str, problem, what: str, *, raw_format: str | None = N
 
 
 #: bytes per element of the raw formats a GPU output is dumped in
-_WIDTHS = {"fp16": 2, "fp32": 4}
+_WIDTHS = {"fp16": 2, "bf16": 2, "fp32": 4}
 
 
 def _other_reading(spec: str, raw_format: str | None, count: int) -> str:
@@ -146,10 +149,12 @@ def _other_reading(spec: str, raw_format: str | None, count: int) -> str:
     return ""
 
 
-def gpu_values(gpu, size: int, shape: tuple[int, ...]) -> np.ndarray:
-    """The GPU's output as flat float16: float16 values or uint16 patterns, or float32 values that
-    fp16 holds exactly (an fp16 output saved as fp32), in the result tensor's shape or flat."""
-    a = np.asarray(gpu)
+def gpu_values(gpu, size: int, shape: tuple[int, ...], fmt: str = "fp16") -> np.ndarray:
+    """The GPU's output as flat values of the kernel's output format ``fmt`` (float16 for fp16,
+    ``ml_dtypes.bfloat16`` for bf16): those values or their uint16 patterns, or float32 values
+    the format holds exactly (its output saved as fp32), in the result tensor's shape or flat."""
+    a = as_typed(np.asarray(gpu))
+    target = np.dtype(ml_dtypes.bfloat16) if fmt == "bf16" else np.dtype(np.float16)
     if a.size != size:
         raise ValueError(
             f"gpu output: {a.size} elements (shape {a.shape}); the result tensor has {size} (shape {shape}, or flat)"
@@ -160,18 +165,21 @@ def gpu_values(gpu, size: int, shape: tuple[int, ...]) -> np.ndarray:
         )
     a = a.reshape(-1)
     if a.dtype == np.uint16:
-        return a.view(np.float16)
-    if a.dtype == np.float16:
+        return a.view(target)
+    if a.dtype == target:
         return a
     if a.dtype in (np.float32, np.float64):
-        h, i = convert_exactly(a, np.float16)
+        h, i = convert_exactly(a, target)
         if i is not None:
             raise ValueError(
-                f"gpu output: element {i} = {a[i]!r} is not an fp16 value; the kernel writes fp16 "
-                f"(save its output as float16, or the fp32 copy of it)"
+                f"gpu output: element {i} = {a[i]!r} is not an {fmt} value; the kernel writes {fmt} "
+                f"(save its output as {target.name}, or the fp32 copy of it)"
             )
         return h
-    raise ValueError(f"gpu output: dtype {a.dtype} is not float16, uint16 (fp16 patterns), float32 or float64")
+    raise ValueError(
+        f"gpu output: dtype {a.dtype} is not {target.name}, uint16 ({fmt} patterns), float32 or float64 "
+        f"(the kernel writes {fmt})"
+    )
 
 
 def from_layout(gpu, problem, layout: str, what: str = "layout") -> np.ndarray:
@@ -197,8 +205,9 @@ def from_layout(gpu, problem, layout: str, what: str = "layout") -> np.ndarray:
 
 
 def _same(a16: np.ndarray, b16: np.ndarray) -> np.ndarray:
-    """Equal bit patterns, NaN payloads aside (a NaN equals any NaN)."""
-    return (a16.view(np.uint16) == b16.view(np.uint16)) | (np.isnan(a16) & np.isnan(b16))
+    """Equal bit patterns (fp16 or bf16), NaN payloads aside (a NaN equals any NaN)."""
+    nan = np.isnan(a16.astype(np.float32)) & np.isnan(b16.astype(np.float32))
+    return (a16.view(np.uint16) == b16.view(np.uint16)) | nan
 
 
 def _coords(index: int, axes: tuple[str, ...], dims: tuple[int, ...]) -> dict:
@@ -244,7 +253,7 @@ def compare_gpu_output(result, gpu) -> GpuComparison:
     sizes = problem.letter_sizes(role)
     dims = tuple(sizes[a] for a in axes)
     emulated = np.asarray(result.kernel_output).reshape(-1)
-    g16 = gpu_values(gpu, emulated.size, result.shape)
+    g16 = gpu_values(gpu, emulated.size, result.shape, result.format)
     identical = _same(emulated, g16)
     n_identical = int(identical.sum())
     n = int(emulated.size)

@@ -23,13 +23,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 from models.harness import harness_range
 
 from ..configs import ConfigError
 from ..files import write_atomically
-from .arrays import convert_exactly, load_array
+from .arrays import as_typed, convert_exactly, load_array
 
 __all__ = ["InputsInfo", "resolve_inputs", "user_tensors", "save_run", "ROLE_NAMES", "MIOPEN_DRIVER_HINT"]
 
@@ -227,17 +228,20 @@ def resolve_inputs(
     return kw, info
 
 
-def _fp16(name: str, source: str, a: np.ndarray) -> np.ndarray:
-    if a.dtype == np.float16:
+def _fp16(name: str, source: str, a: np.ndarray, fmt: str = "fp16") -> np.ndarray:
+    """A user's tensor as values of the config's format ``fmt`` (fp16 or bf16): those values,
+    their uint16 patterns, or a wider float array that the format holds exactly."""
+    target = np.dtype(ml_dtypes.bfloat16) if fmt == "bf16" else np.dtype(np.float16)
+    a = as_typed(a)
+    if a.dtype == target:
         return a
     if a.dtype == np.uint16:
-        return a.view(np.float16)
-
-    h, i = convert_exactly(a, np.float16)
+        return a.view(target)
+    h, i = convert_exactly(a, target)
     if i is not None:
         raise ValueError(
-            f"--inputs {name}: {source} element {i} = {a.reshape(-1)[i]!r} is not an fp16 value; the kernel reads "
-            f"fp16 (save the fp16 tensor your harness gave the kernel, or its exact fp32 copy)"
+            f"--inputs {name}: {source} element {i} = {a.reshape(-1)[i]!r} is not an {fmt} value; the kernel reads "
+            f"{fmt} (save the {fmt} tensor your harness gave the kernel, or its exact fp32 copy)"
         )
     return h
 
@@ -254,8 +258,9 @@ def _check_shape(problem, role: str, name: str, source: str, a: np.ndarray) -> n
     return a.reshape(problem.tensor_shape(role))
 
 
-def user_tensors(spec, problem) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """The user's tensors for ``problem``: ({role: fp16 array in the tensor's shape}, {name: file}).
+def user_tensors(spec, problem, fmt: str = "fp16") -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """The user's tensors for ``problem``: ({role: array of the format ``fmt``, fp16 or bf16, in the
+    tensor's shape}, {name: file}).
 
     ``spec``: a folder holding ``x.npy``, ``w.npy``, ``dy.npy`` (or ``input.npy``, ``filter.npy``,
     ``output.npy``) as the direction needs; a comma-separated list of files, either ``NAME=FILE``
@@ -313,12 +318,12 @@ def user_tensors(spec, problem) -> tuple[dict[str, np.ndarray], dict[str, str]]:
         value = given[role]
         name = ROLE_NAMES[role]
         if isinstance(value, (str, os.PathLike)):
-            loaded = load_array(str(value), f"--inputs {name}")
+            loaded = load_array(str(value), f"--inputs {name}", bf16_void=fmt == "bf16")
             arr, source = loaded.array, loaded.source
         else:
             arr, source = np.asarray(value), "array"
         files[name] = source
-        out[role] = _check_shape(problem, role, name, source, _fp16(name, source, arr))
+        out[role] = _check_shape(problem, role, name, source, _fp16(name, source, arr, fmt))
     return out, files
 
 

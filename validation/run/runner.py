@@ -25,7 +25,7 @@ import numpy as np
 
 from emu.atomics import SplitPartials
 from emu.conv import ConvGemm, ConvProblem
-from emu.rounding import fp32_to_fp16
+from emu.rounding import cast_rne, fp32_to_fp16
 from models import harness
 from models import kernels as kernel_models
 from models.hardware import HW_NAMES, check_hardware
@@ -35,10 +35,10 @@ from ..configs import (
     Config,
     ConfigError,
     ConfigWarning,
-    check_dtype,
     check_rand_bound,
     check_seed,
     check_work,
+    data_format,
     parse_config,
 )
 from .gpu import GpuComparison, compare_gpu_output
@@ -51,6 +51,7 @@ __all__ = [
     "plan",
     "plan_gemms",
     "choice",
+    "round_output",
     "parse_validator",
     "KERNEL_CHOICES",
     "VALIDATOR_CHOICES",
@@ -97,13 +98,18 @@ class RunResult:
     kernel: kernel_models.KernelModel
     validator: kernel_models.KernelModel
     kernel_fp32: np.ndarray
-    kernel_output: np.ndarray  # fp16, what the GPU kernel writes
+    kernel_output: np.ndarray  # fp16 (bf16 for a bf16 config), what the GPU kernel writes
     validation_output: np.ndarray  # fp32, what the validation function returns
     inputs: dict = field(repr=False, default_factory=dict)
     inputs_used: dict = field(default_factory=dict)
     ensemble: SplitPartials | None = field(repr=False, default=None)
     #: what the inputs were (distribution, range, seed and their sources, or the user's files)
     inputs_info: InputsInfo | None = field(repr=False, default=None)
+
+    @property
+    def format(self) -> str:
+        """The tensors' element format, "fp16" or "bf16": what the kernel multiplies and writes."""
+        return self.kernel.input
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -173,6 +179,15 @@ class RunResult:
             yield self.ensemble.member(i, granularity)
 
 
+def round_output(values: np.ndarray, fmt: str) -> np.ndarray:
+    """A kernel's fp32 results as it writes them in ``fmt``: fp16 (``v_cvt_f16_f32``) or bf16,
+    each rounded once to nearest even, overflow to ±inf (the bf16 value through float64, which
+    holds every float32 exactly: one rounding)."""
+    if fmt == "fp16":
+        return fp32_to_fp16(values)
+    return cast_rne(np.asarray(values, np.float32).astype(np.float64), fmt)
+
+
 def choice(value, choices, option: str) -> str:
     """``value`` (case-insensitive) as one of ``choices`` (a tuple, or a dict of short → long
     names, either accepted); ValueError naming ``option`` and the accepted values otherwise."""
@@ -187,11 +202,14 @@ def choice(value, choices, option: str) -> str:
     raise ValueError(f"{option}: {value!r} is not one of {', '.join(choices)}")
 
 
-def parse_validator(text: str, *, hw: str, validating: str) -> kernel_models.KernelModel:
+def parse_validator(text: str, *, hw: str, validating: str, input: str = "fp16") -> kernel_models.KernelModel:
     """A validator model from ``NAME[+MODIFIER…]``: NAME one of :data:`VALIDATOR_CHOICES`,
-    modifiers from :data:`VALIDATOR_MODIFIERS` (e.g. ``cpu-acc4+flush+inbounds``)."""
+    modifiers from :data:`VALIDATOR_MODIFIERS` (e.g. ``cpu-acc4+flush+inbounds``), for tensors
+    of ``input`` ("fp16" or "bf16")."""
     name, *mods = [p.strip() for p in str(text).split("+")]
-    model = kernel_models.kernel(choice(name, VALIDATOR_CHOICES, "validator"), hw=hw, validating=validating)
+    model = kernel_models.kernel(
+        choice(name, VALIDATOR_CHOICES, "validator"), hw=hw, validating=validating, input=input
+    )
     for mod in mods:
         mod = mod.lower()
         if mod == "flush":
@@ -212,21 +230,22 @@ def plan(
 ):
     """(Config, kernel model, validator model) for ``config``: everything but the arithmetic.
 
-    Refuses (ConfigError, before anything is allocated) a config whose data type is not fp16 and
-    a problem whose work estimate is past the limits of :mod:`validation.configs.limits`."""
+    Refuses (ConfigError, before anything is allocated) a config whose data type is not fp16 or
+    bf16 and a problem whose work estimate is past the limits of :mod:`validation.configs.limits`.
+    Both models take the config's format (:func:`validation.configs.data_format`)."""
     if not isinstance(config, Config):
         with warnings.catch_warnings():
             # an unknown -t warns while parsing; here it is refused next, in one line
             warnings.simplefilter("ignore", ConfigWarning)
             config = parse_config(config)
-    check_dtype(config)
+    fmt = data_format(config)
     check_work(config.problem)
     hw = check_hardware(hw)
     if kernel is None:
         kernel = "nonxdlops" if config.xdlops is False else "xdlops"
     kernel_name = choice(kernel, KERNEL_CHOICES, "kernel")
-    kmodel = kernel_models.kernel(kernel_name, hw=hw, tuning=perf_config or config.perf_config)
-    vmodel = parse_validator(validator, hw=hw, validating=kernel_name)
+    kmodel = kernel_models.kernel(kernel_name, hw=hw, tuning=perf_config or config.perf_config, input=fmt)
+    vmodel = parse_validator(validator, hw=hw, validating=kernel_name, input=fmt)
     if vmodel.count == "inbounds" and config.problem.direction != "bwd_weight":
         raise ValueError(f"validator: +inbounds models backward-weight loops; this test is {config.problem.direction}")
     return config, kmodel, vmodel
@@ -427,7 +446,7 @@ def run(
         rand_type = choice(rand_type, RAND_TYPES, "rand_type")
     files = None
     if inputs is not None:
-        inputs, files = user_tensors(inputs, problem)
+        inputs, files = user_tensors(inputs, problem, kmodel.input)
     kw, info = resolve_inputs(
         config,
         rand_min=rand_min,
@@ -441,7 +460,7 @@ def run(
         with warnings.catch_warnings():
             warnings.simplefilter("default")
             inputs = harness.harness_inputs(problem, **kw)
-    op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
+    op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"), fmt=kmodel.input)
 
     atomic = kmodel.atomic_split(problem) > 0
     bar = progress_bar(
@@ -465,7 +484,7 @@ def run(
         kernel=kmodel,
         validator=vmodel,
         kernel_fp32=kernel_fp32,
-        kernel_output=fp32_to_fp16(kernel_fp32),
+        kernel_output=round_output(kernel_fp32, kmodel.input),
         validation_output=validation,
         inputs=inputs,
         inputs_used=kw or {},
