@@ -161,7 +161,7 @@ def operand_in_order(bits: np.ndarray, seq: np.ndarray, axis: int, flush: bool) 
 
 def _prepare(A, B, unit, order):
     params = unit_params(unit)
-    a_bits, b_bits = operand(A, "A", params), operand(B, "B", params)
+    a_bits, b_bits = operand(A, "A", params), operand(B, "B", params, side="b")
     if a_bits.ndim != 2 or b_bits.ndim != 2 or a_bits.shape[1] != b_bits.shape[0]:
         raise ValueError(f"A, B: need (M, K) and (K, N), got {a_bits.shape} and {b_bits.shape}")
     schedule = as_schedule(order)

@@ -422,7 +422,7 @@ class _Sample:
                 (job,) = jobs_of(self.cap, variant, ur, uc, [p])
                 seq = np.arange(job.A.shape[1])
                 A = operand_in_order(operand(job.A, "A", params), seq, 1, flush)[li]
-                B = operand_in_order(operand(job.B, "B", params), seq, 0, flush).T[lj]
+                B = operand_in_order(operand(job.B, "B", params, side="b"), seq, 0, flush).T[lj]
                 C = None if job.C is None else np.ascontiguousarray(job.C[li, lj], np.float32)
                 decoded.append((A, B, C, out[job.out_index[li, lj]]))
             self._jobs[key] = decoded
