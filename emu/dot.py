@@ -11,7 +11,16 @@ from .jit import jit, prange
 from .kernels import KERNELS, LANES
 from .operands import decode_flush, is_wide, operand
 from .rows import driver, rows_driver, rows_fused
-from .units import WIDE_INPUTS, Family, Format, InputFormat, UnitParams, kernel_params, kernel_vector
+from .units import (
+    WIDE_INPUTS,
+    Family,
+    Format,
+    InputFormat,
+    UnitParams,
+    kernel_params,
+    kernel_vector,
+    operand_formats,
+)
 
 __all__ = [
     "dot_add",
@@ -42,6 +51,15 @@ def unit_params(unit) -> UnitParams:
     except ValueError:
         accepted = ", ".join(f"{m.name} ({int(m)})" for m in InputFormat)
         raise ValueError(f"unit.input_format: {params.input_format!r} is not one of {accepted}") from None
+    try:
+        operand_formats(params)
+    except ValueError as e:
+        if "b_input_format" in str(e):
+            raise
+        accepted = ", ".join(f"{m.name} ({int(m)})" for m in InputFormat)
+        raise ValueError(
+            f"unit.b_input_format: {params.b_input_format!r} is not -1 (A's format) or one of {accepted}"
+        ) from None
     if not 1 <= params.output_fraction_bits <= 23:
         raise ValueError(f"unit.output_fraction_bits: must be in 1..23, got {params.output_fraction_bits}")
     if params.interleaved_sums not in (1, 2):
@@ -357,7 +375,7 @@ def dot_add(a, b, c, unit) -> np.ndarray:
     """
     params = unit_params(unit)
     a_bits = operand(a, "a", params)
-    b_bits = operand(b, "b", params)
+    b_bits = operand(b, "b", params, side="b")
     if a_bits.ndim == 0 or b_bits.ndim == 0:
         raise ValueError("a, b: need at least one dimension (K)")
     K = a_bits.shape[-1]

@@ -161,7 +161,7 @@ def operand_in_order(bits: np.ndarray, seq: np.ndarray, axis: int, flush: bool) 
 
 def _prepare(A, B, unit, order):
     params = unit_params(unit)
-    a_bits, b_bits = operand(A, "A", params), operand(B, "B", params)
+    a_bits, b_bits = operand(A, "A", params), operand(B, "B", params, side="b")
     if a_bits.ndim != 2 or b_bits.ndim != 2 or a_bits.shape[1] != b_bits.shape[0]:
         raise ValueError(f"A, B: need (M, K) and (K, N), got {a_bits.shape} and {b_bits.shape}")
     schedule = as_schedule(order)
@@ -198,18 +198,24 @@ def chain_operands(A_seq: np.ndarray, B_seq: np.ndarray, r: slice, schedule: Sch
 
 
 def _partials(params, A_seq, B_seq, schedule: Schedule, C0=None):
-    """The chain results of each split (split 0 from ``C0`` when given, the others from +0)."""
+    """The chain results of each split (split 0 from ``C0`` when given, the others from +0); with
+    a promotion interval, each split's intervals from +0 (the first of split 0 from ``C0``),
+    added into fp32 in order (RNE)."""
     zero = np.zeros((1, 1), np.float32)
     chain = chain_params(params, schedule)
     ranges = schedule.split_ranges(A_seq.shape[1])
-    if len(ranges) == 1 and not schedule.residue_tile:
+    if len(ranges) == 1 and not schedule.residue_tile and not schedule.promotion_interval:
         return run_kernel(chain, A_seq, B_seq, zero if C0 is None else C0)[None]
-    return np.stack(
-        [
-            run_kernel(chain, *chain_operands(A_seq, B_seq, s, schedule), C0 if (i == 0 and C0 is not None) else zero)
-            for i, s in enumerate(ranges)
-        ]
-    )
+    out = []
+    for i, s in enumerate(ranges):
+        acc = None
+        for j, r in enumerate(schedule.promotion_ranges(s)):
+            start = C0 if (i == 0 and j == 0 and C0 is not None) else zero
+            part = run_kernel(chain, *chain_operands(A_seq, B_seq, r, schedule), start)
+            with np.errstate(invalid="ignore", over="ignore"):
+                acc = part if acc is None else acc + part
+        out.append(acc)
+    return np.stack(out)
 
 
 def reduce_partials(partials, schedule: Schedule, ws: np.ndarray | None = None) -> np.ndarray:
@@ -273,7 +279,7 @@ def _output(params, out: np.ndarray, output: str | None = None) -> np.ndarray:
         return out.astype(np.float32)
 
 
-def gemm(A, B, C, unit, order: GemmOrder | Schedule | None = None) -> np.ndarray:
+def gemm(A, B, C, unit, order: GemmOrder | Schedule | None = None, *, scale_a=None, scale_b=None) -> np.ndarray:
     """C + A·B through ``unit`` in ``order``, the GEMM form of :func:`emu.dot_add` (same argument
     order, same result type).
 
@@ -285,9 +291,12 @@ def gemm(A, B, C, unit, order: GemmOrder | Schedule | None = None) -> np.ndarray
     member 0 of the generator seeded ``order.combine_seed`` (one order for the whole GEMM).
     With a :class:`emu.schedule.Schedule`, the schedule's splits, reduction, epilogue and output
     rounding (its ``output``, when set, decides the result's dtype: float16, bfloat16 or float32).
+    ``scale_a``, ``scale_b``: the fp32 scales of a scaled (fp8) GEMM, a scalar or per row of A
+    ((M, 1)) / per column of B ((1, N)), applied in the epilogue as the schedule's
+    ``scale_order`` says (:func:`finish`); C then enters the epilogue as a bias would.
     """
     params, A_seq, B_seq, schedule = _prepare(A, B, unit, order)
-    return _gemm_in_order(params, A_seq, B_seq, C, schedule)
+    return _gemm_in_order(params, A_seq, B_seq, C, schedule, scale_a, scale_b)
 
 
 def gemm_decoded(
@@ -323,17 +332,21 @@ def _c_values(C, params, shape) -> np.ndarray:
     return compact_c(c, shape, *shape)
 
 
-def _gemm_in_order(params, A_seq, B_seq, C, schedule: Schedule):
+def _gemm_in_order(params, A_seq, B_seq, C, schedule: Schedule, scale_a=None, scale_b=None):
     shape = (A_seq.shape[0], B_seq.shape[1])
     C0 = None if C is None else _c_values(C, params, shape)
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if s is not None and np.broadcast_shapes(np.shape(s), shape) != shape:
+            raise ValueError(f"{name}: shape {np.shape(s)} does not broadcast to the output's {shape}")
     partials = _partials(params, A_seq, B_seq, schedule, C0 if schedule.c_entry == "chain" else None)
-    return combine(params, list(partials), C0, schedule)
+    return combine(params, list(partials), C0, schedule, scale_a, scale_b)
 
 
-def combine(unit, partials, C, schedule: Schedule) -> np.ndarray:
+def combine(unit, partials, C, schedule: Schedule, scale_a=None, scale_b=None) -> np.ndarray:
     """The output from the split chains' results (float32 arrays of one shape): their reduction
     (onto a workspace holding C when C enters it there), the epilogue and the output rounding. C
-    is float32 broadcastable to a partial, or None for +0."""
+    is float32 broadcastable to a partial, or None for +0; ``scale_a``, ``scale_b`` as
+    :func:`finish` takes them."""
     if len(partials) == 1 and schedule.reduction not in ("workspace", "random") and not schedule.partial_format:
         acc = partials[0]  # one chain: no reduction to run
     else:
@@ -341,14 +354,46 @@ def combine(unit, partials, C, schedule: Schedule) -> np.ndarray:
         if schedule.c_entry == "workspace" and C is not None:
             ws = np.broadcast_to(C, partials[0].shape).astype(np.float32)
         acc = reduce_partials(partials, schedule, ws)
-    return finish(unit, acc, C, schedule)
+    return finish(unit, acc, C, schedule, scale_a, scale_b)
 
 
-def finish(unit, acc: np.ndarray, C, schedule: Schedule) -> np.ndarray:
+def _scaled(acc: np.ndarray, C, schedule: Schedule, scale_a, scale_b) -> np.ndarray:
+    """acc times the scales in ``schedule.scale_order``, C (or None) added to the last product in
+    one FMA (``epilogue_fma``) or after it; every step RNE in fp32."""
+    one = np.float32(1)
+    sa = one if scale_a is None else np.asarray(scale_a, np.float32)
+    sb = one if scale_b is None else np.asarray(scale_b, np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if schedule.scale_order == "product":
+            first, last = None, (sa * sb).astype(np.float32)
+        elif schedule.scale_order == "a_then_b":
+            first, last = sa, sb
+        else:
+            first, last = sb, sa
+        if first is not None:
+            acc = (acc * first).astype(np.float32)
+        last = np.broadcast_to(last, acc.shape).astype(np.float32)
+        if C is None:
+            return (acc * last).astype(np.float32)
+        c = np.broadcast_to(np.asarray(C, np.float32), acc.shape)
+        if schedule.epilogue_fma:
+            return fma32(last, acc, c)
+        return ((acc * last).astype(np.float32) + c).astype(np.float32)
+
+
+def finish(unit, acc: np.ndarray, C, schedule: Schedule, scale_a=None, scale_b=None) -> np.ndarray:
     """The epilogue and output rounding of ``schedule`` on a reduced fp32 accumulator ``acc``:
     with ``c_entry="epilogue"`` RNE32(alpha·acc + beta·C) as one FMA (C float32, broadcastable,
-    or None for 0), else alpha·acc (rounded) where alpha ≠ 1; then the output rounding."""
+    or None for 0), else alpha·acc (rounded) where alpha ≠ 1; then the output rounding. With
+    ``scale_a`` / ``scale_b`` (float32, broadcastable to the output: a scalar, (M, 1), (1, N)),
+    the scales in ``schedule.scale_order`` instead of alpha, C (in the epilogue) added as
+    ``schedule.epilogue_fma`` says (see :mod:`emu.schedule`)."""
     params = unit_params(unit)
+    if scale_a is not None or scale_b is not None:
+        if schedule.alpha != 1 or schedule.beta != 1:
+            raise ValueError("scale_a, scale_b: scaled GEMMs take no alpha or beta (fold them into the scales)")
+        c = C if schedule.c_entry == "epilogue" else None
+        return _output(params, _scaled(acc, c, schedule, scale_a, scale_b), schedule.output)
     if schedule.c_entry == "epilogue":
         c = np.zeros((1, 1), np.float32) if C is None else np.asarray(C, np.float32)
         beta_c = (np.float32(schedule.beta) * np.broadcast_to(c, acc.shape)).astype(np.float32)

@@ -12,6 +12,10 @@ arrays (:mod:`emu.kernels._tiles`):
 
 A flushing unit (``flush_inputs``) flushes each format at its own smallest normal: fp16 inside
 the fp16 decode, the others here, before the conversion.
+
+Mixed operands (``UnitParams.b_input_format``: e4m3 × e5m2 on NVIDIA's fp8 instructions, fp8 ×
+bf8 on MI300) run the same way: each operand is converted from its own format (``side``), and
+the kernels take each operand's subnormal exponent (:func:`emu.units.kernel_vector`).
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .units import INPUT_EMIN, WIDE_INPUTS, InputFormat, UnitParams
+from .units import INPUT_EMIN, WIDE_INPUTS, InputFormat, UnitParams, operand_formats
 
 __all__ = [
     "INPUT_NAMES",
     "input_format",
     "input_name",
+    "input_pair",
+    "pair_name",
     "is_wide",
     "decode_flush",
     "operand",
@@ -131,15 +137,44 @@ def input_name(fmt) -> str:
     return _CANONICAL[input_format(fmt)]
 
 
+#: what separates A's format from B's in a pair's name (``"e4m3xe5m2"``)
+PAIR_SEPARATOR = "x"
+
+
+def input_pair(spec) -> tuple[InputFormat, InputFormat]:
+    """(A's format, B's format) of an operand-format spec: one format for both (anything
+    :func:`input_format` takes), a pair ``("e4m3", "e5m2")``, or its name ``"e4m3xe5m2"``
+    (:func:`pair_name`). ValueError naming the accepted forms otherwise."""
+    if isinstance(spec, (tuple, list)):
+        if len(spec) != 2:
+            raise ValueError(f"input format: a pair (A's format, B's format), got {len(spec)} entries: {spec!r}")
+        return input_format(spec[0]), input_format(spec[1])
+    if isinstance(spec, str) and spec.strip().lower() not in INPUT_NAMES and PAIR_SEPARATOR in spec.lower():
+        parts = spec.strip().lower().split(PAIR_SEPARATOR)
+        if len(parts) == 2:
+            return input_format(parts[0]), input_format(parts[1])
+        raise ValueError(f"input format: {spec!r}: a pair is written A{PAIR_SEPARATOR}B, e.g. 'e4m3xe5m2'")
+    fmt = input_format(spec)
+    return fmt, fmt
+
+
+def pair_name(a_fmt, b_fmt=None) -> str:
+    """The name of an operand-format pair: ``"e4m3"`` when both are e4m3, ``"e4m3xe5m2"`` for
+    A in e4m3 and B in e5m2 (:func:`input_pair` reads it back)."""
+    a = input_name(a_fmt)
+    b = a if b_fmt is None else input_name(b_fmt)
+    return a if a == b else f"{a}{PAIR_SEPARATOR}{b}"
+
+
 def is_wide(params: UnitParams) -> bool:
     """Whether the unit's operands run as float64 values (bf16, tf32) rather than fp16 patterns."""
-    return InputFormat(params.input_format) in WIDE_INPUTS
+    return any(f in WIDE_INPUTS for f in operand_formats(params))
 
 
 def decode_flush(params: UnitParams) -> bool:
     """The flush flag of the fp16 decode: the unit's ``flush_inputs`` for fp16 operands; the
     other formats are flushed at their own threshold by :func:`operand`."""
-    return bool(params.flush_inputs) and params.input_format == InputFormat.FP16
+    return bool(params.flush_inputs) and operand_formats(params) == (InputFormat.FP16, InputFormat.FP16)
 
 
 def value_dtype(fmt) -> np.dtype:
@@ -158,15 +193,19 @@ def multiplied_values(values: np.ndarray, fmt) -> np.ndarray:
     return np.asarray(values).astype(np.float64)
 
 
-def operand(x, name: str, params: UnitParams) -> np.ndarray:
-    """``x`` (values of the unit's input format, or its bit patterns) as the kernels take it:
-    uint16 fp16 patterns for fp16 and fp8, float64 values for bf16 and tf32 (:mod:`emu.operands`).
+def operand(x, name: str, params: UnitParams, *, side: str = "a") -> np.ndarray:
+    """``x`` (values of the unit's input format for that operand, or its bit patterns) as the
+    kernels take it: uint16 fp16 patterns for fp16 and fp8, float64 values for bf16 and tf32
+    (:mod:`emu.operands`). ``side``: ``"a"`` or ``"b"``, which operand ``x`` is (they differ in
+    format for mixed units, :func:`emu.units.operand_formats`).
 
     Accepted: fp16 — float16 or uint16; bf16 — ``ml_dtypes.bfloat16`` or uint16; tf32 — float32
     (its 13 low fraction bits dropped, as the units do) or uint32; e4m3 / e5m2 / e4m3fnuz /
     e5m2fnuz — the ``ml_dtypes`` float8 type or uint8. TypeError naming the accepted dtypes
     otherwise (a float64 array is never rounded silently into a format)."""
-    fmt = InputFormat(params.input_format)
+    if side not in ("a", "b"):
+        raise ValueError(f"side: {side!r} is not one of 'a', 'b'")
+    fmt = operand_formats(params)[side == "b"]
     x = np.asarray(x)
     vdt, pdt = _VALUE_DTYPE[fmt], _PATTERN_DTYPE[fmt]
     if x.dtype == pdt:

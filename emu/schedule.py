@@ -25,6 +25,13 @@ output element:
   ``"tree"`` a pairwise tree (p0+p1, p2+p3, …, then pairs of those); ``"halving"`` the tree of a
   warp's shuffle reduction (p_i + p_{i+n/2} for the first half, then again: lane 0 of an xor
   butterfly);
+* **two-level accumulation** (``promotion_interval`` n > 0): inside each split the unit's chain
+  restarts from +0 every n k tiles, and each such interval's result is added, in order, into an
+  fp32 register accumulator (RNE; the first interval's result is that accumulator's value):
+  CUTLASS's ``GmmaFP8Accumulation`` (``include/cutlass/gemm/collective/fp8_accumulation.hpp``:
+  ``mma_promotion_interval`` wgmma k-blocks in the tensor core's accumulator, then
+  ``promote_core``'s ``accum += accum_temp``), the fp8 GEMMs without fast accumulation. It is a
+  split into consecutive intervals reduced ``"sequential"``-ly, nested inside each split;
 * **an instruction K** smaller than the unit's group (``instruction_k``): the unit fuses that
   many products per step instead of its own group (an ``m16n8k8`` instruction on a unit whose
   widest instruction takes 16);
@@ -59,6 +66,7 @@ __all__ = [
     "REDUCTIONS",
     "SPLIT_RULES",
     "OUTPUTS",
+    "SCALE_ORDERS",
     "MAX_PAD_K",
     "MAX_SPLITS",
 ]
@@ -66,6 +74,7 @@ __all__ = [
 #: Bounds of the integer fields: beyond them no kernel runs, and padding alone would exhaust memory.
 MAX_PAD_K = 1 << 16
 MAX_SPLITS = 1 << 12
+SCALE_ORDERS = ("product", "a_then_b", "b_then_a")
 SPLIT_RULES = ("even", "ceil", "strided")
 REDUCTIONS = ("sequential", "workspace", "random", "tree", "halving")
 C_ENTRIES = ("chain", "workspace", "epilogue")
@@ -121,6 +130,9 @@ class Schedule:
     alpha: float = 1.0
     beta: float = 1.0
     output: str | None = None
+    promotion_interval: int = 0
+    scale_order: str = "product"
+    epilogue_fma: bool = True
     notes: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -129,7 +141,11 @@ class Schedule:
         _whole("splits", self.splits, 1, MAX_SPLITS)
         _whole("reduction_seed", self.reduction_seed, 0)
         _whole("instruction_k", self.instruction_k, 0, 256)
+        _whole("promotion_interval", self.promotion_interval, 0, MAX_PAD_K)
+        if not isinstance(self.epilogue_fma, bool):
+            raise ValueError(f"epilogue_fma: must be True or False, got {self.epilogue_fma!r}")
         for name, value, accepted in (
+            ("scale_order", self.scale_order, SCALE_ORDERS),
             ("split_rule", self.split_rule, SPLIT_RULES),
             ("reduction", self.reduction, REDUCTIONS),
             ("c_entry", self.c_entry, C_ENTRIES),
@@ -156,6 +172,8 @@ class Schedule:
         _whole("residue_tile", self.residue_tile, 0, MAX_PAD_K)
         if self.residue_tile and self.split_rule == "strided":
             raise ValueError("residue_tile: needs contiguous splits, not split_rule='strided'")
+        if self.promotion_interval and (self.split_rule == "strided" or self.residue_tile):
+            raise ValueError("promotion_interval: needs contiguous splits without residue tiles")
         if self.c_entry == "workspace" and self.reduction not in ("workspace", "random"):
             raise ValueError(f"c_entry: 'workspace' needs reduction 'workspace' or 'random', got {self.reduction!r}")
 
@@ -197,6 +215,15 @@ class Schedule:
             for b0, b1 in zip(bounds[:-1], bounds[1:])
         ]
 
+    def promotion_ranges(self, r: slice) -> list[slice]:
+        """The intervals of split ``r`` (a contiguous slice of the accumulation sequence) that
+        the unit accumulates from +0 before each promotion into fp32: ``promotion_interval`` k
+        tiles each, counted from the split's start; ``[r]`` without promotion."""
+        if not self.promotion_interval:
+            return [r]
+        width = self.promotion_interval * self.k_tile
+        return [slice(k, min(k + width, r.stop)) for k in range(r.start, r.stop, width)] or [r]
+
     def describe(self) -> str:
         """The schedule in words, for reports."""
         parts = ["k ascending" if self.k_order is None else "k in a given order"]
@@ -222,6 +249,11 @@ class Schedule:
             }[self.reduction]
             width = "" if self.split_rule == "strided" else f" of {self.k_tile}-wide k tiles"
             parts.append(f"{self.splits} splits{width}, {how}, each from +0; {red}")
+        if self.promotion_interval:
+            parts.append(
+                f"two-level accumulation: the unit from +0 over {self.promotion_interval} k tile(s) of "
+                f"{self.k_tile}, each interval's result added into fp32 in order"
+            )
         if self.partial_format:
             parts.append(f"each partial rounded to {self.partial_format} before the reduction")
         if self.residue_tile:
@@ -231,6 +263,14 @@ class Schedule:
         if self.c_entry == "epilogue" and (self.alpha != 1 or self.beta != 1):
             parts.append(f"epilogue alpha={self.alpha:g}, beta={self.beta:g}")
         parts.append(f"C enters the {self.c_entry}")
+        if self.scale_order != "product" or not self.epilogue_fma:
+            how = {
+                "product": "scale_a·scale_b first",
+                "a_then_b": "scale_a, then scale_b",
+                "b_then_a": "scale_b, then scale_a",
+            }
+            fma = "C added in one FMA" if self.epilogue_fma else "C added after, rounded"
+            parts.append(f"scales (when given) {how[self.scale_order]}; {fma}")
         if self.output:
             parts.append(f"one rounding to {self.output}")
         return "; ".join(parts)
@@ -255,4 +295,8 @@ class Schedule:
             out["reduction_seed"] = self.reduction_seed
         if self.alpha != 1 or self.beta != 1:
             out.update(alpha=self.alpha, beta=self.beta)
+        if self.promotion_interval:
+            out["promotion_interval"] = self.promotion_interval
+        if self.scale_order != "product" or not self.epilogue_fma:
+            out.update(scale_order=self.scale_order, epilogue_fma=self.epilogue_fma)
         return out

@@ -39,8 +39,10 @@ __all__ = [
     "INPUT_EMIN",
     "WIDE_INPUTS",
     "UnitParams",
+    "SAME_AS_A",
     "kernel_params",
     "kernel_vector",
+    "operand_formats",
 ]
 
 
@@ -108,7 +110,9 @@ class UnitParams(NamedTuple):
     ``flush_output`` set subnormal products / intermediate sums / group results to zero of the
     same sign.
 
-    ``input_format``: the operands' :class:`InputFormat`. ``output_fraction_bits``: the fraction
+    ``input_format``: the operands' :class:`InputFormat` (A's, when ``b_input_format`` is set).
+    ``b_input_format``: B's format where it differs from A's (mixed fp8: e4m3 × e5m2 and the like),
+    :data:`SAME_AS_A` (−1) otherwise; :func:`operand_formats` gives the pair. ``output_fraction_bits``: the fraction
     bits a TRUNCATED_FUSED group result keeps in fp32's exponent range (23; 13 for the E8M13
     accumulator of NVIDIA's fp8 paths). ``interleaved_sums``: TWO_STAGE stage 1 as one
     truncated sum of the group's products (1) or as separate sums of the even and odd products,
@@ -133,6 +137,27 @@ class UnitParams(NamedTuple):
     input_format: int = InputFormat.FP16
     output_fraction_bits: int = 23
     interleaved_sums: int = 1
+    b_input_format: int = -1
+
+
+#: ``UnitParams.b_input_format`` of a unit whose two operands share one format
+SAME_AS_A = -1
+
+
+def operand_formats(params: UnitParams) -> tuple[InputFormat, InputFormat]:
+    """(A's format, B's format) of a unit. ValueError for an unknown format, or for a mixed pair
+    that involves a wide format (bf16, tf32): the two operands of one unit must both run as fp16
+    patterns (fp16 and the fp8 formats) or share one wide format."""
+    fa = InputFormat(params.input_format)
+    if params.b_input_format == SAME_AS_A:
+        return fa, fa
+    fb = InputFormat(params.b_input_format)
+    if fa != fb and (fa in WIDE_INPUTS or fb in WIDE_INPUTS):
+        raise ValueError(
+            f"unit.b_input_format: {fa.name.lower()} × {fb.name.lower()}: mixed operands are modelled for "
+            "fp16 and the fp8 formats only (bf16 and tf32 pair with themselves)"
+        )
+    return fa, fb
 
 
 def kernel_params(params: UnitParams) -> UnitParams:
@@ -160,8 +185,19 @@ def kernel_params(params: UnitParams) -> UnitParams:
 
 def kernel_vector(params: UnitParams, input_emin: int | None = None) -> np.ndarray:
     """The int64 vector the family kernels take: ``params`` in field order, then the field
-    exponent of the input format's subnormals (:data:`INPUT_EMIN`), or ``input_emin`` when the
-    caller knows every nonzero operand lies above 2^input_emin (then the two agree on every
-    operand's field exponent)."""
-    emin = INPUT_EMIN[InputFormat(params.input_format)] if input_emin is None else input_emin
-    return np.asarray((*params, emin), np.int64)
+    exponents of A's and of B's subnormals (:data:`INPUT_EMIN` of each operand's format), or
+    ``input_emin`` for both when the caller knows every nonzero operand lies above
+    2^input_emin (then the two agree on every operand's field exponent).
+
+    The kernels give an operand below its format's smallest normal this exponent when they align
+    (a product's exponent is the sum of its factors'; T-FDPA and TR-FDPA truncate every term
+    relative to the group's largest): each operand needs its own format's, as MMA-Sim's
+    ``frexp_and_normalize`` gives each factor its dtype's (mmasim/arithmetic/fdpa.py t_fdpa,
+    gtr_fdpa). One value for both would misplace e4m3's subnormals (binades −9 … −7 aligned
+    as −6) or lift e5m2 values of 2^-14 … 2^-7 to 2^-6."""
+    fa, fb = operand_formats(params)
+    if input_emin is None:
+        emin_a, emin_b = INPUT_EMIN[fa], INPUT_EMIN[fb]
+    else:
+        emin_a = emin_b = input_emin
+    return np.asarray((*params, emin_a, emin_b), np.int64)

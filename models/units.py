@@ -2,7 +2,8 @@
 
 ``unit(name, input=FORMAT, output=…)`` returns a frozen :class:`Unit` for one operand format
 (fp16, bf16, tf32, e4m3, e5m2, e4m3fnuz, e5m2fnuz: :data:`UNIT_INPUTS` says which units have
-which); ``dataclasses.replace(unit, group_size=8)`` gives a variant to explore. ``Unit.params``
+which), or for a pair of fp8 formats, A's and B's (``input=("e4m3", "e5m2")``, also written
+``"e4m3xe5m2"``: :data:`UNIT_MIXED_INPUTS`); ``dataclasses.replace(unit, group_size=8)`` gives a variant to explore. ``Unit.params``
 is the plain record the ``emu`` kernels take.
 """
 
@@ -13,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from emu.operands import input_format, input_name
-from emu.units import Family, Format, InputFormat, Rounding, UnitParams
+from emu.operands import input_name, input_pair, pair_name
+from emu.units import SAME_AS_A, Family, Format, InputFormat, Rounding, UnitParams
 
-__all__ = ["Unit", "unit", "UNIT_NAMES", "UNIT_INPUTS", "ALIASES", "MAX_GROUP_SIZE"]
+__all__ = ["Unit", "unit", "UNIT_NAMES", "UNIT_INPUTS", "UNIT_MIXED_INPUTS", "ALIASES", "MAX_GROUP_SIZE"]
 
 #: The largest products-per-group a unit may have (matrix units have 1 … 32).
 MAX_GROUP_SIZE = 1 << 12
@@ -31,6 +32,16 @@ PYTORCH_MI200 = "PyTorch docs, numerical_accuracy.rst, 'Reduced Precision FP16 a
 IEEE = "IEEE 754-2019 fusedMultiplyAdd; fp16·fp16 is exact in fp32 (22-bit significand)"
 PTX = "NVIDIA PTX ISA 8.x, mma / wgmma / tcgen05.mma type tables"
 CDNA3_ISA = "AMD CDNA3 ISA reference, V_MFMA_*_F8/BF8/XF32 (2024)"
+PTX_MIXED_FP8 = (
+    "NVIDIA PTX ISA 8.x: mma.sync m16n8k32 (sm_89) '.f8type = {.e4m3, .e5m2}' for A and B apart, "
+    "wgmma.mma_async '.atype = {.e4m3, .e5m2}', '.btype = {.e4m3, .e5m2}', tcgen05.mma kind::f8f6f4 "
+    "any A and B type; MMA-Sim 2.1.1 isa_mma.py / isa_wgmma.py / isa_tcgen05mma.py list every "
+    "(a_type, b_type) pair"
+)
+CDNA3_MIXED_FP8 = (
+    "AMD CDNA3 ISA reference: V_MFMA_F32_16X16X32_FP8_BF8 / _BF8_FP8 and 32X32X16 (A fp8 = e4m3fnuz, "
+    "B bf8 = e5m2fnuz, or the reverse); MMA-Sim 2.1.1 amd/isa_mfma.py cdna3_mfma_suffix"
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,8 @@ class Unit:
     input_format: InputFormat = InputFormat.FP16
     output_fraction_bits: int = 23
     interleaved_sums: int = 1
+    #: B's format where it differs from A's (mixed fp8); None: B is in ``input_format`` too
+    b_input_format: InputFormat | None = None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __reduce__(self):
@@ -83,6 +96,12 @@ class Unit:
             except ValueError:
                 accepted = ", ".join(f"{m.name} ({int(m)})" for m in enum)
                 raise ValueError(f"{name}: {value!r} is not one of {accepted}") from None
+        if self.b_input_format is not None:
+            try:
+                InputFormat(self.b_input_format)
+            except ValueError:
+                accepted = ", ".join(f"{m.name} ({int(m)})" for m in InputFormat)
+                raise ValueError(f"b_input_format: {self.b_input_format!r} is not None or one of {accepted}") from None
         for name in ("group_size", "fraction_bits", "sum_fraction_bits", "zero_exponent", "output_fraction_bits"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -110,7 +129,9 @@ class Unit:
 
     @property
     def params(self) -> UnitParams:
-        return UnitParams(**{f: int(getattr(self, f)) for f in UnitParams._fields})
+        values = {f: getattr(self, f) for f in UnitParams._fields}
+        values["b_input_format"] = SAME_AS_A if self.b_input_format is None else self.b_input_format
+        return UnitParams(**{f: int(v) for f, v in values.items()})
 
     def source(self, field_name: str) -> str:
         return self.sources[field_name]
@@ -172,6 +193,7 @@ def _cite(family: Family, default: str, **specific: str) -> Mapping[str, str]:
     family never reads, else ``default``; the name is fp16emu's own."""
     fields = [f.name for f in dataclasses.fields(Unit) if f.name != "sources"]
     unused = dict.fromkeys(_UNUSED[family], "unused by this family")
+    unused["b_input_format"] = "None: B is in A's format (a mixed-fp8 unit cites its instruction)"
     return MappingProxyType({f: specific.get(f, unused.get(f, default)) for f in fields} | {"name": "fp16emu naming"})
 
 
@@ -396,6 +418,23 @@ def _fp64(fmt: InputFormat = InputFormat.FP16) -> Unit:
     return u if fmt == InputFormat.FP16 else _with_input(u, fmt, "any (the product is exact in fp64)")
 
 
+def _mixed(u: Unit, b_fmt: InputFormat) -> Unit:
+    """``u`` (built for A's fp8 format) with B in ``b_fmt``: the same arithmetic (MMA-Sim chooses
+    the parameters by the one-byte operand size and gives each factor its own dtype's subnormal
+    exponent, mmasim/arithmetic/fdpa.py t_fdpa / gtr_fdpa), cited to the instruction tables."""
+    a_name, b_name = input_name(u.input_format), input_name(b_fmt)
+    cite = CDNA3_MIXED_FP8 if b_fmt in (InputFormat.E4M3FNUZ, InputFormat.E5M2FNUZ) else PTX_MIXED_FP8
+    if u.family in (Family.FMA, Family.FP64):
+        cite = "any (the product is exact in fp64)"
+    sources = dict(u.sources) | {"b_input_format": cite, "input_format": f"{cite} (A's type)"}
+    description = u.description.replace(f"{a_name} inputs", f"{a_name} × {b_name} inputs").replace(
+        f"; {a_name} operands", f"; {a_name} × {b_name} operands (A × B)"
+    )
+    if description == u.description:
+        description += f"; A {a_name} × B {b_name}"
+    return dataclasses.replace(u, b_input_format=b_fmt, description=description, sources=MappingProxyType(sources))
+
+
 # name → (builder, output) ; NVIDIA parameters per architecture from MMA-Sim nv_ptx/sim.py
 _NV = {
     # name: (arch, L, F, e_zero fp32 out, e_zero fp16 out)
@@ -425,6 +464,23 @@ UNIT_INPUTS = MappingProxyType(
         "fp64": _ALL,
     }
 )
+_OCP_MIXED = (("e4m3", "e5m2"), ("e5m2", "e4m3"))
+_FNUZ_MIXED = (("e4m3fnuz", "e5m2fnuz"), ("e5m2fnuz", "e4m3fnuz"))
+#: The mixed fp8 operand pairs (A's format, B's format) each unit has an instruction for: NVIDIA's
+#: fp8 mma / wgmma / tcgen05.mma take e4m3 and e5m2 for A and B independently (PTX ISA), MI300
+#: has fp8 × bf8 and bf8 × fp8 (CDNA3 ISA); the FMA and fp64 paths take either. The unit's
+#: arithmetic is its fp8 one (MMA-Sim picks the parameters by the operand size, one byte for
+#: both; each operand keeps its own format's subnormal exponent).
+UNIT_MIXED_INPUTS = MappingProxyType(
+    {
+        "ada": _OCP_MIXED,
+        "h100": _OCP_MIXED,
+        "b200": _OCP_MIXED,
+        "mi300": _FNUZ_MIXED,
+        "fma32": _OCP_MIXED + _FNUZ_MIXED,
+        "fp64": _OCP_MIXED + _FNUZ_MIXED,
+    }
+)
 ALIASES = MappingProxyType(
     {
         "a2": "a100",
@@ -445,10 +501,12 @@ ALIASES = MappingProxyType(
 UNIT_NAMES = ("mi100", "mi200", "mi300", "v100", "t4", "a100", "ada", "h100", "b200", "fma32", "fp64")
 
 
-def unit(name: str, output: str = "fp32", input: str = "fp16") -> Unit:
+def unit(name: str, output: str = "fp32", input: str | tuple[str, str] = "fp16") -> Unit:
     """The named unit (case-insensitive; aliases such as ``h200`` → ``h100`` accepted) for
     operands of ``input`` (``"fp16"``, ``"bf16"``, ``"tf32"`` / ``"xf32"``, ``"e4m3"``,
-    ``"e5m2"``, ``"e4m3fnuz"``, ``"e5m2fnuz"``; :data:`UNIT_INPUTS` lists each unit's).
+    ``"e5m2"``, ``"e4m3fnuz"``, ``"e5m2fnuz"``; :data:`UNIT_INPUTS` lists each unit's), or of
+    two fp8 formats, A's then B's: ``("e4m3", "e5m2")`` or ``"e4m3xe5m2"``
+    (:data:`UNIT_MIXED_INPUTS` lists each unit's pairs; the unit's ``b_input_format`` is B's).
 
     ``output="fp16"`` selects the fp16-accumulator variant of an NVIDIA unit (RNE, its own zero
     exponent), offered for fp16 and fp8 operands. ValueError naming the accepted values for an
@@ -461,7 +519,16 @@ def unit(name: str, output: str = "fp32", input: str = "fp16") -> Unit:
     if key not in UNIT_INPUTS:
         valid = ", ".join(UNIT_NAMES)
         raise ValueError(f"unit: {name!r} is not a known unit; valid names: {valid} (aliases: {', '.join(ALIASES)})")
-    fmt = input_format(input)
+    fmt, b_fmt = input_pair(input)
+    if fmt != b_fmt:
+        pairs = UNIT_MIXED_INPUTS.get(key, ())
+        if (input_name(fmt), input_name(b_fmt)) not in pairs:
+            have = ", ".join(pair_name(a, b) for a, b in pairs) or "none"
+            raise ValueError(
+                f"input: {key} has no {pair_name(fmt, b_fmt)} instruction (A {input_name(fmt)}, B "
+                f"{input_name(b_fmt)}); its mixed pairs: {have}"
+            )
+        return _mixed(unit(key, output=output, input=fmt), b_fmt)
     if input_name(fmt) not in UNIT_INPUTS[key]:
         raise ValueError(
             f"input: {key} has no {input_name(fmt)} instruction; its input formats: {', '.join(UNIT_INPUTS[key])}"

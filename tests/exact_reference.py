@@ -524,7 +524,8 @@ def reference_dot_add(a_bits, b_bits, c_bits: int, params: UnitParams) -> int:
     """d = c + Σ a_k·b_k as the unit computes it; returns the result's bits.
 
     a_bits, b_bits: sequences of bit patterns (ints) of ``params.input_format`` (fp16, bf16:
-    16 bits; tf32: fp32 patterns; fp8: 8 bits), same length K. c_bits: fp32 bits, or fp16 bits
+    16 bits; tf32: fp32 patterns; fp8: 8 bits), b's of ``params.b_input_format`` where that is
+    set (≥ 0: mixed fp8, each operand decoded in its own format), same length K. c_bits: fp32 bits, or fp16 bits
     when ``params.output_format`` is FP16. Returns fp32 (or fp16) bits.
     """
     p = params
@@ -540,12 +541,12 @@ def reference_dot_add(a_bits, b_bits, c_bits: int, params: UnitParams) -> int:
         out3, c = _FP32, decode_fp32(c_bits)
     c_emin = out3[1]
     fmt = InputFormat(p.input_format)
+    b_fmt = fmt if p.b_input_format < 0 else InputFormat(p.b_input_format)  # mixed fp8: B's own
     a = [decode_input(x, fmt) for x in a_bits]
-    b = [decode_input(x, fmt) for x in b_bits]
+    b = [decode_input(x, b_fmt) for x in b_bits]
     if p.flush_inputs:
-        emin = input_emin(fmt)
-        a = [_flush_to_pos_zero(x, emin) for x in a]
-        b = [_flush_to_pos_zero(x, emin) for x in b]
+        a = [_flush_to_pos_zero(x, input_emin(fmt)) for x in a]
+        b = [_flush_to_pos_zero(x, input_emin(b_fmt)) for x in b]
     if p.flush_c:
         c = _flush_to_pos_zero(c, c_emin)
     G = int(p.group_size)

@@ -55,8 +55,10 @@ FP16_EMIN = -14
     P_IN_FMT,
     P_OUT_FB,
     P_INTERLEAVE,
-    P_IN_EMIN,  # appended by emu.units.kernel_vector
-) = range(19)
+    P_B_IN_FMT,
+    P_IN_EMIN,  # A's subnormal field exponent, appended by emu.units.kernel_vector
+    P_IN_EMIN_B,  # B's (mixed fp8 operands differ)
+) = range(21)
 
 
 @jit(inline="always")

@@ -80,6 +80,7 @@ from ._tiles import (
     P_F2,
     P_GROUP,
     P_IN_EMIN,
+    P_IN_EMIN_B,
     P_INTERLEAVE,
     P_OUT_FB,
     P_OUT_FMT,
@@ -385,19 +386,18 @@ def _truncated_fused_task(A, B, C, out, prm, t, n_rb):
     c_emin = -14 if fp16_out else -126
     c_pmin = pow2(c_emin)
     zpow = pow2(prm[P_ZERO_EXP])
-    in_emin = prm[P_IN_EMIN]
-    in_pmin = pow2(in_emin)
+    a_pmin, b_pmin = pow2(prm[P_IN_EMIN]), pow2(prm[P_IN_EMIN_B])
     fb = prm[P_OUT_FB]
     mask = ~((np.int64(1) << (52 - fb)) - 1)
     wide = is_wide(B)
-    # the exponent of zero terms below every non-zero term's (products ≥ 2^(2·emin), 2^-28 for
-    # fp16; c ≥ 2^c_emin): then it never decides e_max unless all terms are zero, and zero
-    # products need no tracking
-    zero_low = prm[P_ZERO_EXP] <= min(2 * in_emin, c_emin)
+    # the exponent of zero terms below every non-zero term's (products ≥ 2^(emin_a + emin_b),
+    # 2^-28 for fp16; c ≥ 2^c_emin): then it never decides e_max unless all terms are zero, and
+    # zero products need no tracking
+    zero_low = prm[P_ZERO_EXP] <= min(prm[P_IN_EMIN] + prm[P_IN_EMIN_B], c_emin)
     two_f = pow2(F)
     two_mf = pow2(-F)
     n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
-    EB = _b_pows(B, n0, w, in_pmin)
+    EB = _b_pows(B, n0, w, b_pmin)
     EA = a_table(A, K)
     acc = np.empty(LANES, np.float64)
     emax = np.empty(LANES, np.float64)
@@ -406,7 +406,7 @@ def _truncated_fused_task(A, B, C, out, prm, t, n_rb):
     sc32 = np.empty(LANES, B.dtype)
     total = np.empty(LANES, np.float64)
     for m in range(m0, m1):
-        _fill_a_pows(A, m, n0, w, EA, in_pmin)
+        _fill_a_pows(A, m, n0, w, EA, a_pmin)
         for j in range(w):
             acc[j] = np.float64(c_at(C, m, n0 + j))
         for g0 in range(0, K, L):
@@ -545,11 +545,11 @@ def _two_stage_task(A, B, C, out, prm, t, n_rb):
     out_mode = prm[P_OUT_ROUND]
     halves = prm[P_INTERLEAVE] == 2
     wide = is_wide(B)
-    in_pmin = pow2(prm[P_IN_EMIN])
+    a_pmin, b_pmin = pow2(prm[P_IN_EMIN]), pow2(prm[P_IN_EMIN_B])
     two_f, two_mf = pow2(F), pow2(-F)
     two_f2, two_mf2 = pow2(F2), pow2(-F2)
     n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
-    EB = _b_pows(B, n0, w, in_pmin)
+    EB = _b_pows(B, n0, w, b_pmin)
     EA = a_table(A, K)
     acc = np.empty(LANES, np.float64)
     edot = np.empty(LANES, B.dtype)
@@ -558,7 +558,7 @@ def _two_stage_task(A, B, C, out, prm, t, n_rb):
     e_odd = np.empty(LANES, B.dtype)
     s_odd = np.empty(LANES, np.float64)
     for m in range(m0, m1):
-        _fill_a_pows(A, m, n0, w, EA, in_pmin)
+        _fill_a_pows(A, m, n0, w, EA, a_pmin)
         for j in range(w):
             acc[j] = np.float64(c_at(C, m, n0 + j))
         for g0 in range(0, K, L):

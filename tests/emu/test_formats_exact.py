@@ -40,6 +40,10 @@ FORMATS = {
 NVIDIA_FP8 = ("ada", "h100", "b200")
 PAIRS = [(n, f, "fp32") for n in models.UNIT_NAMES for f in models.UNIT_INPUTS[n] if f != "fp16"]
 PAIRS += [(n, f, "fp16") for n in NVIDIA_FP8 for f in ("e4m3", "e5m2")]
+# mixed fp8 (A's format, B's format): every pair of every unit that has one, NVIDIA's also with
+# the fp16 accumulator
+MIXED = [(n, fa, fb, "fp32") for n in models.UNIT_NAMES for fa, fb in models.UNIT_MIXED_INPUTS.get(n, ())]
+MIXED += [(n, fa, fb, "fp16") for n in NVIDIA_FP8 for fa, fb in models.UNIT_MIXED_INPUTS[n]]
 
 
 class Fmt:
@@ -447,21 +451,85 @@ def test_pairs_cover_every_format():
     assert len(PAIRS) == 38
 
 
+def fam_mixed_subnormal(rng, fmt_a, fmt_b, n, K, F, out):
+    """Mixed formats only: a subnormal factor of one format (its field exponent is its format's
+    emin, above its binade) times a normal one of the other decides the group's largest
+    exponent, and a second product with bits around 2^(e_max − F) is cut there; c = +0. The cut
+    moves if the subnormal's exponent is taken from the other format. Products in slots 0 and 2
+    (one group, both even: MI300 sums even and odd products apart)."""
+    a, b = np.zeros((n, K), fmt_a.dtype), np.zeros((n, K), fmt_b.dtype)
+    for i in range(n):
+        sub_a = i % 2 == 0  # alternately A's or B's factor is the subnormal
+        sub, other = (fmt_a, fmt_b) if sub_a else (fmt_b, fmt_a)
+        x = int(sub.bits(rng.integers(0, 2), 0, rng.integers(1, sub.fmask + 1)))
+        # large, so that the second product, 2^F below, is still normal in both formats
+        e_other = int(rng.integers(other.top_e - 4, other.top_e + 1))
+        f_other = rng.integers(0, other.fmask + (e_other < other.top_e))  # below an fn NaN
+        y = int(other.bits(rng.integers(0, 2), e_other, f_other))
+        if sub_a:
+            a[i, 0], b[i, 0] = x, y
+        else:
+            a[i, 0], b[i, 0] = y, x
+        e_max = sub.emin + (e_other - other.bias)
+        t = e_max - F + int(rng.integers(-2, 5))  # the second product straddles the cut
+        ea = int(np.clip(t // 2, fmt_a.emin, fmt_a.emax))
+        eb = t - ea
+        if fmt_b.emin <= eb <= fmt_b.emax and K > 2:
+            a[i, 2] = fmt_a.bits(rng.integers(0, 2), ea + fmt_a.bias, rng.integers(0, fmt_a.fmask + 1))
+            b[i, 2] = fmt_b.bits(rng.integers(0, 2), eb + fmt_b.bias, rng.integers(1, fmt_b.fmask + 1))
+    return a, b, np.zeros(n, C_INFO[out][0])
+
+
+def _rows(seed: str, fmt_a: Fmt, fmt_b: Fmt, K: int, G: int, F: int, out: str):
+    """(a, b, c, family labels) of every family. With two formats each family runs twice from
+    the same seed, once per format, and a comes from the first run, b and c from the second: the
+    families draw the same number of values whatever the format, so positions, cancelling pairs
+    and zero slots line up, and every product has an A factor of ``fmt_a`` and a B factor of
+    ``fmt_b`` (e4m3 subnormals beside e5m2 ones: the two operands' own subnormal exponents)."""
+    parts_a, parts_b = [], []
+    for fmt, parts in ((fmt_a, parts_a), (fmt_b, parts_b)):
+        rng = np.random.default_rng(zlib.crc32(seed.encode()))
+        parts += [(label, gen(rng, fmt, ROWS_PER_FAMILY, K, G, out)) for label, gen in FAMILIES.items()]
+    if fmt_a.name != fmt_b.name:
+        rng = np.random.default_rng(zlib.crc32(seed.encode()) + 1)
+        rows = fam_mixed_subnormal(rng, fmt_a, fmt_b, ROWS_PER_FAMILY, K, F, out)
+        parts_a.append(("mixed_subnormal", rows))
+        parts_b.append(("mixed_subnormal", rows))
+    a = np.concatenate([p[1][0] for p in parts_a]).astype(fmt_a.dtype)
+    b = np.concatenate([p[1][1] for p in parts_b]).astype(fmt_b.dtype)
+    c = np.concatenate([p[1][2] for p in parts_b]).astype(C_INFO[out][0])
+    fam = [label for label, p in parts_b for _ in range(len(p[2]))]
+    assert a.shape == b.shape == (len(c), K)
+    return a, b, c, fam
+
+
 @pytest.mark.parametrize("name,fmt_name,out", PAIRS, ids=[f"{n}-{f}-{o}" for n, f, o in PAIRS])
 def test_format_matches_oracle(name, fmt_name, out):
-    unit = models.unit(name, input=fmt_name, output=out)
+    _check_against_oracle(name, fmt_name, fmt_name, out)
+
+
+@pytest.mark.parametrize("name,fmt_a,fmt_b,out", MIXED, ids=[f"{n}-{a}x{b}-{o}" for n, a, b, o in MIXED])
+def test_mixed_fp8_matches_oracle(name, fmt_a, fmt_b, out):
+    """e4m3 × e5m2 (and the reverse; MI300's fp8 × bf8): the same kernels, each operand with its
+    own format (no new compilation: every fp8 format runs as fp16 patterns)."""
+    _check_against_oracle(name, fmt_a, fmt_b, out)
+
+
+def test_mixed_pairs_cover_every_unit_with_fp8():
+    assert {n for n, *_ in MIXED} == {"ada", "h100", "b200", "mi300", "fma32", "fp64"}
+    assert len(MIXED) == 22
+
+
+def _check_against_oracle(name, fmt_name, b_name, out):
+    spec = fmt_name if b_name == fmt_name else (fmt_name, b_name)
+    unit = models.unit(name, input=spec, output=out)
     params = unit.params
-    fmt = Fmt(fmt_name)
+    fmt, fmt_b = Fmt(fmt_name), Fmt(b_name)
     fp16 = out == "fp16"
     G = params.group_size
     K = _length(G)
-    rng = np.random.default_rng(zlib.crc32(f"{name}/{fmt_name}/{out}".encode()))
-    parts = [(label, gen(rng, fmt, ROWS_PER_FAMILY, K, G, out)) for label, gen in FAMILIES.items()]
-    a = np.concatenate([p[1][0] for p in parts]).astype(fmt.dtype)
-    b = np.concatenate([p[1][1] for p in parts]).astype(fmt.dtype)
-    c = np.concatenate([p[1][2] for p in parts]).astype(C_INFO[out][0])
-    fam = [label for label, p in parts for _ in range(len(p[2]))]
-    assert a.shape == b.shape == (len(c), K)
+    seed = f"{name}/{fmt_name}/{out}" if b_name == fmt_name else f"{name}/{fmt_name}x{b_name}/{out}"
+    a, b, c, fam = _rows(seed, fmt, fmt_b, K, G, params.fraction_bits, out)
 
     with np.errstate(invalid="ignore"):  # signalling-NaN patterns warn when cast (harmless)
         got = np.asarray(emu.dot_add(a, b, c.view(C_INFO[out][1]), unit))
@@ -472,13 +540,14 @@ def test_format_matches_oracle(name, fmt_name, out):
         bad = np.flatnonzero(~ok)
         w = 4 if fp16 else 8
         d = np.dtype(fmt.dtype).itemsize * 2
+        spec = fmt_name if b_name == fmt_name else f"{fmt_name}x{b_name}"
         lines = [
             f"  [{fam[i]}] a={[f'{x:0{d}x}' for x in a[i]]} b={[f'{x:0{d}x}' for x in b[i]]} "
             f"c=0x{int(c[i]):0{w}x} → dot_add 0x{int(got_bits[i]):0{w}x}, oracle 0x{int(want[i]):0{w}x}"
             for i in bad[:6]
         ]
         pytest.fail(
-            f"{name} {fmt_name} ({out} out, K={K}): {bad.size}/{len(c)} differ from the exact oracle "
+            f"{name} {spec} ({out} out, K={K}): {bad.size}/{len(c)} differ from the exact oracle "
             f"(per family: {dict(Counter(fam[i] for i in bad))})\n" + "\n".join(lines),
             pytrace=False,
         )

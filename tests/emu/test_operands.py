@@ -52,3 +52,23 @@ def test_operand_refuses_other_formats_by_name_and_reads_patterns():
     x = np.array([1 + 2.0**-11 + 2.0**-20], np.float32)  # bits below tf32's 10 fraction bits
     assert operand(x, "a", t)[0] == 1.0  # the unit drops them (RZ)
     assert round_to_tf32(x)[0] == np.float32(1 + 2.0**-10)  # a library kernel rounds them first
+
+
+def test_mixed_operands_are_each_read_in_their_own_format():
+    """A mixed unit takes A in its format and B in B's: the same values as fp16 patterns, and a
+    dtype of the other operand's format is refused; a wide format pairs with itself only."""
+    from emu.operands import input_pair, pair_name
+    from emu.units import InputFormat, UnitParams, operand_formats
+
+    params = models.unit("h100", input=("e4m3", "e5m2")).params
+    x = np.array([0.5, -448.0, 2.0**-9], ml_dtypes.float8_e4m3fn)
+    y = np.array([0.5, -57344.0, 2.0**-16], ml_dtypes.float8_e5m2)
+    assert np.array_equal(operand(x, "A", params).view(np.float16), x.astype(np.float16))
+    assert np.array_equal(operand(y, "B", params, side="b").view(np.float16), y.astype(np.float16))
+    with pytest.raises(TypeError, match="B: the unit multiplies e5m2: expected float8_e5m2"):
+        operand(x, "B", params, side="b")
+    assert input_pair("E4M3xE5M2") == (InputFormat.E4M3, InputFormat.E5M2) == input_pair(("e4m3", "bf8"))
+    assert input_pair("bf16") == (InputFormat.BF16, InputFormat.BF16)
+    assert pair_name("e4m3", "e5m2") == "e4m3xe5m2" and pair_name("e4m3", "e4m3") == "e4m3"
+    with pytest.raises(ValueError, match="fp16 and the fp8 formats only"):
+        operand_formats(UnitParams(family=4, group_size=1, input_format=InputFormat.BF16, b_input_format=3))

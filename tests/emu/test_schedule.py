@@ -4,6 +4,7 @@ reference for the chains, Python fractions for the epilogue's one rounding)."""
 
 from fractions import Fraction
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -205,3 +206,65 @@ def test_bad_fields_name_themselves(operands):
             Schedule(**kwargs)
     with pytest.raises(ValueError, match=r"C: shape \(5,\) does not broadcast"):
         emu.gemm(A, B, np.zeros(5, np.float32), models.unit("h100"))
+
+
+def test_promotion_interval_is_consecutive_intervals_added_in_fp32():
+    """Two-level accumulation (CUTLASS GmmaFP8Accumulation): the unit from +0 over each interval
+    of promotion_interval k tiles, the interval results added into fp32 in order. Expected: the
+    exact reference on each interval and float64 adds of float32 values rounded once each (the
+    sum of two fp32 values is exact in float64)."""
+    unit = models.unit("h100", input=("e4m3", "e5m2"))
+    rng = np.random.default_rng(7)
+    K = 320  # 2 intervals of 128 and a short one of 64
+    a = rng.uniform(-8, 8, (3, K)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.uniform(-8, 8, (K, 5)).astype(ml_dtypes.float8_e5m2)
+    a[:, :32] = ml_dtypes.float8_e4m3fn(448.0)  # a big first interval: E8M13 drops the others' low bits
+    sch = emu.Schedule(k_tile=32, promotion_interval=4)
+    got = emu.gemm(a, b, None, unit, sch)
+    expected = np.zeros((3, 5), np.float32)
+    a8, b8 = a.view(np.uint8), b.view(np.uint8)
+    for lo in range(0, K, 128):
+        part = np.array(
+            [
+                [
+                    reference_dot_add(a8[m, lo : lo + 128].tolist(), b8[lo : lo + 128, n].tolist(), 0, unit.params)
+                    for n in range(5)
+                ]
+                for m in range(3)
+            ],
+            np.uint32,
+        ).view(np.float32)
+        expected = (expected.astype(np.float64) + part.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+    one_chain = emu.gemm(a, b, None, unit, emu.Schedule())
+    assert (one_chain.view(np.uint32) != got.view(np.uint32)).any()  # the interval is visible
+    assert [(r.start, r.stop) for r in sch.promotion_ranges(slice(0, K))] == [(0, 128), (128, 256), (256, 320)]
+    assert "two-level accumulation" in sch.describe() and sch.fields()["promotion_interval"] == 4
+
+
+def test_scales_apply_in_the_schedules_order():
+    """scale_a·scale_b first, or one at a time; the bias in one FMA or after: hand-derived values
+    where the orders part (float64 products of float32 values are exact; one cast rounds)."""
+    unit = models.unit("h100", input="e4m3")
+    a = np.array([[1.0]], np.float32).astype(ml_dtypes.float8_e4m3fn)
+    b = a.copy()  # acc = 1
+    sa = np.float32(1 + 2**-12)
+    sb = np.float32(1 + 2**-12)  # sa·sb = 1 + 2^-11 + 2^-24: RNE32 drops 2^-24 (a tie to even)
+    f64 = np.float64
+
+    def gemm(order, fma=True, bias=None):
+        sch = emu.Schedule(scale_order=order, epilogue_fma=fma, c_entry="epilogue" if bias is not None else "chain")
+        return emu.gemm(a, b, bias, unit, sch, scale_a=sa, scale_b=sb)[0, 0]
+
+    assert gemm("product") == np.float32(f64(sa) * f64(sb)) == np.float32(1 + 2**-11)
+    assert gemm("a_then_b") == np.float32(f64(np.float32(f64(sa))) * f64(sb))
+    # a bias that cancels: FMA keeps the 2^-24 the product's rounding loses
+    bias = np.array([[-1.0 - 2**-11]], np.float32)
+    prod = np.float32(f64(sa) * f64(sb))
+    assert gemm("a_then_b", True, bias) == np.float32(f64(sa) * f64(sb) + f64(bias[0, 0])) == np.float32(2**-24)
+    assert gemm("a_then_b", False, bias) == np.float32(0)
+    assert gemm("product", True, bias) == np.float32(f64(prod) + f64(bias[0, 0])) == np.float32(0)
+    with pytest.raises(ValueError, match="scale_order"):
+        emu.Schedule(scale_order="ab")
+    with pytest.raises(ValueError, match="scale_a: shape"):
+        emu.gemm(a, b, None, unit, emu.Schedule(), scale_a=np.ones((2, 1), np.float32))

@@ -7,7 +7,7 @@ import pytest
 
 import emu
 import models
-from emu.units import Family
+from emu.units import Family, InputFormat
 
 
 def test_every_field_of_every_unit_cites_a_source():
@@ -94,3 +94,24 @@ def test_a_unit_pickles_to_an_equal_unit_with_read_only_sources(name):
     again = pickle.loads(pickle.dumps(original))
     assert again == original and dict(again.sources) == dict(original.sources)
     assert isinstance(again.sources, MappingProxyType)
+
+
+def test_mixed_fp8_units_name_both_operands():
+    """input=(A's, B's) and its name "AxB" give one unit: the fp8 arithmetic of A's format with B
+    in its own (b_input_format), cited to the instruction tables; pairs a unit lacks are errors
+    naming its pairs."""
+    pair = models.unit("h100", input=("e4m3", "e5m2"))
+    assert pair == models.unit("h200", input="e4m3xe5m2")
+    same = models.unit("h100", input="e4m3")
+    assert dataclasses.replace(pair, b_input_format=None, description=same.description, sources={}) == same
+    assert pair.params.input_format == InputFormat.E4M3 and pair.params.b_input_format == InputFormat.E5M2
+    assert same.params.b_input_format == -1
+    assert "wgmma" in pair.source("b_input_format") and "e4m3 × e5m2" in pair.description
+    mi300 = models.unit("mi300", input=("e5m2fnuz", "e4m3fnuz"))
+    assert mi300.interleaved_sums == 2 and "BF8_FP8" in mi300.source("b_input_format")
+    with pytest.raises(ValueError, match="h100 has no e4m3xe5m2fnuz .*its mixed pairs: e4m3xe5m2, e5m2xe4m3"):
+        models.unit("h100", input=("e4m3", "e5m2fnuz"))
+    with pytest.raises(ValueError, match="a100 has no e4m3xe5m2 .*none"):
+        models.unit("a100", input="e4m3xe5m2")
+    with pytest.raises(ValueError, match="b_input_format"):
+        dataclasses.replace(pair, b_input_format=99)

@@ -61,15 +61,33 @@ _AMD = {
 }
 
 
+#: MI300's mixed fp8 instructions (A fp8 = e4m3fnuz, B bf8 = e5m2fnuz, or the reverse)
+_AMD_MIXED = {
+    ("e4m3fnuz", "e5m2fnuz"): ("CDNA3", "f32_32x32x16_fp8_bf8", 16),
+    ("e5m2fnuz", "e4m3fnuz"): ("CDNA3", "f32_32x32x16_bf8_fp8", 16),
+}
+
+
 @dataclass(frozen=True)
 class Pair:
     unit: str
     fmt: str
     output: str = "fp32"
+    b_fmt: str | None = None  # B's format where it differs from A's (mixed fp8)
+
+    @property
+    def fmt_b(self) -> str:
+        return self.b_fmt or self.fmt
 
     @property
     def id(self) -> str:
-        return f"{self.unit}-{self.fmt}-{self.output}"
+        spec = self.fmt if self.b_fmt is None else f"{self.fmt}x{self.b_fmt}"
+        return f"{self.unit}-{spec}-{self.output}"
+
+    @property
+    def spec(self):
+        """The ``input=`` of ``models.unit``."""
+        return self.fmt if self.b_fmt is None else (self.fmt, self.b_fmt)
 
     def oracle(self, mm):
         """(MMA-Sim operation, the instruction's K)."""
@@ -77,17 +95,20 @@ class Pair:
         if self.unit == "fma32":
             return mm.arithmetic.fma.MMA_FMA(), 8
         if self.unit in _NV_ARCH:
-            arch, t = _NV_ARCH[self.unit], _NV_TYPE[self.fmt]
+            arch, t, tb = _NV_ARCH[self.unit], _NV_TYPE[self.fmt], _NV_TYPE[self.fmt_b]
             if self.fmt in ("e4m3", "e5m2"):
                 if self.unit == "h100":
-                    return mm.nv_ptx.WGMMA("Hopper", f"m64n64k32.{d}.{t}.{t}"), 32
+                    return mm.nv_ptx.WGMMA("Hopper", f"m64n64k32.{d}.{t}.{tb}"), 32
                 if self.unit == "b200":
-                    return mm.nv_ptx.TCGen05MMA("Blackwell", f"m64n8k32.kind::f8f6f4.{d}.{t}.{t}"), 32
-                return mm.nv_ptx.MMA(arch, f"m16n8k32.{d}.{t}.{t}.{d}"), 32
+                    return mm.nv_ptx.TCGen05MMA("Blackwell", f"m64n8k32.kind::f8f6f4.{d}.{t}.{tb}"), 32
+                return mm.nv_ptx.MMA(arch, f"m16n8k32.{d}.{t}.{tb}.{d}"), 32
             if self.fmt == "tf32":
                 return mm.nv_ptx.MMA(arch, "m16n8k8.f32.tf32.tf32.f32"), 8
             return mm.nv_ptx.MMA(arch, "m16n8k16.f32.bf16.bf16.f32"), 16
-        arch, suffix, k = _AMD[(self.unit, self.fmt)]
+        if self.b_fmt is not None:
+            arch, suffix, k = _AMD_MIXED[(self.fmt, self.b_fmt)]
+        else:
+            arch, suffix, k = _AMD[(self.unit, self.fmt)]
         return mm.amd.MFMA(arch, suffix), k
 
 
@@ -98,13 +119,22 @@ PAIRS = [
     for f in fmts
     if f != "fp16" and (u != "fma32" or f in ("bf16", "tf32", "e4m3", "e5m2fnuz"))
 ] + [Pair(u, f, "fp16") for u in ("ada", "h100", "b200") for f in ("e4m3", "e5m2")]
+#: every mixed fp8 pair of every matrix unit (the FMA path once per pair family), fp16
+#: accumulators on the NVIDIA ones
+MIXED_PAIRS = [
+    Pair(u, fa, "fp32", fb)
+    for u, pairs in models.UNIT_MIXED_INPUTS.items()
+    if u != "fp64"
+    for fa, fb in pairs
+    if u != "fma32" or fa in ("e4m3", "e5m2fnuz")
+] + [Pair(u, fa, "fp16", fb) for u in ("ada", "h100", "b200") for fa, fb in models.UNIT_MIXED_INPUTS[u]]
 
 
 class Gen:
     """Vectors of one format; values built in float64 and narrowed exactly (checked)."""
 
-    def __init__(self, pair: Pair, tag: str):
-        self.dt, self.pdt, self.E, self.M, self.bias, self.kind = FORMATS[pair.fmt]
+    def __init__(self, pair: Pair, tag: str, fmt: str | None = None):
+        self.dt, self.pdt, self.E, self.M, self.bias, self.kind = FORMATS[fmt or pair.fmt]
         self.fp16_c = pair.output == "fp16"
         self.rng = np.random.default_rng(zlib.crc32(f"{pair.id}/{tag}".encode()))
         fi = ml_dtypes.finfo(self.dt) if self.dt is not np.float32 else None
@@ -308,17 +338,21 @@ def _oracle(pair, mm, a, b, c):
     import torch
 
     op, _ = pair.oracle(mm)
-    tt = {
+    types = {
         "bf16": torch.bfloat16,
         "tf32": torch.float32,
         "e4m3": torch.float8_e4m3fn,
         "e5m2": torch.float8_e5m2,
         "e4m3fnuz": torch.float8_e4m3fnuz,
         "e5m2fnuz": torch.float8_e5m2fnuz,
-    }[pair.fmt]
+    }
+    tt = types[pair.fmt]
     pdt = FORMATS[pair.fmt][1]
     if pdt is np.uint8:
-        ta, tb = (torch.from_numpy(np.ascontiguousarray(x).view(np.uint8)).view(tt) for x in (a, b))
+        ta, tb = (
+            torch.from_numpy(np.ascontiguousarray(x).view(np.uint8)).view(types[f])
+            for x, f in ((a, pair.fmt), (b, pair.fmt_b))
+        )
     elif pair.fmt == "bf16":
         ta, tb = (torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(tt) for x in (a, b))
     else:
@@ -334,7 +368,11 @@ def _oracle(pair, mm, a, b, c):
 def _check(pair, mm, k, category, n):
     gen = Gen(pair, f"{category}/{k}")
     a, b, c = getattr(gen, category)(n, k)
-    unit = models.unit(pair.unit, input=pair.fmt, output=pair.output)
+    if pair.b_fmt is not None:
+        # mixed: B from a second run of the same category and seed in B's format (the same
+        # draws, so cancelling pairs and zero slots line up), A and c from the first
+        _, b, _ = getattr(Gen(pair, f"{category}/{k}", pair.b_fmt), category)(n, k)
+    unit = models.unit(pair.unit, input=pair.spec, output=pair.output)
     if unit.interleaved_sums == 2:
         # MMA-Sim's gtr_fdpa drops c when e_c < e_max - F - 1 and reads an inf/NaN c's exponent
         # as frexp's 0, so a non-finite c vanishes beside products past 2^26; fp16emu propagates
@@ -364,6 +402,23 @@ def test_every_format_pair_matches_mmasim(pair, category, mmasim):
     n = max(1, int(PER_CATEGORY * SCALE))
     _check(pair, mmasim, k, category, n)
     _check(pair, mmasim, CHAINED, category, max(1, n // 4))
+
+
+@pytest.mark.parametrize("pair", MIXED_PAIRS, ids=lambda p: p.id)
+@pytest.mark.parametrize("category", CATEGORIES)
+def test_every_mixed_fp8_pair_matches_mmasim(pair, category, mmasim):
+    """e4m3 × e5m2 and e5m2 × e4m3 (mma.sync on Ada, wgmma on Hopper, tcgen05.mma on Blackwell),
+    MI300's fp8 × bf8 and bf8 × fp8: MMA-Sim 2.1.1 gives each factor its own dtype's subnormal
+    exponent (fdpa.frexp_and_normalize per operand)."""
+    _, k = pair.oracle(mmasim)
+    n = max(1, int(PER_CATEGORY * SCALE) // 2)
+    _check(pair, mmasim, k, category, n)
+    _check(pair, mmasim, CHAINED, category, max(1, n // 4))
+
+
+def test_every_mixed_pair_is_covered():
+    named = {(u, p) for u, pairs in models.UNIT_MIXED_INPUTS.items() if u not in ("fp64", "fma32") for p in pairs}
+    assert named <= {(p.unit, (p.fmt, p.b_fmt)) for p in MIXED_PAIRS}
 
 
 def test_every_unit_format_is_covered():

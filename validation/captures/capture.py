@@ -26,8 +26,9 @@ from ..files import ZIP_ERRORS, ZIP_MAGIC, load_npz_file, open_user_file
 
 __all__ = ["Capture", "CaptureError", "GemmJob", "OPS", "load_capture", "is_capture", "MAX_CAPTURE_BYTES"]
 
-OPS = ("mm", "addmm", "bmm", "linear", "conv2d", "conv2d_bwd_data", "conv2d_bwd_weight")
+OPS = ("mm", "addmm", "bmm", "linear", "conv2d", "conv2d_bwd_data", "conv2d_bwd_weight", "scaled_mm")
 _NEEDS = {
+    "scaled_mm": ("A", "B", "scale_a", "scale_b"),
     "mm": ("A", "B"),
     "addmm": ("A", "B", "C"),
     "bmm": ("A", "B"),
@@ -62,7 +63,8 @@ class Capture:
     kernels: tuple[str, ...] = ()
     torch: str = ""
     extra: dict = field(default_factory=dict)
-    #: the operand format the GPU multiplied: "fp16", "bf16" or "tf32" (float32 operands)
+    #: the operand format the GPU multiplied: "fp16", "bf16" or "tf32" (float32 operands); for
+    #: ``scaled_mm`` an fp8 format or a pair of them, A's then B's ("e4m3xe5m2")
     input: str = "fp16"
 
     @property
@@ -141,12 +143,69 @@ _PATTERN = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32}
 
 def _as_dtype(v: np.ndarray, name: str) -> np.ndarray:
     """``v`` seen as the ml_dtypes type ``name`` when it is its raw bytes (``np.savez`` writes
-    bfloat16 and float8 arrays as void ``|V2`` / ``|V1`` members)."""
+    bfloat16 arrays as void ``|V2`` members; float8 ones as ``<f1``, which numpy cannot read
+    back, so the kit stores them as uint8 bit patterns, or ``|V1``)."""
+    if name in _FP8 and v.dtype == np.uint8:
+        return v.view(getattr(ml_dtypes, name))
     if v.dtype.kind == "V" and v.dtype.fields is None and name in ("bfloat16",) + _FP8:
         want = np.dtype(getattr(ml_dtypes, name))
         if v.dtype.itemsize == want.itemsize:
             return v.view(want)
     return v
+
+
+_FP8_NAME = {
+    "float8_e4m3fn": "e4m3",
+    "float8_e5m2": "e5m2",
+    "float8_e4m3fnuz": "e4m3fnuz",
+    "float8_e5m2fnuz": "e5m2fnuz",
+}
+
+
+def _fp8_operand(m: dict, name: str) -> np.ndarray:
+    """A ``scaled_mm`` operand as its ml_dtypes float8 values (its own ``{name}_dtype`` field, or
+    ``dtype``, says which: np.savez writes them as raw bytes); CaptureError otherwise."""
+    declared = _text(m, f"{name}_dtype", "") or _text(m, "dtype", "")
+    v = _as_dtype(m[name], declared)
+    if v.dtype.name not in _FP8:
+        _fail(name, f"scaled_mm takes fp8 operands ({', '.join(_FP8)}), got {declared or v.dtype}")
+    return v
+
+
+def _scaled_mm(m: dict, cap_path: str, out: np.ndarray, kernels) -> Capture:
+    """A ``torch._scaled_mm`` capture: fp8 A (M, K) and B (K, N), each in its own format; fp32
+    scales per tensor (a scalar or one element), per row of A ((M, 1)) or per column of B ((1, N));
+    an optional bias (N,) of any float dtype, added in fp32; ``use_fast_accum``."""
+    A, B = _fp8_operand(m, "A"), _fp8_operand(m, "B")
+    if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
+        _fail("A", f"scaled_mm needs A (M, K) and B (K, N), got {A.shape} and {B.shape}")
+    M, N = A.shape[0], B.shape[1]
+    fam = {a.dtype.name.endswith("fnuz") for a in (A, B)}
+    if len(fam) != 1:
+        _fail("B", f"{B.dtype.name} with A {A.dtype.name}: an OCP fp8 format pairs with an OCP one, fnuz with fnuz")
+    extra = {}
+    for name, shapes in (("scale_a", ((), (1,), (1, 1), (M, 1))), ("scale_b", ((), (1,), (1, 1), (1, N)))):
+        v = np.asarray(m[name])
+        if v.dtype != np.float32 or v.shape not in shapes:
+            _fail(name, f"expected float32 of shape {' or '.join(map(str, shapes))}, got {v.dtype} {v.shape}")
+        if not np.isfinite(v).all():
+            _fail(name, "expected finite scales")
+        extra[name] = v.reshape(-1, 1) if name == "scale_a" and v.size == M and M > 1 else v.reshape(1, -1)
+    if "bias" in m:
+        bias = _as_dtype(m["bias"], _text(m, "bias_dtype", ""))
+        if bias.dtype.name not in ("float16", "bfloat16", "float32") or bias.shape != (N,):
+            _fail("bias", f"expected float16, bfloat16 or float32 of shape ({N},), got {bias.dtype} {bias.shape}")
+        extra["bias"] = bias.astype(np.float32).reshape(1, N)  # every one exact in fp32
+    flag = np.asarray(m.get("use_fast_accum", False))
+    if flag.size != 1 or flag.dtype.kind not in "biu":
+        _fail("use_fast_accum", f"expected true or false, got {flag!r}")
+    extra["use_fast_accum"] = bool(flag.reshape(-1)[0])
+    if out.shape != (M, N):
+        _fail("out", f"expected shape {(M, N)} for these operands, got {out.shape}")
+    a_fmt, b_fmt = _FP8_NAME[A.dtype.name], _FP8_NAME[B.dtype.name]
+    fmt = a_fmt if a_fmt == b_fmt else f"{a_fmt}x{b_fmt}"
+    ops = {"A": A.view(np.uint8), "B": B.view(np.uint8)}
+    return Capture(cap_path, "scaled_mm", ops, out, input=fmt, kernels=kernels, extra=extra)
 
 
 def _input_format(m: dict, op: str, kernels) -> str:
@@ -159,7 +218,8 @@ def _input_format(m: dict, op: str, kernels) -> str:
     if declared in _FP8 or dt.name in _FP8:
         _fail(
             first,
-            f"{declared or dt.name} operands: the capture search takes fp16, bf16 and tf32 operands (fp8: not yet)",
+            f"{declared or dt.name} operands in {op}: fp8 GEMMs are captured as scaled_mm (torch._scaled_mm); "
+            "the other ops take fp16, bf16 and tf32 operands",
         )
     if dt == np.float16:
         fmt = "fp16"
@@ -222,7 +282,12 @@ def load_capture(path) -> Capture:
         kernels = tuple(str(x) for x in np.atleast_1d(k))
     out = _as_dtype(m["out"], _text(m, "out_dtype", "") or _text(m, "dtype", ""))
     if out.dtype.name not in ("float16", "float32", "bfloat16"):
-        _fail("out", f"expected float16, float32 or bfloat16 values, got {out.dtype}")
+        _fail("out", f"expected float16, float32 or bfloat16 values, got {out.dtype} (fp8 outputs: not modelled)")
+    if op == "scaled_mm":
+        cap = _scaled_mm(m, str(path), out, kernels)
+        cap.gpu = _text(m, "gpu")
+        cap.torch = _text(m, "torch")
+        return cap
     fmt = _input_format(m, op, kernels)
     ops = {n: _operand(m, n, fmt) for n in ("A", "B", "C", "input", "weight", "bias", "grad_output") if n in m}
     cap = Capture(str(path), op, ops, out, input=fmt, kernels=kernels)

@@ -15,6 +15,7 @@ __all__ = ["AXES", "suspects", "to_json", "to_text", "ulps_between"]
 AXES = {
     "mm": ("m", "n"),
     "addmm": ("m", "n"),
+    "scaled_mm": ("m", "n"),
     "bmm": ("batch", "m", "n"),
     "conv2d": ("n", "k", "p", "q"),
     "conv2d_bwd_data": ("n", "c", "h", "w"),

@@ -32,13 +32,24 @@ from emu.formats import get_format
 from emu.gemm import chain_params, combine, operand_in_order
 from emu.implicit_gemm import K_ORDERS, conv_pieces
 from emu.operands import decode_flush, multiplied_values, operand, round_to_tf32, value_dtype
-from emu.schedule import Schedule, chain_positions
+from emu.schedule import SCALE_ORDERS, Schedule, chain_positions
 from models.kernels import ATOMIC_ORDERS
 from models.libraries import k_tile_from_name, matching, not_modelled, unit_from_gpu
 
 from .capture import PASS_OF, Capture, CaptureError, GemmJob
 
-__all__ = ["Variant", "Candidate", "SearchResult", "search", "jobs_of", "MAX_SPLITS", "MAX_CANDIDATES"]
+__all__ = [
+    "Variant",
+    "Candidate",
+    "SearchResult",
+    "search",
+    "search_scaled",
+    "scaled_candidates",
+    "run_scaled",
+    "jobs_of",
+    "MAX_SPLITS",
+    "MAX_CANDIDATES",
+]
 
 #: the most splits tried per k-tile width, and the most candidates judged in all
 MAX_SPLITS = 128
@@ -422,7 +433,7 @@ class _Sample:
                 (job,) = jobs_of(self.cap, variant, ur, uc, [p])
                 seq = np.arange(job.A.shape[1])
                 A = operand_in_order(operand(job.A, "A", params), seq, 1, flush)[li]
-                B = operand_in_order(operand(job.B, "B", params), seq, 0, flush).T[lj]
+                B = operand_in_order(operand(job.B, "B", params, side="b"), seq, 0, flush).T[lj]
                 C = None if job.C is None else np.ascontiguousarray(job.C[li, lj], np.float32)
                 decoded.append((A, B, C, out[job.out_index[li, lj]]))
             self._jobs[key] = decoded
@@ -688,11 +699,104 @@ def tiers(cap: Capture, unit_name: str, cands: list[Candidate]) -> list[tuple[st
     return [(name, groups[name]) for name in order if name in groups]
 
 
+#: the k of one fp8 wgmma (m64nNk32): the k tile the promotion interval counts
+FP8_K_TILE = 32
+#: promotion intervals tried, in wgmma k-blocks (CUTLASS's default mma_promotion_interval is 4)
+PROMOTION_INTERVALS = (1, 2, 4, 8, 16, 32, 64, 128)
+#: rows of A the first stage of a scaled_mm search runs (every column)
+SCALED_ROWS = 8
+
+
+def scaled_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
+    """Every schedule of a ``scaled_mm`` capture: one chain of the unit (fast accumulation) or
+    two-level accumulation at each promotion interval that leaves more than one interval, times
+    the scale orders (``emu.schedule.SCALE_ORDERS``) and, with a bias, its FMA or separate add.
+    ``use_fast_accum`` only decides which come first: the output decides."""
+    K = cap.operands["A"].shape[1]
+    intervals = [0] + [n for n in PROMOTION_INTERVALS if n * FP8_K_TILE < K]
+    if not cap.extra.get("use_fast_accum"):
+        intervals = intervals[1:] + intervals[:1]
+    has_bias = "bias" in cap.extra
+    out = []
+    for n in intervals:
+        for order in SCALE_ORDERS:
+            for fma in (True, False) if has_bias else (True,):
+                sch = Schedule(
+                    k_tile=FP8_K_TILE if n else 1,
+                    promotion_interval=n,
+                    scale_order=order,
+                    epilogue_fma=fma,
+                    c_entry="epilogue" if has_bias else "chain",
+                    output=cap.out_format,
+                )
+                out.append(Candidate(unit_name, Variant(), sch, "fp8-promotion" if n else "fp8-fast-accum"))
+    return out
+
+
+def run_scaled(cap: Capture, cand: Candidate, rows=None) -> np.ndarray:
+    """A ``scaled_mm`` capture's output (its ``rows`` of A only, when given) as the candidate
+    computes it: ``emu.gemm`` with the scales and bias of the capture."""
+    A, B = cap.operands["A"], cap.operands["B"]
+    sa, sb = cap.extra["scale_a"], cap.extra["scale_b"]
+    if rows is not None:
+        A = A[rows]
+        sa = sa[rows] if sa.shape[0] > 1 else sa
+    unit = _model_unit(cand.unit, cap.input)
+    return emu.gemm(A, B, cap.extra.get("bias"), unit, cand.schedule, scale_a=sa, scale_b=sb)
+
+
+def search_scaled(cap: Capture, hw: str | None = None, progress=None) -> SearchResult:
+    """The search for a ``scaled_mm`` (fp8) capture: every :func:`scaled_candidates` schedule on
+    the first :data:`SCALED_ROWS` rows, the survivors on every output."""
+    t0 = time.perf_counter()
+    unit_name = resolve_unit(cap, hw)
+    cands = scaled_candidates(cap, unit_name)
+    want = _bits(cap.out).reshape(-1)
+    rows = np.arange(min(SCALED_ROWS, cap.out.shape[0]))
+    want_rows = _bits(cap.out[rows]).reshape(-1)
+    scored = []
+    for i, c in enumerate(cands):
+        scored.append(int(np.count_nonzero(_bits(run_scaled(cap, c, rows)).reshape(-1) == want_rows)))
+        if progress:
+            progress("fp8 schedules, first rows", i + 1, len(cands))
+    survivors = [c for c, n in zip(cands, scored) if n == want_rows.size]
+    stages = [(f"fp8 schedules: first {rows.size} rows ({want_rows.size} outputs)", len(cands), len(survivors))]
+    reproducing, best, best_same, best_out = [], None, -1, None
+    for c in survivors or [cands[int(np.argmax(scored))]]:
+        got = run_scaled(cap, c)
+        same = int(np.count_nonzero(_bits(got).reshape(-1) == want))
+        if same == want.size:
+            reproducing.append(c)
+        if same > best_same:
+            best, best_same, best_out = c, same, got
+    stages.append((f"every output ({want.size})", max(1, len(survivors)), len(reproducing)))
+    hints = []
+    if len(reproducing) > 1:
+        hints.append(f"{len(reproducing)} schedules reproduce every output: the capture cannot tell them apart")
+    hints.append("fp8 (scaled_mm) captures: the schedules are checked on synthetic captures only, no GPU capture yet")
+    return SearchResult(
+        answer="identical" if reproducing else "differs",
+        n=int(want.size),
+        n_identical=int(best_same),
+        best=reproducing[0] if reproducing else best,
+        reproducing=reproducing,
+        emulated=best_out,
+        searched=len(cands),
+        seconds=time.perf_counter() - t0,
+        stages=stages,
+        hints=hints,
+        unit=unit_name,
+    )
+
+
 def search(
     cap: Capture, hw: str | None = None, progress: Callable[[str, int, int], None] | None = None
 ) -> SearchResult:
     """Search the schedule space for ``cap`` (see the module docstring), tier by tier
-    (:func:`tiers`). ``progress(stage, done, total)`` is called now and then."""
+    (:func:`tiers`); a ``scaled_mm`` capture by :func:`search_scaled`. ``progress(stage, done,
+    total)`` is called now and then."""
+    if cap.op == "scaled_mm":
+        return search_scaled(cap, hw, progress)
     t0 = time.perf_counter()
     unit_name = resolve_unit(cap, hw)
     cands, hints = candidates(cap, unit_name)
