@@ -56,12 +56,14 @@ Where ``flush_output`` can act: the group sum is 0 or a nonzero multiple of 2^-4
 
 Wide operands (bf16, tf32 as float64; groups of at most 2, :func:`emu.dot.unit_params`): the
 products are exact in float64 but lie on no fixed grid, so the first test does not apply. A
-group of two runs the plain path with the grid and settled tests on all lanes
-(:func:`_plain2_wide`): a product has at most 22 significant bits (16 for bf16) and c at most 24,
-so every term is a multiple of 2^(e−23), e the exponent of the smallest nonzero one, and the
-grid test's argument holds as for L = 4 (no float64 underflow: the products are ≥ 2^-298). A lane
-is accepted only when its rounded result is nonzero, which then has the sign of the exact sum;
-the others (a zero or underflowing sum, a cancellation, inf/NaN) take the exact path, where a
+group of two runs the plain path with the grid test on all lanes (:func:`_plain2_wide`): a
+product has at most 22 significant bits (16 for bf16) and c at most 24, so every term is a
+multiple of 2^(e−23), e the exponent of the smallest nonzero one, and the grid test's argument
+holds as for L = 4 (no float64 underflow: the products are ≥ 2^-298). It passes on nearly every
+lane of real data (terms more than 2^29 apart are rare), so the settled test's two roundings are
+not spent there. A lane is accepted only when its rounded result is nonzero, which then has the
+sign of the exact sum; the others (terms far apart, a zero or underflowing sum, inf/NaN) take
+the exact path, where a
 group of two leaves one TwoSum error, exact; a nonzero sum that rounds to zero keeps its sign
 (IEEE underflow, which fp16 sums never reach). The output flush acts after every group.
 """
@@ -208,9 +210,9 @@ def _exact4_lane(A, B, m, g0, n0, w, j, acc, nxt, mode):
 
 @jit(inline="always")
 def _plain2_wide(A, B, m, g0, n0, w, acc, nxt, ok, mode):
-    """Plain path of a group of 2 wide products on all lanes, with the grid and settled tests:
-    nxt[j] = the rounded float64 sum c + (p0 + p1), ok[j] = 1 where a test proves it right and
-    it is nonzero (module docstring); returns the number of such lanes. Called with a literal
+    """Plain path of a group of 2 wide products on all lanes, with the grid test: nxt[j] = the
+    rounded float64 sum c + (p0 + p1), ok[j] = 1 where the test proves it right and it is
+    nonzero (module docstring); returns the number of such lanes. Called with a literal
     ``mode`` (RNE) where it can be."""
     a0, a1 = a_of(A, m, g0, n0, w), a_of(A, m, g0 + 1, n0, w)
     B0, B1 = B[g0, n0 : n0 + w], B[g0 + 1, n0 : n0 + w]
@@ -226,7 +228,7 @@ def _plain2_wide(A, B, m, g0, n0, w, acc, nxt, ok, mode):
         tmin = t0 if t0 < t1 else t1
         tmin = tmin if tmin < tc else tc
         r = _round(z, mode)
-        flag = (np.int64(total <= GRID_SPAN * tmin) | _settled(z, total, mode)) & np.int64(r != 0.0)
+        flag = np.int64(total <= GRID_SPAN * tmin) & np.int64(r != 0.0)
         nxt[j] = r
         ok[j] = flag
         proven += flag
@@ -295,7 +297,7 @@ def _fused_exact_task(A, B, C, out, prm, t, n_rb):
                     for j in range(w):
                         if ok[j] == 0:
                             _exact4_lane(A, B, m, g0, n0, w, j, acc, nxt, out_mode)
-            elif wide and g == 2:  # MI100's bf16 group: plain path with its tests, exact where they fail
+            elif wide and g == 2:  # MI100's bf16 group: plain path with the grid test, exact where it fails
                 if out_mode == RNE:
                     proven = _plain2_wide(A, B, m, g0, n0, w, acc, nxt, ok, RNE)
                 else:

@@ -109,8 +109,8 @@ def _dot_bf16(a_bits, b_bits, c_bits):
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_bf16_group_of_two_edges(sign):
-    """MI100's bf16 group of two (plain float64 path with the grid and settled tests, exact path
-    elsewhere) on the proofs' edges, alone and among 300 easy lanes: c = 2^10 and p0 = 2^-14, half
+    """MI100's bf16 group of two (plain float64 path with the grid test, exact path elsewhere) on
+    the proof's edges, alone and among 300 easy lanes: c = 2^10 and p0 = 2^-14, half
     an fp32 ulp of c, with p1 = 2^-80 just above the tie (float64 loses p1 and lands on the tie,
     which RNE would round down); an exact cancellation (+0); a sum below fp32's subnormals (a zero
     of its own sign); products 2^254 apart; an inf product."""
@@ -138,7 +138,7 @@ def test_bf16_group_of_two_edges(sign):
 
 @pytest.mark.parametrize("lo,hi", [(-10, 10), (-1, 1), (2.0**-30, 2.0**30)])
 def test_bf16_long_k_match_the_oracle(lo, hi):
-    """GEMM layout, K = 96 in bf16 (48 groups of two): growing accumulators (the settled test),
+    """GEMM layout, K = 96 in bf16 (48 groups of two): growing accumulators,
     and magnitudes 2^60 apart (random signs; the grid test fails, cancellations go exact)."""
     rng = np.random.default_rng(int(hi) % 97)
     M, N, K = 2, 136, 96
