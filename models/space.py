@@ -37,6 +37,15 @@ Equivalences (:data:`EQUIVALENCES`): parameter values no fp16 input can tell apa
 point, written with a representative value (:func:`canonical`); a named unit written with
 another member of its class (V100's zero exponent −131, say) is a member of the space.
 
+*Operand formats* (:func:`axes`, the ``input`` argument of :func:`unit_points` and
+:func:`points`): the space of a format other than fp16 holds the families of the named units
+that multiply it (``models.UNIT_INPUTS``), each with its fp16 axes widened by the values those
+units take for the format (``models.unit(name, input=FORMAT)``: fp8's F = 13 and E8M13
+accumulator, bf16's zero exponents, MI300 fp8's interleaved sums, group sizes up to 32), and
+fraction bits one either side of a named value; ``input_format`` is part of every point. The
+equivalences hold per format where their argument does (:func:`zero_exponent_bound`; the
+result-flush class needs products that are never fp32 subnormals, false for bf16 and tf32).
+
 The kernel accumulation parameters above the instruction (:class:`KernelAccumulation`: the
 gemmK grouping of the xdlops kernel, KPack, the split-K count of the backward-weight kernel)
 form a second, smaller space used to identify a kernel from whole-GEMM results.
@@ -49,16 +58,19 @@ github.com/north-numerical-computing/MATLAB-tensor-core), Fasi, Higham, Mikaitis
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple
 
+from emu.dot import unit_params
 from emu.gemm import strided_k_order
-from emu.units import Family, Format, Rounding, UnitParams
+from emu.operands import input_format, input_name
+from emu.units import INPUT_EMIN, WIDE_INPUTS, Family, Format, InputFormat, Rounding, UnitParams
 
-from .units import UNIT_NAMES, unit
+from .units import UNIT_INPUTS, UNIT_NAMES, unit
 
 __all__ = [
     "AXES",
@@ -70,10 +82,12 @@ __all__ = [
     "KernelAccumulation",
     "Point",
     "as_dict",
+    "axes",
     "canonical",
     "check_unit",
     "contains",
     "describe",
+    "families",
     "k_permutation",
     "k_tiles",
     "kernel_space",
@@ -81,6 +95,7 @@ __all__ = [
     "names_of",
     "points",
     "unit_points",
+    "zero_exponent_bound",
 ]
 
 _DEFAULTS = UnitParams(family=0, group_size=1)
@@ -185,6 +200,14 @@ EQUIVALENCES: Mapping[str, str] = MappingProxyType(
         "fp64 group size without per-group rounding": (
             "an fp64 accumulator rounded once at the end does not depend on the group size; written group_size 1"
         ),
+        "operand formats": (
+            "for operands other than fp16 the zero-exponent classes end at zero_exponent_bound (products have "
+            "field exponent ≥ 2·emin): for fp8 every named value lies in the one class, for bf16 and tf32 "
+            "(bound −252) none does, so A100's −132 and H100's −133 are two points there; the result-flush "
+            "class holds for fp8 (products are multiples of 2^-34 or coarser) but not for bf16 and tf32, whose "
+            "products can be fp32 subnormals: there the pairwise product and partial-sum flushes follow the "
+            "result flush as a restriction of the space, not as an equivalence"
+        ),
         "k order of a one-group instruction": (
             "a k order permutes whole k values; when the unit sees all of K as one group (fused and truncated "
             "sums are order-free) or adds k one by one (FMA, fp64), only ascending k is enumerated"
@@ -192,8 +215,90 @@ EQUIVALENCES: Mapping[str, str] = MappingProxyType(
     }
 )
 
-#: family → fields that are not axes but follow another field (EQUIVALENCES)
+#: family → fields that are not axes but follow another field (EQUIVALENCES; for bf16 and tf32,
+#: whose products can be fp32 subnormals, a restriction of the space rather than an equivalence)
 _TIED = {Family.PAIRWISE: ("flush_products", "flush_partials")}
+
+
+def zero_exponent_bound(output_format: int, input="fp16") -> int:
+    """The largest zero exponent of a truncated unit's one class (:data:`EQUIVALENCES`) for
+    operands of ``input``: min(2·emin, the accumulator's smallest exponent), emin the field
+    exponent of the format's subnormals (``emu.units.INPUT_EMIN``). Below it a zero term never
+    decides the alignment (products have field exponent ≥ 2·emin): −126 and −28 for fp16 (fp32
+    and fp16 accumulators), −252 for bf16 and tf32, −126 and −14 for e4m3."""
+    c_emin = -14 if output_format == Format.FP16 else -126
+    return min(2 * INPUT_EMIN[input_format(input)], c_emin)
+
+
+@functools.cache
+def _named_units(fmt: InputFormat) -> tuple:
+    """(name key, UnitParams) of every named unit multiplying ``fmt``, fp16 outputs as "<name>/fp16"."""
+    out = []
+    for name in UNIT_NAMES:
+        if input_name(fmt) not in UNIT_INPUTS[name]:
+            continue
+        for output in ("fp32", "fp16"):
+            try:
+                params = unit(name, output=output, input=input_name(fmt)).params
+            except ValueError:
+                continue  # no fp16 output for this unit and format
+            out.append((name if output == "fp32" else f"{name}/fp16", params))
+    return tuple(out)
+
+
+def families(input="fp16") -> tuple[Family, ...]:
+    """The families the space of operand format ``input`` holds: every family for fp16, else
+    those of the named units that multiply the format (``models.UNIT_INPUTS``)."""
+    fmt = input_format(input)
+    if fmt == InputFormat.FP16:
+        return tuple(AXES)
+    present = {Family(p.family) for _, p in _named_units(fmt)}
+    return tuple(f for f in AXES if f in present)
+
+
+@functools.cache
+def _format_axes(family: Family, fmt: InputFormat) -> Mapping[str, tuple]:
+    if fmt == InputFormat.FP16:
+        return AXES[family]
+    out = {name: tuple(values) for name, values in AXES[family].items()}
+    for _, params in _named_units(fmt):
+        if params.family != family:
+            continue
+        p = canonical(params)
+        for name in UnitParams._fields:
+            if name in ("family", "input_format") or name in _TIED.get(family, ()):
+                continue
+            value = getattr(p, name)
+            value = value if isinstance(value, bool) else int(value)
+            if name in out:
+                out[name] += (value,) if value not in out[name] else ()
+            elif value != getattr(_DEFAULTS, name):
+                out[name] = (getattr(_DEFAULTS, name), value)  # a field the fp16 space holds at its default
+        if "fraction_bits" in out and p.fraction_bits not in AXES[family]["fraction_bits"]:
+            # the space around a named F outside the fp16 axis (fp8's 13): one bit either side
+            out["fraction_bits"] += tuple(
+                f for f in (p.fraction_bits - 1, p.fraction_bits + 1) if f not in out["fraction_bits"]
+            )
+    if "fraction_bits" in out:
+        out["fraction_bits"] = tuple(sorted(out["fraction_bits"]))
+    if "output_format" in out and not any(p.output_format == Format.FP16 for _, p in _named_units(fmt)):
+        out["output_format"] = (Format.FP32,)  # no instruction accumulates this format in fp16
+    return MappingProxyType(out)
+
+
+def axes(family, input="fp16") -> Mapping[str, tuple]:
+    """The axes of ``family`` in the space of operand format ``input`` (module docstring): the
+    fp16 axes (:data:`AXES`), widened by the values of the named units that multiply the format
+    and fraction bits one either side of a named value outside the fp16 axis. ValueError for a
+    family the format's space does not hold (:func:`families`)."""
+    fmt = input_format(input)
+    family = Family(family)
+    if family not in families(fmt):
+        raise ValueError(
+            f"family: {family.name} has no named unit multiplying {input_name(fmt)}; the {input_name(fmt)} "
+            f"space holds {', '.join(f.name for f in families(fmt))}"
+        )
+    return _format_axes(family, fmt)
 
 
 class Point(NamedTuple):
@@ -228,23 +333,33 @@ def check_unit(params: UnitParams) -> UnitParams:
         raise ValueError(
             f"family: {params.family!r} is not one of {', '.join(f'{f.value} ({f.name})' for f in Family)}"
         ) from None
+    try:
+        fmt = InputFormat(params.input_format)
+    except ValueError:
+        raise ValueError(
+            f"input_format: {params.input_format!r} is not one of "
+            f"{', '.join(f'{int(f)} ({input_name(f)})' for f in InputFormat)}"
+        ) from None
     canon = canonical(params)
-    axes = AXES[family]
+    family_axes = axes(family, fmt)
     for field_name in UnitParams._fields:
-        if field_name == "family" or field_name in _TIED.get(family, ()):
+        if field_name in ("family", "input_format") or field_name in _TIED.get(family, ()):
             continue
         value = getattr(canon, field_name)
-        if field_name in axes:
-            allowed = axes[field_name]
+        if field_name in family_axes:
+            allowed = family_axes[field_name]
             if value not in allowed:
-                raise ValueError(
-                    f"{field_name}: {value!r} is outside the {family.name} space; accepted values: {_accepted(allowed)}"
-                )
+                where = f"the {family.name} space" + ("" if fmt == InputFormat.FP16 else f" of {input_name(fmt)}")
+                raise ValueError(f"{field_name}: {value!r} is outside {where}; accepted values: {_accepted(allowed)}")
         elif value != getattr(_DEFAULTS, field_name):
             raise ValueError(
                 f"{field_name}: the {family.name} family does not read it; it must be the "
                 f"default {getattr(_DEFAULTS, field_name)!r}, got {value!r}"
             )
+    try:
+        unit_params(canon)
+    except ValueError as err:  # a combination the kernels do not model (exact fused bf16 groups > 2)
+        raise ValueError(str(err).removeprefix("unit.")) from None
     if family == Family.FP64 and canon.round_each_group and canon.group_size == 1:
         raise ValueError(
             "group_size: an fp64 unit rounding after every product (group_size 1) is the FMA "
@@ -257,12 +372,39 @@ def check_unit(params: UnitParams) -> UnitParams:
                 f"output_rounding: an fp16-output truncated unit rounds RNE (the kernel's only fp16 "
                 f"rounding); accepted values: {int(Rounding.RNE)}, got {canon.output_rounding!r}"
             )
-        if not fp16 and canon.zero_exponent != _FP32_ZERO_REP:
+        if fp16 and canon.output_fraction_bits != _DEFAULTS.output_fraction_bits:
             raise ValueError(
-                f"zero_exponent: an fp32-output truncated unit in the space has zero_exponent "
-                f"≤ {FP32_ZERO_EXPONENT_CLASS} (one class); got {params.zero_exponent!r}"
+                f"output_fraction_bits: an fp16-output truncated unit rounds to fp16 (the field is not "
+                f"read); accepted values: {_DEFAULTS.output_fraction_bits}, got {canon.output_fraction_bits!r}"
+            )
+        allowed_zero = _fp32_zero_exponents(fmt)
+        if not fp16 and canon.zero_exponent not in allowed_zero:
+            bound = zero_exponent_bound(Format.FP32, fmt)
+            raise ValueError(
+                "zero_exponent: an fp32-output truncated unit in the space has zero_exponent "
+                + (
+                    f"≤ {bound} (one class)"
+                    if allowed_zero == (min(_FP32_ZERO_REP, bound),)
+                    else f"in {_accepted(allowed_zero)} ({input_name(fmt)} operands)"
+                )
+                + f"; got {params.zero_exponent!r}"
             )
     return canon
+
+
+def _fp32_zero_exponents(fmt: InputFormat) -> tuple[int, ...]:
+    """The zero exponents an fp32-output truncated unit of the ``fmt`` space takes: the class
+    representative when every named unit's value lies in the class, else the named values."""
+    bound = zero_exponent_bound(Format.FP32, fmt)
+    rep = min(_FP32_ZERO_REP, bound)
+    named = sorted(
+        {
+            canonical(p).zero_exponent
+            for _, p in _named_units(fmt)
+            if p.family == Family.TRUNCATED_FUSED and p.output_format == Format.FP32
+        }
+    )
+    return tuple(named) if named and any(z > bound for z in named) else (rep,)
 
 
 def canonical(params: UnitParams) -> UnitParams:
@@ -270,18 +412,21 @@ def canonical(params: UnitParams) -> UnitParams:
     are returned unchanged (no validation: see :func:`check_unit`)."""
     family = params.family
     changes: dict = {}
+    wide = params.input_format in WIDE_INPUTS
     if family == Family.TRUNCATED_FUSED:
+        bound = zero_exponent_bound(params.output_format, params.input_format)
         if params.output_format == Format.FP16:
-            if params.zero_exponent <= FP16_ZERO_EXPONENT_CLASS:
-                changes["zero_exponent"] = _FP16_ZERO_REP
-        elif params.zero_exponent <= FP32_ZERO_EXPONENT_CLASS:
-            changes["zero_exponent"] = _FP32_ZERO_REP
+            if params.zero_exponent <= bound:
+                changes["zero_exponent"] = min(_FP16_ZERO_REP, bound)
+            changes["output_fraction_bits"] = _DEFAULTS.output_fraction_bits  # fp16 rounding reads no fp32 cut
+        elif params.zero_exponent <= bound:
+            changes["zero_exponent"] = min(_FP32_ZERO_REP, bound)
     elif family == Family.PAIRWISE:
         changes["flush_products"] = bool(params.flush_output)
         changes["flush_partials"] = bool(params.flush_output)
     elif family == Family.FP64 and not params.round_each_group:
         changes["group_size"] = 1
-    if family in (Family.FUSED_EXACT, Family.PAIRWISE, Family.FMA) and params.flush_c:
+    if family in (Family.FUSED_EXACT, Family.PAIRWISE, Family.FMA) and params.flush_c and not wide:
         changes["flush_output"] = True
         if family == Family.PAIRWISE:
             changes["flush_products"] = changes["flush_partials"] = True
@@ -304,24 +449,34 @@ def contains(params: UnitParams) -> bool:
     return True
 
 
-def unit_points(output_format: int | None = None, k: int | None = None) -> tuple[UnitParams, ...]:
+def unit_points(output_format: int | None = None, k: int | None = None, input="fp16") -> tuple[UnitParams, ...]:
     """Every canonical unit of the space, in a fixed order.
 
     ``output_format``: ``emu.Format.FP32`` or ``FP16`` keeps that output only (None: both);
     ``k``: keeps the units whose group size divides ``k`` (a data set of K-product rows, each
-    one instruction, cannot show a group larger than K)."""
+    one instruction, cannot show a group larger than K); ``input``: the operand format (fp16,
+    bf16, tf32, e4m3, e5m2, e4m3fnuz, e5m2fnuz: the families and axes of :func:`axes`)."""
     if output_format is not None and output_format not in (Format.FP32, Format.FP16):
         raise ValueError(
             f"output_format: {output_format!r} is not one of {int(Format.FP32)} (FP32), {int(Format.FP16)} (FP16)"
         )
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise ValueError(f"k: must be a positive integer, got {k!r}")
+    fmt = input_format(input)
+    return _unit_points(None if output_format is None else int(output_format), k, fmt)
+
+
+@functools.cache
+def _unit_points(output_format: int | None, k: int | None, fmt: InputFormat) -> tuple[UnitParams, ...]:
     out = []
-    for family, axes in AXES.items():
-        names = list(axes)
-        for values in itertools.product(*(axes[n] for n in names)):
+    for family in families(fmt):
+        family_axes = axes(family, fmt)
+        names = list(family_axes)
+        for values in itertools.product(*(family_axes[n] for n in names)):
             params = _DEFAULTS._replace(
-                family=int(family), **{n: (v if isinstance(v, bool) else int(v)) for n, v in zip(names, values)}
+                family=int(family),
+                input_format=int(fmt),
+                **{n: (v if isinstance(v, bool) else int(v)) for n, v in zip(names, values)},
             )
             params = canonical(params)
             try:
@@ -349,10 +504,10 @@ def k_tiles(params: UnitParams, k: int) -> tuple[int, ...]:
     return (0,) + tuple(T for T in (2 * L, 4 * L) if T <= k and k % T == 0)
 
 
-def points(output_format: int | None = None, k: int = 16) -> tuple[Point, ...]:
-    """Every point (unit × k order) of the space for rows of ``k`` products (:func:`unit_points`,
-    :func:`k_tiles`)."""
-    return tuple(Point(u, t) for u in unit_points(output_format, k) for t in k_tiles(u, k))
+def points(output_format: int | None = None, k: int = 16, input="fp16") -> tuple[Point, ...]:
+    """Every point (unit × k order) of the space of operand format ``input`` for rows of ``k``
+    products (:func:`unit_points`, :func:`k_tiles`)."""
+    return tuple(Point(u, t) for u in unit_points(output_format, k, input) for t in k_tiles(u, k))
 
 
 def k_permutation(point: Point, k: int):
@@ -381,8 +536,11 @@ def as_dict(point: Point | UnitParams) -> dict:
         point = Point(point)
     p = point.unit
     family = Family(p.family)
+    fmt = InputFormat(p.input_format)
     doc = {"family": family.name}
-    for field_name in AXES[family]:
+    if fmt != InputFormat.FP16:
+        doc["input"] = input_name(fmt)
+    for field_name in axes(family, fmt):
         value = getattr(p, field_name)
         if field_name.endswith("rounding"):
             value = _name(Rounding, value)
@@ -405,6 +563,7 @@ def describe(point: Point | UnitParams) -> str:
         point = Point(point)
     p = point.unit
     family = Family(p.family)
+    fmt = InputFormat(p.input_format)
     parts = [_SHORT[family], f"L={p.group_size}"]
     if family in (Family.TRUNCATED_FUSED, Family.TWO_STAGE):
         parts.append(f"F={p.fraction_bits}")
@@ -414,11 +573,15 @@ def describe(point: Point | UnitParams) -> str:
         parts.append(f"c_align={_name(Rounding, p.c_alignment_rounding)}")
     elif family == Family.TRUNCATED_FUSED:
         parts.append(f"align={_name(Rounding, p.alignment_rounding)}")
+    if family == Family.TWO_STAGE and p.interleaved_sums == 2:
+        parts.append("sums=even+odd")
     if family not in (Family.PAIRWISE, Family.FMA):
         parts.append(f"out={_name(Rounding, p.output_rounding)}")
+    if family == Family.TRUNCATED_FUSED and p.output_fraction_bits != _DEFAULTS.output_fraction_bits:
+        parts.append(f"acc=E8M{p.output_fraction_bits}")
     if family == Family.TRUNCATED_FUSED:
         fp16 = p.output_format == Format.FP16
-        bound = FP16_ZERO_EXPONENT_CLASS if fp16 else FP32_ZERO_EXPONENT_CLASS
+        bound = zero_exponent_bound(p.output_format, fmt)
         parts.append(f"zero≤{bound}" if p.zero_exponent <= bound else f"zero={p.zero_exponent}")
         parts.append("fp16" if fp16 else "fp32")
     if family == Family.FP64:
@@ -427,27 +590,26 @@ def describe(point: Point | UnitParams) -> str:
     if family in AXES and any(f in AXES[family] for f in ("flush_inputs", "flush_c", "flush_output")):
         parts.append("ftz=" + ("+".join(flushes) if flushes else "none"))
     parts.append("k=ascending" if point.k_tile == 0 else f"k=strided{point.k_tile}")
+    if fmt != InputFormat.FP16:
+        parts.append(f"in={input_name(fmt)}")
     return " ".join(parts)
 
 
-def named_points() -> Mapping[str, Point]:
-    """Every named unit (``models.unit``; ``"<name>/fp16"`` for an fp16-output variant) as a point
-    of the space with ascending k."""
-    out = {}
-    for name in UNIT_NAMES:
-        out[name] = Point(check_unit(unit(name).params))
-        try:
-            fp16 = unit(name, output="fp16")
-        except ValueError:
-            continue
-        out[f"{name}/fp16"] = Point(check_unit(fp16.params))
-    return MappingProxyType(out)
+def named_points(input="fp16") -> Mapping[str, Point]:
+    """Every named unit multiplying operand format ``input`` (``models.unit``; ``"<name>/fp16"``
+    for an fp16-output variant) as a point of that format's space with ascending k."""
+    return _named_points(input_format(input))
+
+
+@functools.cache
+def _named_points(fmt: InputFormat) -> Mapping[str, Point]:
+    return MappingProxyType({name: Point(check_unit(params)) for name, params in _named_units(fmt)})
 
 
 def names_of(point: Point) -> tuple[str, ...]:
-    """The named units that are ``point`` (empty if none)."""
+    """The named units that are ``point`` (empty if none), in its operand format."""
     target = Point(canonical(point.unit), point.k_tile)
-    return tuple(name for name, p in named_points().items() if p == target)
+    return tuple(name for name, p in named_points(point.unit.input_format).items() if p == target)
 
 
 # --- kernel accumulation -------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 import emu
+from emu.operands import input_name
 from emu.units import Format
 from models import unit
 
@@ -35,20 +36,30 @@ def register_cli(subparsers):
     p = subparsers.add_parser(
         "probe",
         help="write a probe set (.npz) that tells the model space's points apart",
-        description="Writes a, b (R, K) uint16 fp16 patterns and c (R,) uint32 fp32 patterns (uint16 with "
-        "--accumulator fp16). Run it on a GPU with `python -m validation.identify.probe_gpu FILE.npz`, then "
-        "`fp16emu identify FILE.out.npz`.",
+        description="Writes a, b (R, K) bit patterns of the operand format (--input: uint16 fp16/bf16, uint32 "
+        "fp32 containers of tf32 values, uint8 fp8), c (R,) uint32 fp32 patterns (uint16 with --accumulator fp16) "
+        "and the format's name (input). Run it on a GPU with `python -m validation.identify.probe_gpu FILE.npz`, "
+        "then `fp16emu identify FILE.out.npz`.",
     )
     p.add_argument("--out", required=True, help="the .npz to write")
-    p.add_argument("--k", default="16", help="products per row (default 16; the GPU's instruction K)")
+    p.add_argument(
+        "--input",
+        default="fp16",
+        help="operand format: fp16 (default), bf16, tf32, e4m3, e5m2, e4m3fnuz, e5m2fnuz",
+    )
+    p.add_argument(
+        "--k",
+        default=None,
+        help="products per row (default: the format's instruction K: 16 fp16/bf16, 8 tf32, 32 fp8)",
+    )
     p.add_argument("--rows", default="4096", help="rows (default 4096)")
     p.add_argument("--seed", default="0", help="generator seed (default 0)")
-    p.add_argument("--accumulator", default="fp32", help="fp32 (default) or fp16")
+    p.add_argument("--accumulator", default="fp32", help="fp32 (default) or fp16 (fp16, e4m3 and e5m2 operands)")
     p.add_argument(
         "--emulate",
         default=None,
         metavar="UNIT",
-        help="also write d as the named unit computes it (a stand-in device, e.g. h100)",
+        help="also write d as the named unit computes it for the operand format (a stand-in device, e.g. h100)",
     )
     p.set_defaults(func=_cmd_probe)
 
@@ -68,6 +79,12 @@ def register_cli(subparsers):
         help="with a capture: the unit to search with (default: from the capture's gpu, e.g. 'NVIDIA H200' → h100)",
     )
     q.add_argument("--output", default=None, help="fp32 or fp16: which outputs the data hold (default: from the data)")
+    q.add_argument(
+        "--input",
+        default=None,
+        help="operand format of the rows (fp16, bf16, tf32, e4m3, e5m2, e4m3fnuz, e5m2fnuz); default: the "
+        "file's input entry (a MATLAB-tensor-core folder: its a_<GPU>_<format>.txt name), else fp16",
+    )
     q.add_argument("--format", default="text", help="text or json")
     q.add_argument("--next", default="8", help="splitting probes to propose when several points remain (default 8)")
     q.add_argument("--next-out", default=None, metavar="FILE.npz", help="write the proposed probes as a probe set")
@@ -98,28 +115,46 @@ def _int_option(value: str, name: str, lo: int, hi: int) -> int:
     return v
 
 
+def _input_option(value: str) -> str:
+    try:
+        return input_name(value)
+    except ValueError:
+        raise ValueError(f"--input: {value!r} is not one of {', '.join(probe_mod.INSTRUCTION_K)}") from None
+
+
 def _cmd_probe(args) -> int:
-    k = _int_option(args.k, "--k", 1, 64)
+    fmt = _input_option(args.input)
+    k = _int_option(args.k if args.k is not None else str(probe_mod.INSTRUCTION_K[fmt]), "--k", 1, 64)
     rows = _int_option(args.rows, "--rows", 1, 10_000_000)
     seed = _int_option(args.seed, "--seed", 0, 2**63 - 1)
     if args.accumulator not in ("fp32", "fp16"):
         raise ValueError(f"--accumulator: {args.accumulator!r} is not one of fp32, fp16")
+    if args.accumulator == "fp16" and fmt not in probe_mod.FP16_ACCUMULATOR_INPUTS:
+        raise ValueError(
+            f"--accumulator: no unit accumulates {fmt} products in fp16; fp16 takes "
+            f"{', '.join(probe_mod.FP16_ACCUMULATOR_INPUTS)} operands (use fp32)"
+        )
+    u = None
+    if args.emulate:
+        try:
+            u = unit(args.emulate, output=args.accumulator, input=fmt)
+        except ValueError as err:
+            raise ValueError(f"--emulate: {err}") from None
     check_output_file(args.out, "--out")
-    probes = probe_mod.probe_set(rows, k, seed=seed, accumulator=args.accumulator)
+    probes = probe_mod.probe_set(rows, k, seed=seed, accumulator=args.accumulator, input=fmt)
     d = None
     extra = {}
-    if args.emulate:
-        u = unit(args.emulate, output=args.accumulator)
+    if u is not None:
         d = emu.dot_add(probes.a, probes.b, probes.c_values(), u)
         d = d.view(np.uint16 if args.accumulator == "fp16" else np.uint32)
-        extra["device"] = np.array(f"fp16emu emulation of {u.name} ({args.accumulator} output)")
+        extra["device"] = np.array(f"fp16emu emulation of {u.name} ({fmt} operands, {args.accumulator} output)")
     try:
         probe_mod.save(args.out, probes, d, **extra)
     except OSError as err:
         raise ValueError(f"--out: cannot write {args.out!r} ({err.strerror or err})") from None
     print(
-        f"wrote {args.out}: {len(probes)} rows of K = {k}, {args.accumulator} accumulator"
-        + (f", d from {args.emulate}" if d is not None else "")
+        f"wrote {args.out}: {len(probes)} rows of K = {k}, {fmt} operands, {args.accumulator} accumulator, seed {seed}"
+        + (f", d from {u.name}" if d is not None else "")
     )
     return 0
 
@@ -127,7 +162,12 @@ def _cmd_probe(args) -> int:
 def _cmd_identify(args) -> int:
     if args.format not in ("text", "json"):
         raise ValueError(f"--format: {args.format!r} is not one of text, json")
+    given = getattr(args, "input", None)
+    if given is not None:
+        _input_option(given)  # an unknown format: exit 2 before any file is read
     if is_capture(args.results):
+        if given is not None:
+            raise ValueError("--input: only for probe rows; a library capture records its operands' dtype itself")
         if getattr(args, "plot", None):
             check_path(args.plot)
         return identify_capture(args.results, hw=args.hw, fmt=args.format, plot=getattr(args, "plot", None))
@@ -139,21 +179,24 @@ def _cmd_identify(args) -> int:
     if args.next_out is not None:
         check_output_file(args.next_out, "--next-out")
     if Path(args.results).is_dir() and any(Path(args.results).glob("verify_results_*")):
+        if given is not None and _input_option(given) != "fp16":
+            raise ValueError("--input: the 2022 study's lines are fp16 convolutions; accepted here: fp16")
         return _cmd_identify_study(args)
     if args.test is not None:
         raise ValueError("--test: RESULTS must be the study's raw results folder (verify_results_<run set>_<GPU>/)")
-    rows = load_rows(args.results, args.output)
+    rows = load_rows(args.results, args.output, None if given is None else _input_option(given))
     result = identify(rows, next_count=count)
     if args.next_out and result.next_probes:
-        a = np.array([[int(x, 16) for x in p["a"]] for p in result.next_probes], np.uint16)
-        b = np.array([[int(x, 16) for x in p["b"]] for p in result.next_probes], np.uint16)
+        patterns = probe_mod.pattern_dtype(rows.input_format)
+        a = np.array([[int(x, 16) for x in p["a"]] for p in result.next_probes], patterns)
+        b = np.array([[int(x, 16) for x in p["b"]] for p in result.next_probes], patterns)
         c = np.array(
             [int(p["c"], 16) for p in result.next_probes], np.uint16 if rows.output_format == Format.FP16 else np.uint32
         )
         try:
             probe_mod.save(
                 args.next_out,
-                probe_mod.ProbeSet(a, b, c, np.array([p["category"] for p in result.next_probes])),
+                probe_mod.ProbeSet(a, b, c, np.array([p["category"] for p in result.next_probes]), rows.input_format),
                 option="--next-out",
             )
         except OSError as err:

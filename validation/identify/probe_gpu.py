@@ -26,6 +26,34 @@ c_i + Σ_k a_ik·b_ik. The off-diagonal outputs are computed and discarded.
   measures c = +0 only: it writes c = +0 for every row (the rows' own c are not used) and says so
   in ``checks``. fp32 accumulators only.
 
+Operand formats (the probe file's ``input`` entry, fp16 when absent; ``fp16emu probe --input``):
+
+* ``bf16``: uint16 patterns become ``torch.bfloat16``. Triton: ``tl.dot`` of bf16 tiles (NVIDIA
+  ``mma.sync m16n8k16`` / ``wgmma``; AMD ``v_mfma_f32_*_bf16``). torch: ``torch.bmm(…,
+  out_dtype=torch.float32)``, c = +0 only.
+* ``tf32``: uint32 patterns are float32 values with the 13 low bits clear (exact tf32 values, so
+  whether a kernel rounds or cuts its fp32 operands to tf32 does not matter and is **not
+  probed**). Triton: ``tl.dot(…, input_precision="tf32")`` (``mma … .tf32`` k8 on NVIDIA; on AMD
+  MI300 Triton's tf32 dot reaches ``v_mfma_f32_*_xf32`` only where its AMD backend lowers tf32,
+  else it raises and the script says so); tl.dot needs K ≥ 16, so tf32 rows of K = 8 (the
+  instruction K) run with ``--backend torch`` only, or write them with ``--k 16`` (two k8
+  instructions chained). torch: ``torch.bmm`` of float32 with ``allow_tf32`` (cuBLAS's tf32
+  kernels; on ROCm hipBLASLt's xf32 where the build enables it), c = +0 only.
+* ``e4m3``, ``e5m2`` (OCP; NVIDIA sm_89+, AMD gfx950) and ``e4m3fnuz``, ``e5m2fnuz`` (AMD
+  gfx942, MI300): uint8 patterns become ``torch.float8_*``. ``torch.mm`` has no fp8 path, so
+  Triton is the way: ``tl.dot(a, b, acc=c)`` on 64-row tiles (64 rows per tile on the diagonal,
+  4 warps), so that Hopper lowers it to ``wgmma m64nNk32`` (a 16-row tile would take the
+  ``mma.sync`` path, which Hopper lacks for fp8) and MI300 to ``v_mfma_f32_*_fp8``; fp16
+  accumulators (``out_dtype=tl.float16``) where Triton offers them. ``--backend torch`` runs
+  ``torch._scaled_mm`` (scales 1, one 16×K by K×16 GEMM per tile): a whole cuBLASLt/hipBLASLt
+  kernel that starts its accumulators at 0 and adds no C, so c = +0 only, fp32 outputs only, and
+  which wgmma variant and what promotion (cuBLAS adds the tensor core's partial sums into fp32
+  registers every few k-blocks unless fast accumulation is on) the library picks is not under
+  the script's control; with K = 32 one instruction does the sum.
+* A format the GPU or the installed torch lacks (no ``torch.float8_e4m3fn``, an NVIDIA GPU below
+  sm_80 for bf16/tf32 or sm_89 for fp8, fnuz formats on NVIDIA, OCP fp8 on MI300) is refused
+  with a one-line error (exit 2) before anything runs.
+
 How to check that one instruction does the work (the identification assumes each row is one
 instruction's d = c + Σ a·b, or a chain of instructions over consecutive k):
 
@@ -53,34 +81,63 @@ import sys
 
 import numpy as np
 
-__all__ = ["TILE", "main", "measure", "pack", "torch_backend", "triton_backend", "unpack"]
+__all__ = [
+    "FORMATS",
+    "FP8_TILE",
+    "TILE",
+    "check_support",
+    "main",
+    "measure",
+    "pack",
+    "torch_backend",
+    "triton_backend",
+    "unpack",
+]
 
 TILE = 16
+FP8_TILE = 64  # rows per tile for fp8 through Triton: a 64-row dot is what Hopper lowers to wgmma
+
+#: operand format → (numpy dtype of its bit patterns, torch dtype name). tf32 travels as float32.
+FORMATS = {
+    "fp16": (np.uint16, "float16"),
+    "bf16": (np.uint16, "bfloat16"),
+    "tf32": (np.uint32, "float32"),
+    "e4m3": (np.uint8, "float8_e4m3fn"),
+    "e5m2": (np.uint8, "float8_e5m2"),
+    "e4m3fnuz": (np.uint8, "float8_e4m3fnuz"),
+    "e5m2fnuz": (np.uint8, "float8_e5m2fnuz"),
+}
+FP8 = ("e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz")
 
 
 class ProbeError(Exception):
     """A bad input file or an unavailable backend: one line on stderr, exit 2."""
 
 
-def pack(a: np.ndarray, b: np.ndarray, c: np.ndarray, order: np.ndarray | None = None):
-    """Tiles (A, B, C) of fp16/fp32 values for rows a, b (R, K) uint16 and c (R,) patterns:
-    A (T, 16, K) float16, B (T, K, 16) float16, C (T, 16, 16) float32 (float16 for uint16 c)
-    with c on the diagonals and +0 elsewhere; ``order``: the rows in tile order (default 0…R−1;
-    the last tile is padded with zero rows)."""
+def pack(
+    a: np.ndarray, b: np.ndarray, c: np.ndarray, order: np.ndarray | None = None, *, tile: int = TILE, input="fp16"
+):
+    """Tiles (A, B, C) for rows a, b (R, K) bit patterns of ``input`` and c (R,) patterns:
+    A (T, tile, K), B (T, K, tile) — float16 values for fp16, float32 for tf32, else the bit
+    patterns (uint16 bf16, uint8 fp8: numpy has no such dtypes) — and C (T, tile, tile) float32
+    (float16 for uint16 c) with c on the diagonals and +0 elsewhere; ``order``: the rows in tile
+    order (default 0…R−1; the last tile is padded with zero rows)."""
     R, K = a.shape
     order = np.arange(R) if order is None else np.asarray(order)
-    T = -(-R // TILE)
-    pad = T * TILE - R
+    T = -(-R // tile)
+    pad = T * tile - R
     idx = np.concatenate([order, np.full(pad, -1)])
     fp16_acc = c.dtype == np.uint16
-    a16 = np.where(idx[:, None] >= 0, a[idx], 0).astype(np.uint16).view(np.float16)
-    b16 = np.where(idx[:, None] >= 0, b[idx], 0).astype(np.uint16).view(np.float16)
+    patterns = FORMATS[input][0]
+    values = {"fp16": np.float16, "tf32": np.float32}.get(input, patterns)
+    a_t = np.where(idx[:, None] >= 0, a[idx], 0).astype(patterns).view(values)
+    b_t = np.where(idx[:, None] >= 0, b[idx], 0).astype(patterns).view(values)
     cvals = np.where(idx >= 0, c[idx], 0).astype(c.dtype).view(np.float16 if fp16_acc else np.float32)
-    A = a16.reshape(T, TILE, K)
-    B = np.ascontiguousarray(b16.reshape(T, TILE, K).transpose(0, 2, 1))
-    C = np.zeros((T, TILE, TILE), cvals.dtype)
-    diag = np.arange(TILE)
-    C[:, diag, diag] = cvals.reshape(T, TILE)
+    A = a_t.reshape(T, tile, K)
+    B = np.ascontiguousarray(b_t.reshape(T, tile, K).transpose(0, 2, 1))
+    C = np.zeros((T, tile, tile), cvals.dtype)
+    diag = np.arange(tile)
+    C[:, diag, diag] = cvals.reshape(T, tile)
     return A, B, C
 
 
@@ -90,7 +147,7 @@ def unpack(D: np.ndarray, R: int, order: np.ndarray | None = None) -> np.ndarray
     D = np.asarray(D)
     if D.dtype not in (np.float32, np.float16):
         raise ProbeError(f"backend returned {D.dtype}; expected float32 or float16")
-    diag = np.arange(TILE)
+    diag = np.arange(D.shape[1])
     flat = D[:, diag, diag].reshape(-1)
     order = np.arange(R) if order is None else np.asarray(order)
     out = np.empty(R, D.dtype)
@@ -98,14 +155,15 @@ def unpack(D: np.ndarray, R: int, order: np.ndarray | None = None) -> np.ndarray
     return out.view(np.uint16 if D.dtype == np.float16 else np.uint32)
 
 
-def measure(a: np.ndarray, b: np.ndarray, c: np.ndarray, backend, seed: int = 0):
+def measure(a: np.ndarray, b: np.ndarray, c: np.ndarray, backend, seed: int = 0, *, tile: int = TILE, input="fp16"):
     """(d, differing): d (R,) the output bits of every row through ``backend(A, B, C) -> D``
-    (numpy in, numpy out; see :func:`pack`), and the rows whose bits changed when the run was
-    repeated with the rows shuffled across and within tiles (NaN payloads aside)."""
+    (numpy in, numpy out; see :func:`pack`, rows of operand format ``input`` in tiles of
+    ``tile`` rows), and the rows whose bits changed when the run was repeated with the rows
+    shuffled across and within tiles (NaN payloads aside)."""
     R = a.shape[0]
-    d = unpack(backend(*pack(a, b, c)), R)
+    d = unpack(backend(*pack(a, b, c, tile=tile, input=input)), R)
     order = np.random.default_rng(seed).permutation(R)
-    d2 = unpack(backend(*pack(a, b, c, order)), R, order)
+    d2 = unpack(backend(*pack(a, b, c, order, tile=tile, input=input)), R, order)
     differing = np.flatnonzero((d != d2) & ~(_is_nan(d) & _is_nan(d2)))
     return d, differing
 
@@ -116,34 +174,96 @@ def _is_nan(bits: np.ndarray) -> np.ndarray:
     return ((bits & 0x7F800000) == 0x7F800000) & ((bits & 0x007FFFFF) != 0)
 
 
-def torch_backend(device: str = "cuda"):
-    """``backend(A, B, C)`` through ``torch.bmm(A, B, out_dtype=torch.float32)`` on ``device``;
-    C must be all zero (module docstring). Raises ProbeError when torch, the device or the
-    out_dtype overload is missing."""
+def _to_torch(torch, X: np.ndarray, fmt: str, device: str):
+    """A numpy tile array (:func:`pack`) as a torch tensor of the format's dtype on ``device``."""
+    X = np.ascontiguousarray(X)
+    if fmt in ("fp16", "tf32") or X.dtype in (np.float16, np.float32):
+        return torch.from_numpy(X).to(device)
+    if fmt == "bf16":
+        return torch.from_numpy(X.view(np.int16)).to(device).view(torch.bfloat16)
+    return torch.from_numpy(X).to(device).view(getattr(torch, FORMATS[fmt][1]))
+
+
+def check_support(torch, fmt: str, device: str = "cuda", option: str = "--backend") -> None:
+    """ProbeError (one line) when the installed torch or the visible GPU lacks operand format
+    ``fmt``: no torch dtype; an NVIDIA GPU below sm_80 (bf16, tf32) or sm_89 (OCP fp8); the fnuz
+    formats on NVIDIA; on AMD, OCP fp8 off gfx950/gfx12 and fnuz/tf32 off gfx942."""
+    if fmt not in FORMATS:
+        raise ProbeError(f"input: {fmt!r} is not one of {', '.join(FORMATS)}")
+    if not hasattr(torch, FORMATS[fmt][1]):
+        raise ProbeError(f"{option}: this PyTorch ({torch.__version__}) has no torch.{FORMATS[fmt][1]} ({fmt})")
+    if not device.startswith("cuda") or fmt == "fp16":
+        return
+    props = torch.cuda.get_device_properties(torch.device(device))
+    if getattr(torch.version, "hip", None):
+        arch = str(getattr(props, "gcnArchName", "")).split(":")[0]
+        need = {"e4m3": ("gfx950", "gfx12"), "e5m2": ("gfx950", "gfx12"), "e4m3fnuz": ("gfx942",)}
+        need.update({"e5m2fnuz": ("gfx942",), "tf32": ("gfx942",)})
+        if fmt in need and not arch.startswith(need[fmt]):
+            raise ProbeError(
+                f"input: {fmt} has no matrix instruction on {props.name} ({arch}); it needs {' or '.join(need[fmt])}"
+            )
+        return
+    cap = (props.major, props.minor)
+    if fmt in ("e4m3fnuz", "e5m2fnuz"):
+        raise ProbeError(f"input: {fmt} is AMD MI300's fp8; {props.name} (NVIDIA) multiplies e4m3/e5m2")
+    need = (8, 9) if fmt in FP8 else (8, 0)
+    if cap < need:
+        raise ProbeError(
+            f"input: {fmt} needs an NVIDIA GPU of sm_{need[0]}{need[1]} or later; {props.name} is sm_{cap[0]}{cap[1]}"
+        )
+
+
+def torch_backend(device: str = "cuda", input: str = "fp16"):
+    """``backend(A, B, C)`` through PyTorch on ``device``: ``torch.bmm(A, B, out_dtype=float32)``
+    for fp16 and bf16, ``torch.bmm`` of float32 with ``allow_tf32`` for tf32, and
+    ``torch._scaled_mm`` (scales 1) per tile for fp8; C must be all zero (module docstring).
+    Raises ProbeError when torch, the device, the format or the call is missing."""
     try:
         import torch
     except ImportError:
         raise ProbeError("--backend torch: PyTorch is not installed") from None
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ProbeError("--backend torch: no CUDA/ROCm device visible to PyTorch (torch.cuda.is_available() is False)")
+    check_support(torch, input, device, "--backend torch")
 
     def run(A, B, C):
         if C.dtype != np.float32:
             raise ProbeError("--backend torch: fp16 accumulators need --backend triton")
         if np.any(C.view(np.uint32) != 0):
             raise ProbeError("--backend torch: c must be +0 (a library GEMM adds C outside the instruction)")
-        tA = torch.from_numpy(A).to(device)
-        tB = torch.from_numpy(B).to(device)
+        tA = _to_torch(torch, A, input, device)
+        tB = _to_torch(torch, B, input, device)
         try:
-            D = torch.bmm(tA, tB, out_dtype=torch.float32)
+            if input == "tf32":
+                before = torch.backends.cuda.matmul.allow_tf32
+                torch.backends.cuda.matmul.allow_tf32 = True
+                try:
+                    D = torch.bmm(tA, tB)
+                finally:
+                    torch.backends.cuda.matmul.allow_tf32 = before
+            elif input in FP8:
+                one = torch.ones((), dtype=torch.float32, device=device)
+                D = torch.stack(
+                    [
+                        torch._scaled_mm(
+                            tA[t], tB[t].t().contiguous().t(), scale_a=one, scale_b=one, out_dtype=torch.float32
+                        )
+                        for t in range(tA.shape[0])
+                    ]
+                )
+            else:
+                D = torch.bmm(tA, tB, out_dtype=torch.float32)
         except (TypeError, RuntimeError) as err:
+            call = {"tf32": "torch.bmm (allow_tf32)"}.get(
+                input, "torch._scaled_mm" if input in FP8 else "torch.bmm(..., out_dtype=torch.float32) (PyTorch ≥ 2.8)"
+            )
             raise ProbeError(
-                f"--backend torch: torch.bmm(..., out_dtype=torch.float32) failed on {device} "
-                f"(needs PyTorch ≥ 2.8): {' '.join(str(err).split())[:200]}"
+                f"--backend torch: {call} failed for {input} on {device}: {' '.join(str(err).split())[:200]}"
             ) from None
         if device.startswith("cuda"):
             torch.cuda.synchronize()
-        return D.cpu().numpy()
+        return D.float().cpu().numpy()
 
     return run
 
@@ -151,9 +271,10 @@ def torch_backend(device: str = "cuda"):
 _TRITON_KERNEL = None
 
 
-def triton_backend(device: str = "cuda"):
+def triton_backend(device: str = "cuda", input: str = "fp16"):
     """``backend(A, B, C)`` through a Triton kernel computing ``tl.dot(a, b, acc=c)`` per tile
-    (module docstring). Raises ProbeError when Triton, torch or the device is missing."""
+    (module docstring: tf32 with ``input_precision="tf32"``). Raises ProbeError when Triton,
+    torch, the device or the format is missing, or the kernel does not compile."""
     global _TRITON_KERNEL
     try:
         import torch
@@ -163,34 +284,49 @@ def triton_backend(device: str = "cuda"):
         raise ProbeError("--backend triton: Triton (and PyTorch) are not installed; try --backend torch") from None
     if not torch.cuda.is_available():
         raise ProbeError("--backend triton: no CUDA/ROCm device visible to PyTorch")
+    check_support(torch, input, device, "--backend triton")
 
     if _TRITON_KERNEL is None:
 
         @triton.jit
-        def _probe_dot(A, B, C, D, K: tl.constexpr, FP16_ACC: tl.constexpr):
+        def _probe_dot(A, B, C, D, K: tl.constexpr, T: tl.constexpr, FP16_ACC: tl.constexpr, TF32: tl.constexpr):
             t = tl.program_id(0)
-            rm = tl.arange(0, 16)
-            rn = tl.arange(0, 16)
+            rm = tl.arange(0, T)
+            rn = tl.arange(0, T)
             rk = tl.arange(0, K)
-            a = tl.load(A + t * 16 * K + rm[:, None] * K + rk[None, :])
-            b = tl.load(B + t * K * 16 + rk[:, None] * 16 + rn[None, :])
-            c = tl.load(C + t * 256 + rm[:, None] * 16 + rn[None, :])
+            a = tl.load(A + t * T * K + rm[:, None] * K + rk[None, :])
+            b = tl.load(B + t * K * T + rk[:, None] * T + rn[None, :])
+            c = tl.load(C + t * T * T + rm[:, None] * T + rn[None, :])
             if FP16_ACC:
                 d = tl.dot(a, b, acc=c, out_dtype=tl.float16)
+            elif TF32:
+                d = tl.dot(a, b, acc=c, input_precision="tf32", out_dtype=tl.float32)
             else:
                 d = tl.dot(a, b, acc=c, out_dtype=tl.float32)
-            tl.store(D + t * 256 + rm[:, None] * 16 + rn[None, :], d)
+            tl.store(D + t * T * T + rm[:, None] * T + rn[None, :], d)
 
         _TRITON_KERNEL = _probe_dot
 
     def run(A, B, C):
-        T, _, K = A.shape
+        T, tile, K = A.shape
         if K < 16 or K & (K - 1):
-            raise ProbeError(f"--backend triton: K = {K}; tl.dot needs a power of two ≥ 16 (fp16emu probe --k 16)")
-        tA, tB, tC = (torch.from_numpy(np.ascontiguousarray(x)).to(device) for x in (A, B, C))
+            raise ProbeError(
+                f"--backend triton: K = {K}; tl.dot needs a power of two ≥ 16 (fp16emu probe --k 16"
+                + (", two chained k8 instructions; or --backend torch)" if input == "tf32" else ")")
+            )
+        tA, tB = _to_torch(torch, A, input, device), _to_torch(torch, B, input, device)
+        tC = torch.from_numpy(np.ascontiguousarray(C)).to(device)
         tD = torch.empty_like(tC)
-        _TRITON_KERNEL[(T,)](tA, tB, tC, tD, K=K, FP16_ACC=C.dtype == np.float16)
-        torch.cuda.synchronize()
+        try:
+            _TRITON_KERNEL[(T,)](
+                tA, tB, tC, tD, K=K, T=tile, FP16_ACC=C.dtype == np.float16, TF32=input == "tf32", num_warps=4
+            )
+            torch.cuda.synchronize()
+        except Exception as err:  # noqa: BLE001 (a compile error of this format on this GPU: say which)
+            raise ProbeError(
+                f"--backend triton: tl.dot of {input} ({'fp16' if C.dtype == np.float16 else 'fp32'} accumulator) "
+                f"failed on this GPU: {type(err).__name__}: {' '.join(str(err).split())[:200]}"
+            ) from None
         return tD.cpu().numpy()
 
     return run
@@ -227,35 +363,45 @@ def _load(path: str):
     if not hasattr(data, "files") or any(n not in data.files for n in ("a", "b", "c")):
         raise ProbeError(f"{path}: expected an .npz with arrays a, b, c (fp16emu probe --out)")
     a, b, c = data["a"], data["b"], data["c"]
-    if a.dtype != np.uint16 or b.dtype != np.uint16 or a.ndim != 2 or a.shape != b.shape:
+    fmt = str(data["input"]) if "input" in data.files else "fp16"
+    if fmt not in FORMATS:
+        raise ProbeError(f"{path}: input: {fmt[:40]!r} is not one of {', '.join(FORMATS)}")
+    want = np.dtype(FORMATS[fmt][0])
+    if a.dtype != want or b.dtype != want or a.ndim != 2 or a.shape != b.shape:
         raise ProbeError(
-            f"{path}: a, b must be (R, K) uint16 arrays of one shape, got {a.shape} {a.dtype}, {b.shape} {b.dtype}"
+            f"{path}: a, b must be (R, K) {want} arrays of {fmt} patterns of one shape, "
+            f"got {a.shape} {a.dtype}, {b.shape} {b.dtype}"
         )
     if c.dtype not in (np.uint32, np.uint16) or c.shape != (a.shape[0],):
         raise ProbeError(f"{path}: c must be ({a.shape[0]},) uint32 or uint16, got {c.shape} {c.dtype}")
     extra = {n: data[n] for n in data.files if n not in ("a", "b", "c", "d")}
-    return a, b, c, extra
+    return a, b, c, extra, fmt
 
 
 def run_file(path: str, out: str, backend_name: str, device: str = "cuda", backend=None) -> dict:
     """Measure the probe file ``path`` and write ``out``; ``backend``: a callable to use instead of
     ``backend_name`` (tests). Returns a summary dict (rows, backend, kernels, differing rows)."""
-    a, b, c, extra = _load(path)
+    a, b, c, extra, fmt = _load(path)
     notes = []
     if backend is None:
         if backend_name == "torch":
-            backend = torch_backend(device)
+            backend = torch_backend(device, fmt)
         elif backend_name == "triton":
-            backend = triton_backend(device)
+            backend = triton_backend(device, fmt)
         else:
             raise ProbeError(f"--backend: {backend_name!r} is not one of triton, torch")
+    tile = FP8_TILE if fmt in FP8 and backend_name == "triton" else TILE
     if backend_name == "torch":
         if c.dtype == np.uint16:
             raise ProbeError("--backend torch: fp16 accumulators need --backend triton")
         c = np.zeros_like(c)  # the library adds C outside the instruction: measure c = +0
         notes.append("torch backend: c replaced by +0 (library GEMMs add C outside the matrix instruction)")
-    d, differing = measure(a, b, c, backend)
-    kernels = _kernel_names(backend, *pack(a[:TILE], b[:TILE], c[:TILE])) if backend_name in ("torch", "triton") else []
+    d, differing = measure(a, b, c, backend, tile=tile, input=fmt)
+    kernels = (
+        _kernel_names(backend, *pack(a[:tile], b[:tile], c[:tile], tile=tile, input=fmt))
+        if backend_name in ("torch", "triton")
+        else []
+    )
     checks = notes + [f"invariance: {differing.size} of {a.shape[0]} rows differ when rows are shuffled across tiles"]
     arrays = dict(extra)
     arrays.update(
@@ -263,7 +409,8 @@ def run_file(path: str, out: str, backend_name: str, device: str = "cuda", backe
         b=b,
         c=c,
         d=d,
-        backend=np.array(f"{backend_name} on {device}"),
+        input=np.array(fmt),
+        backend=np.array(f"{backend_name} on {device}, {fmt} operands, {tile}-row tiles"),
         kernels=np.array(kernels if kernels else ["(not recorded)"]),
         checks=np.array(checks),
         differing_rows=differing.astype(np.int64),
@@ -275,6 +422,7 @@ def run_file(path: str, out: str, backend_name: str, device: str = "cuda", backe
     return {
         "rows": int(a.shape[0]),
         "k": int(a.shape[1]),
+        "input": fmt,
         "backend": backend_name,
         "kernels": kernels,
         "differing_rows": int(differing.size),
@@ -291,7 +439,15 @@ def _default_backend() -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="probe_gpu", description="Run an fp16emu probe set on a GPU.")
+    parser = argparse.ArgumentParser(
+        prog="probe_gpu",
+        description="Run an fp16emu probe set (fp16, bf16, tf32, e4m3, e5m2, e4m3fnuz or e5m2fnuz operands, "
+        "named by its input entry) on a GPU. Triton (default when installed): one tl.dot per tile with c as "
+        "the instruction's accumulator (fp8 on 64-row tiles, so Hopper uses wgmma; tf32 needs K >= 16). torch: "
+        "torch.bmm (fp16, bf16; tf32 with allow_tf32) or torch._scaled_mm (fp8), whole library kernels that "
+        "add no C: c = +0 only, fp32 outputs only. Formats the GPU or torch lacks are refused (exit 2).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("probes", help="the probe .npz (fp16emu probe --out)")
     parser.add_argument("--out", default=None, help="results .npz (default: PROBES with .out.npz)")
     parser.add_argument("--backend", default=None, help="triton (default when installed) or torch")
@@ -303,7 +459,10 @@ def main(argv=None) -> int:
     except ProbeError as err:
         print(f"probe_gpu: error: {err}", file=sys.stderr)
         return 2
-    print(f"wrote {out}: {summary['rows']} rows of K = {summary['k']} through {summary['backend']}")
+    print(
+        f"wrote {out}: {summary['rows']} rows of K = {summary['k']}, {summary['input']} operands, "
+        f"through {summary['backend']}"
+    )
     for line in summary["checks"]:
         print(f"  {line}")
     if summary["kernels"]:

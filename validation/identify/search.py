@@ -33,6 +33,7 @@ import numba
 import numpy as np
 
 import emu
+from emu.operands import input_name
 from emu.units import Format
 from models import space
 
@@ -75,8 +76,9 @@ def canonical_bits(bits: np.ndarray) -> np.ndarray:
 
 
 def evaluate(point: space.Point, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """The canonical output bits (:func:`canonical_bits`) of ``point`` on rows a, b (R, K) uint16
-    and c (R,) (uint32 fp32 or uint16 fp16 patterns, matching the point's output format)."""
+    """The canonical output bits (:func:`canonical_bits`) of ``point`` on rows a, b (R, K) (bit
+    patterns of the point's operand format: uint16 fp16/bf16, uint32 tf32, uint8 fp8) and c (R,)
+    (uint32 fp32 or uint16 fp16 patterns, matching the point's output format)."""
     perm = space.k_permutation(point, a.shape[1])
     if perm is not None:
         a, b = a[:, perm], b[:, perm]
@@ -124,7 +126,8 @@ class Nearest:
 
 @dataclass
 class Identification:
-    """The answer of :func:`identify` (see the module docstring).
+    """The answer of :func:`identify` (see the module docstring); ``input_format``: the operands'
+    format (fp16, bf16, tf32, e4m3, e5m2, e4m3fnuz, e5m2fnuz).
 
     ``consistent``: the points that reproduce every row; ``named``: the named unit they are,
     when they are one named point (else None); ``named_among``: named units among the
@@ -146,6 +149,7 @@ class Identification:
     classes: list[list[space.Point]] = field(default_factory=list)
     seconds: float = 0.0
     notes: tuple[str, ...] = ()
+    input_format: str = "fp16"
 
     def to_dict(self) -> dict:
         """JSON-ready: {"consistent": [...], "named": ..., "rows": n, "explained": n,
@@ -159,6 +163,7 @@ class Identification:
             "rows": self.rows,
             "explained": self.explained,
             "k": self.k,
+            "input_format": self.input_format,
             "output_format": self.output_format.name,
             "points_searched": self.points_searched,
             "nearest": [
@@ -179,7 +184,8 @@ class Identification:
     def format_text(self) -> str:
         lines = [
             (
-                f"{self.rows} rows of K = {self.k}, {self.output_format.name.lower()} output; "
+                f"{self.rows} rows of K = {self.k}, {self.input_format} operands, "
+                f"{self.output_format.name.lower()} output; "
                 f"{self.points_searched} points searched in {self.seconds:.2f} s"
             )
         ]
@@ -243,8 +249,8 @@ def identify(
 ) -> Identification:
     """The points of the space consistent with every row of ``rows`` (module docstring).
 
-    ``points``: the candidates (default: ``models.space.points`` for the rows' output format
-    and K); ``next_count``: how many splitting probes to propose when several points remain (0:
+    ``points``: the candidates (default: ``models.space.points`` for the rows' output format,
+    K and operand format: the units that multiply it and the space around them); ``next_count``: how many splitting probes to propose when several points remain (0:
     none); ``pool_rows``: candidate probes they are chosen from; ``nearest``: points reported
     when none is consistent."""
     t0 = time.perf_counter()
@@ -254,12 +260,18 @@ def identify(
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"{name}: a whole number ≥ 0, got {v!r}")
     if points is None:
-        points = space.points(rows.output_format, rows.k)
+        points = space.points(rows.output_format, rows.k, rows.input_format)
     points = list(points)
     if not points:
         raise ValueError(
-            f"points: no point of the space has K = {rows.k} a multiple of its group size "
-            f"and {rows.output_format.name.lower()} output"
+            f"points: no point of the space has K = {rows.k} a multiple of its group size, "
+            f"{rows.input_format} operands and {rows.output_format.name.lower()} output"
+        )
+    wrong = [p for p in points if input_name(p.unit.input_format) != rows.input_format]
+    if wrong:
+        raise ValueError(
+            f"points: {space.describe(wrong[0])} multiplies {input_name(wrong[0].unit.input_format)}, "
+            f"the rows hold {rows.input_format} operands"
         )
     with single_threaded():
         return _identify(rows, points, screen, next_count, pool_rows, nearest, t0)
@@ -281,6 +293,7 @@ def _identify(rows, points, screen, next_count, pool_rows, nearest, t0) -> Ident
         named_among=[],
         explained=len(rows) if consistent else 0,
         notes=rows.notes,
+        input_format=rows.input_format,
     )
     if consistent:
         names = [n for p in consistent for n in space.names_of(p)]
@@ -288,7 +301,9 @@ def _identify(rows, points, screen, next_count, pool_rows, nearest, t0) -> Ident
         if len(consistent) == 1 and names:
             result.named = names[0] if len(names) == 1 else " = ".join(names)
         if len(consistent) > 1 and next_count > 0:
-            probes, classes = next_probes(consistent, rows.k, rows.output_format, count=next_count, pool_rows=pool_rows)
+            probes, classes = next_probes(
+                consistent, rows.k, rows.output_format, count=next_count, pool_rows=pool_rows, input=rows.input_format
+            )
             result.next_probes = probes
             result.classes = classes
         else:
@@ -360,10 +375,14 @@ def _greedy(outputs: np.ndarray, count: int) -> list[int]:
     return chosen
 
 
-def pool_outputs(points, k: int, output_format: Format, pool_rows: int = POOL_ROWS, seed: int = POOL_SEED):
-    """(pool, outputs): a probe set of ``pool_rows`` candidate rows and the (P, pool_rows)
-    canonical output bits of every point on it."""
-    pool = probe_mod.probe_set(pool_rows, k, seed=seed, accumulator="fp16" if output_format == Format.FP16 else "fp32")
+def pool_outputs(
+    points, k: int, output_format: Format, pool_rows: int = POOL_ROWS, seed: int = POOL_SEED, input: str = "fp16"
+):
+    """(pool, outputs): a probe set of ``pool_rows`` candidate rows of operand format ``input``
+    and the (P, pool_rows) canonical output bits of every point on it."""
+    pool = probe_mod.probe_set(
+        pool_rows, k, seed=seed, accumulator="fp16" if output_format == Format.FP16 else "fp32", input=input
+    )
     with single_threaded():
         return pool, _outputs(list(points), pool.a, pool.b, pool.c)
 
@@ -373,14 +392,23 @@ def _hex(x, width) -> str:
 
 
 def next_probes(
-    points, k: int, output_format: Format, *, count: int = 8, pool_rows: int = POOL_ROWS, seed: int = POOL_SEED
+    points,
+    k: int,
+    output_format: Format,
+    *,
+    count: int = 8,
+    pool_rows: int = POOL_ROWS,
+    seed: int = POOL_SEED,
+    input: str = "fp16",
 ):
-    """(probes, classes): up to ``count`` rows of a candidate pool chosen greedily to split
-    ``points`` best, as dicts {a, b (hex lists), c (hex), classes, largest, predicted {label:
-    hex}} — ``classes``/``largest``: the number of classes and the largest class after asking
-    this probe and the ones before it — and the classes of points no pool row splits."""
+    """(probes, classes): up to ``count`` rows of a candidate pool (operand format ``input``)
+    chosen greedily to split ``points`` best, as dicts {a, b (hex lists of the format's
+    patterns), c (hex), classes, largest, predicted {label: hex}} — ``classes``/``largest``: the
+    number of classes and the largest class after asking this probe and the ones before it —
+    and the classes of points no pool row splits."""
     points = list(points)
-    pool, outputs = pool_outputs(points, k, output_format, pool_rows, seed)
+    pool, outputs = pool_outputs(points, k, output_format, pool_rows, seed, input)
+    operand_width = 2 * pool.a.dtype.itemsize
     chosen = _greedy(outputs, count)
     classes_labels = _partition(outputs)
     classes = [[points[i] for i in np.flatnonzero(classes_labels == lab)] for lab in np.unique(classes_labels)]
@@ -391,8 +419,8 @@ def next_probes(
         sizes = np.bincount(labels)
         probes.append(
             {
-                "a": [_hex(x, 4) for x in pool.a[r]],
-                "b": [_hex(x, 4) for x in pool.b[r]],
+                "a": [_hex(x, operand_width) for x in pool.a[r]],
+                "b": [_hex(x, operand_width) for x in pool.b[r]],
                 "c": _hex(pool.c[r], width),
                 "category": str(pool.category[r]),
                 "classes": int(sizes.size),
@@ -413,19 +441,20 @@ def adaptive_identify(
     seed: int = POOL_SEED,
     max_probes: int = 64,
     pool=None,
+    input: str = "fp16",
 ):
     """Identify a device by asking it one probe at a time.
 
     ``device(a, b, c)``: the device's output bits (uint32, or uint16 for fp16 output) for rows
-    a, b (R, K) uint16 and c (R,) patterns; ``pool``: optionally a precomputed
+    a, b (R, K) bit patterns of operand format ``input`` and c (R,) patterns; ``pool``: optionally a precomputed
     (probe set, outputs) from :func:`pool_outputs` for ``points``. Returns (live points, the
     pool rows asked, the device's answers): the live points are those agreeing with every answer;
     more than one remain only when no pool row splits them (or ``max_probes`` is reached)."""
     if points is None:
-        points = space.points(output_format, k)
+        points = space.points(output_format, k, input)
     points = list(points)
     if pool is None:
-        pool = pool_outputs(points, k, output_format, pool_rows, seed)
+        pool = pool_outputs(points, k, output_format, pool_rows, seed, input)
     probes, outputs = pool
     live = np.arange(len(points))
     asked: list[int] = []
