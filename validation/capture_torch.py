@@ -52,6 +52,7 @@ __all__ = [
     "capture",
     "capture_case",
     "check_device",
+    "check_plan_entry",
     "complete",
     "generate_operands",
     "main",
@@ -253,7 +254,7 @@ def _check_scaled(spec: dict) -> dict:
     else:
         for name in ("scale_a", "scale_b"):
             v = spec.setdefault(name, 1.0)
-            if not _finite([v]) or not np.isfinite(np.float32(v)) or v == 0:
+            if not _finite([v]) or not 0 < abs(v) <= float(np.finfo(np.float32).max):
                 _fail(f"{name}: expected a finite nonzero number (an fp32 scale), got {v!r}")
     fast = spec.setdefault("use_fast_accum", False)
     if fast not in (True, False):
@@ -796,6 +797,13 @@ def read_plan(path) -> list[dict]:
         except ValueError as exc:
             _fail(f"--plan: entry {i} ({entry.get('name', 'unnamed')}): {exc}")
     return specs
+
+
+def check_plan_entry(entry: dict) -> dict:
+    """A plan entry (a dict with the flags' names as keys) checked, with every default filled
+    in (for ``scaled_mm``: torch._scaled_mm's contract, see :func:`check_device` for what
+    depends on the GPU); ValueError naming the field otherwise."""
+    return _check_spec(entry)
 
 
 def plan_entry_from_argv(argv) -> dict:
