@@ -12,6 +12,8 @@ Three ways in:
       python -m validation.capture_torch mm --A 256 4096 --B 4096 256 --out mm.npz
       python -m validation.capture_torch conv2d --input 2 64 14 14 --weight 64 64 3 3 \\
           --padding 1 1 --memory-format channels_last --out conv.npz
+      python -m validation.capture_torch scaled_mm --A 64 4096 --B 4096 64 --dtype e4m3 \\
+          --b-dtype e5m2 --rowwise --bias --fast-accum --out fp8.npz
 
 * many cases from a JSON plan (a list of objects with the same fields as the flags), one file
   each: ``python -m validation.capture_torch --plan plan.json --out-dir captures/``;
@@ -19,6 +21,7 @@ Three ways in:
 
       from validation.capture_torch import capture
       capture("fail.npz", "linear", input=x, weight=w, bias=b)
+      capture("fp8.npz", "scaled_mm", A=a, B=b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
 
 The capture format (an ``.npz``; see ``docs/library.md``): ``op`` (one of :data:`OPS`), the
 operands under torch's names (``A``, ``B``, ``C``; ``input``, ``weight``, ``bias``;
@@ -32,6 +35,11 @@ torch's logical order, NCHW for convolutions, in its own dtype); optional ``memo
 Generated inputs are drawn on the CPU with numpy's PCG64 (``numpy.random.default_rng(seed)``,
 uniform in [lo, hi), rounded to the operand dtype), so the same seed gives the same operands on
 any machine; ``repeat_differs`` counts output elements that differ between two runs of the op.
+
+fp8 GEMMs are ``scaled_mm`` (``torch._scaled_mm``): fp8 operands rounded on the CPU by
+:func:`round_to_patterns` (numpy only), stored as uint8 bit patterns with ``A_dtype`` and
+``B_dtype``, the scales, bias and output as :func:`scaled_capture_fields` says; what torch and the
+GPU accept is checked first (:func:`check_plan_entry`, :func:`check_device`).
 """
 
 from __future__ import annotations
@@ -200,7 +208,7 @@ def _finite(values) -> bool:
 
 def _check_scaled(spec: dict) -> dict:
     """A ``scaled_mm`` plan entry checked against ``torch._scaled_mm``'s contract as far as it
-    holds on every GPU (ATen ``_scaled_mm_out_cuda``, PyTorch 2.4 … 2.11): fp8 A (M, K) and
+    holds on every GPU (ATen ``_scaled_mm_out_cuda``, ``ScaledBlas.cpp``): fp8 A (M, K) and
     B (K, N) with K and N multiples of 16, both OCP or both fnuz; fp32 scales per tensor, or
     row-wise (scale_a (M, 1), scale_b (1, N)) with a bfloat16 output (older PyTorch's CUTLASS
     path and hipBLASLt take no other); an output of bfloat16, float16 or float32; a bias (N,)
