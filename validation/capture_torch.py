@@ -880,7 +880,7 @@ def main(argv=None) -> int:
         path = Path(args.out) if args.out and not args.plan else out_dir / f"{spec.get('name', f'case{i}')}.npz"
         try:
             fields = capture_case(torch, spec, omit_operands=args.omit_operands)
-        except RuntimeError as exc:  # torch refused or failed: say so, go on with the others
+        except (RuntimeError, ValueError) as exc:  # torch refused (TORCH_CHECK_VALUE is a ValueError) or failed
             failed += 1
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             print(f"[{i + 1}/{len(runnable)}] {path}: FAILED ({_describe(spec)}): {first_line}", file=sys.stderr)

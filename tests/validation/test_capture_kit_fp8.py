@@ -268,3 +268,36 @@ def test_the_fp8_plan_is_ready_to_run():
     assert {s["rowwise"] for s in specs} == {True, False} and {s["use_fast_accum"] for s in specs} == {True, False}
     assert max(s["shapes"]["A"][1] for s in specs) >= 16384
     assert {s["out_dtype"] for s in specs} == {"bfloat16", "float16", "float32"}
+
+
+def test_a_plan_skips_what_the_gpu_cannot_run_and_reports_failures(tmp_path, monkeypatch, capsys):
+    """The GPU loop with a stand-in torch (an sm_90 record) and capture_case replaced: the
+    e5m2 × e5m2 entry is skipped before the GPU is touched, a failing entry is reported and the
+    others written; exit 1."""
+    gpu = _device(9, 0)
+    gpu.cuda.is_available = lambda: True
+    gpu.cuda.get_device_name = lambda: "NVIDIA H100 80GB HBM3"
+    monkeypatch.setitem(__import__("sys").modules, "torch", gpu)
+    ran = []
+
+    def fake_capture_case(torch, spec, omit_operands=False):
+        ran.append(spec["name"])
+        if spec["name"] == "fails":
+            raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul\nmore")
+        out = np.zeros((5, 32), np.uint16)
+        return kit.scaled_capture_fields(
+            spec, kit.generate_operands(spec), out, kernels=np.array(["k"]), repeat_differs=0
+        )
+
+    monkeypatch.setattr(kit, "capture_case", fake_capture_case)
+    plan = tmp_path / "plan.json"
+    entries = [{**SPEC, "name": "ok"}, {**SPEC, "name": "skip", "dtype": "e5m2"}, {**SPEC, "name": "fails"}]
+    plan.write_text(json.dumps(entries))
+    assert kit.main(["--plan", str(plan), "--out-dir", str(tmp_path / "out")]) == 1
+    captured = capsys.readouterr()
+    assert ran == ["ok", "fails"]
+    assert "skipped skip: b_dtype: cuBLASLt has no e5m2 × e5m2" in captured.err
+    assert "fails.npz: FAILED (scaled_mm 5x48x32 float8_e4m3fn x float8_e5m2" in captured.err
+    assert "CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul" in captured.err
+    assert "1 captured on NVIDIA H100 80GB HBM3 (PyTorch 2.13), 1 skipped, 1 failed" in captured.out
+    assert load_capture(tmp_path / "out" / "ok.npz").op == "scaled_mm"
