@@ -58,3 +58,64 @@ def test_the_users_own_tensors(tmp_path, torch):
     cap = load_capture(path)
     np.testing.assert_array_equal(cap.operands["A"], a.numpy().view(np.uint16))
     assert cap.out.shape == (8, 4)
+
+
+SCALED = [
+    {"op": "scaled_mm", "seed": 8, "dtype": "e4m3", "shapes": {"A": [5, 48], "B": [48, 32]}, "out_dtype": "fp32",
+     "scale_a": 0.375, "scale_b": 2.5},
+    {"op": "scaled_mm", "seed": 9, "dtype": "e4m3", "b_dtype": "e5m2", "shapes": {"A": [6, 64], "B": [64, 16]},
+     "rowwise": True, "bias": True, "use_fast_accum": True},
+    {"op": "scaled_mm", "seed": 10, "dtype": "e5m2", "b_dtype": "e4m3", "shapes": {"A": [3, 32], "B": [32, 48]},
+     "out_dtype": "fp16", "bias": True, "range": [-8, 8]},
+]  # fmt: skip
+
+
+def _reference(cap) -> np.ndarray:
+    """The scaled product in float64 from the capture's own fields (decoded by ml_dtypes)."""
+    import ml_dtypes
+
+    fmt = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
+    a_fmt, _, b_fmt = cap.input.partition("x")
+    A = cap.operands["A"].view(fmt[a_fmt]).astype(np.float64)
+    B = cap.operands["B"].view(fmt[b_fmt or a_fmt]).astype(np.float64)
+    ref = (A @ B) * cap.extra["scale_a"] * cap.extra["scale_b"]
+    return ref + (cap.extra["bias"] if "bias" in cap.extra else 0)
+
+
+@pytest.mark.parametrize("spec", SCALED, ids=["tensorwise-fp32", "rowwise-bias-bf16", "e5m2xe4m3-fp16"])
+def test_scaled_mm_writes_a_capture_the_reader_accepts(spec, tmp_path, torch):
+    """torch._scaled_mm on the CPU (PyTorch's reference, not a GPU kernel): the file holds the
+    drawn operands in logical order (B handed to torch column-major) and torch's result."""
+    fields = kit.capture_case(torch, spec, device="cpu")
+    cap = load_capture(kit.save(tmp_path / "s.npz", fields))
+    ops = kit.generate_operands(spec)
+    np.testing.assert_array_equal(cap.operands["B"], ops["B"])
+    assert int(fields["repeat_differs"]) == 0 and cap.out.dtype.name == kit.check_plan_entry(spec)["out_dtype"]
+    ref = _reference(cap)
+    got = cap.out.astype(np.float64)
+    assert np.max(np.abs(got - ref)) <= 2.0**-7 * np.max(np.abs(ref))  # bf16's precision, a layout slip is O(1)
+    omitted = load_capture(
+        kit.save(tmp_path / "o.npz", kit.capture_case(torch, spec, device="cpu", omit_operands=True))
+    )
+    for name, bits in cap.operands.items():
+        np.testing.assert_array_equal(omitted.operands[name], bits)
+    np.testing.assert_array_equal(omitted.extra["scale_a"], cap.extra["scale_a"])
+
+
+def test_scaled_mm_on_the_users_own_tensors(tmp_path, torch):
+    a = (torch.randn(16, 32) * 4).to(torch.float8_e4m3fn)
+    b = (torch.randn(48, 32) * 4).to(torch.float8_e5m2).t()  # (32, 48), column-major as torch wants it
+    bias = torch.randn(48, dtype=torch.float16)
+    path = kit.capture(
+        tmp_path / "mine.npz", "scaled_mm", A=a, B=b, scale_a=torch.tensor(0.5), scale_b=torch.tensor(1.5),
+        bias=bias, out_dtype=torch.float16, use_fast_accum=True,
+    )  # fmt: skip
+    cap = load_capture(path)
+    np.testing.assert_array_equal(cap.operands["B"], b.contiguous().view(torch.uint8).numpy())
+    assert cap.input == "e4m3xe5m2" and cap.extra["use_fast_accum"] and cap.out.dtype == np.float16
+    want = torch._scaled_mm(a, b, scale_a=torch.tensor(0.5), scale_b=torch.tensor(1.5), bias=bias,
+                            out_dtype=torch.float16, use_fast_accum=True)  # fmt: skip
+    np.testing.assert_array_equal(cap.out.view(np.uint16), want.numpy().view(np.uint16))
+    with pytest.raises(ValueError, match="^bias: expected float16 like the output"):
+        kit.capture(tmp_path / "x.npz", "scaled_mm", A=a, B=b, scale_a=torch.tensor(0.5), scale_b=torch.tensor(1.5),
+                    bias=bias.to(torch.bfloat16), out_dtype=torch.float16)  # fmt: skip

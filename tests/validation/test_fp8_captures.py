@@ -10,7 +10,7 @@ import pytest
 import emu
 import models
 from validation.captures.capture import CaptureError, load_capture
-from validation.captures.search import search
+from validation.captures.search import scaled_split_schedules, search
 
 M, K, N = 12, 384, 8
 
@@ -97,3 +97,46 @@ def test_fp8_loader_errors_name_the_field(tmp_path):
     np.savez(tmp_path / "s.npz", **fnuz, scale_a=sa, scale_b=sb)
     with pytest.raises(CaptureError, match="B: float8_e5m2fnuz with A float8_e4m3fn"):
         load_capture(tmp_path / "s.npz")
+
+
+def test_split_k_bounds_are_whole_k_tiles_per_split():
+    """Hand-derived: K = 384 is 3 tiles of 128 (12 wgmma k-blocks): 2 splits take ⌈3/2⌉ = 2
+    tiles then 1 (blocks 0-8, 8-12), 3 splits one tile each; tiles of 64 give the same 3-way
+    bounds (once) and 4 … 6 splits; the promotion intervals stop below the longest split."""
+    sch = scaled_split_schedules(384)
+    bounds = {s.split_bounds for s in sch}
+    assert (0, 8, 12) in bounds and (0, 4, 8, 12) in bounds and (0, 2, 4, 6, 8, 10, 12) in bounds
+    assert len([s for s in sch if s.split_bounds == (0, 4, 8, 12)]) == 3  # fast accumulation, n = 1, 2
+    assert all(s.k_tile == 32 and s.output == "fp32" for s in sch)
+    assert {s.promotion_interval for s in sch if s.split_bounds == (0, 8, 12)} == {0, 1, 2, 4}
+
+
+@pytest.mark.parametrize(
+    ("made", "fast"),
+    [
+        ({"splits": 2, "split_bounds": (0, 6, 12), "promotion_interval": 4}, False),
+        ({"splits": 2, "split_bounds": (0, 6, 12), "promotion_interval": 0}, True),
+    ],
+    ids=["promotion-4-in-2-splits-of-192", "fast-accum-2-splits-of-192"],
+)
+def test_search_finds_split_k_on_top_of_promotion(tmp_path, made, fast):
+    """A synthetic split-K fp8 capture (partials in fp32 in split order, then the epilogue):
+    no single chain reproduces it, the split-K tier finds its splits and promotion interval.
+    Splits of 6 k-blocks with an interval of 4 restart the unit at block 6, where one chain's
+    intervals (0-4, 4-8, 8-12) do not: the unit's truncations part. (Intervals that divide the
+    splits differ from one chain only in the fp32 adds' association, which these data rarely
+    expose; two fast-accumulation splits of 256 are the single chain with an interval of 8.)"""
+    cap = load_capture(_capture(tmp_path, {"k_tile": 32, **made}, fast=fast, out="fp32"))
+    res = search(cap)
+    assert res.answer == "identical", res.stages
+    assert res.stages[1][2] == 0  # the single-chain tier reproduces nothing
+    found = {(c.schedule.split_bounds, c.schedule.promotion_interval) for c in res.reproducing}
+    assert found == {(made["split_bounds"], made["promotion_interval"])}
+    assert all(c.family == "fp8-split-k" for c in res.reproducing)
+
+
+def test_split_k_outside_the_space_differs(tmp_path):
+    """Splits at 96-wide bounds (not whole tiles of 64, 128 or 256): not claimed."""
+    cap = load_capture(_capture(tmp_path, {"k_tile": 32, "splits": 2, "split_bounds": (0, 3, 12)}, out="fp32"))
+    res = search(cap)
+    assert res.answer == "differs" and res.n_identical < res.n

@@ -144,8 +144,9 @@ _PATTERN = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32}
 def _as_dtype(v: np.ndarray, name: str) -> np.ndarray:
     """``v`` seen as the ml_dtypes type ``name`` when it is its raw bytes (``np.savez`` writes
     bfloat16 arrays as void ``|V2`` members; float8 ones as ``<f1``, which numpy cannot read
-    back, so the kit stores them as uint8 bit patterns, or ``|V1``)."""
-    if name in _FP8 and v.dtype == np.uint8:
+    back, so the kit stores them as uint8 bit patterns, or ``|V1``; the kit's ``scaled_mm``
+    captures hold bfloat16 outputs and biases as uint16 patterns, written without ml_dtypes)."""
+    if (name in _FP8 and v.dtype == np.uint8) or (name == "bfloat16" and v.dtype == np.uint16):
         return v.view(getattr(ml_dtypes, name))
     if v.dtype.kind == "V" and v.dtype.fields is None and name in ("bfloat16",) + _FP8:
         want = np.dtype(getattr(ml_dtypes, name))

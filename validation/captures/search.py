@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -29,7 +29,7 @@ import emu
 import models
 from emu.dot import run_kernel, unit_params
 from emu.formats import get_format
-from emu.gemm import chain_params, combine, operand_in_order
+from emu.gemm import chain_params, combine, finish, operand_in_order
 from emu.implicit_gemm import K_ORDERS, conv_pieces
 from emu.operands import decode_flush, multiplied_values, operand, round_to_tf32, value_dtype
 from emu.schedule import SCALE_ORDERS, Schedule, chain_positions
@@ -45,6 +45,7 @@ __all__ = [
     "search",
     "search_scaled",
     "scaled_candidates",
+    "scaled_split_schedules",
     "run_scaled",
     "jobs_of",
     "MAX_SPLITS",
@@ -733,6 +734,82 @@ def scaled_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     return out
 
 
+#: k-tile widths a split-K fp8 kernel cuts K into (whole CTA k tiles of 4, 2 or 8 wgmma k-blocks)
+FP8_SPLIT_TILES = (128, 64, 256)
+#: the most splits tried per tile width
+MAX_FP8_SPLITS = 64
+
+
+def scaled_split_schedules(K: int) -> list[Schedule]:
+    """The accumulation schedules of split-K fp8 kernels (no epilogue, fp32 output): K cut into
+    k tiles of :data:`FP8_SPLIT_TILES`, ⌈tiles/splits⌉ per split (cuBLAS's rule, as for its
+    fp16 nvjet split-K), 2 … :data:`MAX_FP8_SPLITS` splits, each distinct set of bounds once;
+    in each split one chain of the unit (fast accumulation) or two-level accumulation at each
+    promotion interval shorter than the longest split (intervals counted from the split's
+    start); the partials added in fp32 in split order, as ``splitKreduce`` does. The bounds are
+    given in 32-wide k-blocks (``split_bounds``) so the promotion interval counts wgmma k-blocks."""
+    blocks = -(-K // FP8_K_TILE)
+    seen, out = set(), []
+    for width in FP8_SPLIT_TILES:
+        step = width // FP8_K_TILE
+        tiles = -(-K // width)
+        for splits in range(2, min(tiles, MAX_FP8_SPLITS) + 1):
+            per = -(-tiles // splits)
+            bounds = tuple(sorted({min(blocks, i * per * step) for i in range(splits + 1)}))
+            if len(bounds) != splits + 1 or bounds in seen:
+                continue
+            seen.add(bounds)
+            longest = max(b1 - b0 for b0, b1 in zip(bounds[:-1], bounds[1:]))
+            for n in (0,) + tuple(n for n in PROMOTION_INTERVALS if n < longest):
+                out.append(
+                    Schedule(k_tile=FP8_K_TILE, splits=splits, split_bounds=bounds, promotion_interval=n, output="fp32")
+                )
+    return out
+
+
+def _epilogues(cap: Capture) -> list[tuple[str, bool]]:
+    """(scale order, bias in one FMA) pairs :func:`scaled_candidates` tries."""
+    return [(order, fma) for order in SCALE_ORDERS for fma in ((True, False) if "bias" in cap.extra else (True,))]
+
+
+def _with_epilogue(cap: Capture, acc: Schedule, order: str, fma: bool) -> Schedule:
+    return replace(
+        acc,
+        scale_order=order,
+        epilogue_fma=fma,
+        c_entry="epilogue" if "bias" in cap.extra else "chain",
+        output=cap.out_format,
+    )
+
+
+def _scaled_split_tier(cap: Capture, unit_name: str, rows: np.ndarray, want_rows: np.ndarray, progress=None):
+    """The split-K tier of a ``scaled_mm`` search on the sample ``rows``: each accumulation
+    schedule of :func:`scaled_split_schedules` run once (its reduced fp32 accumulator), every
+    epilogue applied to it (``emu.gemm.finish``: the epilogue follows the reduction). Returns
+    (the candidates that reproduce the rows, grouped by accumulation schedule; how many were
+    tried; the nearest (accumulation schedule, candidate) and how many of the rows it reproduces)."""
+    unit = _model_unit(unit_name, cap.input)
+    sa, sb = cap.extra["scale_a"], cap.extra["scale_b"]
+    sa = sa[rows] if sa.shape[0] > 1 else sa
+    accs = scaled_split_schedules(cap.operands["A"].shape[1])
+    groups: dict[Schedule, list[Candidate]] = {}
+    tried, nearest, nearest_same = 0, None, -1
+    for i, sch in enumerate(accs):
+        acc = emu.gemm(cap.operands["A"][rows], cap.operands["B"], None, unit, sch)
+        for order, fma in _epilogues(cap):
+            cand = Candidate(unit_name, Variant(), _with_epilogue(cap, sch, order, fma), "fp8-split-k")
+            got = finish(unit, acc, cap.extra.get("bias"), cand.schedule, sa, sb)
+            same = int(np.count_nonzero(_bits(np.asarray(got)).reshape(-1) == want_rows))
+            tried += 1
+            if same == want_rows.size:
+                groups.setdefault(sch, []).append(cand)
+            if same > nearest_same:
+                nearest, nearest_same = (sch, cand), same
+        if progress:
+            progress("fp8 split-K schedules, first rows", i + 1, len(accs))
+    return groups, tried, nearest, nearest_same
+
+
 def run_scaled(cap: Capture, cand: Candidate, rows=None) -> np.ndarray:
     """A ``scaled_mm`` capture's output (its ``rows`` of A only, when given) as the candidate
     computes it: ``emu.gemm`` with the scales and bias of the capture."""
@@ -747,7 +824,9 @@ def run_scaled(cap: Capture, cand: Candidate, rows=None) -> np.ndarray:
 
 def search_scaled(cap: Capture, hw: str | None = None, progress=None) -> SearchResult:
     """The search for a ``scaled_mm`` (fp8) capture: every :func:`scaled_candidates` schedule on
-    the first :data:`SCALED_ROWS` rows, the survivors on every output."""
+    the first :data:`SCALED_ROWS` rows, the survivors on every output; when none reproduces,
+    the split-K tier (:func:`scaled_split_schedules` times the epilogues) the same way, at most
+    :data:`MAX_FULL` accumulations in full."""
     t0 = time.perf_counter()
     unit_name = resolve_unit(cap, hw)
     cands = scaled_candidates(cap, unit_name)
@@ -762,6 +841,7 @@ def search_scaled(cap: Capture, hw: str | None = None, progress=None) -> SearchR
     survivors = [c for c, n in zip(cands, scored) if n == want_rows.size]
     stages = [(f"fp8 schedules: first {rows.size} rows ({want_rows.size} outputs)", len(cands), len(survivors))]
     reproducing, best, best_same, best_out = [], None, -1, None
+
     for c in survivors or [cands[int(np.argmax(scored))]]:
         got = run_scaled(cap, c)
         same = int(np.count_nonzero(_bits(got).reshape(-1) == want))
@@ -771,6 +851,29 @@ def search_scaled(cap: Capture, hw: str | None = None, progress=None) -> SearchR
             best, best_same, best_out = c, same, got
     stages.append((f"every output ({want.size})", max(1, len(survivors)), len(reproducing)))
     hints = []
+    searched = len(cands)
+    if not reproducing:  # a split-K kernel: splitKreduce after fp8 chains
+        groups, tried, nearest, nearest_same = _scaled_split_tier(cap, unit_name, rows, want_rows, progress)
+        searched += tried
+        n_rows = sum(len(g) for g in groups.values())
+        stages.append((f"fp8 split-K schedules: first {rows.size} rows", tried, n_rows))
+        if not groups and nearest_same > max(scored):
+            groups = {nearest[0]: [nearest[1]]}  # nothing reproduces: the nearest in full, for the report
+        unit = _model_unit(unit_name, cap.input)
+        for acc_schedule in list(groups)[:MAX_FULL]:  # each accumulator once in full, then its epilogues
+            acc = emu.gemm(cap.operands["A"], cap.operands["B"], None, unit, acc_schedule)
+            for c in groups[acc_schedule]:
+                got = finish(unit, acc, cap.extra.get("bias"), c.schedule, cap.extra["scale_a"], cap.extra["scale_b"])
+                same = int(np.count_nonzero(_bits(np.asarray(got)).reshape(-1) == want))
+                if same == want.size:
+                    reproducing.append(c)
+                if same > best_same:
+                    best, best_same, best_out = c, same, np.asarray(got)
+        stages.append((f"fp8 split-K: every output ({want.size})", min(MAX_FULL, len(groups)), len(reproducing)))
+        if len(groups) > MAX_FULL:
+            hints.append(
+                f"{len(groups) - MAX_FULL} more split-K accumulations reproduce the first rows; not run in full"
+            )
     if len(reproducing) > 1:
         hints.append(f"{len(reproducing)} schedules reproduce every output: the capture cannot tell them apart")
     hints.append("fp8 (scaled_mm) captures: the schedules are checked on synthetic captures only, no GPU capture yet")
@@ -781,7 +884,7 @@ def search_scaled(cap: Capture, hw: str | None = None, progress=None) -> SearchR
         best=reproducing[0] if reproducing else best,
         reproducing=reproducing,
         emulated=best_out,
-        searched=len(cands),
+        searched=searched,
         seconds=time.perf_counter() - t0,
         stages=stages,
         hints=hints,
