@@ -148,8 +148,8 @@ def test_design_functions_take_their_bf16_form():
 def test_design_generators_draw_the_harness_bf16_values():
     problem = parse_config(TINY).problem
     got = parse_generator("away:1:3").inputs(problem, 5, 36, "bf16")
-    for i, (role, arr) in enumerate(got.items()):
-        assert arr.dtype == ml_dtypes.bfloat16
+    for role, arr in got.items():
+        assert arr.dtype == ml_dtypes.bfloat16 and (arr.astype(np.float32) < 0).any(), role
         # the float draw's top 16 bits, sign bit aside (drawn apart)
         draw = harness.harness_float_values(arr.size, 5, 1, 3)
         top = (draw.view(np.uint32) >> 16).astype(np.uint16)
