@@ -122,7 +122,10 @@ class ValidationFunction:
     def describe(self) -> str:
         inputs = self.generator.describe(self.dtype)
         if self.kind != "verifier":
-            return f"{self.label}: {KIND_DESCRIPTIONS[self.kind]}; inputs {inputs}"
+            what = KIND_DESCRIPTIONS[self.kind]
+            if self.dtype != "fp16":  # the output rounding's unit roundoff is the format's
+                what = what.replace("u16", f"u_{self.dtype}")
+            return f"{self.label}: {what}; inputs {inputs}"
         checks = ", ".join(f"{c.metric} ≤ {c.limit:g}" for c in self.thresholds.checks)
         return f"{self.label}: {checks}; inputs {inputs}"
 
