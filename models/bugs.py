@@ -25,6 +25,14 @@ member seed mod 128 for both). :func:`emulate_mutants` runs the correct kernel a
 with their GEMMs shared. Mutants that need something the problem does not have (a split-K
 partial on a kernel without split-K, a padding row on an unpadded side) raise
 :class:`NotApplicable`.
+
+**Formats.** A kernel model multiplies fp16 or bf16 tensors (``KernelModel.input``); the mutants
+act on either, in the kernel's format (the stale values a tile keeps, what a verifier handed the
+wrong buffers sees). Those that cannot stand for a bug of one format say so
+(:data:`UNSUPPORTED`, :func:`unsupported`) and :func:`default_mutants` leaves them out of that
+format's set: an fp16 kernel's narrow accumulator is ``fp16-accumulator``, a bf16 kernel's is
+``bf16-accumulator`` (each refuses the other format), and the split-K mutants have nothing to act
+on in bf16 (the 2022 bf16 kernels have no split-K: the atomic path was f16-only).
 """
 
 from __future__ import annotations
@@ -34,12 +42,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+import ml_dtypes
 import numpy as np
 
 from emu.atomics import SplitPartials
 from emu.conv import ConvGemm, ConvProblem, sub_gemms
 from emu.faults import add_partials, gemm_fp16_accumulator, member_sum, scale_fp32
-from emu.rounding import fp32_to_fp16
+from emu.gemm import GemmOrder
+from emu.gemm import gemm as emu_gemm
+from emu.rounding import cast_rne, fp32_to_fp16
 
 from . import harness
 from .kernels import ATOMIC_ORDERS, KernelModel
@@ -64,6 +75,9 @@ __all__ = [
     "SplitKPartialCount",
     "SplitKPartialScale",
     "Fp16Accumulator",
+    "Bf16Accumulator",
+    "UNSUPPORTED",
+    "unsupported",
     "ChannelSignFlip",
     "UninitialisedTile",
     "StalePartialRace",
@@ -298,6 +312,9 @@ class _SplitKMutant(Mutant):
     needs_partials: ClassVar[bool] = True
 
     def applies(self, problem, model):
+        why = unsupported(self.name, model.input)
+        if why:
+            return why
         return None if _split_k(problem, model) >= 2 else "the kernel has no split-K partials"
 
 
@@ -517,9 +534,55 @@ class Fp16Accumulator(Mutant):
         "every partial sum is rounded to fp16 instead of fp32."
     )
 
+    def applies(self, problem, model):
+        return unsupported(self.name, model.input)
+
     def gemm(self, ctx, sub, a, b):
         g = ctx.plan()[sub]
         return gemm_fp16_accumulator(a, b, g.unit, g.order)
+
+
+@dataclass(frozen=True)
+class Bf16Accumulator(Mutant):
+    """A bf16 kernel's unit with a bf16 accumulator: after every step of the unit (its group of
+    k values, one product for an FMA) the running sum is rounded to bf16 (RNE, overflow to ±inf)
+    and fed back as C. The bf16 form of :class:`Fp16Accumulator`."""
+
+    name: ClassVar[str] = "bf16-accumulator"
+    bug: ClassVar[str] = (
+        "The accumulator is declared in the tensors' type, bf16 (a templated kernel instantiated with "
+        "AccT = T), so every partial sum is rounded to bf16's 8 significant bits instead of fp32's 24."
+    )
+
+    def applies(self, problem, model):
+        return unsupported(self.name, model.input)
+
+    def gemm(self, ctx, sub, a, b):
+        g = ctx.plan()[sub]
+        return _element_accumulator_gemm(a, b, g.unit, g.order, "bf16")
+
+
+def _element_accumulator_gemm(a, b, unit, order: GemmOrder, fmt: str) -> np.ndarray:
+    """C = A·B through ``unit`` in ``order`` with the running sum rounded to ``fmt`` after every
+    step of the unit: each step is :func:`emu.gemm` over one group of the order's gemmK sequence
+    (padding positions as +0) from the rounded C, then :func:`emu.rounding.cast_rne`. Split-K
+    chunks are accumulated apart from +0 and added in fp32, ascending (as
+    :func:`emu.faults.gemm_fp16_accumulator`). Returns (M, N) float32."""
+    seq = order.sequence(a.shape[1])
+    take = np.maximum(seq, 0)
+    a_seq, b_seq = np.take(a, take, axis=1), np.take(b, take, axis=0)
+    a_seq[:, seq < 0] = 0  # gemmK padding: zero products
+    b_seq[seq < 0, :] = 0
+    step = max(1, int(unit.group_size or 1))
+    total = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    for chunk in order.chunks(len(seq)):
+        c = np.zeros_like(total)
+        for s0 in range(chunk.start, chunk.stop, step):
+            s1 = min(s0 + step, chunk.stop)
+            c = emu_gemm(np.ascontiguousarray(a_seq[:, s0:s1]), np.ascontiguousarray(b_seq[s0:s1]), c, unit)
+            c = cast_rne(np.asarray(c, np.float32).astype(np.float64), fmt).astype(np.float32)
+        total = total + c
+    return total
 
 
 # --- split-K partials ---------------------------------------------------------------------------
@@ -657,6 +720,10 @@ class UninitialisedTile(Mutant):
             fill = np.zeros(out.size, np.float32)
         elif self.fill == "nan":
             fill = np.full(out.size, np.nan, np.float32)
+        elif ctx.model.input == "bf16":  # an earlier bf16 kernel's values, as the harness truncates them
+            fill = harness.harness_float_tensor(
+                out.size, self.stale_seed, -self.stale_range, self.stale_range, dtype="bf16"
+            ).astype(np.float32)
         else:
             fill = harness.to_fp16_truncate(
                 harness.harness_float_values(out.size, self.stale_seed, -self.stale_range, self.stale_range)
@@ -703,9 +770,14 @@ class WrongTensorsCompared(Mutant):
         _check_choice("which", self.which, ("reference", "input"))
 
     def seen(self, kernel16, validation32, inputs):
+        # the kernel's output format: fp16, or bf16 (``ml_dtypes.bfloat16`` output)
+        bf16 = np.asarray(kernel16).dtype == np.dtype(ml_dtypes.bfloat16)
         if self.which == "reference":
+            if bf16:
+                return cast_rne(np.asarray(validation32, np.float32).astype(np.float64), "bf16")
             return fp32_to_fp16(np.asarray(validation32, np.float32))
-        src = np.asarray(next(iter(inputs.values()))).reshape(-1).astype(np.float16)
+        src = np.asarray(next(iter(inputs.values()))).reshape(-1)
+        src = src.astype(ml_dtypes.bfloat16) if bf16 else src.astype(np.float16)
         return np.resize(src, np.asarray(kernel16).size)
 
 
@@ -719,6 +791,7 @@ MUTANTS: Mapping[str, type[Mutant]] = {
         SplitKPartialCount,
         SplitKPartialScale,
         Fp16Accumulator,
+        Bf16Accumulator,
         ChannelSignFlip,
         UninitialisedTile,
         StalePartialRace,
@@ -727,6 +800,31 @@ MUTANTS: Mapping[str, type[Mutant]] = {
         WrongTensorsCompared,
     )
 }
+
+_NO_SPLIT_K_BF16 = (
+    "the 2022 bf16 kernels have no split-K (the Aug-2022 backward-weight atomic path was f16-only, "
+    "reference/rocmlir_kernels_2022.md §6.3, PR #536): no partial sums to lose, scale or race"
+)
+#: Per tensor format, the mutants that cannot stand for a bug of a kernel on it, and why.
+UNSUPPORTED: Mapping[str, Mapping[str, str]] = {
+    "fp16": {
+        "bf16-accumulator": "an fp16 kernel's accumulator declared in its element type is fp16: fp16-accumulator",
+    },
+    "bf16": {
+        "fp16-accumulator": "a bf16 kernel's accumulator declared in its element type is bf16: bf16-accumulator",
+        "split-k-count": _NO_SPLIT_K_BF16,
+        "split-k-scale": _NO_SPLIT_K_BF16,
+        "stale-partial-race": _NO_SPLIT_K_BF16,
+    },
+}
+
+
+def unsupported(name: str, input: str) -> str | None:
+    """Why the mutant ``name`` cannot stand for a bug of a kernel on ``input`` ("fp16" or "bf16")
+    tensors, or None when it can."""
+    if input not in UNSUPPORTED:
+        raise ValueError(f"input: {input!r} is not one of {', '.join(UNSUPPORTED)}")
+    return UNSUPPORTED[input].get(name)
 
 
 def mutant(name: str, **params) -> Mutant:
@@ -742,9 +840,14 @@ def mutant(name: str, **params) -> Mutant:
     return cls(**params)
 
 
-def default_mutants() -> tuple[Mutant, ...]:
-    """One instance of every bug, and the variants of the multi-mode ones, as the design sweeps
-    run them."""
+def default_mutants(input: str = "fp16") -> tuple[Mutant, ...]:
+    """One instance of every bug that a kernel on ``input`` ("fp16", the default, or "bf16")
+    tensors can have (:data:`UNSUPPORTED` names the others), and the variants of the multi-mode
+    ones, as the design sweeps run them."""
+    return tuple(m for m in _every_mutant() if unsupported(m.name, input) is None)
+
+
+def _every_mutant() -> tuple[Mutant, ...]:
     return (
         DropLastKBlock(),
         PaddingBorder("top", "lost"),
@@ -756,6 +859,7 @@ def default_mutants() -> tuple[Mutant, ...]:
         SplitKPartialCount(-1, 2),
         SplitKPartialScale(-1, -1.0),
         Fp16Accumulator(),
+        Bf16Accumulator(),
         ChannelSignFlip(0),
         UninitialisedTile(-1, "stale"),
         UninitialisedTile(-1, "zeros"),

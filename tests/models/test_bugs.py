@@ -242,7 +242,7 @@ def test_mutants_that_cannot_apply_say_why_and_every_mutant_has_its_bug(fwd):
         bugs.mutant("nonsense")
     with pytest.raises(ValueError, match="unknown parameter"):
         bugs.mutant("scaled-element", tile=3)
-    assert set(bugs.MUTANTS) == {m.name for m in bugs.default_mutants()}
+    assert set(bugs.MUTANTS) == {m.name for f in ("fp16", "bf16") for m in bugs.default_mutants(f)}
     for cls in bugs.MUTANTS.values():
         assert cls.bug.endswith(".") and len(cls.bug) > 40
         with pytest.raises(dataclasses.FrozenInstanceError):

@@ -652,10 +652,5 @@ def test_a_bf16_run_end_to_end_judges_a_bf16_gpu_output(capsys, tmp_path):
     )
     assert code == 1 and "1 element differs" in out, out
 
-
-@pytest.mark.parametrize(
-    "argv", [("explain", BF16, "--no-progress"), ("design", BF16, "--seeds", "1", "--bugs", "none")]
-)
-def test_explain_and_design_refuse_bf16_configs_by_name(capsys, argv):
-    code, out, err = _cli(capsys, *argv)
-    _one_line_error(code, err, "bf16", "fp16emu run")
+    # the search for what the differing bf16 array matches runs (bf16 models, bf16 ulps)
+    assert "search: " in out and "bf16 ulps apart" in out, out

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
-from models.bugs import MUTANTS, default_mutants
+from models.bugs import MUTANTS, default_mutants, unsupported
 from models.hardware import check_hardware
 
-from ..design.functions import FUNCTION_NAMES, load_functions, parse_functions
+from ..design.functions import FUNCTION_NAMES, function_names, load_functions, parse_functions
 from ..design.generators import parse_generator
 from ..design.report import format_json, format_text, plot
 from ..design.sweep import design, resolve_targets
@@ -27,15 +28,17 @@ def register_cli(subparsers):
         description="TESTS: a suite (rocmlir_2022, rocmlir_2022:N for its N smallest tests, k-sweep[:N]), suite test "
         "names or config texts. For each, the correct kernel's metrics over seeds (noise model, analytic bounds, "
         "recommended thresholds) and every validation function on the correct kernel and on every bug mutant "
-        "(models.bugs). See docs/design.md.",
+        "(models.bugs). The tests share one data type, fp16 (-t f16) or bf16 (-t bf16): its inputs, output "
+        "rounding, ulps, preset limits and mutants. See docs/design.md.",
     )
     p.add_argument("tests", nargs="+", metavar="SUITE|CONFIG")
     p.add_argument(
         "--validators",
         nargs="+",
-        default=list(FUNCTION_NAMES),
+        default=None,
         metavar="PRESET|FILE",
-        help=f"presets ({', '.join(FUNCTION_NAMES)}), NAME@RANGE, or .json/.toml files (default: every preset)",
+        help=f"presets ({', '.join(FUNCTION_NAMES)}), NAME@RANGE, or .json/.toml files (default: every preset the "
+        "tests' data type has: bf16 has no study-2022)",
     )
     p.add_argument(
         "--seeds", default="20", help="seeds per test and input range, for fit and for evaluation (default 20)"
@@ -101,12 +104,15 @@ def _cmd_design(args) -> int:
     rate = _number(args.rate, "rate", float, 1e-9, 0.5)
     hw = check_hardware(args.hw)
     kernel = None if args.kernel is None else choice(args.kernel, KERNEL_CHOICES, "kernel")
-    functions = parse_functions(args.validators)
+    targets = resolve_targets(args.tests, hw=hw, kernel=kernel, validator=args.validator)
+    dtype = targets[0].input if targets else "fp16"
+    validators = list(function_names(dtype)) if args.validators is None else args.validators
+    functions = parse_functions(validators, dtype)
     if args.ranges:
         gens = [parse_generator(r) for r in args.ranges]
-        files = [f for f, v in zip(functions, _sources(args.validators)) if v]
-        presets = [f for f, v in zip(functions, _sources(args.validators)) if not v]
-        functions = [type(f)(f.name, f.thresholds, g) for f in presets for g in gens] + files
+        files = [f for f, v in zip(functions, _sources(validators, dtype)) if v]
+        presets = [f for f, v in zip(functions, _sources(validators, dtype)) if not v]
+        functions = [dataclasses.replace(f, generator=g) for f in presets for g in gens] + files
     mutants = None
     if args.bugs is not None:
         names = [b.strip().lower() for b in args.bugs]
@@ -115,8 +121,11 @@ def _cmd_design(args) -> int:
             bad = [n for n in names if n != "none" and n not in MUTANTS]
             if bad:
                 raise ValueError(f"--bugs: {bad[0]!r} is not one of none, {', '.join(MUTANTS)}")
-        mutants = tuple(m for m in default_mutants() if m.name in names)
-    targets = resolve_targets(args.tests, hw=hw, kernel=kernel, validator=args.validator)
+            for n in names:
+                why = unsupported(n, dtype) if n != "none" else None
+                if why:
+                    raise ValueError(f"--bugs: {n} does not apply to {dtype} tests: {why}")
+        mutants = tuple(m for m in default_mutants(dtype) if m.name in names)
     show = not args.no_progress and (args.progress or sys.stderr.isatty())
     bar = None
     if show:
@@ -154,13 +163,13 @@ def _cmd_design(args) -> int:
     return 0
 
 
-def _sources(items) -> list[bool]:
-    """Per function of ``parse_functions(items)``: True when it came from a file."""
+def _sources(items, dtype: str = "fp16") -> list[bool]:
+    """Per function of ``parse_functions(items, dtype)``: True when it came from a file."""
     out = []
     for item in items:
         s = str(item)
         if s.lower().endswith((".json", ".toml")):
-            out += [True] * len(load_functions(s))
+            out += [True] * len(load_functions(s, dtype))
         else:
             out.append(False)
     return out

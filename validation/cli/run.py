@@ -306,16 +306,11 @@ def _cmd_run(args) -> int:
                 f"the emulated kernel ({result.kernel.key} on {args.hw}) against the same validation: "
                 f"{'PASS' if emu_verdict.exit_code == 0 else 'FAIL'} by {verifier}"
             )
-        if gpu.answer == "differs" and result.format == "fp16":
+        if gpu.answer == "differs":
             search = _search(result, gpu_array, loaded, args)
             extra["gpu"]["matches"] = search.matches
             extra["gpu"]["search"] = {k: v for k, v in search.to_dict().items() if k != "matches"}
             middle.append(search.format_text())
-        elif gpu.answer == "differs":
-            middle.append(
-                f"no search for what the {result.format} output matches: the search's stages (other GPUs, kernels, "
-                "tunings, seeds) are fp16 runs"
-            )
         if gpu.answer == "differs" and verdict is not None and verdict.exit_code == 0:
             middle.append(
                 "the GPU's output passes the verifier's thresholds but is not what the kernel computes: "

@@ -18,6 +18,10 @@ input flushing can lose (Σ|a||b| over products with a subnormal fp16 operand, f
 validators that flush) and 2^-126 per step for flushed fp32 subnormals. ``worst`` and
 ``probabilistic`` use the textbook fp32 model (one rounding per product, u = 2^-24); ``unit``
 the emulated unit's. Metric bounds follow from B element by element (:func:`metric_bounds`).
+
+For bf16 tensors (the kernel model's ``input``) the output format's constants replace fp16's:
+u16 becomes bf16's unit roundoff 2^-8, 2^-25 half bf16's smallest subnormal spacing 2^-134, and
+the flushed inputs are those below bf16's smallest normal 2^-126 (:func:`output_constants`).
 """
 
 from __future__ import annotations
@@ -37,9 +41,10 @@ from emu.bounds import (
     worst_case,
 )
 from emu.conv import sub_gemms
+from emu.formats import resolve_format
 from emu.units import Family
 
-__all__ = ["chain", "element_bounds", "metric_bounds", "BOUND_KINDS", "BOUND_METRICS", "LAMBDA"]
+__all__ = ["chain", "element_bounds", "metric_bounds", "output_constants", "BOUND_KINDS", "BOUND_METRICS", "LAMBDA"]
 
 BOUND_KINDS = ("worst", "probabilistic", "unit")
 BOUND_METRICS = ("max_abs_diff", "max_rel_diff", "rms", "diff1", "diff2")
@@ -74,6 +79,15 @@ def chain(model, problem) -> tuple[int, float, int]:
     return best
 
 
+def output_constants(fmt: str = "fp16") -> tuple[float, float, float]:
+    """(unit roundoff, half the smallest subnormal spacing, smallest normal) of the output and
+    input format ``fmt``: fp16 (2^-11, 2^-25, 2^-14) or bf16 (2^-8, 2^-134, 2^-126)."""
+    if fmt == "fp16":
+        return U_FP16, FP16_SUBNORMAL_HALF_ULP, FP16_MIN_NORMAL
+    f = resolve_format(fmt)
+    return 2.0**-f.precision, f.smallest_subnormal / 2, f.smallest_normal
+
+
 def _flushes(model, problem) -> int:
     return int(any(g.unit.flush_inputs for g in model.plan(problem)))
 
@@ -83,7 +97,9 @@ def _fp64_final(model) -> float:
 
 
 def element_bounds(problem, kmodel, vmodel, inputs, validation: np.ndarray, lam: float = LAMBDA) -> dict:
-    """Per element, B of each kind in :data:`BOUND_KINDS` (float64, flat), and the chains."""
+    """Per element, B of each kind in :data:`BOUND_KINDS` (float64, flat), and the chains; the
+    output format's constants those of ``kmodel.input`` (:func:`output_constants`)."""
+    u_out, half_sub, min_normal = output_constants(getattr(kmodel, "input", "fp16"))
     tensors = {"x": inputs.get("input"), "w": inputs.get("filter"), "dy": inputs.get("output")}
     s = abs_product_sums(problem, **tensors)
     kd, ku, k = chain(kmodel, problem)
@@ -91,7 +107,7 @@ def element_bounds(problem, kmodel, vmodel, inputs, validation: np.ndarray, lam:
     v = np.abs(np.asarray(validation, np.float64))
     k_len = max(k, 1)
     flushing = sum(_flushes(m, problem) for m in (kmodel, vmodel))
-    lost = abs_product_sums(problem, **tensors, below=FP16_MIN_NORMAL) * flushing if flushing else 0.0
+    lost = abs_product_sums(problem, **tensors, below=min_normal) * flushing if flushing else 0.0
     e = {
         "worst": 2 * worst_case(s, k_len, U_FP32),
         "probabilistic": 2 * probabilistic(s, k_len, U_FP32, lam),
@@ -102,8 +118,8 @@ def element_bounds(problem, kmodel, vmodel, inputs, validation: np.ndarray, lam:
         + lost
         + (kd + vd) * FP32_MIN_NORMAL,
     }
-    # each fp16 rounding: relative u16 for normal results, absolute 2^-25 in the subnormal range
-    out = {name: err + 2 * (U_FP16 * (v + err) + FP16_SUBNORMAL_HALF_ULP) for name, err in e.items()}
+    # each output rounding: relative u for normal results, absolute half a spacing in the subnormal range
+    out = {name: err + 2 * (u_out * (v + err) + half_sub) for name, err in e.items()}
     out["chains"] = {"kernel": (kd, ku), "validator": (vd, vu), "K": k}
     return out
 

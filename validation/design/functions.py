@@ -22,6 +22,15 @@ A FILE (``.json`` or ``.toml``) describes one function, or a list under ``functi
     [metrics]                       # metric = limit, every one must hold
     rms = 1e-4
     max_rel_diff = 0.01
+
+**Data types.** Functions are built for the sweep's tensor format (``dtype``, "fp16" by default,
+or "bf16"): the presets take their limits for it (:func:`validation.verify.preset`: ``rocmlir``'s
+relDiff 1e-6 and ``rocmlir-2022``'s 1e-6 for types other than fp16, ``torch``'s bf16 rtol 1.6e-2,
+``miopen``'s 8 × 8.2e-3), the validation is rounded to it, and epsilonDiff is in its ulps.
+``study-2022`` is the 2022 study's fp16 line and has no bf16 form; ``study-proposal``'s limits
+were fitted for fp16 and are scaled by 2^3 = 8 for bf16 (bf16 keeps 3 fraction bits fewer than
+fp16: the factor MIOpen's ``GetTolerance`` applies to its fp16 tolerance for bf16). A file's
+``round_validation`` defaults to the sweep's format.
 """
 
 from __future__ import annotations
@@ -36,7 +45,16 @@ from ..metrics import METRIC_NAMES
 from ..verify.presets import PRESET_NAMES, Thresholds, preset
 from .generators import InputGenerator, parse_generator
 
-__all__ = ["ValidationFunction", "FUNCTION_NAMES", "function", "load_functions", "parse_functions"]
+__all__ = [
+    "ValidationFunction",
+    "FUNCTION_NAMES",
+    "DTYPES",
+    "NOT_FOR",
+    "function",
+    "function_names",
+    "load_functions",
+    "parse_functions",
+]
 
 #: Each preset's default inputs: what its users ran.
 _DEFAULT_INPUTS = {
@@ -60,6 +78,30 @@ KIND_DESCRIPTIONS = {
     "range of 32 add orders)",
 }
 FUNCTION_NAMES = tuple(_DEFAULT_INPUTS)
+#: The data types a sweep's functions are built for.
+DTYPES = ("fp16", "bf16")
+#: Per data type, the named functions that have no form for it, and why.
+NOT_FOR: dict[str, dict[str, str]] = {
+    "fp16": {},
+    "bf16": {
+        "study-2022": "the 2022 study's instrumented verifier line is fp16 only (maxEpsilonDiff in fp16 ulps, the "
+        "validation rounded to fp16)",
+    },
+}
+#: study-proposal's fp16 limits, and the factor for bf16 (3 fraction bits fewer: MIOpen's rule).
+STUDY_PROPOSAL = {"rms": 3e-5, "max_rel_diff": 1e-3}
+BF16_FACTOR = 8.0
+
+
+def function_names(dtype: str = "fp16") -> tuple[str, ...]:
+    """The named functions (:data:`FUNCTION_NAMES`) that have a form for ``dtype``."""
+    return tuple(n for n in FUNCTION_NAMES if n not in NOT_FOR[_dtype(dtype)])
+
+
+def _dtype(dtype: str) -> str:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
+    return dtype
 
 
 @dataclass(frozen=True)
@@ -70,39 +112,54 @@ class ValidationFunction:
     thresholds: Thresholds | None
     generator: InputGenerator
     kind: str = "verifier"  # or "predicted-bound", "emulated"
+    #: the tensors' format the function is for ("fp16" or "bf16")
+    dtype: str = "fp16"
 
     @property
     def label(self) -> str:
         return f"{self.name}@{self.generator.name}"
 
     def describe(self) -> str:
+        inputs = self.generator.describe(self.dtype)
         if self.kind != "verifier":
-            return f"{self.label}: {KIND_DESCRIPTIONS[self.kind]}; inputs {self.generator.describe()}"
+            what = KIND_DESCRIPTIONS[self.kind]
+            if self.dtype != "fp16":  # the output rounding's unit roundoff is the format's
+                what = what.replace("u16", f"u_{self.dtype}")
+            return f"{self.label}: {what}; inputs {inputs}"
         checks = ", ".join(f"{c.metric} ≤ {c.limit:g}" for c in self.thresholds.checks)
-        return f"{self.label}: {checks}; inputs {self.generator.describe()}"
+        return f"{self.label}: {checks}; inputs {inputs}"
 
 
-def function(text: str) -> ValidationFunction:
-    """``NAME`` or ``NAME@RANGE`` (module docstring)."""
+def function(text: str, dtype: str = "fp16") -> ValidationFunction:
+    """``NAME`` or ``NAME@RANGE`` (module docstring) for tensors of ``dtype`` (fp16 or bf16);
+    ValueError naming the accepted presets, or why a preset has no form for ``dtype``."""
+    dtype = _dtype(dtype)
     name, _, rng = str(text).strip().partition("@")
     name = name.lower()
     if name not in _DEFAULT_INPUTS:
-        raise ValueError(f"validators: {text!r} is not a preset ({', '.join(FUNCTION_NAMES)}) or a .json/.toml file")
+        raise ValueError(
+            f"validators: {text!r} is not a preset ({', '.join(function_names(dtype))}) or a .json/.toml file"
+        )
+    if name in NOT_FOR[dtype]:
+        raise ValueError(
+            f"validators: {name} has no {dtype} form: {NOT_FOR[dtype][name]}; the {dtype} presets: "
+            f"{', '.join(function_names(dtype))}"
+        )
     gen = parse_generator(rng or _DEFAULT_INPUTS[name])
     if name in KIND_DESCRIPTIONS:
-        return ValidationFunction(name, None, gen, kind=name)
+        return ValidationFunction(name, None, gen, kind=name, dtype=dtype)
     if name in PRESET_NAMES:
-        th = preset(name, "fp16")
+        th = preset(name, dtype)
     elif name == "study-proposal":
-        th = Thresholds.from_mapping(
-            {"rms": 3e-5, "max_rel_diff": 1e-3}, name=name, round_validation="fp16", dtype="fp16"
-        )
+        factor = BF16_FACTOR if dtype == "bf16" else 1.0
+        limits = {m: v * factor for m, v in STUDY_PROPOSAL.items()}
+        th = Thresholds.from_mapping(limits, name=name, round_validation=dtype, dtype=dtype)
     else:  # exact, cudnn-sparse: exact equality
-        th = Thresholds.from_mapping({"max_abs_diff": 0.0}, name=name, round_validation="fp16", dtype="fp16")
-    return ValidationFunction(name, th, gen)
+        th = Thresholds.from_mapping({"max_abs_diff": 0.0}, name=name, round_validation=dtype, dtype=dtype)
+    return ValidationFunction(name, th, gen, dtype=dtype)
 
 
-def _from_record(rec: dict, where: str) -> ValidationFunction:
+def _from_record(rec: dict, where: str, dtype: str = "fp16") -> ValidationFunction:
     if not isinstance(rec, dict):
         raise ValueError(f"{where}: each function is a table with name, metrics, generator")
     unknown = set(rec) - {"name", "metrics", "generator", "range", "round_validation"}
@@ -121,13 +178,16 @@ def _from_record(rec: dict, where: str) -> ValidationFunction:
     except (TypeError, ValueError):
         raise ValueError(f"{where}: metric limits must be numbers") from None
     name = str(rec.get("name") or Path(where).stem)
-    rv = rec.get("round_validation", "fp16")
-    th = Thresholds.from_mapping(limits, name=name, round_validation=rv, dtype="fp16")
-    return ValidationFunction(name, th, parse_generator(rec.get("generator", rec.get("range", "float:-1:1"))))
+    rv = rec.get("round_validation", dtype)
+    th = Thresholds.from_mapping(limits, name=name, round_validation=rv, dtype=dtype)
+    gen = parse_generator(rec.get("generator", rec.get("range", "float:-1:1")))
+    return ValidationFunction(name, th, gen, dtype=dtype)
 
 
-def load_functions(path) -> list[ValidationFunction]:
-    """The validation functions of a .json or .toml FILE (module docstring)."""
+def load_functions(path, dtype: str = "fp16") -> list[ValidationFunction]:
+    """The validation functions of a .json or .toml FILE (module docstring), for tensors of
+    ``dtype``."""
+    dtype = _dtype(dtype)
     p = Path(path)
     try:
         text = p.read_text()
@@ -140,16 +200,17 @@ def load_functions(path) -> list[ValidationFunction]:
     recs = data.get("functions", [data]) if isinstance(data, dict) else data
     if not isinstance(recs, list):
         raise ValueError(f"validators: {path}: expected a table or a list of tables")
-    return [_from_record(r, str(path)) for r in recs]
+    return [_from_record(r, str(path), dtype) for r in recs]
 
 
-def parse_functions(items) -> list[ValidationFunction]:
-    """Presets (``NAME[@RANGE]``) and FILEs, in order; ``ranges`` are applied by the caller."""
+def parse_functions(items, dtype: str = "fp16") -> list[ValidationFunction]:
+    """Presets (``NAME[@RANGE]``) and FILEs, in order, for tensors of ``dtype`` (fp16 or bf16);
+    ``ranges`` are applied by the caller."""
     out: list[ValidationFunction] = []
     for item in items:
         s = str(item)
         if s.lower().endswith((".json", ".toml")):
-            out.extend(load_functions(s))
+            out.extend(load_functions(s, dtype))
         else:
-            out.append(function(s))
+            out.append(function(s, dtype))
     return out

@@ -14,12 +14,19 @@ int32 ``initImage`` draws a 1 (``(int)(5·u) / 4``), else 0: about 84 % zeros wh
 Every product is an integer of magnitude ≤ 4, so every fp32 partial sum of K ≤ 2^22 products
 (|sum| ≤ 4K ≤ 2^24) is an exact integer in any order: the kernel and the validation round the
 same exact value and an exact comparison is right. Larger K is refused).
+
+Every generator makes the tensors of the test's format: fp16 (``fmt="fp16"``, the harness's
+truncating table conversion) or bf16 (``fmt="bf16"``, the float's top 16 bits, as the harness's
+``float_to_bfloat16``); signs and zeros are set on the bit patterns, whose sign bit (0x8000) and
++0 (0x0000) the two formats share. The integers of ``exact`` and ``sparse`` (|x| ≤ 2) are exact
+in both.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 from models import harness
@@ -38,6 +45,8 @@ _MASK_SEED_OFFSET = 104729
 SPARSE_KEEP = 5
 #: sparse: the longest reduction whose fp32 sums stay exact in the worst case (4·K ≤ 2^24).
 SPARSE_MAX_K = 1 << 22
+#: The tensor formats a generator makes: (harness dtype, numpy dtype of the values).
+FORMATS = {"fp16": ("f16", np.dtype(np.float16)), "bf16": ("bf16", np.dtype(ml_dtypes.bfloat16))}
 
 
 @dataclass(frozen=True)
@@ -60,13 +69,14 @@ class InputGenerator:
     def name(self) -> str:
         return self.kind if self.kind in ("exact", "sparse") else f"{self.kind}:{self.lo}:{self.hi}"
 
-    def describe(self) -> str:
+    def describe(self, fmt: str = "fp16") -> str:
+        """The generator in words, for tensors of ``fmt`` (fp16 or bf16)."""
         if self.kind == "float":
-            return f"harness float mode in [{self.lo}, {self.hi}], fp16 by truncation"
+            return f"harness float mode in [{self.lo}, {self.hi}], {fmt} by truncation"
         if self.kind == "int":
             return f"harness integer mode in [{self.lo}, {self.hi})"
         if self.kind == "away":
-            return f"harness float mode in ±[{self.lo}, {self.hi}] (sign drawn apart), fp16 by truncation"
+            return f"harness float mode in ±[{self.lo}, {self.hi}] (sign drawn apart), {fmt} by truncation"
         if self.kind == "sparse":
             return (
                 f"integers in [-2, 2], each kept 1 time in {SPARSE_KEEP} (cuDNN-frontend-style sparse; "
@@ -74,39 +84,43 @@ class InputGenerator:
             )
         return f"integers in [-2, 2], nonzero fraction min(1, {EXACT_SAFE_TERMS}/K) (benchdnn-style, exact sums)"
 
-    def inputs(self, problem, seed: int, k: int) -> dict[str, np.ndarray]:
+    def inputs(self, problem, seed: int, k: int, fmt: str = "fp16") -> dict[str, np.ndarray]:
         """The tensors the direction reads, as :func:`models.harness.harness_inputs` returns
-        them, for ``seed`` (≥ 1); ``k`` the reduction length (exact mode's density)."""
+        them, for ``seed`` (≥ 1), values of ``fmt`` ("fp16" or "bf16"); ``k`` the reduction
+        length (exact mode's density)."""
+        if fmt not in FORMATS:
+            raise ValueError(f"fmt: {fmt!r} is not one of {', '.join(FORMATS)}")
+        dtype, values = FORMATS[fmt]
         if self.kind in ("float", "int"):
-            return harness.harness_inputs(problem, seed, self.lo, self.hi, self.kind)
+            return harness.harness_inputs(problem, seed, self.lo, self.hi, self.kind, dtype=dtype)
         if self.kind == "away":
-            base = harness.harness_inputs(problem, seed, self.lo, self.hi, "float")
+            base = harness.harness_inputs(problem, seed, self.lo, self.hi, "float", dtype=dtype)
             out = {}
             for i, (name, arr) in enumerate(base.items()):
                 sign = harness.harness_int_values(arr.size, seed + _SIGN_SEED_OFFSET + i, 0, 2)
                 bits = arr.view(np.uint16).reshape(-1).copy()
                 bits[sign.astype(np.int64) == 1] ^= np.uint16(0x8000)  # the sign bit: ±[lo, hi]
-                out[name] = bits.view(np.float16).reshape(arr.shape)
+                out[name] = bits.view(values).reshape(arr.shape)
             return out
         if self.kind == "sparse":
             if k > SPARSE_MAX_K:
                 raise ValueError(f"generator sparse: K = {k} > 2^22, fp32 sums of products ≤ 4 may round")
-            base = harness.harness_inputs(problem, seed, -2, 3, "int")
+            base = harness.harness_inputs(problem, seed, -2, 3, "int", dtype=dtype)
             out = {}
             for i, (name, arr) in enumerate(base.items()):
                 draw = harness.harness_int_values(arr.size, seed + _MASK_SEED_OFFSET + i, 0, SPARSE_KEEP)
                 bits = arr.view(np.uint16).reshape(-1).copy()
                 bits[draw != SPARSE_KEEP - 1] = 0
-                out[name] = bits.view(np.float16).reshape(arr.shape)
+                out[name] = bits.view(values).reshape(arr.shape)
             return out
-        base = harness.harness_inputs(problem, seed, -2, 3, "int")
+        base = harness.harness_inputs(problem, seed, -2, 3, "int", dtype=dtype)
         density = min(1.0, EXACT_SAFE_TERMS / max(1, k))
         out = {}
         for i, (name, arr) in enumerate(base.items()):
             keep = harness.harness_float_values(arr.size, seed + _MASK_SEED_OFFSET + i, 0, 1) < density
             bits = arr.view(np.uint16).reshape(-1).copy()
             bits[~keep] = 0
-            out[name] = bits.view(np.float16).reshape(arr.shape)
+            out[name] = bits.view(values).reshape(arr.shape)
         return out
 
 

@@ -40,10 +40,16 @@ def format_json(result) -> str:
 
 def format_text(result) -> str:
     inp = result.inputs
+    fmt = inp.get("format", "fp16")
     lines = ["fp16emu design: false alarms on correct kernels vs detection of injected bugs", ""]
     lines.append("computed from:")
     for t in inp["tests"]:
         lines.append(f"  test {t['label']}  (hw {t['hw']}, kernel {t['kernel']}, validation {t['validator']})")
+    if fmt != "fp16":  # fp16 is what every earlier report assumed without saying
+        lines.append(
+            f"  format: {fmt} tensors and {fmt} outputs; the validation rounded to {fmt}, epsilonDiff in {fmt} ulps, "
+            f"the functions' {fmt} limits"
+        )
     lines.append(f"  seeds: noise model / fitted thresholds {inp['seeds_fit'][0]}..{inp['seeds_fit'][1]}, "
                  f"evaluation {inp['seeds_eval'][0]}..{inp['seeds_eval'][1]} (disjoint)")  # fmt: skip
     lines.append(f"  input generators: {', '.join(inp['generators'])}")
@@ -77,6 +83,8 @@ def format_text(result) -> str:
     for b in bugs:
         ex = next(e for e in result.exact if e["bug"] == b)
         lines.append(f"  {short_bug(b):<52} exact comparison detects {_rate(ex)}")
+    for na in result.not_applicable:
+        lines.append(f"  not applicable in {na['runs']} of {na['of']} runs: {short_bug(na['bug'])}: {na['why']}")
     lines.append("")
     for vf in dict.fromkeys(r["validator"] for r in result.records):
         recs = {r["bug"]: r for r in result.records if r["validator"] == vf}
@@ -98,7 +106,7 @@ def format_text(result) -> str:
             cells.append(f"{name} K={k}: {d} (fa {fa['failed'] if fa else 0}/{fa['runs'] if fa else 0})")
         lines.append(f"  {vf:<30} " + "  ".join(cells))
     lines.append("")
-    lines.append("smallest bug detected (fraction of fp16 outputs changed; relative change of an element):")
+    lines.append(f"smallest bug detected (fraction of {fmt} outputs changed; relative change of an element):")
     for s in result.smallest:
         f, m = s["smallest_fraction"], s["smallest_rel_change"]
         ftxt = "none detected" if math.isinf(f) else f"{f:.3g}"

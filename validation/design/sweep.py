@@ -12,10 +12,17 @@ the evaluation uses seeds 1 … n, never used to fit. A split-K atomic kernel's 
 seed s is member s mod 128 of its add-order ensemble, and the mutants on seed s add their partials
 in that member's order too (:func:`models.bugs.emulate_mutants` with ``member``), so a mutant's
 difference from the correct kernel is the bug's alone, never a different add order.
+
+Formats: a sweep's tests share one tensor format, fp16 or bf16 (the configs' ``-t``; mixing them
+is a :class:`validation.configs.ConfigError`). A bf16 sweep draws bf16 inputs (the generators'
+``fmt``), rounds the kernel's output and the validation to bf16, measures epsilonDiff in bf16
+ulps, fits the recommended thresholds and runs the functions in their bf16 form, and injects the
+bf16 mutants (:func:`models.bugs.default_mutants`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from collections.abc import Callable, Sequence
@@ -24,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from emu.conv import ConvGemm, sub_gemms
-from emu.rounding import fp32_to_fp16
+from emu.formats import resolve_format
 from models import bugs
 from models.kernels import ATOMIC_ORDERS
 
@@ -32,6 +39,7 @@ from ..configs import ConfigError
 from ..engine import Engine
 from ..metrics import TORCH_TOLERANCES, compare
 from ..run import plan
+from ..run.runner import round_output
 from ..suites import suite_config, suite_entries
 from ..verify.presets import Thresholds, evaluate
 from .bounds import BOUND_KINDS, element_bounds, metric_bounds
@@ -71,13 +79,16 @@ K_SWEEP = tuple(
 
 @dataclass(frozen=True)
 class Target:
-    """One test: its config text and label, hardware, kernel and the validation run with it."""
+    """One test: its config text and label, hardware, kernel and the validation run with it;
+    ``input`` the tensors' format (fp16 or bf16, the config's ``-t``; set by
+    :func:`resolve_targets`)."""
 
     config: str
     label: str
     hw: str = "mi200"
     kernel: str | None = None
     validator: str = "cpu"
+    input: str = "fp16"
 
 
 @dataclass(frozen=True)
@@ -106,7 +117,9 @@ def _count(count: str, text: str) -> int:
 
 def resolve_targets(items: Sequence[str], *, hw: str, kernel: str | None, validator: str) -> list[Target]:
     """SUITE (``rocmlir_2022``, ``rocmlir_2022:N`` = its N smallest tests, ``k-sweep[:N]``), suite
-    test names and config texts, in order; each checked by :func:`validation.run.plan`."""
+    test names and config texts, in order; each checked by :func:`validation.run.plan`, its
+    tensor format recorded (``Target.input``). ConfigError when the tests mix fp16 and bf16 (a
+    sweep's thresholds, functions and mutants are of one format)."""
     out: list[Target] = []
     for item in items:
         text = str(item).strip()
@@ -124,14 +137,22 @@ def resolve_targets(items: Sequence[str], *, hw: str, kernel: str | None, valida
             out += [Target(e.name, e.name, hw, kernel, validator) for e in entries]
             continue
         out.append(Target(text, text if len(text) < 60 else text[:57] + "...", hw, kernel, validator))
-    for t in out:
+    for i, t in enumerate(out):
         _, kmodel, _ = plan(_config(t), hw=t.hw, kernel=t.kernel, validator=t.validator)
-        if kmodel.input != "fp16":
-            # the sweep's metrics, rounding and bug mutants are fp16 ones
-            raise ConfigError(
-                f"-t: design sweeps fp16 tests only; {t.label} is {kmodel.input} (use fp16emu run for it)"
-            )
+        out[i] = dataclasses.replace(t, input=kmodel.input)
+    formats = {t.input: t.label for t in out}
+    if len(formats) > 1:
+        named = ", ".join(f"{label} is {fmt}" for fmt, label in formats.items())
+        raise ConfigError(f"-t: design sweeps one data type at a time ({named}); sweep them apart")
     return out
+
+
+def sweep_format(targets: Sequence[Target]) -> str:
+    """The tensor format of ``targets`` (fp16 when there are none); ValueError when they mix."""
+    formats = sorted({t.input for t in targets})
+    if len(formats) > 1:
+        raise ValueError(f"targets: mix {' and '.join(formats)} tests; a sweep takes one data type")
+    return formats[0] if formats else "fp16"
 
 
 def _config(t: Target):
@@ -152,15 +173,18 @@ class CompareCache:
     (output contents, measuring options) measured once: options are normalised (``allclose``
     None is the data type's torch defaults, which :func:`compare` uses then), and outputs are
     keyed by their bytes, so verifiers that measure alike, and mutants that leave the output
-    as it was, share one comparison."""
+    as it was, share one comparison. ``fmt``: the tests' format, the default ``dtype_hint``."""
 
-    def __init__(self, validation32: np.ndarray):
+    def __init__(self, validation32: np.ndarray, fmt: str = "fp16"):
         self.validation32 = validation32
+        self.fmt = fmt
         self._results: dict = {}
         self.computed = 0
 
     def result(self, seen16: np.ndarray, **opts):
-        opts = dict(DEFAULT_COMPARE, **opts)
+        opts = {**DEFAULT_COMPARE, "dtype_hint": self.fmt, **opts}
+        if opts["dtype_hint"] is None:
+            opts["dtype_hint"] = self.fmt
         if opts["allclose"] is None:
             opts["allclose"] = TORCH_TOLERANCES[str(opts["dtype_hint"])]
         opts["allclose"] = tuple(float(x) for x in opts["allclose"])
@@ -192,22 +216,25 @@ def verdict_failed(thresholds: Thresholds, seen16, cache: CompareCache) -> bool:
 def seed_job(task: SeedTask) -> dict:
     """One (test, generator, seed): the correct kernel's metrics (and bounds), each validation
     function's verdict on it and on every mutant, and each mutant's size (fraction of changed
-    fp16 outputs, largest relative change, against the correct kernel in the same split-K add
-    order as the mutants). Pure: plain values back, nothing written."""
+    outputs, largest relative change, against the correct kernel in the same split-K add order as
+    the mutants), and why a mutant could not apply. The outputs are the kernel's format (fp16 or
+    bf16: inputs drawn, output and validation rounded, epsilonDiff in its ulps). Pure: plain
+    values back, nothing written."""
     t = task.target
     config, kmodel, vmodel = plan(_config(t), hw=t.hw, kernel=t.kernel, validator=t.validator)
     problem = config.problem
+    fmt = kmodel.input
     k = _gemm_k(problem)
-    inputs = task.generator.inputs(problem, task.seed, k)
-    op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
+    inputs = task.generator.inputs(problem, task.seed, k, fmt)
+    op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"), fmt=fmt)
     (validation,) = op.compute([vmodel.arithmetic(problem)])
     # the correct kernel and every mutant, GEMMs shared; split-K atomics: all in the add order of
     # ensemble member seed mod 128 (models.bugs.emulate_mutants)
     member = task.seed % ATOMIC_ORDERS.members
     good, emulated = bugs.emulate_mutants(problem, kmodel, inputs, task.mutants, member=member)
-    k16 = fp32_to_fp16(good.kernel_fp32)  # split-K atomics: good.partials.member(member), bit for bit
-    cache = CompareCache(validation)
-    res = cache.result(k16, round_validation="fp16")
+    k16 = round_output(good.kernel_fp32, fmt)  # split-K atomics: good.partials.member(member), bit for bit
+    cache = CompareCache(validation, fmt)
+    res = cache.result(k16, round_validation=fmt)
     out: dict = {
         "target": t.label,
         "generator": task.generator.name,
@@ -217,29 +244,32 @@ def seed_job(task: SeedTask) -> dict:
         "verdicts": {},
         "exact": {},
         "size": {},
+        "not_applicable": {},
     }
     kinds = {f.kind for f in task.functions}
     eb = None
     if task.bounds or "predicted-bound" in kinds:
-        eb = element_bounds(problem, kmodel, vmodel, inputs, validation)
+        eb = element_bounds(problem, kmodel, vmodel, inputs, validation)  # in kmodel.input's terms
     if task.bounds:
         out["bounds"] = {kind: metric_bounds(eb[kind], validation) for kind in BOUND_KINDS}
         out["chains"] = {"kernel": list(eb["chains"]["kernel"]), "validator": list(eb["chains"]["validator"])}
     seen_by_bug: dict[str, np.ndarray | None] = {"none": k16}
     ref16 = k16  # the mutants' reference: the same add order
-    v16 = fp32_to_fp16(np.asarray(validation, np.float32)).astype(np.float64)
+    v16 = round_output(np.asarray(validation, np.float32), fmt).astype(np.float64)
+    floor = resolve_format(fmt).smallest_subnormal  # fp16 2^-24: no division by zero
     for m in task.mutants:
         em = emulated[m.label]
         if isinstance(em, bugs.NotApplicable):
             seen_by_bug[m.label] = None
             out["exact"][m.label] = None
+            out["not_applicable"][m.label] = str(em)
             continue
-        seen = np.asarray(m.seen(fp32_to_fp16(em.kernel_fp32), validation, inputs))
+        seen = np.asarray(m.seen(round_output(em.kernel_fp32, fmt), validation, inputs))
         seen_by_bug[m.label] = seen
         changed = seen.view(np.uint16) != ref16.view(np.uint16)
         out["exact"][m.label] = bool(changed.any())
         with np.errstate(invalid="ignore", divide="ignore"):
-            rel = np.abs(seen.astype(np.float64) - ref16.astype(np.float64)) / np.maximum(np.abs(v16), 2.0**-24)
+            rel = np.abs(seen.astype(np.float64) - ref16.astype(np.float64)) / np.maximum(np.abs(v16), floor)
         rel = rel[changed]
         out["size"][m.label] = [
             float(changed.mean()),
@@ -361,10 +391,13 @@ class DesignResult:
     exact: list[dict] = field(default_factory=list)  # per bug: detected by exact comparison
     smallest: list[dict] = field(default_factory=list)
     ranking: list[dict] = field(default_factory=list)
+    #: per mutant that could not apply in some runs: why (the first reason met) and in how many
+    not_applicable: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"inputs": self.inputs, "records": self.records, "noise": self.noise, "per_target": self.per_target,
-                "exact": self.exact, "smallest": self.smallest, "ranking": self.ranking}  # fmt: skip
+                "exact": self.exact, "smallest": self.smallest, "ranking": self.ranking,
+                "not_applicable": self.not_applicable}  # fmt: skip
 
 
 def _fit(rows: list[dict], rate: float) -> dict:
@@ -392,10 +425,10 @@ def _fit(rows: list[dict], rate: float) -> dict:
     return out
 
 
-def _recommended(fit: dict, gen: InputGenerator) -> ValidationFunction:
+def _recommended(fit: dict, gen: InputGenerator, fmt: str = "fp16") -> ValidationFunction:
     limits = {m: fit["metrics"][m]["threshold"] for m in RECOMMENDED_METRICS}
-    th = Thresholds.from_mapping(limits, name="recommended", round_validation="fp16", dtype="fp16")
-    return ValidationFunction("recommended", th, gen)
+    th = Thresholds.from_mapping(limits, name="recommended", round_validation=fmt, dtype=fmt)
+    return ValidationFunction("recommended", th, gen, dtype=fmt)
 
 
 def design(
@@ -413,7 +446,9 @@ def design(
 ) -> DesignResult:
     """The noise model on ``seeds`` fit seeds and the evaluation on ``seeds`` fresh ones, for
     every target, generator (those of ``functions``) and mutant (default
-    :func:`models.bugs.default_mutants`). ``rate``: target false-alarm rate of the recommended
+    :func:`models.bugs.default_mutants` of the targets' format). The targets share one format
+    (fp16 or bf16) and the functions are built for it (``ValidationFunction.dtype``): ValueError
+    otherwise. ``rate``: target false-alarm rate of the recommended
     thresholds (split evenly over :data:`RECOMMENDED_METRICS`). ``total`` is told the number of
     jobs before they run (for a progress bar). ``scheduler``: where the ``jobs`` workers run
     (:func:`make_pool`; the results are the same anywhere)."""
@@ -421,7 +456,11 @@ def design(
         raise ValueError(f"seeds: must be ≥ 1, got {seeds}")
     if not 0 < rate < 1:
         raise ValueError(f"rate: must be in (0, 1), got {rate}")
-    mutants = tuple(bugs.default_mutants() if mutants is None else mutants)
+    fmt = sweep_format(targets)
+    wrong = [f.label for f in functions if f.dtype != fmt]
+    if wrong:
+        raise ValueError(f"functions: {', '.join(wrong)} are not built for {fmt} (parse_functions(..., dtype={fmt!r}))")
+    mutants = tuple(bugs.default_mutants(fmt) if mutants is None else mutants)
     gens: list[InputGenerator] = []
     for f in functions:
         if f.generator not in gens:
@@ -448,7 +487,7 @@ def _design(targets, functions, gens, fit_tasks, seeds, mutants, rate, recommend
             fit = _fit(rows, rate)
             noise.append(fit)
             if recommend:
-                recommended[(t.label, g.name)] = _recommended(fit, g)
+                recommended[(t.label, g.name)] = _recommended(fit, g, t.input)
     eval_tasks = []
     for t in targets:
         for g in gens:
@@ -482,9 +521,13 @@ def _aggregate(rows, noise, targets, functions, gens, mutants, seeds, rate, reco
         {"target": k[0], "K": k[1], "validator": k[2], "bug": k[3], **Rate(*v).to_dict()} for k, v in per_target.items()
     ]
     exact = []
+    not_applicable = []
     for m in mutants:
         vals = [r["exact"][m.label] for r in rows if r["exact"].get(m.label) is not None]
         exact.append({"bug": m.label, **Rate(sum(vals), len(vals)).to_dict()})
+        why = [r["not_applicable"][m.label] for r in rows if m.label in r.get("not_applicable", {})]
+        if why:
+            not_applicable.append({"bug": m.label, "runs": len(why), "of": len(rows), "why": why[0]})
     smallest = []
     untrusted = {}
     for r in rows:
@@ -526,5 +569,6 @@ def _aggregate(rows, noise, targets, functions, gens, mutants, seeds, rate, reco
         "confidence": 0.95,
         "interval": "Clopper-Pearson",
         "untrustworthy_runs": untrusted,
+        "format": sweep_format(targets),
     }
-    return DesignResult(inputs, noise, records, pt, exact, smallest, ranking)
+    return DesignResult(inputs, noise, records, pt, exact, smallest, ranking, not_applicable)

@@ -3,15 +3,23 @@
 Five error sources, each a *switch* of the kernel model that can be turned on alone:
 
 ==========================  =====================================================================
-``subnormal_flush``         fp16 inputs with |x| < 2^-14 set to +0: the ``flush_inputs`` field of
-                            the unit (MI200 matrix cores; the cpu-ftz validator)
+``subnormal_flush``         inputs below the format's smallest normal (fp16 2^-14, bf16 2^-126)
+                            set to +0: the ``flush_inputs`` field of the unit (MI200 matrix cores;
+                            the cpu-ftz validator)
 ``order``                   the accumulation order: the kernel's gemmK order, zero padding and
                             split-K (with its fp32 atomic adds) vs the reference's loop order
 ``accumulation_rounding``   rounding inside the accumulation: the kernel's unit (fused exact,
                             pairwise, truncated, per-step fp32 FMA) vs an fp64 accumulator
-``output_rounding``         the final fp32 → fp16 rounding (RNE) of the outputs that stay finite
-``overflow``                outputs beyond the fp16 range becoming ±inf
+``output_rounding``         the final fp32 → fp16 (or bf16) rounding (RNE) of the outputs that
+                            stay finite
+``overflow``                outputs beyond the fp16 (or bf16) range becoming ±inf
 ==========================  =====================================================================
+
+**Formats.** The tensors are fp16 or bf16 (the config's ``-t``; the kernel model's ``input``):
+every switch, the reference's fp64 unit, epsilonDiff and the verdict take that format. A switch
+that cannot act says why in :attr:`Explanation.inactive`; in bf16, whose exponent range is
+fp32's, ``overflow`` is inactive unless an output reaches about 3.4e38, and the harness's bf16
+inputs are never subnormal.
 
 **The two ends.** With every switch off the model is the *reference*: ``reference="exact"``
 (default) is the convolution accumulated in fp64 in the validator's loop order, nothing flushed,

@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 
 from emu.conv import ConvGemm, ConvProblem
+from emu.formats import resolve_format
 from models import harness
 from models.hardware import check_hardware
 
 from .. import metrics as metrics_mod
-from ..configs import ConfigError, check_rand_bound, check_seed
+from ..configs import check_rand_bound, check_seed
 from ..run import auto_progress, choice, plan, progress_bar, resolve_inputs, user_tensors
 from .results import ElementExplanation, Explanation, MetricShares
 from .sources import (
@@ -86,20 +87,28 @@ def explain_problem(
     keep_arrays: bool = False,
 ) -> Explanation:
     """Attribute the error of ``kernel_model`` (a :class:`models.kernels.KernelModel`) on
-    ``problem`` with the tensors ``x`` / ``w`` / ``dy`` (float16 or uint16, as
-    :class:`emu.conv.ConvGemm` takes them) to the five sources. ``validator_model`` gives the
-    reference's order (and, with ``reference="validator"``, the whole reference end).
-    ``keep_arrays``: keep every variant's output in :attr:`Explanation.arrays` (memory: up to 32
-    result-sized float32 arrays)."""
+    ``problem`` with the tensors ``x`` / ``w`` / ``dy`` to the five sources. The tensors are of
+    the models' format (``kernel_model.input``: fp16 as float16 or uint16 patterns, bf16 as
+    ``ml_dtypes.bfloat16`` or uint16 patterns, as :class:`emu.conv.ConvGemm` takes them); the
+    switches then mean that format's flush (below its smallest normal, where the unit flushes),
+    its output rounding and overflow, and epsilonDiff is in its ulps. ``validator_model`` (of the
+    same format) gives the reference's order (and, with ``reference="validator"``, the whole
+    reference end). ``keep_arrays``: keep every variant's output in :attr:`Explanation.arrays`
+    (memory: up to 32 result-sized float32 arrays). ValueError when the two models' formats
+    differ."""
     t_start = time.perf_counter()
     reference = choice(reference, REFERENCES, "reference")
     names = metric_names(metrics)
     top = check_top(top)
-    op = ConvGemm(problem, x=x, w=w, dy=dy)
+    fmt = getattr(kernel_model, "input", "fp16")
+    v_fmt = getattr(validator_model, "input", "fp16")
+    if v_fmt != fmt:
+        raise ValueError(f"validator_model: multiplies {v_fmt} tensors, the kernel {fmt}; give both one format")
+    op = ConvGemm(problem, x=x, w=w, dy=dy, fmt=fmt)
     kend = kernel_end(kernel_model, problem)
     rend = reference_end(validator_model, problem, reference)
     roles = {"filter": w, "input": x, "output": dy}
-    flush_matters = flushable(roles[r] for r in harness.DIRECTION_TENSORS[problem.direction])
+    flush_matters = flushable((roles[r] for r in harness.DIRECTION_TENSORS[problem.direction]), fmt)
 
     inactive: dict[str, str] = {}
     if kend.flush == rend.flush:
@@ -107,7 +116,9 @@ def explain_problem(
             "neither end flushes subnormal inputs" if not kend.flush else "both ends flush subnormal inputs"
         )
     elif not flush_matters:
-        inactive["subnormal_flush"] = "no input is subnormal (or −0)"
+        inactive["subnormal_flush"] = (
+            "no input is subnormal (or −0)" if fmt == "fp16" else f"no input is {fmt}-subnormal (below 2^-126) or −0"
+        )
     ks = [sub.k for sub in op.subs]
     if [order_key(o, k) for o, k in zip(kend.orders, ks)] == [order_key(o, k) for o, k in zip(rend.orders, ks)]:
         inactive["order"] = "the kernel's accumulation order is the reference's"
@@ -134,11 +145,17 @@ def explain_problem(
             if rep[j] == j and np.array_equal(gemm_out[i].view(np.uint32), gemm_out[j].view(np.uint32)):
                 rep[i] = j
                 break
+    if fmt != "fp16" and not any(_overflows(g, fmt) for g in gemm_out):
+        f = resolve_format(fmt)
+        inactive["overflow"] = (
+            f"no output reaches {fmt}'s overflow (|x| ≥ {_overflow_limit(fmt):.4g}, the top of fp32's range: "
+            f"{fmt} has {f.exponent_bits} exponent bits, as fp32)"
+        )
     posts: dict[int, Post] = {}
 
     def post(g: int) -> Post:
         if g not in posts:
-            posts[g] = Post(gemm_out[g])
+            posts[g] = Post(gemm_out[g], fmt)
         return posts[g]
 
     def variant_key(mask: int):
@@ -160,7 +177,7 @@ def explain_problem(
     ref = array(keys[0])
     kern = array(keys[ALL_ON])
     measured: dict[Any, Any] = {}
-    measured[keys[ALL_ON]] = kernel_cmp = metrics_mod.compare(ref, kern, dtype_hint="fp16", top=top)
+    measured[keys[ALL_ON]] = kernel_cmp = metrics_mod.compare(ref, kern, dtype_hint=fmt, top=top)
     picked = [e for e in kernel_cmp.nonfinite_elements] + [e for e in kernel_cmp.worst if e.epsilon_diff > 0]
     picked = picked[:top]
     idx = np.array([e.index for e in picked], dtype=np.int64)
@@ -178,7 +195,7 @@ def explain_problem(
                 if key in measured:
                     continue
                 arr = array(key)
-                measured[key] = metrics_mod.compare(ref, arr, dtype_hint="fp16", top=0)
+                measured[key] = metrics_mod.compare(ref, arr, dtype_hint=fmt, top=0)
                 at[key] = arr.reshape(-1)[idx]
                 if keep_arrays:
                     kept[key] = arr
@@ -221,7 +238,7 @@ def explain_problem(
         r = ref_flat[idx[j]]
         kbits = np.float32(at[keys[ALL_ON]][j]).view(np.uint32)
         smallest = next(m for m in subsets if np.float32(at[keys[m]][j]).view(np.uint32) == kbits)
-        eps = [_epsilon(r, at[keys[mask]][j]) for mask in range(1 << N_SOURCES)]
+        eps = [_epsilon(r, at[keys[mask]][j], fmt) for mask in range(1 << N_SOURCES)]
         elements.append(
             ElementExplanation(
                 index=int(e.index),
@@ -252,6 +269,7 @@ def explain_problem(
         compared_variants=len(measured),
         seconds={"gemm": t_gemm, "compare": t_cmp},
         arrays={subset_label(mask): kept[keys[mask]] for mask in range(1 << N_SOURCES)} if keep_arrays else None,
+        format=fmt,
     )
     eps_shares = table.get("max_epsilon_diff")
     if eps_shares is None:
@@ -262,14 +280,27 @@ def explain_problem(
     return out
 
 
-def _epsilon(ref: float, value: float) -> float:
-    """epsilonDiff of one value against the reference, in fp16 ulps (validation.metrics.spacing)."""
+def _epsilon(ref: float, value: float, fmt: str = "fp16") -> float:
+    """epsilonDiff of one value against the reference, in ulps of ``fmt`` (validation.metrics.spacing)."""
     r, v = float(ref), float(value)
     if r == v or (math.isnan(r) and math.isnan(v)):
         return 0.0
     if not (math.isfinite(r) and math.isfinite(v)):
         return math.inf
-    return abs(r - v) / float(metrics_mod.spacing(min(abs(r), abs(v)), "fp16", "ulp"))
+    return abs(r - v) / float(metrics_mod.spacing(min(abs(r), abs(v)), fmt, "ulp"))
+
+
+def _overflow_limit(fmt: str) -> float:
+    """The smallest magnitude that rounds (RNE) to ±inf in ``fmt``: the largest finite value plus
+    half its ulp (the tie rounds up: the largest value's last fraction bit is odd)."""
+    f = resolve_format(fmt)
+    return f.max_finite + 2.0 ** (f.emax - f.fraction_bits - 1)
+
+
+def _overflows(x32: np.ndarray, fmt: str) -> bool:
+    """Whether a finite fp32 output of ``x32`` overflows when rounded to ``fmt``."""
+    a = np.abs(x32)
+    return bool(np.any((a >= _overflow_limit(fmt)) & np.isfinite(a)))
 
 
 def _shapley_rank(m: MetricShares | None) -> list[int]:
@@ -312,13 +343,6 @@ def explain(
     seed = check_seed(seed)
     rand_min, rand_max = check_rand_bound(rand_min, "--rand-min"), check_rand_bound(rand_max, "--rand-max")
     config, kmodel, vmodel = plan(config, hw=hw, kernel=kernel, validator=validator, perf_config=perf_config)
-    if kmodel.input != "fp16":
-        # the switches and their reference (fp16 flush threshold, fp16 output rounding, fp16 ulps)
-        # are fp16 ones: a bf16 attribution would be computed in the wrong format
-        raise ConfigError(
-            f"-t: explain attributes fp16 kernels' errors only; this config is {kmodel.input} "
-            "(use fp16emu run for it, or give -t f16)"
-        )
     hw = kmodel.hw or check_hardware(hw)
     reference = choice(reference, REFERENCES, "reference")
     if vmodel.count == "inbounds":
@@ -334,7 +358,7 @@ def explain(
     t0 = time.perf_counter()
     files = None
     if inputs is not None:
-        inputs, files = user_tensors(inputs, problem)
+        inputs, files = user_tensors(inputs, problem, kmodel.input)
     kw, inputs_info = resolve_inputs(
         config, rand_min=rand_min, rand_max=rand_max, seed=seed, rand_type=rand_type, files=files
     )

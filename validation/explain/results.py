@@ -115,6 +115,9 @@ class Explanation:
     arrays: dict[str, np.ndarray] | None = field(repr=False, default=None)
     #: the inputs (:class:`validation.run.inputs.InputsInfo`): distribution, range, seed and sources
     inputs: Any = field(repr=False, default=None)
+    #: the tensors' element format ("fp16" or "bf16"): what the kernel multiplies and writes, what
+    #: the output-rounding and overflow switches round to, and the ulps of epsilonDiff
+    format: str = "fp16"
 
     def to_dict(self) -> dict[str, Any]:
         """``{"metrics": {METRIC: {"total", "shares", "interaction", …}}, "elements": [...],
@@ -137,18 +140,24 @@ class Explanation:
             "compared_variants": self.compared_variants,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "inputs": None if self.inputs is None else self.inputs.to_dict(),
+            "format": self.format,
         }
 
     def format_text(self) -> str:
         ref = (
             "exact fp64 convolution (fp64 accumulation in the validator's order, rounded once to fp32)"
             if self.reference == "exact"
-            else f"the validator {self.validator} (rounded to fp16 as the verifier did)"
+            else f"the validator {self.validator} (rounded to {self.format} as the verifier did)"
         )
         lines = [
             f"{self.config}: {self.direction}, result {'x'.join(map(str, self.shape))}",
             f"kernel {self.kernel}" + (f" on {self.hw}" if self.hw else "") + f"; reference: {ref}",
         ]
+        if self.format != "fp16":  # fp16 is the default every fp16 report has always assumed
+            lines.append(
+                f"format: {self.format} tensors and {self.format} output; the output switches round to "
+                f"{self.format}, epsilonDiff in {self.format} ulps"
+            )
         if self.inputs is not None:
             lines.append(f"inputs: {self.inputs.text()}")
         for s, why in self.inactive.items():

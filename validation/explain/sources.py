@@ -16,6 +16,7 @@ import numpy as np
 
 #: The error sources, in switch order (bit i of a subset mask is SOURCES[i]).
 SOURCES = ("subnormal_flush", "order", "accumulation_rounding", "output_rounding", "overflow")
+#: How the text names each source, for fp16 tensors (:func:`source_title` for any format).
 SOURCE_TITLES: Mapping[str, str] = {
     "subnormal_flush": "subnormal inputs flushed",
     "order": "accumulation order",
@@ -23,6 +24,16 @@ SOURCE_TITLES: Mapping[str, str] = {
     "output_rounding": "final rounding to fp16",
     "overflow": "overflow to infinity",
 }
+
+
+def source_title(source: str, fmt: str = "fp16") -> str:
+    """How the text names ``source`` for tensors of ``fmt`` ("fp16" or "bf16"): the final
+    rounding is to the tensors' own format."""
+    if source == "output_rounding":
+        return f"final rounding to {fmt}"
+    return SOURCE_TITLES[source]
+
+
 FLUSH_BIT, ORDER_BIT, ROUND_BIT, OUT_BIT, OVF_BIT = (1 << i for i in range(len(SOURCES)))
 N_SOURCES = len(SOURCES)
 ALL_ON = (1 << N_SOURCES) - 1

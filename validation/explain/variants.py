@@ -1,7 +1,7 @@
 """The two ends of the design and the variants between them: what each switch is when off (the
 reference) or on (the kernel), the GEMM settings of a subset of switches (deduplicated by what
 reaches the arithmetic), one pass over the convolution for all of them (:class:`emu.conv.ConvGemm`),
-and the elementwise post-passes (the kernel's fp32 → fp16 cast)."""
+and the elementwise post-passes (the kernel's fp32 → fp16 or bf16 cast)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from emu.conv import ConvArithmetic, ConvGemm
+from emu.formats import resolve_format
 from emu.gemm import GemmOrder
+from emu.rounding import cast_rne
 from models.units import Unit
 from models.units import unit as named_unit
 
 from ..run import progress_bar
 from .sources import FLUSH_BIT, ORDER_BIT, ROUND_BIT
-
-_FP16_EXP_MASK = 0x7C00
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,8 @@ class End:
 
 
 def kernel_end(model, problem) -> End:
-    """The kernel end: its units (and their input flush), its gemmK orders, and the fp32 → fp16
-    output cast unless the model is a validator."""
+    """The kernel end: its units (and their input flush), its gemmK orders, and the fp32 → output
+    format cast (fp16 or bf16, the model's ``input``) unless the model is a validator."""
     plan = model.plan(problem)
     units = tuple(g.unit for g in plan)
     fp16_out = not model.validator
@@ -42,26 +42,32 @@ def kernel_end(model, problem) -> End:
 
 
 def reference_end(validator, problem, reference: str) -> End:
-    """The reference end: the validator's orders with an fp64 accumulator and nothing flushed or
-    rounded (``reference="exact"``), or the whole validator rounded to fp16 (``"validator"``)."""
+    """The reference end: the validator's orders with an fp64 accumulator (multiplying the
+    validator's format, fp16 or bf16) and nothing flushed or rounded (``reference="exact"``), or
+    the whole validator rounded to that format (``"validator"``)."""
     plan = validator.plan(problem)
     orders = tuple(g.order for g in plan)
     if reference == "exact":
-        fp64 = named_unit("fp64")
+        fp64 = named_unit("fp64", input=getattr(validator, "input", "fp16"))
         return End(False, tuple(fp64 for _ in plan), orders, False, False)
     units = tuple(g.unit for g in plan)
-    # the 2022 verifier rounded the validation value to fp16 (RNE) before comparing
+    # the 2022 verifier rounded the validation value to the data type (RNE) before comparing
     return End(any(u.flush_inputs for u in units), units, orders, True, True)
 
 
-def flushable(arrays) -> bool:
-    """Whether flushing inputs can change anything: a subnormal or a −0 among the patterns."""
+def flushable(arrays, fmt: str = "fp16") -> bool:
+    """Whether flushing inputs can change anything: a subnormal or a −0 among the tensors, values
+    of ``fmt`` (fp16 or bf16) or their uint16 patterns (a zero exponent field: fp16 0x7C00, bf16
+    0x7F80)."""
+    f = resolve_format(fmt)
+    exponent = np.uint16(f.exponent_mask << f.fraction_bits)
     for a in arrays:
         if a is None:
             continue
         bits = np.asarray(a)
-        bits = bits.view(np.uint16) if bits.dtype == np.float16 else bits.astype(np.uint16, copy=False)
-        if np.any(((bits & _FP16_EXP_MASK) == 0) & (bits != 0)):
+        bits = bits.view(np.uint16) if bits.dtype != np.uint16 and bits.dtype.itemsize == 2 else bits
+        bits = bits.astype(np.uint16, copy=False)
+        if np.any(((bits & exponent) == 0) & (bits != 0)):
             return True
     return False
 
@@ -101,18 +107,27 @@ def run_gemms(op: ConvGemm, settings, n_chunk, progress: bool, desc: str) -> lis
             bar.close()
 
 
-class Post:
-    """The elementwise post-passes of one GEMM output: the kernel's fp32 → fp16 cast (numpy: RNE,
-    overflow to ±inf) applied to the elements that stay finite (output rounding) and/or to those
-    that overflow (overflow)."""
+def round_to(x32: np.ndarray, fmt: str) -> np.ndarray:
+    """The kernel's fp32 → ``fmt`` output cast (RNE, overflow to ±inf), back as float32: numpy's
+    cast for fp16 (``v_cvt_f16_f32``), :func:`emu.rounding.cast_rne` for bf16 (one rounding; a
+    float32 is exact in float64)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if fmt == "fp16":
+            return x32.astype(np.float16).astype(np.float32)
+        return cast_rne(x32.astype(np.float64), fmt).astype(np.float32)
 
-    def __init__(self, x32: np.ndarray):
+
+class Post:
+    """The elementwise post-passes of one GEMM output: the kernel's fp32 → output format cast
+    (:func:`round_to`: fp16 or bf16, RNE, overflow to ±inf) applied to the elements that stay
+    finite (output rounding) and/or to those that overflow (overflow)."""
+
+    def __init__(self, x32: np.ndarray, fmt: str = "fp16"):
         self.x32 = x32
-        with np.errstate(over="ignore", invalid="ignore"):
-            self.r16 = x32.astype(np.float16).astype(np.float32)
-        self.ovf = np.isinf(self.r16) & np.isfinite(x32)
+        self.rounded = round_to(x32, fmt)
+        self.ovf = np.isinf(self.rounded) & np.isfinite(x32)
         self.has_overflow = bool(self.ovf.any())
-        changed = self.r16.view(np.uint32) != x32.view(np.uint32)
+        changed = self.rounded.view(np.uint32) != x32.view(np.uint32)
         self.rounds = bool(np.any(changed & ~self.ovf))
 
     def effective(self, rounding: bool, overflow: bool) -> tuple[bool, bool]:
@@ -121,9 +136,9 @@ class Post:
     def array(self, rounding: bool, overflow: bool) -> np.ndarray:
         rounding, overflow = self.effective(rounding, overflow)
         if rounding and overflow:
-            return self.r16
+            return self.rounded
         if rounding:
-            return np.where(self.ovf, self.x32, self.r16)
+            return np.where(self.ovf, self.x32, self.rounded)
         if overflow:
-            return np.where(self.ovf, self.r16, self.x32)
+            return np.where(self.ovf, self.rounded, self.x32)
         return self.x32

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from emu.units import Family
 
 from .results import METRIC_TITLES, Explanation, MetricShares
-from .sources import SOURCE_TITLES, SOURCES
+from .sources import SOURCES, source_title
 from .variants import End
 
 #: metrics that count agreement (their reference value is N, not 0): never the verdict's subject
@@ -58,11 +58,11 @@ def _describe(source: str, expl: Explanation, kend: End) -> str:
         who = f"the {hw} matrix unit: " if matrix and hw else ""
         return f"rounding inside the accumulation ({who}{words}, against {against})"
     if source == "output_rounding":
-        return "the final rounding to fp16"
-    return "overflow to ±inf beyond the fp16 range"
+        return f"the final rounding to {expl.format}"
+    return f"overflow to ±inf beyond the {expl.format} range"
 
 
-_ADVICE = {
+_ADVICE_FP16 = {
     "subnormal_flush": "use inputs away from zero (e.g. [1, 5]) or flush subnormal inputs in the validator "
     "(--validator cpu-ftz)",
     "order": "accumulate the validation in the kernel's gemmK order, or budget the order's error in the threshold "
@@ -72,6 +72,13 @@ _ADVICE = {
     "output_rounding": "round the validation to fp16 (RNE) before comparing, or allow one fp16 ulp",
     "overflow": "use a smaller input range, or count infinities apart from the error metrics",
 }
+
+
+def _advice(source: str, fmt: str) -> str:
+    """The advice for ``source`` on tensors of ``fmt``: the output rounding is to that format."""
+    if source == "output_rounding":
+        return f"round the validation to {fmt} (RNE) before comparing, or allow one {fmt} ulp"
+    return _ADVICE_FP16[source]
 
 
 def _culprit(m: MetricShares) -> tuple[str, str | None]:
@@ -96,6 +103,7 @@ def write_verdict(expl: Explanation, kend: End, eps_shares: MetricShares | None)
     """The verdict paragraph of ``expl`` (its metrics, worst elements and comparison filled in);
     ``kend`` is the kernel end, ``eps_shares`` the shares of maxEpsilonDiff."""
     primary = primary_metric(expl.metrics)
+    fmt = expl.format
     cmp_ = expl.comparison
     nonfinite = cmp_.nonfinite.n_mismatch if cmp_ is not None else 0
     ref = "the validator" if expl.reference == "validator" else "the exact (fp64) convolution"
@@ -103,11 +111,11 @@ def write_verdict(expl: Explanation, kend: End, eps_shares: MetricShares | None)
     if nonfinite:
         lead = (
             f"{nonfinite:,} of {cmp_.n:,} outputs ({_pct(nonfinite, cmp_.n)}) are ±inf where {ref} is finite: "
-            f"overflow beyond the fp16 range (the finite metrics skip them). "
+            f"overflow beyond the {fmt} range (the finite metrics skip them). "
         )
     if primary is None:
         if nonfinite:
-            return lead + f"Nothing else differs. Advice: {_ADVICE['overflow']}."
+            return lead + f"Nothing else differs. Advice: {_advice('overflow', fmt)}."
         if any(m.total for n, m in expl.metrics.items() if n not in _AGREEMENT):
             return "The metrics are not finite; no share can be computed (see the per-variant values)."
         return f"The kernel reproduces {ref}: every chosen metric is 0, nothing to attribute."
@@ -121,7 +129,7 @@ def write_verdict(expl: Explanation, kend: End, eps_shares: MetricShares | None)
     if first == "output_rounding" and besides is not None:
         rest = m.total - m.shares["output_rounding"]
         text += (
-            f", which every fp16 output carries; of the remaining {rest:.3g}, {_pct(m.shares[besides], rest)} "
+            f", which every {fmt} output carries; of the remaining {rest:.3g}, {_pct(m.shares[besides], rest)} "
             f"comes from {_describe(besides, expl, kend)}"
         )
     else:
@@ -136,13 +144,13 @@ def write_verdict(expl: Explanation, kend: End, eps_shares: MetricShares | None)
         eps = cmp_.max_epsilon_diff
         if eps <= 1:
             text += (
-                f" Every {'finite ' if nonfinite else ''}error stays within one fp16 ulp (maxEpsilonDiff {eps:.3g})."
+                f" Every {'finite ' if nonfinite else ''}error stays within one {fmt} ulp (maxEpsilonDiff {eps:.3g})."
             )
         elif eps_shares is not None and eps_shares.total:
             e_first = max(SOURCES, key=lambda s: eps_shares.shares[s])
             text += (
-                f" The largest {'finite ' if nonfinite else ''}error, {eps:.3g} fp16 ulps, is "
-                f"{_pct(eps_shares.shares[e_first], eps_shares.total)} {SOURCE_TITLES[e_first]}."
+                f" The largest {'finite ' if nonfinite else ''}error, {eps:.3g} {fmt} ulps, is "
+                f"{_pct(eps_shares.shares[e_first], eps_shares.total)} {source_title(e_first, fmt)}."
             )
             if e_first != "output_rounding":
                 culprit = e_first
@@ -151,9 +159,9 @@ def write_verdict(expl: Explanation, kend: End, eps_shares: MetricShares | None)
     n_in = sum(culprit in e.sources for e in expl.elements)
     if n_in:
         text += (
-            f" {SOURCE_TITLES[culprit].capitalize()} is in the smallest set of sources that reproduces "
+            f" {source_title(culprit, fmt).capitalize()} is in the smallest set of sources that reproduces "
             f"{n_in} of the {len(expl.elements)} worst elements bit for bit."
         )
     if cmp_ is not None and cmp_.max_epsilon_diff <= 1 and not nonfinite:
-        return text + " Nothing beyond one fp16 ulp: a threshold of one ulp (maxEpsilonDiff ≤ 1) passes this kernel."
-    return text + f" Advice: {_ADVICE[culprit]}."
+        return text + f" Nothing beyond one {fmt} ulp: a threshold of one ulp (maxEpsilonDiff ≤ 1) passes this kernel."
+    return text + f" Advice: {_advice(culprit, fmt)}."

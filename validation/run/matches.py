@@ -10,20 +10,24 @@ each change under which the emulation gives the array bit for bit (split-K atomi
 element an outcome of some add order), cheapest checks first:
 
 1. ``layout``: the array read in every other axis order of the result tensor (no arithmetic);
-2. ``array``: whether the file is the validation function's output rounded to fp16, not a
-   kernel's (no arithmetic);
+2. ``array``: whether the file is the validation function's output rounded to the output format
+   (fp16 or bf16), not a kernel's (no arithmetic);
 3. ``model``: the other GPUs, the other kernel and the valid entries of the 2022 tuning list, all
    on the run's own inputs, in one pass over them (:meth:`emu.conv.ConvGemm.compute`);
 4. ``inputs``: nearby and common seeds (seed ± 1 … ± 3, 0, 1, 42), the other distribution (float
    reals in [-1, 1] vs the int generator's [-5, 5)) and the 2022 study's ranges, one pass each on
    new harness inputs.
 
+A bf16 run's stages run the bf16 models (every GPU has a bf16 unit; the kernels, tunings, seeds
+and ranges as for fp16, the inputs truncated to bf16 as the harness stored them) and compare bf16
+outputs; the distances are in bf16 ulps.
+
 The search stops after the first stage that finds a match (in the ``inputs`` stage, at the first
 match), when ``budget_s`` seconds have passed or ``max_candidates`` options were tried; the
 result says which options were tried, how long it took and why it stopped.
 
 :func:`describe_differences` characterises the differences from the emulated kernel: how many,
-how far apart in fp16 ulps (a histogram), and where: scattered over the output tiles and axes as
+how far apart in ulps of the output format (a histogram), and where: scattered over the output tiles and axes as
 random placement would be, or clustered. Scattered differences of an ulp or two are different
 arithmetic (another unit, k order or tuning); clustered or large ones are a bug suspect; nearly
 every element differing points at the inputs, the layout or the file's reading rather than the
@@ -42,7 +46,6 @@ import numpy as np
 
 from emu.conv import ConvGemm
 from emu.formats import ulp
-from emu.rounding import fp32_to_fp16
 from models import harness
 from models import kernels as kernel_models
 from models.hardware import HW_NAMES
@@ -51,7 +54,7 @@ from models.tuning import NONXDLOPS_TUNINGS_2022, XDLOPS_TUNINGS_2022
 
 from .gpu import compare_gpu_output, from_layout, gpu_values
 from .inputs import resolve_inputs
-from .runner import progress_bar
+from .runner import progress_bar, round_output
 
 __all__ = [
     "STAGES",
@@ -71,7 +74,8 @@ SEEDS = (1, 42, 1234)
 SEED_RADIUS = 3
 #: The 2022 study's input ranges (besides the harness defaults), for the ``inputs`` stage.
 STUDY_RANGES = ((-1, 1), (-10, 10), (1, 5), (5, 10))
-#: Histogram bins of the ulp distances: (label, lowest, highest) in fp16 ulps of the emulated value.
+#: Histogram bins of the ulp distances: (label, lowest, highest) in ulps of the output format (fp16
+#: or bf16) at the emulated value.
 ULP_BINS = (("1", 0, 1), ("2", 1, 2), ("3-4", 2, 4), ("5-16", 4, 16), ("17-256", 16, 256), (">256", 256, np.inf))
 #: Share of differing elements above which the differences point at inputs/layout/reading.
 MOST = 0.5
@@ -79,7 +83,7 @@ MOST = 0.5
 #: distinct indices random placement of as many differences would hit (other arithmetic hits some
 #: channels more than others, by a factor of two or so; a faulty tile or row hits one of many).
 CLUSTER_SHARE = 0.25
-#: Differences are "small" when at least this share lies within :data:`SMALL_ULPS` fp16 ulps and
+#: Differences are "small" when at least this share lies within :data:`SMALL_ULPS` ulps and
 #: none is a NaN or an infinity on one side only (another unit's rounding: mostly 1 ulp, a few more
 #: where the sum cancels).
 SMALL_SHARE = 0.9
@@ -122,6 +126,8 @@ class MatchSearch:
     differences: dict = field(default_factory=dict)
     commands: list[str] = field(default_factory=list)
     searched: bool = True
+    #: the output format searched (fp16 or bf16): what every candidate is rounded to
+    format: str = "fp16"
 
     @property
     def closest(self) -> list[dict]:
@@ -176,7 +182,8 @@ class MatchSearch:
         for m, cmd in itertools.zip_longest(self.matches, self.commands):
             if m.get("array") == "validation":
                 lines.append(
-                    "  MATCH: the array is the validation function's output rounded to fp16 (RNE), not a kernel's output"
+                    f"  MATCH: the array is the validation function's output rounded to {self.format} (RNE), not a "
+                    "kernel's output"
                 )
             else:
                 lines.append(f"  MATCH {_text(m)}: the emulation then gives the array bit for bit:")
@@ -231,7 +238,9 @@ def _tiles(result) -> np.ndarray | None:
         return None
     try:
         inputs = result.inputs
-        op = ConvGemm(result.problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
+        op = ConvGemm(
+            result.problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"), fmt=result.format
+        )
         return op.tile_ids(tiles)
     except ValueError:
         return None
@@ -239,24 +248,25 @@ def _tiles(result) -> np.ndarray | None:
 
 def describe_differences(result, gpu) -> dict:
     """How the GPU's array ``gpu`` differs from ``result``'s emulated kernel (module docstring):
-    counts, the histogram of fp16-ulp distances (:data:`ULP_BINS`; ``non-finite``: a NaN or an
-    infinity on one side only), where the differences sit (output tiles and axes hit against
-    what random placement would hit) and ``reading``: "same", "most differ", "scattered small"
-    or "clustered or large"."""
+    counts, the histogram of ulp distances in the output format (``format``: fp16 or bf16;
+    :data:`ULP_BINS`; ``non-finite``: a NaN or an infinity on one side only), where the
+    differences sit (output tiles and axes hit against what random placement would hit) and
+    ``reading``: "same", "most differ", "scattered small" or "clustered or large"."""
+    fmt = result.format
     emulated = np.asarray(result.kernel_output).reshape(-1)
-    g16 = gpu_values(gpu, emulated.size, result.shape)
+    g16 = gpu_values(gpu, emulated.size, result.shape, fmt)
     e_bits, g_bits = emulated.view(np.uint16), g16.view(np.uint16)
     differ = (e_bits != g_bits) & ~(np.isnan(emulated) & np.isnan(g16))
     where = np.flatnonzero(differ)
     n, nd = int(emulated.size), int(where.size)
-    doc: dict = {"n": n, "n_differ": nd, "share": nd / n if n else 0.0}
+    doc: dict = {"n": n, "n_differ": nd, "share": nd / n if n else 0.0, "format": fmt}
     if nd == 0:
         doc["reading"] = "same"
         return doc
     e = emulated[where].astype(np.float64)
     g = g16[where].astype(np.float64)
     finite = np.isfinite(e) & np.isfinite(g)
-    ulps = np.abs(g[finite] - e[finite]) / ulp(e[finite], "fp16")
+    ulps = np.abs(g[finite] - e[finite]) / ulp(e[finite], fmt)
     hist = {label: int(np.count_nonzero((ulps > lo) & (ulps <= hi))) for label, lo, hi in ULP_BINS}
     hist["non-finite"] = int(np.count_nonzero(~finite))
     doc["ulps"] = hist
@@ -322,7 +332,8 @@ def difference_text(d: dict) -> str:
         ),
     }[d["reading"]]
     return (
-        f"differences: {d['n_differ']} of {d['n']} elements ({100 * d['share']:.2f} %); fp16 ulps apart: {hist}; "
+        f"differences: {d['n_differ']} of {d['n']} elements ({100 * d['share']:.2f} %); "
+        f"{d.get('format', 'fp16')} ulps apart: {hist}; "
         f"{pattern}: in {'; '.join(where)}. Reading: {reading}"
     )
 
@@ -347,7 +358,7 @@ def _model_candidates(result) -> list[tuple[dict, object]]:
 
     def add(option, name, hw, tuning=None):
         try:
-            model = kernel_models.kernel(name, hw=hw, tuning=tuning)
+            model = kernel_models.kernel(name, hw=hw, tuning=tuning, input=own.input)
             key = repr(model.identity(problem))
         except ValueError:
             return  # not valid for this problem (a tuning the 2022 rules refuse)
@@ -401,9 +412,10 @@ def _input_candidates(result) -> list[dict]:
 
 def _emulate(result, models, inputs) -> list:
     """RunResults of ``models`` (KernelModels) on ``inputs``: one pass over the gathered operands;
-    atomic split-K kernels keep their partial sums (the comparison then searches add orders)."""
+    atomic split-K kernels keep their partial sums (the comparison then searches add orders); the
+    outputs are rounded to the run's format (fp16 or bf16)."""
     problem = result.problem
-    op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"))
+    op = ConvGemm(problem, x=inputs.get("input"), w=inputs.get("filter"), dy=inputs.get("output"), fmt=result.format)
     atomic = [m.atomic_split(problem) > 0 for m in models]
     outs = op.compute([m.arithmetic(problem, keep_partials=a, seed=ATOMIC_ORDERS.seed) for m, a in zip(models, atomic)])
     runs = []
@@ -414,7 +426,7 @@ def _emulate(result, models, inputs) -> list:
                 result,
                 kernel=m,
                 kernel_fp32=k32,
-                kernel_output=fp32_to_fp16(k32),
+                kernel_output=round_output(k32, result.format),
                 inputs=inputs,
                 ensemble=out if a else None,
             )
@@ -442,7 +454,8 @@ def search_matches(
     """Search what the GPU's array matches (module docstring).
 
     ``result``: the :class:`validation.run.RunResult` of the run; ``gpu``: the GPU's array as
-    judged (the result tensor's memory order; fp16 values, patterns or an exact fp32 copy);
+    judged (the result tensor's memory order; values of the run's format, fp16 or bf16, their
+    uint16 patterns or an exact fp32 copy);
     ``raw``: the array as read from the file, before ``layout`` (the ``--layout`` given, None for
     the config's own) rearranged it: the ``layout`` stage reads it in the other axis orders
     (default: ``gpu``, with the config's layout); ``stages``: a subset of :data:`STAGES`;
@@ -455,9 +468,11 @@ def search_matches(
     t0 = time.monotonic()
     problem = result.problem
     role = problem.result_role
-    g16 = gpu_values(gpu, np.asarray(result.kernel_output).size, result.shape)
+    g16 = gpu_values(gpu, np.asarray(result.kernel_output).size, result.shape, result.format)
     raw = g16 if raw is None else raw
-    search = MatchSearch(budget_s=float(budget_s), max_candidates=int(max_candidates), searched=bool(stages))
+    search = MatchSearch(
+        budget_s=float(budget_s), max_candidates=int(max_candidates), searched=bool(stages), format=result.format
+    )
     search.differences = describe_differences(result, g16)
 
     sizes = problem.letter_sizes(role)
@@ -503,7 +518,7 @@ def search_matches(
                     arranged = from_layout(raw, problem, name)
                     tried(stage, {"layout": name}, _differ(result, arranged))
             elif stage == "array":
-                rounded = fp32_to_fp16(np.asarray(result.validation_output, np.float32).reshape(-1))
+                rounded = round_output(np.asarray(result.validation_output, np.float32).reshape(-1), result.format)
                 tried(
                     stage,
                     {"array": "validation"},
