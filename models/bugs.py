@@ -803,7 +803,7 @@ MUTANTS: Mapping[str, type[Mutant]] = {
 
 _NO_SPLIT_K_BF16 = (
     "the 2022 bf16 kernels have no split-K (the Aug-2022 backward-weight atomic path was f16-only, "
-    "reference/rocmlir_kernels_2022.md §6.3, PR #536): no partial sums to lose, scale or race"
+    "github.com/ROCm/rocMLIR PR #536): no partial sums to lose, scale or race"
 )
 #: Per tensor format, the mutants that cannot stand for a bug of a kernel on it, and why.
 UNSUPPORTED: Mapping[str, Mapping[str, str]] = {

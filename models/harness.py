@@ -26,8 +26,8 @@ What the harness did (``mlir/tools/miopen-gen/miopen-gen.cpp`` and
   truncates toward zero (:func:`emu.rounding.fp32_to_fp16_truncate`); a bf16 tensor (``-t bf16``)
   gets ``float_to_bfloat16``, the float's top 16 bits: truncation toward zero too, not rounding
   (``mcpuMemset5DBF16RandInt``/``RandFloat`` store ``float_to_bfloat16(randomFloatValue(...))``; the
-  same file, rocMLIR mid-2022 ``mlir/lib/ExecutionEngine/conv-validation-wrappers.cpp``, code index
-  id 15295805554, that reference/rocmlir_kernels_2022.md §(f) cites for fp16); an f32 tensor keeps
+  same file, github.com/ROCm/rocMLIR ``mlir/lib/ExecutionEngine/conv-validation-wrappers.cpp`` as
+  of mid-2022, whose ``float_to_fp16`` makes the fp16 tensors); an f32 tensor keeps
   the float. (Later rocmlir-gen versions, 2023 on, store ``arith.truncf`` of the float instead,
   which rounds to nearest even: not the harness modelled here.)
 

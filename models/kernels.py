@@ -293,7 +293,7 @@ class KernelModel:
 
     def _order(self, order: GemmOrder) -> GemmOrder:
         """The tuning's order, without split-K for bf16: the Aug-2022 backward-weight atomic path
-        was f16-only (reference/rocmlir_kernels_2022.md §6.3, PR #536), so a bf16 kernel runs
+        was f16-only (github.com/ROCm/rocMLIR PR #536), so a bf16 kernel runs
         one chain per output."""
         if self.input == "fp16" or order.split_k == 1:
             return order
@@ -444,8 +444,8 @@ _SRC_OUTPUT_KERNEL = f"{DOC} (arith.truncf → v_cvt_f16_f32, RNE); {STUDY} 'Out
 _SRC_OUTPUT_VALIDATOR = f"{DOC} 'Comparison path' (validation value truncf'd to f16, RNE); {FINDINGS} verifier row"
 #: bf16 tensors in the 2022 harness (the same wrapper library that makes fp16 by truncation)
 HARNESS_BF16 = (
-    "rocMLIR mid-2022 mlir/lib/ExecutionEngine/conv-validation-wrappers.cpp (code index id 15295805554, the "
-    "version reference/rocmlir_kernels_2022.md §(f) cites): mcpuMemset5DBF16Rand* store float_to_bfloat16(x), "
+    "github.com/ROCm/rocMLIR mlir/lib/ExecutionEngine/conv-validation-wrappers.cpp as of mid-2022 (the file "
+    "whose float_to_fp16 makes the fp16 tensors): mcpuMemset5DBF16Rand* store float_to_bfloat16(x), "
     "the float's top 16 bits; mcpuMem5DBF16ConvertFloat widens bf16 exactly for the float CPU validation"
 )
 
