@@ -8,6 +8,8 @@ import json
 import sys
 from dataclasses import replace
 
+import numpy as np
+
 from ..configs import ConfigError, check_rand_bound, check_seed, parse_config
 from ..plots import save
 from ..run import (
@@ -15,6 +17,7 @@ from ..run import (
     check_overrides,
     ensemble_summary,
     from_layout,
+    gemm_order_note,
     harness_verifier,
     load_gpu_output,
     load_pair,
@@ -186,19 +189,24 @@ def _cmd_check(args) -> int:
     doc = {
         "config": config.label,
         "direction": p.direction,
-        "result_shape": list(p.tensor_shape(p.result_role)),
+        "result_shape": list(config.gemm.c_shape if config.gemm else p.tensor_shape(p.result_role)),
         "format": kmodel.input,
         "models": [],
         "inputs": _check_inputs(config, args),
     }
+    if config.gemm is not None:
+        doc["gemm"] = {**config.gemm.to_dict(), "order": gemm_order_note(kmodel)}
     for model in (kmodel, vmodel):
         doc["models"].append({"name": model.key, "gemms": plan_gemms(config, model)})
     if args.format == "json":
         print(json.dumps(doc, indent=1))
     else:
-        print(
-            f"{doc['config']}: {p.direction}, {doc['format']} tensors, result {'x'.join(map(str, doc['result_shape']))}"
-        )
+        what = p.direction if config.gemm is None else config.gemm.describe()
+        print(f"{doc['config']}: {what}, {doc['format']} tensors, result {'x'.join(map(str, doc['result_shape']))}")
+        if config.gemm is not None:
+            print(f"  as a convolution: {doc['gemm']['as_convolution']}")
+            print(f"  order: {doc['gemm']['order']}")
+            print(f"  harness: {doc['gemm']['harness']}")
         print(f"  inputs: {doc['inputs']['text']}")
         for m in doc["models"]:
             for g in m["gemms"]:
@@ -242,14 +250,24 @@ def _cmd_run(args) -> int:
         verifier, vsource = harness_verifier(result.config)
     thresholds = parse_thresholds(args.threshold)
     p = result.problem
+    gemm = result.config.gemm
     gpu_array = None
     if loaded is not None:  # the verdict, metrics and plot are about the GPU's own array
         arr = loaded.array
         if args.layout is not None:
             arr = from_layout(arr, p, args.layout, "--layout")
+        elif gemm is not None and np.asarray(arr).size == result.kernel_output.size:
+            arr = np.asarray(arr).reshape(-1)  # C as (G,) M×N (N×M with -transC) in memory order
         gpu_array = gpu_values(arr, result.kernel_output.size, result.shape, result.format).reshape(result.shape)
     judged = result.kernel_array if gpu_array is None else gpu_array
-    comparison, verdict = measure(result.validation_array, judged, verifier, result.format, thresholds)
+    validation_array, axes = result.validation_array, result.axes
+    if gemm is not None:  # judged as the matrix C, its indices (g, m, n)
+        judged, validation_array, axes = (
+            judged.reshape(gemm.c_shape),
+            validation_array.reshape(gemm.c_shape),
+            gemm.c_axes,
+        )
+    comparison, verdict = measure(validation_array, judged, verifier, result.format, thresholds)
     header = {
         "config": result.config.label,
         "direction": p.direction,
@@ -261,9 +279,19 @@ def _cmd_run(args) -> int:
         "inputs": info.text(),
         "verifier": verifier_text(verifier, vsource),
     }
+    if gemm is not None:
+        header = {
+            "config": header["config"],
+            "operation": f"{gemm.describe()}, {result.format}; run as the 1x1 forward convolution "
+            f"(filter = A, input = B, output = C)",
+            **{k: v for k, v in header.items() if k not in ("config", "direction", "shape")},
+            "shape": f"{'x'.join(map(str, gemm.c_shape))} ({''.join(axes)}, the matrix C)",
+            "order": gemm_order_note(result.kernel),
+            "harness": gemm.to_dict()["harness"],
+        }
     extra: dict = {
         "inputs": info.to_dict(),
-        "axes": list(result.axes),
+        "axes": list(axes),
         "verifier": {"name": verifier, "source": vsource, "run_set": "fair_3" if verifier == "study-2022" else None},
         "warnings": list(info.warnings),
     }
@@ -271,6 +299,8 @@ def _cmd_run(args) -> int:
     if result.ensemble is not None:
         ensemble = ensemble_summary(result, verifier, args.members, thresholds)
     middle = []
+    if gemm is not None:
+        extra["gemm"] = gemm.to_dict()
     if ensemble is not None:
         header["atomics"] = (
             f"split-K adds {ensemble['n_split']} partial sums per output with fp32 atomics: the "
@@ -328,7 +358,7 @@ def _cmd_run(args) -> int:
         if gpu_array is not None:
             fields["kernel"] = f"GPU output {loaded.source}"
         save(run_figure(shown, comparison, fields), args.plot)
-    code = emit(comparison, verdict, args, header, extra=extra, middle="\n".join(middle), axes=result.axes)
+    code = emit(comparison, verdict, args, header, extra=extra, middle="\n".join(middle), axes=axes)
     if gpu is not None:
         return 1 if gpu.answer == "differs" else code
     return code

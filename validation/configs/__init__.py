@@ -10,6 +10,8 @@ kernel, validation and random-data flags).
     generator's arguments are taken from the first command of the pipe, and the lit substitutions
     ``%random_data``, ``%xdlops``, ``%pv``, ``%pv_with_gpu``, ``%arch`` are expanded (``%s``, the test
     file, is the generator's positional input file and is ignored);
+    rocmlir-gen's ``--operation gemm`` (``-g -m -k -n -transA -transB -transC``) reads as the 1×1
+    forward convolution that computes the GEMM, with :attr:`Config.gemm` set (:mod:`.gemm`);
 (c) an MIOpenDriver command: ``MIOpenDriver conv|convfp16|convbfp16|convint8 -n 128 -c 64 ...``;
 (d) the name of a test of a shipped suite (:mod:`validation.suites`).
 
@@ -37,6 +39,7 @@ checks what a run may ask for before it starts (fp16 or bf16 data, the work esti
 from __future__ import annotations
 
 from .driver import DRIVER_COMMANDS
+from .gemm import GemmShape
 from .generator import GENERATOR_TOOLS
 from .limits import (
     MODELLED_DTYPES,
@@ -62,6 +65,7 @@ from .records import (
 __all__ = [
     "DEFAULT_SUBSTITUTIONS",
     "DRIVER_COMMANDS",
+    "GemmShape",
     "MODELLED_DTYPES",
     "GENERATOR_TOOLS",
     "Config",

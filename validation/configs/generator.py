@@ -18,6 +18,7 @@ import re
 import warnings
 from collections.abc import Mapping
 
+from .gemm import GEMM_DEFAULTS, GemmShape
 from .problem import make_problem, normalise_layout
 from .records import DIRECTIONS, Config, ConfigError, ConfigWarning, RandomSpec
 from .tokens import did_you_mean, one_line, parse_bool, parse_c_int, parse_float
@@ -62,6 +63,12 @@ _ATTR_OPTIONS = (
     "padding_w_l",
     "padding_w_r",
 )
+#: rocmlir-gen's GEMM (``-operation gemm``; :mod:`.gemm`): its own sizes and transposes
+_GEMM_OPERATION = "gemm"
+_GEMM_SIZES = ("m", "k", "n")
+_GEMM_FLAGS = ("transA", "transB", "transC")
+_GEMM_ONLY = _GEMM_SIZES + _GEMM_FLAGS + ("store-method",)
+_GEMM_TAKES = "-g (-groupsize), -m, -k, -n, -transA, -transB, -transC, -store-method"
 _GEN_OPTIONS: dict[str, object] = {
     "operation": _OPERATIONS,
     "arch": "str",
@@ -71,6 +78,9 @@ _GEN_OPTIONS: dict[str, object] = {
     "in_layout": "str",
     "out_layout": "str",
     **{k: "int64" for k in _SIZE_OPTIONS},
+    **{k: "int64" for k in _GEMM_SIZES},
+    **{k: "bool" for k in _GEMM_FLAGS},
+    "store-method": "str",
     **{k: "int" for k in _ATTR_OPTIONS},
     "x2": "bool",
     "t": "str",
@@ -116,6 +126,7 @@ _GEN_ALIASES = {
     "prc": "cpu-kernels",
     "p_verify": "print-verify-results",
     "dev": "device",
+    "g": "groupsize",
 }
 _VERIFIERS = ("cpu", "gpu", "cpp", "mlir")
 _RAND_TYPES = ("int", "float")
@@ -198,11 +209,21 @@ def parse_generator(
 
     # -- operation / direction
     op_dir = None
-    if "operation" in given:
+    is_gemm = given.get("operation") == _GEMM_OPERATION
+    if is_gemm:
+        op_dir = "fwd"  # the 1x1 forward convolution that computes the GEMM (.gemm)
+        if direction not in (None, "fwd"):
+            raise ConfigError(f"direction: {direction!r} contradicts -operation gemm (a GEMM is one forward product)")
+    elif "operation" in given:
         op = given["operation"]
         if op not in _OPERATIONS:
-            raise ConfigError(f"operation: {one_line(op)!r} is not one of {', '.join(_OPERATIONS)}")
+            allowed = ", ".join((*_OPERATIONS, _GEMM_OPERATION))
+            raise ConfigError(f"operation: {one_line(op)!r} is not one of {allowed}")
         op_dir = _OPERATIONS[op]
+    if not is_gemm:
+        for name in _GEMM_ONLY:
+            if name in given:
+                raise ConfigError(f"{name}: a GEMM option (rocmlir-gen -operation gemm); this config is a convolution")
     if direction is not None:
         if direction not in DIRECTIONS:
             raise ConfigError(f"direction: {direction!r} is not one of {', '.join(DIRECTIONS)}")
@@ -252,6 +273,19 @@ def parse_generator(
 
     # -- random data
     random = _random_spec(given, ints)
+    if is_gemm:
+        return _gemm_config(
+            given,
+            ints,
+            dtype=dtype,
+            xdlops=kernel_xdlops,
+            validation=validation,
+            random=random,
+            source=source,
+            tool=label or tool,
+            num_cu=120 if x2 else ints.get("num_cu"),
+            options=tuple((name, value) for name, value, _ in opts),
+        )
 
     # -- layouts
     layouts = {}
@@ -347,6 +381,68 @@ def parse_generator(
         arch=given.get("arch") or None,
         num_cu=120 if x2 else ints.get("num_cu"),
         options=tuple((name, value) for name, value, _ in opts),
+    )
+
+
+def _gemm_config(given: Mapping[str, str], ints: Mapping[str, int], **fields) -> Config:
+    """``-operation gemm`` → the :class:`Config` of its 1×1 forward convolution (:mod:`.gemm`)."""
+    for name in _SIZE_OPTIONS + _ATTR_OPTIONS + ("fil_layout", "in_layout", "out_layout"):
+        if name in given and name != "groupsize":
+            raise ConfigError(f"{name}: a convolution option; -operation gemm takes {_GEMM_TAKES}")
+    store = given.get("store-method", "set")
+    if store == "atomic_add":
+        raise ConfigError(
+            "store-method: atomic_add (adding the product onto C's prior values) is not modelled; allowed: set"
+        )
+    if store != "set":
+        raise ConfigError(f"store-method: {one_line(store)!r} is not one of set, atomic_add")
+    populate = parse_bool("p", given["p"]) if "p" in given else False
+    sizes = {"groupsize": ints.get("groupsize", 1), **{name: ints.get(name, -1) for name in _GEMM_SIZES}}
+    if populate:
+        sizes.update(GEMM_DEFAULTS)  # rocmlir-gen's populateDefaults overwrites every size
+    for name in ("groupsize", *_GEMM_SIZES):
+        shown = "g (groupsize)" if name == "groupsize" else name
+        if sizes[name] <= 0:
+            if name not in ints:
+                raise ConfigError(
+                    f"{shown}: not given; -operation gemm needs -m, -k and -n (-g defaults to 1) unless -p"
+                )
+            raise ConfigError(f"{shown}: {sizes[name]} is not allowed; it must be a positive integer")
+    flags = {name: parse_bool(name, given[name]) if name in given else False for name in _GEMM_FLAGS}
+    shape = GemmShape(
+        g=sizes["groupsize"],
+        m=sizes["m"],
+        n=sizes["n"],
+        k=sizes["k"],
+        trans_a=flags["transA"],
+        trans_b=flags["transB"],
+        trans_c=flags["transC"],
+    )
+    g = shape.g
+    problem = make_problem(
+        "fwd",
+        n=shape.n,
+        c=g * shape.k,
+        h=1,
+        w=1,
+        k=g * shape.m,
+        y=1,
+        x=1,
+        groups=g,
+        pad_h=(0, 0),
+        pad_w=(0, 0),
+        stride=(1, 1),
+        dilation=(1, 1),
+        layouts=shape.layouts,
+        names=("g", "k", "m", "n", "n", "k", "k"),
+    )
+    return Config(
+        problem=problem,
+        perf_config=given.get("perf_config") or None,
+        populate_defaults=populate,
+        arch=given.get("arch") or None,
+        gemm=shape,
+        **fields,
     )
 
 

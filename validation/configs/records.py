@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, replace
 from emu.conv import ConvProblem, sub_gemms
 from models.harness import harness_range
 
+from .gemm import GemmShape
+
 
 class ConfigError(ValueError):
     """A config that cannot be read: the message is one line naming the field and what is allowed."""
@@ -67,7 +69,7 @@ class RandomSpec:
 
 @dataclass(frozen=True)
 class Config:
-    """One convolution test as a config text describes it."""
+    """One convolution test (or rocmlir-gen GEMM, :attr:`gemm`) as a config text describes it."""
 
     problem: ConvProblem
     dtype: str
@@ -88,6 +90,9 @@ class Config:
     num_cu: int | None = None
     #: every option read, as (canonical name, value text) in order
     options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    #: for rocmlir-gen ``-operation gemm``: the GEMM, which :attr:`problem` (a 1×1 forward
+    #: convolution, :mod:`.gemm`) computes; None for a convolution
+    gemm: GemmShape | None = None
 
     @property
     def direction(self) -> str:

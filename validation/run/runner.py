@@ -50,6 +50,7 @@ __all__ = [
     "check_overrides",
     "plan",
     "plan_gemms",
+    "gemm_order_note",
     "choice",
     "round_output",
     "parse_validator",
@@ -269,6 +270,24 @@ def plan_gemms(config: Config, model: kernel_models.KernelModel) -> list[dict]:
         }
         for sub, g in zip(config.gemms, model.plan(config.problem))
     ]
+
+
+def gemm_order_note(model: kernel_models.KernelModel) -> str:
+    """Which gemmK order ``model`` assumes for a rocmlir-gen GEMM config, and why (``run --check``,
+    the run's header): rocmlir-gen had no GEMM before 2023 and the 2022 tuning tables have no GEMM
+    entries, so the xdlops kernel takes the default tuning of the 1×1 forward convolution of the
+    same gemm sizes."""
+    if model.order == "rocmlir-nonxdlops":
+        return "ascending k, one fp32 FMA per term (the non-xdlops kernel)"
+    if model.order != "rocmlir-xdlops":
+        return f"the validation's loop, ascending k ({model.key})"
+    if model.tuning is not None:
+        return f"the perf config {model.tuning.to_perf_config()} (given), as for a convolution"
+    return (
+        "assumed: the 2022 default xdlops tuning of the 1x1 forward convolution with the same G, M, N, K "
+        "(the 2022 tuning tables have no GEMM entries; rocmlir-gen's -operation gemm dates from 2023); "
+        "--perf-config picks another"
+    )
 
 
 def harness_verifier(config: Config) -> tuple[str, str]:
