@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 
 import emu
+from models import harness
 from validation.cli import main
 from validation.configs import ConfigError, parse_config
+from validation.explain import SOURCES, explain
 from validation.run import run
 
 BASE = "rocmlir-gen --operation gemm -g 2 -m 5 -k 37 -n 3 -rand 1 -rand_type float -rand_min -1 -rand_max 1"
@@ -118,3 +120,21 @@ def test_run_check_says_which_order_is_assumed(capsys):
     out = capsys.readouterr().out
     assert "GEMM G=2 M=5 N=3 K=37" in out and "bf16" in out
     assert "no GEMM entries" in out
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_explain_on_a_gemm_spans_the_fp64_dot_to_the_kernel(dtype):
+    config = parse_config(f"{BASE} -t {dtype} -transA")
+    out = explain(config, hw="mi200", kernel="xdlops", top=3, progress=False, keep_arrays=True)
+    gs = config.gemm
+    assert out.gemm == gs and out.shape == (2, 5, 3) and out.format == ("fp16" if dtype == "f16" else "bf16")
+    assert all(len(e.coords) == 3 for e in out.elements)
+    inputs = harness.harness_inputs(config.problem, **config.harness_kwargs())
+    a = np.asarray(inputs["filter"]).reshape(gs.a_shape).transpose(0, 2, 1).astype(np.float64)
+    b = np.asarray(inputs["input"]).reshape(gs.b_shape).astype(np.float64)
+    reference = gs.c_matrix(out.arrays["none"]).astype(np.float32)
+    assert np.array_equal(reference.view(np.uint32), _fp64_dot(a, b).astype(np.float32).view(np.uint32))
+    kernel = run(config, hw="mi200", kernel="xdlops", progress=False).kernel_output
+    everything = out.arrays["+".join(SOURCES)].astype(kernel.dtype)
+    assert np.array_equal(everything.reshape(-1).view(np.uint16), np.asarray(kernel).reshape(-1).view(np.uint16))
+    assert "GEMM G=2 M=5 N=3 K=37" in out.format_text() and out.to_dict()["gemm"]["transA"] is True

@@ -4,6 +4,7 @@ set of sources, and :func:`explain`, which does this for a config."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
@@ -385,4 +386,8 @@ def explain(
     out.hw = hw
     out.inputs = inputs_info
     out.seconds = {"inputs": t_inputs, **out.seconds, "total": out.seconds["total"] + t_inputs}
+    if config.gemm is not None:  # report the matrix C: shape (G, M, N) and (g, m, n) indices
+        out.gemm = config.gemm
+        out.shape = config.gemm.c_shape
+        out.elements = [dataclasses.replace(e, coords=tuple(e.coords[:3])) for e in out.elements]
     return out

@@ -118,6 +118,9 @@ class Explanation:
     #: the tensors' element format ("fp16" or "bf16"): what the kernel multiplies and writes, what
     #: the output-rounding and overflow switches round to, and the ulps of epsilonDiff
     format: str = "fp16"
+    #: for a rocmlir-gen GEMM config, its :class:`validation.configs.GemmShape`: :attr:`shape` is
+    #: then C's and the elements' coords are C's indices (g, m, n; g, n, m with -transC)
+    gemm: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         """``{"metrics": {METRIC: {"total", "shares", "interaction", …}}, "elements": [...],
@@ -141,16 +144,21 @@ class Explanation:
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "inputs": None if self.inputs is None else self.inputs.to_dict(),
             "format": self.format,
+            "gemm": None if self.gemm is None else self.gemm.to_dict(),
         }
 
     def format_text(self) -> str:
+        operation = "convolution" if self.gemm is None else "GEMM"
         ref = (
-            "exact fp64 convolution (fp64 accumulation in the validator's order, rounded once to fp32)"
+            f"exact fp64 {operation} (fp64 accumulation in the validator's order, rounded once to fp32)"
             if self.reference == "exact"
             else f"the validator {self.validator} (rounded to {self.format} as the verifier did)"
         )
+        what = self.direction
+        if self.gemm is not None:
+            what = f"{self.gemm.describe()}, {self.format}; C {''.join(self.gemm.c_axes)}"
         lines = [
-            f"{self.config}: {self.direction}, result {'x'.join(map(str, self.shape))}",
+            f"{self.config}: {what}, result {'x'.join(map(str, self.shape))}",
             f"kernel {self.kernel}" + (f" on {self.hw}" if self.hw else "") + f"; reference: {ref}",
         ]
         if self.format != "fp16":  # fp16 is the default every fp16 report has always assumed
