@@ -14,10 +14,14 @@ import numpy as np
 import pytest
 
 import emu
-from models import harness
+from models import bugs, harness
 from validation.cli import main
 from validation.configs import ConfigError, parse_config
+from validation.design import parse_functions, resolve_targets
+from validation.design.generators import parse_generator
+from validation.design.sweep import SeedTask, seed_job
 from validation.explain import SOURCES, explain
+from validation.metrics import compare
 from validation.run import run
 
 BASE = "rocmlir-gen --operation gemm -g 2 -m 5 -k 37 -n 3 -rand 1 -rand_type float -rand_min -1 -rand_max 1"
@@ -138,3 +142,33 @@ def test_explain_on_a_gemm_spans_the_fp64_dot_to_the_kernel(dtype):
     everything = out.arrays["+".join(SOURCES)].astype(kernel.dtype)
     assert np.array_equal(everything.reshape(-1).view(np.uint16), np.asarray(kernel).reshape(-1).view(np.uint16))
     assert "GEMM G=2 M=5 N=3 K=37" in out.format_text() and out.to_dict()["gemm"]["transA"] is True
+
+
+def test_design_on_a_gemm_measures_the_run_and_skips_geometry_bugs():
+    text = f"{BASE} -t f16 -x2"
+    (target,) = resolve_targets([text], hw="mi200", kernel=None, validator="cpu")
+    fns = tuple(parse_functions(["torch"], "fp16"))
+    mutants = (bugs.PaddingBorder(), bugs.WrongGeometry(), bugs.ScaledElement(None, 1.125))
+    out = seed_job(SeedTask(target, parse_generator("float:-1:1"), 2, fns, mutants))
+    r = run(text, hw="mi200", seed=2, rand_min=-1, rand_max=1, progress=False)
+    want = compare(r.validation_output, r.kernel_output, dtype_hint="fp16", round_validation="fp16")
+    assert out["metrics"]["max_epsilon_diff"] == want.max_epsilon_diff and out["metrics"]["rms"] == want.rms
+    skipped = out["not_applicable"]
+    assert set(skipped) == {mutants[0].label, mutants[1].label}
+    assert "a GEMM has no padding" in skipped[mutants[0].label]
+    assert out["exact"][mutants[2].label] is True  # 1.125·x differs from x in fp16 unless x is 0
+
+
+def test_design_cli_names_the_gemm(capsys):
+    argv = ["design", f"{BASE} -t bf16 -x2", "--seeds", "1", "--validators", "torch", "--bugs", "none"]
+    assert main([*argv, "--no-progress", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["inputs"]["format"] == "bf16"
+    assert doc["inputs"]["tests"][0]["gemm"].startswith("GEMM G=2 M=5 N=3 K=37")
+
+
+def test_bad_gemm_config_is_exit_2_naming_the_flag(capsys):
+    for command in ("run", "explain", "design"):
+        assert main([command, "--operation gemm -t f16 -m 4 -k 8", "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert "n: not given" in err and "Traceback" not in err and err.count("\n") == 1, err

@@ -45,6 +45,8 @@ def format_text(result) -> str:
     lines.append("computed from:")
     for t in inp["tests"]:
         lines.append(f"  test {t['label']}  (hw {t['hw']}, kernel {t['kernel']}, validation {t['validator']})")
+        if t.get("gemm"):
+            lines.append(f"    {t['gemm']}, {fmt} (run as the 1x1 forward convolution that computes it)")
     if fmt != "fp16":  # fp16 is what every earlier report assumed without saying
         lines.append(
             f"  format: {fmt} tensors and {fmt} outputs; the validation rounded to {fmt}, epsilonDiff in {fmt} ulps, "

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -35,7 +36,7 @@ from emu.formats import resolve_format
 from models import bugs
 from models.kernels import ATOMIC_ORDERS
 
-from ..configs import ConfigError
+from ..configs import ConfigError, ConfigWarning, parse_config
 from ..engine import Engine
 from ..metrics import TORCH_TOLERANCES, compare
 from ..run import plan
@@ -213,6 +214,25 @@ def verdict_failed(thresholds: Thresholds, seen16, cache: CompareCache) -> bool:
     return not evaluate(cache.result(seen16, **opts), thresholds).passed
 
 
+#: bug mutants of convolution geometry, and why a rocmlir-gen GEMM config (a 1×1 convolution
+#: standing for the GEMM, :mod:`validation.configs.gemm`) cannot have them
+GEMM_GEOMETRY_BUGS = {
+    "padding-border": "a GEMM has no padding or image border",
+    "wrong-geometry": "a GEMM has no stride or dilation",
+    "swapped-layout": "a GEMM has no image layout (its transposes are -transA/-transB/-transC)",
+}
+
+
+def target_gemm(t: Target):
+    """The :class:`validation.configs.GemmShape` of a target that is a rocmlir-gen GEMM, else None."""
+    config = _config(t)
+    if isinstance(config, str):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConfigWarning)  # resolve_targets has read it once already
+            config = parse_config(config)
+    return config.gemm
+
+
 def seed_job(task: SeedTask) -> dict:
     """One (test, generator, seed): the correct kernel's metrics (and bounds), each validation
     function's verdict on it and on every mutant, and each mutant's size (fraction of changed
@@ -231,7 +251,13 @@ def seed_job(task: SeedTask) -> dict:
     # the correct kernel and every mutant, GEMMs shared; split-K atomics: all in the add order of
     # ensemble member seed mod 128 (models.bugs.emulate_mutants)
     member = task.seed % ATOMIC_ORDERS.members
-    good, emulated = bugs.emulate_mutants(problem, kmodel, inputs, task.mutants, member=member)
+    mutants, skipped = task.mutants, {}
+    if config.gemm is not None:  # the convolution-geometry bugs have nothing to act on in a GEMM
+        skipped = {m.label: bugs.NotApplicable(f"{m.name}: {GEMM_GEOMETRY_BUGS[m.name]}")
+                   for m in mutants if m.name in GEMM_GEOMETRY_BUGS}  # fmt: skip
+        mutants = tuple(m for m in mutants if m.label not in skipped)
+    good, emulated = bugs.emulate_mutants(problem, kmodel, inputs, mutants, member=member)
+    emulated = {**emulated, **skipped}
     k16 = round_output(good.kernel_fp32, fmt)  # split-K atomics: good.partials.member(member), bit for bit
     cache = CompareCache(validation, fmt)
     res = cache.result(k16, round_validation=fmt)
@@ -557,6 +583,7 @@ def _aggregate(rows, noise, targets, functions, gens, mutants, seeds, rate, reco
                 "hw": t.hw,
                 "kernel": t.kernel or "config's own",
                 "validator": t.validator,
+                "gemm": None if (gemm := target_gemm(t)) is None else gemm.describe(),
             }
             for t in targets
         ],  # fmt: skip
