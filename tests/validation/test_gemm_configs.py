@@ -172,3 +172,14 @@ def test_bad_gemm_config_is_exit_2_naming_the_flag(capsys):
         assert main([command, "--operation gemm -t f16 -m 4 -k 8", "--no-progress"]) == 2
         err = capsys.readouterr().err
         assert "n: not given" in err and "Traceback" not in err and err.count("\n") == 1, err
+
+
+def test_gpu_output_of_a_gemm_is_read_as_c_and_its_seed_found(tmp_path, capsys):
+    planted = run(parse_config(f"{BASE.replace('-rand 1', '-rand 2')} -t f16 -x2 -transC"), hw="mi200", progress=False)
+    path = tmp_path / "c.npy"
+    np.save(path, planted.kernel_output.reshape(2, 3, 5))  # C as (G, N, M), its memory order
+    argv = ["run", f"{BASE} -t f16 -x2 -transC", "--gpu-output", str(path), "--format", "json", "--no-progress"]
+    assert main(argv) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["gpu"]["answer"] == "differs" and set(doc["gpu"]["suspects"][0]["coords"]) == {"g", "n", "m"}
+    assert doc["gpu"]["matches"] == [{"seed": 2}]
