@@ -183,3 +183,21 @@ def test_gpu_output_of_a_gemm_is_read_as_c_and_its_seed_found(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["gpu"]["answer"] == "differs" and set(doc["gpu"]["suspects"][0]["coords"]) == {"g", "n", "m"}
     assert doc["gpu"]["matches"] == [{"seed": 2}]
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_gemm_with_a_k_reduction_instruction_order_equals_emu_gemm(dtype):
+    # 64x320 · 320x48: the 2022 default tuning picks v_mfma_f32_16x16x16f16, whose strided k
+    # groups ({b, b+4, b+8, b+12} per 16-wide tile) are a custom gemmK order
+    config = parse_config(
+        f"rocmlir-gen --operation gemm -t {dtype} -m 64 -k 320 -n 48 -transB -rand 1 -rand_type float "
+        "-rand_min -1 -rand_max 1 -x2"
+    )
+    result = run(config, hw="mi200", progress=False)
+    gs = config.gemm
+    (plan,) = result.kernel.plan(config.problem)
+    assert plan.order.k_order is not None and "16x16x16" in plan.order.notes
+    a = np.asarray(result.inputs["filter"]).reshape(gs.a_shape)[0]
+    b = np.ascontiguousarray(np.asarray(result.inputs["input"]).reshape(gs.b_shape)[0].T)
+    direct = emu.gemm(a, b, None, plan.unit, plan.order)
+    assert np.array_equal(gs.c_matrix(result.kernel_fp32)[0].view(np.uint32), direct.view(np.uint32))

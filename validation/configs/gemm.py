@@ -30,8 +30,8 @@ ROCMLIR_GEN_GEMM = "github.com/ROCm/rocMLIR mlir/tools/rocmlir-gen/rocmlir-gen.c
 #: what a GEMM run's inputs are, and how they differ from rocmlir-gen's GEMM harness
 GEMM_HARNESS_NOTE = (
     "A and B drawn as the 2022 convolution harness drew the filter and input (glibc srand(seed) per "
-    "tensor, fp16 or bf16 by truncation); rocmlir-gen's GEMM harness (@001fb1c5) seeds once, draws -rand_type int "
-    "in [-5, 5) and rounds to nearest (arith.truncf): not modelled"
+    "tensor, fp16 or bf16 by truncation); rocmlir-gen's GEMM harness (@001fb1c5) seeds once for all tensors and "
+    "rounds to nearest (arith.truncf): not modelled"
 )
 
 
