@@ -181,11 +181,23 @@ NARROW_EMIN = -24
 _NARROW_LOW, _NARROW_HIGH = 2.0**NARROW_EMIN, 2.0**16
 
 
+@jit
+def _all_narrow(flat):
+    """One pass, stopping at the first value outside the range (numpy's masks took 4 ms per
+    2^21 values, a tenth of a bf16 GEMM's time in bench_formats)."""
+    for i in range(flat.size):
+        a = abs(flat[i])
+        if a < _NARROW_LOW and a != 0.0:
+            return False
+        if a >= _NARROW_HIGH and a - a == 0.0:  # finite (inf - inf and NaN are NaN)
+            return False
+    return True
+
+
 def narrow_range(x: np.ndarray) -> bool:
     """Whether every finite nonzero value of the float64 array ``x`` lies in [2^-24, 2^16), where
     the float32 kernels compute bf16 and tf32 operands exactly as the float64 ones do."""
-    a = np.abs(x)
-    return bool(np.all(((a >= _NARROW_LOW) & (a < _NARROW_HIGH)) | (a == 0) | ~np.isfinite(a)))
+    return bool(_all_narrow(np.ascontiguousarray(x, np.float64).reshape(-1)))
 
 
 def kernel_dtype(params: UnitParams):

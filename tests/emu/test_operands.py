@@ -72,3 +72,20 @@ def test_mixed_operands_are_each_read_in_their_own_format():
     assert pair_name("e4m3", "e5m2") == "e4m3xe5m2" and pair_name("e4m3", "e4m3") == "e4m3"
     with pytest.raises(ValueError, match="fp16 and the fp8 formats only"):
         operand_formats(UnitParams(family=4, group_size=1, input_format=InputFormat.BF16, b_input_format=3))
+
+
+def test_narrow_range_bounds():
+    """The float32 kernels take bf16/tf32 values whose finite nonzero magnitudes lie in
+    [2^-24, 2^16): each bound, zeros, non-finite values, empty and strided arrays."""
+    from emu.dot import narrow_range
+
+    base = np.full((3, 5), 1.5)
+    for value, inside in [
+        (0.0, True), (-0.0, True), (2.0**-24, True), (-(2.0**16 - 2.0**-8), True), (np.inf, True), (np.nan, True),
+        (2.0**-25, False), (-(2.0**-24) * (1 - 2.0**-20), False), (2.0**16, False), (-1e30, False), (5e-324, False),
+    ]:  # fmt: skip
+        x = base.copy()
+        x[2, 4] = value
+        assert narrow_range(x) == inside, value
+        assert narrow_range(x.T) == inside, value  # not C-contiguous
+    assert narrow_range(np.zeros((0, 4)))
