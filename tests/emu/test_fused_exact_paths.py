@@ -41,6 +41,16 @@ def _oracle(a_bits, b_bits, c_bits, unit=MI100):
     )
 
 
+def _gemm_oracle(a_bits, b_bits, unit):
+    """The oracle's (M, N) fp32 patterns of A (M, K) · B (K, N) from c = +0, output by output."""
+    M, N = a_bits.shape[0], b_bits.shape[1]
+    rows = [
+        [reference_dot_add(a_bits[m].tolist(), b_bits[:, n].tolist(), 0, unit.params) for n in range(N)]
+        for m in range(M)
+    ]
+    return np.array(rows, np.uint32)
+
+
 def _tie_case(sign: float):
     """c = 2^10 (even), products 2^-14 (half an fp32 ulp of c), p1 = 2^-24 (1 + 2^-10)^2 and
     p2 = −2^-24 (1 + 2^-9): p1 + p2 = 2^-44, so c + Σp = 2^10 + 2^-14 + 2^-44 lies just above the
@@ -82,15 +92,7 @@ def test_study_ranges_long_k_match_the_oracle(lo, hi):
     b = rng.uniform(lo, hi, (K, N)).astype(np.float16)
     c = np.zeros((M, N), np.float32)
     got = emu.dot_add(a[:, None, :], b.T[None], c, MI100).view(np.uint32)
-    a_bits, b_bits = a.view(np.uint16), b.view(np.uint16)
-    want = np.array(
-        [
-            [reference_dot_add(a_bits[m].tolist(), b_bits[:, n].tolist(), 0, MI100.params) for n in range(N)]
-            for m in range(M)
-        ],
-        np.uint32,
-    )
-    assert np.array_equal(got, want)
+    assert np.array_equal(got, _gemm_oracle(a.view(np.uint16), b.view(np.uint16), MI100))
 
 
 MI100_BF16 = models.unit("mi100", input="bf16")
@@ -150,12 +152,4 @@ def test_bf16_long_k_match_the_oracle(lo, hi):
     b = draw((K, N)).astype(ml_dtypes.bfloat16)
     c = np.zeros((M, N), np.float32)
     got = emu.dot_add(a[:, None, :], b.T[None], c, MI100_BF16).view(np.uint32)
-    a_bits, b_bits = a.view(np.uint16), b.view(np.uint16)
-    want = np.array(
-        [
-            [reference_dot_add(a_bits[m].tolist(), b_bits[:, n].tolist(), 0, MI100_BF16.params) for n in range(N)]
-            for m in range(M)
-        ],
-        np.uint32,
-    )
-    assert np.array_equal(got, want)
+    assert np.array_equal(got, _gemm_oracle(a.view(np.uint16), b.view(np.uint16), MI100_BF16))

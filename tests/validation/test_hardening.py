@@ -544,20 +544,12 @@ def test_a_positional_config_and_config_option_together_are_refused(capsys, comm
 
 
 def test_a_report_that_cannot_be_written_exits_2_after_the_summary(raw_dir, tmp_path, capsys, monkeypatch):
-    _copy_files(raw_dir, tmp_path / "raw", ["verify_f16_xdlops_pv_rand1.txt"])
-    sel = _selection()
-    lines = sel.select(study.read_measured(tmp_path / "raw"))
-    out = tmp_path / "out"
-    cache = Cache(out / ".cache")
-    _, keys, _ = reproduce_mod.plan_jobs(lines, sel, cache)
-    ((key, _),) = keys[0]
-    cache.put(key, {"mode": "exact", "fields": dict(lines[0].line.fields()), "line": "measured", "recipe": "test"})
+    out, sel_args = _cached_one_line(raw_dir, tmp_path)
 
     def full(self, out_dir):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(study.Report, "write", full)
-    sel_args = ("--gpu", "mi100", "--kernel", "xdlops", "--validator", "cpu", "--range", "r1", "--smallest", "1")
     code, stdout, err = _study(capsys, tmp_path / "raw", out, *sel_args, "--no-diagnose")
     _one_line_error(code, err, "--out: cannot write the report", "No space left")
     assert "1 lines: " in stdout  # the summary came first
