@@ -6,9 +6,9 @@ the inputs (:data:`TITLE_FIELDS`); the title is the figure's ``suptitle`` and, i
 :class:`matplotlib.figure.Figure` objects on the Agg canvas: no display, no pyplot state.
 
 Panels: the epsilonDiff histogram (:meth:`validation.metrics.ComparisonResult.plot`), the error
-against the output's magnitude (|kernel − validation| against |validation|, with half an fp16 ulp
-of the validation value drawn for scale), and a heat map of the largest error in fp16 ulps of the
-validation value, per channel (rows) and per tap or output position (columns), the other axes
+against the output's magnitude (|kernel − validation| against |validation|, with half an ulp of
+the kernel's format at the validation value drawn for scale), and a heat map of the largest error
+in ulps of that format (fp16 unless the caller says) at the validation value, per channel (rows) and per tap or output position (columns), the other axes
 reduced by their maximum.
 
 :func:`check_path` is called before any computation: a missing or unwritable folder, or a file
@@ -26,6 +26,8 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+
+from emu.formats import spacing
 
 __all__ = [
     "TITLE_FIELDS",
@@ -152,18 +154,29 @@ def _flat64(a) -> np.ndarray:
     return np.asarray(a).astype(np.float64).reshape(-1)
 
 
-def _ulps(validation: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-    """|kernel − validation| in fp16 ulps of the validation value (spacing of fp16 at |v|)."""
+def _format_spacing(magnitudes: np.ndarray, fmt: str) -> np.ndarray:
+    """The spacing of ``fmt`` at each magnitude: fp16's as numpy gives it at the fp16 value,
+    another format's from :func:`emu.formats.spacing` (its binade's ulp; the subnormal one below)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if fmt == "fp16":
+            return np.spacing(magnitudes.astype(np.float16)).astype(np.float64)
+        return spacing(magnitudes, fmt)
+
+
+def _ulps(validation: np.ndarray, kernel: np.ndarray, fmt: str = "fp16") -> np.ndarray:
+    """|kernel − validation| in ulps of ``fmt`` (the kernel's format) at the validation value."""
     v, k = _flat64(validation), _flat64(kernel)
     with np.errstate(over="ignore", invalid="ignore"):
-        spacing = np.spacing(np.abs(v).astype(np.float16)).astype(np.float64)
-        return np.abs(k - v) / spacing
+        return np.abs(k - v) / _format_spacing(np.abs(v), fmt)
 
 
-def error_vs_magnitude(ax, validation, kernel, label: str = "elements", rounded_exact: int | None = None):
-    """Scatter |kernel − validation| against |validation| (log-log); exact elements counted in the
-    title. ``rounded_exact``: the count of elements exact against the validation rounded to the
-    kernel's format (the text report's "exact"), said beside the unrounded count so the two agree."""
+def error_vs_magnitude(
+    ax, validation, kernel, label: str = "elements", rounded_exact: int | None = None, fmt: str = "fp16"
+):
+    """Scatter |kernel − validation| against |validation| (log-log), with half an ulp of ``fmt`` (the
+    kernel's format) for scale; exact elements counted in the title. ``rounded_exact``: the count of
+    elements exact against the validation rounded to ``fmt`` (the text report's "exact"), said
+    beside the unrounded count so the two agree."""
     v, k = _flat64(validation), _flat64(kernel)
     ok = np.isfinite(v) & np.isfinite(k)
     err = np.abs(k - v)
@@ -174,8 +187,8 @@ def error_vs_magnitude(ax, validation, kernel, label: str = "elements", rounded_
     ax.scatter(np.abs(v[idx]), err[idx], s=4, alpha=0.5, label=f"{label}: {int(nz.sum())} differ")
     if idx.size:
         xs = np.logspace(np.log10(np.abs(v[idx]).min()), np.log10(np.abs(v[idx]).max()), 64)
-        half = np.spacing(xs.astype(np.float16)).astype(np.float64) / 2
-        ax.plot(xs, half, color="black", linewidth=0.8, label="½ fp16 ulp of |validation|")
+        half = _format_spacing(xs, fmt) / 2
+        ax.plot(xs, half, color="black", linewidth=0.8, label=f"½ {fmt} ulp of |validation|")
         ax.set_xscale("log")
         ax.set_yscale("log")
     ax.set_xlabel("|validation| (output magnitude)")
@@ -183,10 +196,10 @@ def error_vs_magnitude(ax, validation, kernel, label: str = "elements", rounded_
     if rounded_exact is None:
         ax.set_title(f"error vs magnitude ({int((ok & (err == 0)).sum())} of {v.size} exact)", fontsize=9)
     else:
-        # the text's "exact" compares with the validation rounded to fp16; the scatter with its fp32 value
+        # the text's "exact" compares with the validation rounded to fmt; the scatter with its fp32 value
         ax.set_title(
             f"|kernel − fp32 validation, unrounded|: {int((ok & (err == 0)).sum())} of {v.size} equal\n"
-            f"(rounded to fp16 first: {rounded_exact} of {v.size} exact, as in the text)",
+            f"(rounded to {fmt} first: {rounded_exact} of {v.size} exact, as in the text)",
             fontsize=8,
         )
     ax.legend(fontsize=7)
@@ -201,11 +214,20 @@ def _heat_layout(axes: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
     return channel, taps
 
 
-def ulps_heatmap(ax, validation, kernel, axes: tuple[str, ...], dims: tuple[int, ...], title: str | None = None):
-    """Max error in fp16 ulps per channel (rows) and per tap / position (columns, the spatial
-    axes flattened); the remaining axes reduced by their maximum. ``axes`` names the result
-    tensor's axes in memory order (e.g. ``("n", "h", "w", "g", "k")``), ``dims`` their sizes."""
-    u = _ulps(validation, kernel).reshape(dims)
+def ulps_heatmap(
+    ax,
+    validation,
+    kernel,
+    axes: tuple[str, ...],
+    dims: tuple[int, ...],
+    title: str | None = None,
+    fmt: str = "fp16",
+):
+    """Max error in ulps of ``fmt`` (the kernel's format) per channel (rows) and per tap / position
+    (columns, the spatial axes flattened); the remaining axes reduced by their maximum. ``axes``
+    names the result tensor's axes in memory order (e.g. ``("n", "h", "w", "g", "k")``), ``dims``
+    their sizes."""
+    u = _ulps(validation, kernel, fmt).reshape(dims)
     u = np.where(np.isfinite(u), u, np.nan)
     channel, taps = _heat_layout(tuple(axes))
     order = [axes.index(channel)] + [axes.index(t) for t in taps]
@@ -216,7 +238,7 @@ def ulps_heatmap(ax, validation, kernel, axes: tuple[str, ...], dims: tuple[int,
         m = np.nanmax(np.where(np.isnan(m), -np.inf, m), axis=2) if m.shape[2] else m[..., 0]
     m = np.where(np.isfinite(m), m, np.nan)
     im = ax.imshow(m, aspect="auto", interpolation="nearest", cmap="viridis")
-    ax.figure.colorbar(im, ax=ax, label="max error (fp16 ulps)")
+    ax.figure.colorbar(im, ax=ax, label=f"max error ({fmt} ulps)")
     ax.set_ylabel(f"channel {channel}")
     ax.set_xlabel(f"{'tap' if set(taps) <= {'y', 'x', 'c'} and taps else 'position'} {'·'.join(taps) or '-'}")
     ax.set_title(title or f"where the error sits (max over {', '.join(axes[i] for i in rest) or '-'})", fontsize=9)

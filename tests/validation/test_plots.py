@@ -294,3 +294,23 @@ def test_design_plot_labels_do_not_overlap():
     for i in range(len(boxes)):
         for j in range(i):
             assert not boxes[i].overlaps(boxes[j]), (fig.axes[0].texts[i].get_text(), fig.axes[0].texts[j].get_text())
+
+
+def test_compare_plot_of_an_fp8_kernel_is_in_fp8_ulps():
+    """An e4m3 kernel output one e4m3 step off at 11 (an e4m3 ulp of 1, 128 fp16 ulps there): the
+    heat map and the scale line are in e4m3 ulps, as the text's epsilonDiff is."""
+    import ml_dtypes
+
+    from validation.run.plots import compare_figure
+    from validation.verify import measure
+
+    v = np.full((4, 8), 11.0, np.float32).astype(ml_dtypes.float8_e4m3fn)
+    k = v.copy()
+    k.view(np.uint8)[1, 2] += 1  # 11 → 12
+    comparison, _ = measure(v, k, "rocmlir", "e4m3")
+    assert comparison.epsilon_format == "e4m3" and comparison.max_epsilon_diff == 1.0
+    fig = compare_figure(v, k, comparison)
+    heat = fig.axes[2]
+    assert np.nanmax(heat.images[0].get_array()) == 1.0  # was 128: fp16 ulps
+    assert fig.axes[-1].get_ylabel() == "max error (e4m3 ulps)"
+    assert "½ e4m3 ulp of |validation|" in [t.get_text() for t in fig.axes[1].get_legend().get_texts()]

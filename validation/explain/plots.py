@@ -23,13 +23,14 @@ def explain_figure(expl, problem=None, fields: dict | None = None):
     expl.plot(ax=ax[0, 0])
     if arrays is not None:
         ref, kern = arrays["none"], arrays["+".join(SOURCES)]
-        error_vs_magnitude(ax[0, 1], ref, kern, label="kernel vs exact")
+        fmt = expl.format  # the tensors' format: the panels in its ulps, as the text
+        error_vs_magnitude(ax[0, 1], ref, kern, label="kernel vs exact", fmt=fmt)
         if problem is not None:
             role = problem.result_role
             axes = tuple(problem.layout5(role))
             sizes = problem.letter_sizes(role)
             ulps_heatmap(ax[0, 2], ref, arrays["subnormal_flush"], axes, tuple(sizes[a] for a in axes),
-                         title="error of the subnormal flush alone (where subnormals sit)")  # fmt: skip
+                         title="error of the subnormal flush alone (where subnormals sit)", fmt=fmt)  # fmt: skip
         else:
             ax[0, 2].axis("off")
     return fig

@@ -36,8 +36,9 @@ def run_figure(result, comparison=None, fields: dict | None = None):
     f.update(fields or {})
     fig, ax = new_figure(f, ncols=3)
     comparison.plot(ax=ax[0, 0])
-    error_vs_magnitude(ax[0, 1], v, k, rounded_exact=getattr(comparison, "n_exact", None))
-    ulps_heatmap(ax[0, 2], v, k, axes, dims)
+    fmt = comparison.epsilon_format  # the kernel's format: every panel in its ulps, as the text
+    error_vs_magnitude(ax[0, 1], v, k, rounded_exact=getattr(comparison, "n_exact", None), fmt=fmt)
+    ulps_heatmap(ax[0, 2], v, k, axes, dims, fmt=fmt)
     return fig
 
 
@@ -59,7 +60,9 @@ def compare_figure(validation, kernel, comparison=None, fields: dict | None = No
         comparison = metrics.compare(validation, kernel)
     fig, ax = new_figure(fields or {}, ncols=3)
     comparison.plot(ax=ax[0, 0])
-    error_vs_magnitude(ax[0, 1], validation, kernel)
+    fmt = comparison.epsilon_format  # the kernel's format: every panel in its ulps, as the text
+    error_vs_magnitude(ax[0, 1], validation, kernel, fmt=fmt)
     axes, dims = _array_axes(validation.shape)
-    ulps_heatmap(ax[0, 2], validation, kernel, axes, dims, title="max error per axis 1 (rows) and later axes")
+    title = "max error per axis 1 (rows) and later axes"
+    ulps_heatmap(ax[0, 2], validation, kernel, axes, dims, title=title, fmt=fmt)
     return fig
