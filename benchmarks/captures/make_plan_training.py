@@ -80,7 +80,7 @@ def training_plan() -> list[dict]:
         ((2, 64, 9, 9), (32, 64, 1, 1), 1, 0),  # 1x1
         ((2, 24, 10, 10), (40, 24, 3, 3), 1, 0),  # 3x3 no padding
     ]
-    for gi, (x, w, stride, pad) in enumerate(geometries):
+    for x, w, stride, pad in geometries:
         geo = f"n{x[0]}c{x[1]}k{w[0]}h{x[2]}r{w[2]}s{stride}p{pad}"
         for dtype, tf32, short in DTYPES:
             for op in ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight"):
