@@ -48,7 +48,19 @@ from .jit import jit, prange
 from .schedule import Schedule
 from .units import Family, Rounding, UnitParams
 
-__all__ = ["fma32_scalar", "fma_gemm", "fma_gemm_in_order", "fp32_values", "is_fp32_fma", "FMA32_PARAMS"]
+__all__ = [
+    "fma32_scalar",
+    "fma_gemm",
+    "fma_gemm_in_order",
+    "fp32_values",
+    "is_fp32_fma",
+    "splitk_schedule",
+    "FMA32_PARAMS",
+    "SGEMM_K_TILE",
+]
+
+#: the threadblock k tile of CUTLASS's ``cutlass_80_simt_sgemm_128x64_8x5`` (the ``8`` of ``8x5``)
+SGEMM_K_TILE = 8
 
 #: the parameters of the fp32 FMA unit (what :func:`emu.gemm.combine` needs of it: fp32 output)
 FMA32_PARAMS = UnitParams(family=int(Family.FMA), group_size=1, output_rounding=int(Rounding.RNE))
@@ -136,6 +148,34 @@ def is_fp32_fma(unit) -> bool:
         and p.group_size == 1
         and p.output_rounding == Rounding.RNE
         and not (p.flush_inputs or p.flush_c or p.flush_output)
+    )
+
+
+def splitk_schedule(
+    splits: int = 1,
+    *,
+    k_tile: int = SGEMM_K_TILE,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    split_bounds: tuple[int, ...] | None = None,
+) -> Schedule:
+    """The accumulation schedule of a SIMT sgemm (:func:`fma_gemm`) with parallel split-K:
+    ``splits`` ranges of ``k_tile``-wide k tiles (as even as possible, or at ``split_bounds``,
+    tile indices), each chain from +0, the partials added onto +0 in split order and the
+    epilogue RN32(alpha·acc + RN32(beta·C)): CUTLASS's ``GemmSplitKParallel`` with
+    ``ReduceSplitK`` (``include/cutlass/reduction/kernel/reduce_split_k.h``) and, by assumption
+    (closed source), cuBLAS's sgemm + ``splitKreduce_kernel``. One split: one chain, then the
+    same epilogue."""
+    if splits == 1 and split_bounds is None:
+        return Schedule(k_tile=k_tile, c_entry="epilogue", alpha=alpha, beta=beta)
+    return Schedule(
+        k_tile=k_tile,
+        splits=splits,
+        split_bounds=split_bounds,
+        reduction="workspace",
+        c_entry="epilogue",
+        alpha=alpha,
+        beta=beta,
     )
 
 

@@ -282,3 +282,19 @@ def test_implicit_gemm_operand_rules():
     assert np.array_equal(_bits(rne.reshape(-1)), _bits(_reference(p, t, u, "tf32")))
     assert np.array_equal(_bits(raw.reshape(-1)), _bits(_reference(p, t, u, "tf32", tf32_rounding="")))
     assert not np.array_equal(_bits(rne), _bits(raw))
+
+
+def test_fp32_fma_in_bounds_products_only():
+    """Backward weight counting only the products whose input pixel is inside the image (the
+    executor's in-bounds pass): per output, the FMA chain over its in-bounds (n, ho, wo) only."""
+    p, u = BWD_WEIGHT, UNITS["fp32"]()
+    t = _as_format(_tensors(p, np.random.default_rng(15)), "fp32")
+    t64 = {r: v.astype(np.float64) for r, v in t.items()}
+    A, B, to_result = _im2col(p, t64)
+    inside = _im2col(p, {**t64, "x": np.ones_like(t64["x"])})[1] != 0
+    C = np.empty((A.shape[0], B.shape[1]), np.float32)
+    for col in range(B.shape[1]):
+        ks = np.flatnonzero(inside[:, col])
+        C[:, col] = fma_gemm(A[:, ks].astype(np.float32), B[ks, col : col + 1].astype(np.float32))[:, 0]
+    got = _emulated(p, t, u, inbounds_only=True)
+    assert np.array_equal(_bits(got), _bits(np.ascontiguousarray(to_result(C)).reshape(-1)))

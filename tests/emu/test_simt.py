@@ -13,7 +13,7 @@ import pytest
 
 from emu.gemm import GemmOrder, gemm
 from emu.schedule import Schedule
-from emu.simt import fma32_scalar, fma_gemm, is_fp32_fma
+from emu.simt import fma32_scalar, fma_gemm, is_fp32_fma, splitk_schedule
 from models.units import unit
 
 
@@ -153,6 +153,7 @@ def test_split_k_partials_reduced_onto_zero_in_split_order_then_alpha_beta():
     sched = Schedule(
         k_tile=8, splits=3, split_bounds=bounds, reduction="workspace", c_entry="epilogue", alpha=1.5, beta=-0.75
     )
+    assert splitk_schedule(3, split_bounds=bounds, alpha=1.5, beta=-0.75) == sched
     got = fma_gemm(A, B, C, sched)
     want = np.empty((M, N), np.float32)
     for m in range(M):
