@@ -22,8 +22,13 @@ order (``reduction_op``: ``thread/reduction_operators.h`` ``ReduceAdd``, one fp3
 applies the output operator (``epilogue/thread/linear_combination.h``: RN32(alpha·acc + beta·C)
 with beta·C rounded first). In :class:`emu.schedule.Schedule` words: ``reduction="workspace"``
 (partials added onto +0 in split order), ``c_entry="epilogue"``, ``alpha``, ``beta``. cuBLAS's
-``splitKreduce_kernel`` is closed source: the same order is assumed, and its split count and
-split boundaries are the schedule's (found from outputs, as for the tensor-core GEMMs).
+``splitKreduce_kernel`` is closed source; its public counterpart in cuBLASLt is the
+``CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE`` split-K reduction (docs.nvidia.com/cuda/cublas,
+``cublasLtReductionScheme_t``: partial results kept in the compute type, fp32 here, in a
+workspace and reduced in a separate step). The partition order of CUTLASS's reduction is
+assumed for it, and its split count and split boundaries are the schedule's (found from
+outputs, as for the tensor-core GEMMs). CUTLASS's device-level driver of the two kernels is
+``include/cutlass/gemm/device/gemm_splitk_parallel.h``.
 
 The arithmetic is exact: fp32 products have 48 significant bits, exact in float64; the sum
 c + a·b is taken in float64 with its error (TwoSum, Knuth TAOCP vol. 2 §4.2.2) and rounded to
