@@ -11,11 +11,12 @@ return float32 (float16 for a unit with fp16 output). :class:`Schedule` is a ker
 accumulation schedule (splits, reductions, epilogue); :class:`GemmOrder` its older, narrower
 form. The modules ``formats``, ``rounding``,
 ``atomics`` (split-K partials and atomic add orders), ``conv`` (convolutions as the kernels'
-GEMMs) and ``implicit_gemm`` (convolutions as the libraries' implicit GEMMs) are imported with
-the package.
+GEMMs), ``implicit_gemm`` (convolutions as the libraries' implicit GEMMs), ``simt`` (fp32 GEMMs
+as chains of fp32 FMAs: SIMT kernels, fp32 without TF32) and ``winograd`` (Winograd
+convolutions in fp32) are imported with the package.
 """
 
-from . import atomics, conv, formats, implicit_gemm, rounding
+from . import atomics, conv, formats, implicit_gemm, rounding, simt, winograd
 from .dot import dot_add
 from .gemm import GemmOrder, gemm, split_partials, strided_k_order
 from .schedule import Schedule
@@ -37,4 +38,6 @@ __all__ = [
     "formats",
     "implicit_gemm",
     "rounding",
+    "simt",
+    "winograd",
 ]

@@ -15,9 +15,16 @@ implicit-GEMM kernel loads them.
   strided dgrad that iterates each phase's own taps) instead of entering as zeros;
 * backward weight (``dw``): rows k, columns (c, r, s), gemmK over (n, p, q) ascending.
 
-Tensors are NCHW values (fp16 bit patterns as uint16, or float16); the GEMM operands come back as
-uint16 bit patterns with the output index of each GEMM element, so any unit and schedule runs
-them. ``rows`` / ``columns`` select a subset of a group's GEMM outputs (for searches on a sample).
+Tensors are NCHW values of one format: fp16 or bf16 (float16 or ``ml_dtypes.bfloat16`` values,
+or uint16 patterns) or fp32 (float32 values or uint32 patterns); the GEMM operands come back as
+bit patterns of the same width (uint16, uint32) with the output index of each GEMM element, so
+any unit and schedule runs them. ``rows`` / ``columns`` select a subset of a group's GEMM
+outputs (for searches on a sample). :func:`conv_gemm` runs a whole pass through a unit: fp16 and
+bf16 operands through units of their format; fp32 operands through the fp32 FMA unit (fp32
+without TF32: :func:`emu.simt.fma_gemm`) or a tf32 unit, the operands first rounded to tf32 to
+nearest even as GEMMs do (:func:`emu.operands.round_to_tf32`). Layout transposes (the
+``nchwToNhwcKernel`` / ``nhwcToNchwKernel`` around an NHWC kernel) move values without changing
+them and are not modelled: an NHWC kernel is its gemmK order (``"rsc"``).
 
 Sources: the implicit-GEMM formulation of CUTLASS (``docs/implicit_gemm_convolution.md``,
 github.com/NVIDIA/cutlass, conv2d fprop/dgrad/wgrad iterators; v3.5) and cuDNN's
@@ -29,11 +36,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
-from .dot import fp16_operand
+from .dot import unit_params
+from .gemm import GemmOrder, gemm
+from .operands import input_name, round_to_tf32
+from .schedule import Schedule
+from .simt import fma_gemm, is_fp32_fma
+from .units import InputFormat
 
-__all__ = ["ConvShape", "GemmPiece", "PASSES", "K_ORDERS", "conv_pieces"]
+__all__ = [
+    "ConvShape",
+    "GemmPiece",
+    "PASSES",
+    "K_ORDERS",
+    "TF32_ROUNDINGS",
+    "conv_pieces",
+    "conv_gemm",
+    "patterns",
+    "piece_gemm",
+]
 
 PASSES = ("fwd", "bwd_data", "bwd_weight")
 #: the gemmK orders each pass accepts
@@ -102,9 +125,30 @@ class ConvShape:
         }[pass_]
 
 
+#: How a kernel makes tf32 operands of fp32 tensors (:func:`conv_gemm`): ``"rne"`` to nearest,
+#: ties to even (:func:`emu.operands.round_to_tf32`), or ``""``: the unit drops the 13 low bits
+TF32_ROUNDINGS = ("rne", "")
+
+
+def patterns(x, name: str) -> np.ndarray:
+    """Bit patterns of a tensor: float16 and ``ml_dtypes.bfloat16`` values and uint16 patterns as
+    uint16; float32 values and uint32 patterns as uint32. TypeError otherwise."""
+    x = np.asarray(x)
+    if x.dtype in (np.uint16, np.uint32):
+        return x
+    if x.dtype in (np.float16, np.dtype(ml_dtypes.bfloat16)):
+        return x.view(np.uint16)
+    if x.dtype == np.float32:
+        return x.view(np.uint32)
+    raise TypeError(
+        f"{name}: expected float16, bfloat16 or float32 values or uint16 / uint32 bit patterns, got dtype {x.dtype}"
+    )
+
+
 @dataclass(frozen=True)
 class GemmPiece:
-    """One GEMM of a pass: ``A`` (rows, gemmK) and ``B`` (gemmK, columns) fp16 bit patterns, and
+    """One GEMM of a pass: ``A`` (rows, gemmK) and ``B`` (gemmK, columns) bit patterns (uint16
+    for fp16 and bf16 tensors, uint32 for fp32), and
     ``out_index`` (rows, columns): the flat index of each GEMM output in the pass's output."""
 
     A: np.ndarray
@@ -114,7 +158,7 @@ class GemmPiece:
 
 def _take_or_zero(t: np.ndarray, idx: tuple, valid: np.ndarray) -> np.ndarray:
     clipped = tuple(np.where(valid, i, 0) for i in np.broadcast_arrays(*idx))
-    return np.where(valid, t[clipped], np.uint16(0))
+    return np.where(valid, t[clipped], t.dtype.type(0))
 
 
 def _sel(n: int, subset) -> np.ndarray:
@@ -151,7 +195,9 @@ def conv_pieces(
     k_order = k_order or K_ORDERS[pass_][0]
     if k_order not in K_ORDERS[pass_]:
         raise ValueError(f"k_order: {k_order!r} is not one of {', '.join(K_ORDERS[pass_])} for {pass_}")
-    a, b = fp16_operand(first, "first"), fp16_operand(second, "second")
+    a, b = patterns(first, "first"), patterns(second, "second")
+    if a.dtype != b.dtype:
+        raise TypeError(f"first, second: one format for both, got {a.dtype.name} and {b.dtype.name} patterns")
     s = shape
     (sh, sw), (ph, pw), (dh, dw) = s.stride, s.padding, s.dilation
     n_rows, n_cols, _ = s.gemm_size(pass_)
@@ -239,3 +285,57 @@ def _bwd_data_pieces(s: ConvShape, dy, w, g, k_order, flip, skip_invalid, block,
         keep = aligned[:, cols[0]]
         pieces.append(GemmPiece(A[:, keep], B[np.ix_(keep, cols)], index[:, cols]))
     return pieces
+
+
+def piece_gemm(A, B, unit, order: GemmOrder | Schedule | None = None, C=None, *, tf32_rounding: str = "rne"):
+    """One piece's GEMM through ``unit``: ``A`` (rows, gemmK) and ``B`` (gemmK, columns) bit
+    patterns as :func:`conv_pieces` gives them, ``C`` float32 (broadcastable) or None for +0.
+
+    uint16 patterns are of the unit's input format (fp16 or bf16): :func:`emu.gemm.gemm`.
+    uint32 patterns are fp32 tensors: the fp32 FMA unit (:func:`emu.simt.is_fp32_fma`) multiplies
+    them whole (:func:`emu.simt.fma_gemm`, a SIMT kernel: fp32 without TF32); a tf32 unit gets
+    them rounded to tf32 as ``tf32_rounding`` says (:data:`TF32_ROUNDINGS`; ``"rne"`` first, as
+    CUTLASS's ``NumericConverter<tfloat32_t, float>`` and cuBLAS's tf32 GEMMs do), then drops
+    what is left of the 13 low bits. ValueError for any other unit on fp32 patterns."""
+    A, B = patterns(A, "A"), patterns(B, "B")
+    if A.dtype == np.uint32 or B.dtype == np.uint32:
+        if is_fp32_fma(unit):
+            return fma_gemm(A, B, C, order)
+        params = unit_params(unit)
+        if params.input_format != InputFormat.TF32:
+            raise ValueError(
+                f"unit: multiplies {input_name(params.input_format)}; fp32 operands take the fp32 FMA unit "
+                "(fp32 without TF32) or a tf32 unit (input='tf32')"
+            )
+        if tf32_rounding not in TF32_ROUNDINGS:
+            raise ValueError(f"tf32_rounding: {tf32_rounding!r} is not one of {TF32_ROUNDINGS}")
+        if tf32_rounding == "rne":
+            A, B = round_to_tf32(A), round_to_tf32(B)
+    return gemm(A, B, C, unit, order)
+
+
+def conv_gemm(
+    pass_: str,
+    shape: ConvShape,
+    first,
+    second,
+    unit,
+    order: GemmOrder | Schedule | None = None,
+    k_order: str | None = None,
+    *,
+    flip: bool = False,
+    skip_invalid: bool = False,
+    channel_block: int = 0,
+    tf32_rounding: str = "rne",
+) -> np.ndarray:
+    """A whole pass (``fwd``, ``bwd_data``, ``bwd_weight``; operands as :func:`conv_pieces`
+    takes them) through ``unit`` in ``order``: each piece of :func:`conv_pieces` run by
+    :func:`piece_gemm` and scattered into the output. Returns float32 of
+    ``shape.out_shape(pass_)`` (NCHW, KCRS for the weight gradient)."""
+    pieces = conv_pieces(
+        pass_, shape, first, second, k_order, flip=flip, skip_invalid=skip_invalid, channel_block=channel_block
+    )
+    out = np.zeros(int(np.prod(shape.out_shape(pass_))), np.float32)
+    for piece in pieces:
+        out[piece.out_index] = piece_gemm(piece.A, piece.B, unit, order, tf32_rounding=tf32_rounding)
+    return out.reshape(shape.out_shape(pass_))

@@ -8,7 +8,8 @@ done). The passes written on it:
 
 * :meth:`ConvGemm.run`: a caller's ``gemm(A, B)`` per chunk (:func:`conv`);
 * :meth:`ConvGemm.compute`: many kernel models (:class:`ConvArithmetic`) in one pass, their
-  operands decoded once per gemmK order and flush setting; per model the hooks
+  operands decoded once per gemmK order, flush setting and operand kind (fp16, bf16, fp32
+  tensors through a tf32 unit or the fp32 FMA unit of :mod:`emu.simt`); per model the hooks
   ``operands`` (the GEMM reads other operands: mutants), ``gemm`` (the GEMM replaced: mutants)
   and ``keep_partials`` (split-K partial sums kept apart for atomic add orders, with their
   output tiles); models with ``inbounds_only`` (the backward-weight CPU loops that skip padding
@@ -30,15 +31,19 @@ from ..atomics import SplitPartials
 from ..dot import unit_params
 from ..gemm import as_schedule, gemm_decoded, operand_in_order
 from ..gemm import gemm as _unit_gemm
-from ..operands import input_name, operand
+from ..operands import input_name, operand, round_to_tf32
+from ..simt import fma_gemm, fma_gemm_in_order, is_fp32_fma
+from ..units import InputFormat
 from .geometry import ConvProblem, SubGemm
 from .indexing import bwd_weight_taps
 from .kernels import taken_decoded
+from .layout import FORMATS
 from .operands import ConvOperands
 
 __all__ = [
     "DECODED_A_BYTES",
     "INBOUNDS_B_BYTES",
+    "TF32_ROUNDINGS",
     "ConvArithmetic",
     "ConvGemm",
     "Step",
@@ -49,6 +54,11 @@ __all__ = [
 #: decoded A operands kept across a group's gemmN chunks (one per gemmK order and flush setting)
 #: while they take no more than this; beyond it A is decoded again for each chunk
 DECODED_A_BYTES = 256 * 2**20
+#: How a kernel makes tf32 operands of fp32 tensors before its tf32 unit
+#: (:attr:`ConvArithmetic.tf32_rounding`): ``"rne"`` rounds them to nearest, ties to even
+#: (:func:`emu.operands.round_to_tf32`; CUTLASS's ``NumericConverter<tfloat32_t, float>``, what
+#: cuBLAS's tf32 GEMMs do), ``""`` hands the fp32 bits to the unit, which drops the 13 low ones.
+TF32_ROUNDINGS = ("rne", "")
 #: Bytes of B (fp16 gemmK × gemmN) gathered at once by the in-bounds pass: wider than the usual
 #: chunks, so each filter tap's A columns are gathered once and not once per chunk it spans.
 INBOUNDS_B_BYTES = 1 << 30
@@ -80,7 +90,14 @@ class ConvArithmetic(NamedTuple):
     ``operands(sub, group, n_start, a, b)`` returns the (A, B) this model's GEMM uses in place
     of the gathered chunk (a kernel that reads the wrong operands); ``gemm(sub, a, b)`` returns
     the float32 C (gemmM × chunk columns) that replaces the unit's GEMM (a kernel with other
-    arithmetic; not with ``keep_partials``)."""
+    arithmetic; not with ``keep_partials``).
+
+    The units multiply the tensors' format (fp16 or bf16 tensors: units of that input format).
+    fp32 tensors take either the fp32 FMA unit (:func:`emu.simt.is_fp32_fma`: a SIMT kernel,
+    each product a whole-fp32 FMA, :func:`emu.simt.fma_gemm`) or a tf32 unit, whose operands
+    the kernel first makes tf32 as ``tf32_rounding`` says (:data:`TF32_ROUNDINGS`; default
+    ``"rne"``, as GEMMs do). Layout transposes (NCHW ↔ NHWC kernels) move values, never
+    change them, and are not modelled."""
 
     units: tuple
     orders: tuple
@@ -90,13 +107,14 @@ class ConvArithmetic(NamedTuple):
     seed: int = 0
     operands: Callable | None = None
     gemm: Callable | None = None
+    tf32_rounding: str = "rne"
 
 
 class Step:
     """What runs inside :meth:`ConvGemm.execute`'s loop; each method is a no-op unless
     overridden. ``a``: A (gemmM × gemmK) of the (sub-GEMM, group); ``b``: B's gemmN columns
-    ``start`` … ``start + b.shape[1] − 1``; both values of the tensors' format (float16, or
-    bfloat16 for bf16 tensors), C-contiguous, not to be modified."""
+    ``start`` … ``start + b.shape[1] − 1``; both values of the tensors' format (float16,
+    bfloat16 or float32), C-contiguous, not to be modified."""
 
     def group(self, sub: int, group: int, a: np.ndarray) -> None:
         """Group ``group`` of sub-GEMM ``sub`` begins (A gathered)."""
@@ -108,24 +126,89 @@ class Step:
         """Every group of sub-GEMM ``sub`` is done."""
 
 
-def _values_in_order(bits: np.ndarray, seq: np.ndarray, axis: int, flush: bool, params, fmt: str) -> np.ndarray:
-    """An operand's uint16 patterns as the unit's kernels take them, gemmK (``axis``) in the order
+def _kind(unit, fmt: str, tf32_rounding: str = "rne") -> str:
+    """How the unit takes the tensors' values: ``"fp16"`` (the fp16 decode), ``"wide"`` (the
+    unit's float64 values: bf16, or tf32 from raw fp32 bits), ``"tf32-rne"`` (fp32 rounded to
+    tf32 first, then the unit's values) or ``"fp32"`` (the fp32 FMA unit: float32 values whole)."""
+    if fmt == "fp32":
+        if is_fp32_fma(unit):
+            return "fp32"
+        return "tf32-rne" if tf32_rounding == "rne" else "wide"
+    return "fp16" if fmt == "fp16" else "wide"
+
+
+def _unit_values(values: np.ndarray, kind: str, params, flush: bool) -> np.ndarray:
+    """Gathered values (float16 / bfloat16 / float32, 2-D) as the unit multiplies them: float64
+    for ``"wide"`` and ``"tf32-rne"``, float32 for ``"fp32"`` (not for ``"fp16"``: its decode
+    is fused with the reorder)."""
+    if kind == "fp32":
+        return np.asarray(values, np.float32)
+    if kind == "tf32-rne":
+        values = round_to_tf32(np.asarray(values, np.float32))
+    return operand(values, "operand", params._replace(flush_inputs=int(flush)))
+
+
+def _values_in_order(values: np.ndarray, seq: np.ndarray, axis: int, flush: bool, params, kind: str) -> np.ndarray:
+    """An operand's values as the unit's kernels take them, gemmK (``axis``) in the order
     ``seq``: fp16 through the fp16 decode (:func:`emu.gemm.operand_in_order`, ``flush`` below
-    2^-14); bf16 as exact float64 values (:func:`emu.operands.operand`, flushed below 2^-126 with
-    ``flush``), then reordered."""
-    if fmt == "fp16":
-        return operand_in_order(bits, seq, axis, flush)
-    values = operand(bits, "A" if axis == 1 else "B", params._replace(flush_inputs=int(flush)))
-    return operand_in_order(values, seq, axis, False)
+    2^-14); the others as :func:`_unit_values` gives them (bf16 and tf32 flushed below 2^-126
+    with ``flush``), then reordered."""
+    if kind == "fp16":
+        return operand_in_order(values.view(np.uint16), seq, axis, flush)
+    if kind == "fp32":  # reordered as float64 values (exact), handed on as float32
+        return np.ascontiguousarray(operand_in_order(values.astype(np.float64), seq, axis, False), np.float32)
+    return operand_in_order(_unit_values(values, kind, params, flush), seq, axis, False)
 
 
-def _taken_values(bits, rows, cols, flush: bool, transpose: bool, params, fmt: str) -> np.ndarray:
-    """``bits[rows][:, cols]`` as the unit's kernels take the values (its transpose with
-    ``transpose``): the fp16 decoding gather, or bf16's exact float64 values."""
-    if fmt == "fp16":
-        return taken_decoded(bits, rows, cols, flush, transpose=transpose)
-    taken = operand(bits[np.ix_(rows, cols)], "operand", params._replace(flush_inputs=int(flush)))
+def _taken_values(values, rows, cols, flush: bool, transpose: bool, params, kind: str) -> np.ndarray:
+    """``values[rows][:, cols]`` as the unit's kernels take them (its transpose with
+    ``transpose``): the fp16 decoding gather, or :func:`_unit_values`."""
+    if kind == "fp16":
+        return taken_decoded(values.view(np.uint16), rows, cols, flush, transpose=transpose)
+    taken = _unit_values(values[np.ix_(rows, cols)], kind, params, flush)
     return np.ascontiguousarray(taken.T if transpose else taken)
+
+
+def _gemm_in_order(a_seq, b_seq, unit, order, kind: str) -> np.ndarray:
+    """The GEMM on operands in order (:func:`emu.gemm.gemm_decoded`; the fp32 FMA chains of
+    :func:`emu.simt.fma_gemm_in_order` for ``"fp32"``)."""
+    if kind == "fp32":
+        return fma_gemm_in_order(a_seq, b_seq, None, order)
+    return gemm_decoded(a_seq, b_seq, None, unit, order)
+
+
+def _gemm_values(a, b, unit, order, kind: str) -> np.ndarray:
+    """The GEMM on gathered values of the tensors' format (:func:`emu.gemm.gemm`, after the
+    tf32 rounding for ``"tf32-rne"``; :func:`emu.simt.fma_gemm` for ``"fp32"``)."""
+    if kind == "fp32":
+        return fma_gemm(a, b, None, order)
+    if kind == "tf32-rne":
+        a, b = round_to_tf32(a), round_to_tf32(b)
+    return _unit_gemm(a, b, None, unit, order)
+
+
+def operand_key(params, kind: str) -> tuple:
+    """What a decode of kind ``kind`` depends on beyond the order and the flush: the unit's
+    operand formats for wide values (bf16 and tf32 units decode alike only within a format)."""
+    return () if kind in ("fp16", "fp32") else (params.input_format, params.b_input_format)
+
+
+def _check_units(units, fmt: str) -> None:
+    """ValueError unless every unit multiplies tensors of format ``fmt``: a unit of that input
+    format; for fp32 tensors the fp32 FMA unit or a tf32 unit."""
+    for u in units:
+        params = unit_params(u)
+        if fmt == "fp32":
+            if not (is_fp32_fma(u) or params.input_format == InputFormat.TF32):
+                raise ValueError(
+                    f"ConvArithmetic: a unit multiplying {input_name(params.input_format)} on fp32 tensors; fp32 "
+                    "tensors take the fp32 FMA unit (fp32 without TF32) or a tf32 unit (input='tf32')"
+                )
+        elif input_name(params.input_format) != fmt:
+            raise ValueError(
+                f"ConvArithmetic: its units multiply {input_name(params.input_format)}; the tensors are "
+                f"{fmt} (build the units with input={fmt!r})"
+            )
 
 
 def _check_c(c, shape: tuple[int, int], what: str) -> None:
@@ -166,7 +249,9 @@ class _Shared(Step):
             if m.operands is None and m.gemm is None and (not m.keep_partials or len(splits) < 2):
                 params = unit_params(m.units[sub])
                 flush = bool(params.flush_inputs) and not self.inert
-                self.by_decode.setdefault((seq.tobytes(), flush), (seq, [], params))[1].append(i)
+                kind = _kind(m.units[sub], self.op.format, m.tf32_rounding)
+                key = (seq.tobytes(), flush, kind, operand_key(params, kind))
+                self.by_decode.setdefault(key, (seq, [], params))[1].append(i)
             else:
                 self.own.append((i, splits))
         self.a_decoded: dict[tuple, np.ndarray] = {}
@@ -175,19 +260,18 @@ class _Shared(Step):
 
     def chunk(self, sub, group, start, a0, b0):
         op = self.op
-        a_bits, b_bits = a0.view(np.uint16), b0.view(np.uint16)
         for key, (seq, idx, params) in self.by_decode.items():
-            flush = key[1]
+            flush, kind = key[1], key[2]
             a_seq = self.a_decoded.get(key)
             if a_seq is None:
-                a_seq = _values_in_order(a_bits, seq, 1, flush, params, op.format)
+                a_seq = _values_in_order(a0, seq, 1, flush, params, kind)
                 if self.a_bytes + a_seq.nbytes <= DECODED_A_BYTES:
                     self.a_decoded[key] = a_seq
                     self.a_bytes += a_seq.nbytes
-            b_seq = _values_in_order(b_bits, seq, 0, flush, params, op.format)
+            b_seq = _values_in_order(b0, seq, 0, flush, params, kind)
             for i in idx:
                 m, out = self.models[i], self.outs[i]
-                res = gemm_decoded(a_seq, b_seq, None, m.units[sub], m.orders[sub])
+                res = _gemm_in_order(a_seq, b_seq, m.units[sub], m.orders[sub], kind)
                 op.scatter(out.parts[0] if m.keep_partials else out, res, sub, group, start)
                 # Held until the next C exists (as the inline loop did): freed first, glibc hands
                 # its pages back and the next chunk faults in fresh ones (the largest suite test:
@@ -197,6 +281,7 @@ class _Shared(Step):
         for i, splits in self.own:
             m, out = self.models[i], self.outs[i]
             unit, order = m.units[sub], m.orders[sub]
+            kind = _kind(unit, op.format, m.tf32_rounding)
             a, b = (a0, b0) if m.operands is None else m.operands(sub, group, start, a0, b0)
             if m.gemm is not None:
                 c = m.gemm(sub, a, b)
@@ -204,7 +289,7 @@ class _Shared(Step):
                 op.scatter(out, c, sub, group, start)
                 continue
             if not m.keep_partials or len(splits) < 2:
-                res = _unit_gemm(a, b, None, unit, order)
+                res = _gemm_values(a, b, unit, order, kind)
                 op.scatter(out.parts[0] if m.keep_partials else out, res, sub, group, start)
                 continue
             seq, splits = order_view(order, a.shape[1])
@@ -214,7 +299,7 @@ class _Shared(Step):
                 if (idx < 0).any():  # gemmK padding: zero products in the chunk
                     a_chunk[:, idx < 0] = 0
                     b_chunk[idx < 0, :] = 0
-                part = _unit_gemm(a_chunk, b_chunk, None, unit, None)  # each chunk from +0, in sequence
+                part = _gemm_values(a_chunk, b_chunk, unit, None, kind)  # each chunk from +0, in sequence
                 op.scatter(out.parts[si], part, sub, group, start)
 
 
@@ -243,7 +328,6 @@ class _Inbounds(Step):
         op, models = self.op, self.models
         sg = op.subs[sub]
         stop = start + b.shape[1]
-        a_bits, b_bits = a.view(np.uint16), b.view(np.uint16)
         res = [np.zeros((sg.m, stop - start), np.float32) for _ in models]
         for cols, kin in bwd_weight_taps(op.problem, sg.k, start, stop):
             inside = np.zeros(a.shape[1], np.bool_)
@@ -256,21 +340,23 @@ class _Inbounds(Step):
             flip = cols.size < sg.m
             for full, idx in self.by_order:
                 seq = full[inside[full]].astype(np.int64)  # the model's order, in-bounds products only
-                decoded: dict[bool, tuple[np.ndarray, np.ndarray]] = {}  # flush → (A, B) of the tap
+                decoded: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # (flush, kind, …) → (A, B) of the tap
                 for i in idx:
-                    params = unit_params(models[i].units[sub])
-                    flush = bool(params.flush_inputs) and not self.inert
-                    if flush not in decoded:
-                        decoded[flush] = (
-                            _taken_values(a_bits, self.all_rows, seq, flush, flip, params, op.format),
-                            _taken_values(b_bits, seq, cols, flush, flip, params, op.format),
-                        )
-                    a_tap, b_tap = decoded[flush]
                     unit = models[i].units[sub]
+                    params = unit_params(unit)
+                    flush = bool(params.flush_inputs) and not self.inert
+                    kind = _kind(unit, op.format, models[i].tf32_rounding)
+                    key = (flush, kind, operand_key(params, kind))
+                    if key not in decoded:
+                        decoded[key] = (
+                            _taken_values(a, self.all_rows, seq, flush, flip, params, kind),
+                            _taken_values(b, seq, cols, flush, flip, params, kind),
+                        )
+                    a_tap, b_tap = decoded[key]
                     if flip:
-                        res[i][:, cols] = gemm_decoded(b_tap, a_tap, None, unit, None).T
+                        res[i][:, cols] = _gemm_in_order(b_tap, a_tap, unit, None, kind).T
                     else:
-                        res[i][:, cols] = gemm_decoded(a_tap, b_tap, None, unit, None)
+                        res[i][:, cols] = _gemm_in_order(a_tap, b_tap, unit, None, kind)
                 del decoded
         for i in range(len(models)):
             op.scatter(self.outs[i], res[i], sub, group, start)
@@ -327,12 +413,13 @@ class ConvGemm(ConvOperands):
             return False
         if first == second:
             return True
-        if (first.orders, first.inbounds_only, first.keep_partials, first.tiles, first.seed) != (
+        if (first.orders, first.inbounds_only, first.keep_partials, first.tiles, first.seed, first.tf32_rounding) != (
             second.orders,
             second.inbounds_only,
             second.keep_partials,
             second.tiles,
             second.seed,
+            second.tf32_rounding,
         ):
             return False
         if len(first.units) != len(second.units):
@@ -368,12 +455,9 @@ class ConvGemm(ConvOperands):
                 )
             if m.gemm is not None and (m.keep_partials or m.inbounds_only):
                 raise ValueError("ConvArithmetic: a gemm hook replaces the whole GEMM: no partials, no in-bounds count")
-            multiplied = {input_name(unit_params(u).input_format) for u in m.units}
-            if multiplied != {self.format}:
-                raise ValueError(
-                    f"ConvArithmetic: its units multiply {', '.join(sorted(multiplied))}; the tensors are "
-                    f"{self.format} (build the units with input={self.format!r})"
-                )
+            if m.tf32_rounding not in TF32_ROUNDINGS:
+                raise ValueError(f"ConvArithmetic.tf32_rounding: {m.tf32_rounding!r} is not one of {TF32_ROUNDINGS}")
+            _check_units(m.units, self.format)
         n_splits = [[len(order_view(o, s.k)[1]) for o, s in zip(m.orders, self.subs)] for m in models]
         size = self.problem.tensor_size(self.problem.result_role)
         outs: list = [
@@ -387,7 +471,8 @@ class ConvGemm(ConvOperands):
         inbounds = [i for i, m in enumerate(models) if m.inbounds_only]
         if inbounds:
             step = _Inbounds(self, [models[i] for i in inbounds], [outs[i] for i in inbounds], inert(inbounds))
-            self.execute([step], lambda sg: max(self.default_n_chunk(), INBOUNDS_B_BYTES // max(1, 2 * sg.k)))
+            size = FORMATS[self.format].itemsize
+            self.execute([step], lambda sg: max(self.default_n_chunk(), INBOUNDS_B_BYTES // max(1, size * sg.k)))
         shared = [i for i, m in enumerate(models) if not m.inbounds_only]
         if not shared:
             return outs
@@ -414,8 +499,8 @@ def conv(
     """A convolution as the kernel's GEMMs: fwd x, w → y; bwd_data w, dy → dx; bwd_weight
     x, dy → dw.
 
-    ``gemm(A, B)`` takes A (M × K) and B (K × N) values of the tensors' format (float16, or
-    bfloat16 for bf16 tensors, ``fmt`` saying what uint16 patterns are), C-contiguous, k in the kernel's gemmK
+    ``gemm(A, B)`` takes A (M × K) and B (K × N) values of the tensors' format (float16,
+    bfloat16 or float32; ``fmt`` saying what uint16 patterns are), C-contiguous, k in the kernel's gemmK
     order, and returns C (M × N) float32; it supplies the arithmetic and the accumulation order.
     It is called once per group, sub-GEMM and chunk of ``n_chunk`` gemmN columns (default: about
     64 MiB of B and C per chunk). Returns float32 of shape ``problem.tensor_shape(result)`` in the

@@ -21,7 +21,7 @@ def _gather_tile(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride
     """Tile t (column block t // n_rows, row t % n_rows; block-major so a block's column indices
     stay in cache across the rows): out[i, j] =
     src[r_off[i] + c_off[j] + h·stride_h + w·stride_w], or 0 where (h, w) is outside the bounds
-    (padding). ``src`` and ``out`` hold fp16 bit patterns (uint16)."""
+    (padding). ``src`` and ``out`` hold bit patterns (uint16, or uint32 for fp32 tensors)."""
     i = t % r_off.shape[0]
     j0 = (t // r_off.shape[0]) * _BLOCK
     j1 = min(j0 + _BLOCK, c_off.shape[0])
@@ -135,10 +135,10 @@ def taken_decoded(src: np.ndarray, rows: np.ndarray, cols: np.ndarray, flush: bo
 
 def gather(src: np.ndarray, m, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
     """Rows and columns [start, stop) of the matrix an :class:`~emu.conv.indexing.IndexMap` ``m``
-    lays over the flat 16-bit patterns ``src`` (fp16 or bf16): uint16, C-contiguous, padding +0
-    (the pattern 0 in both formats)."""
+    lays over the flat patterns ``src`` (uint16 for fp16 and bf16, uint32 for fp32): of
+    ``src``'s dtype, C-contiguous, padding +0 (the pattern 0 in every format)."""
     r, c = m.rows.at(*rows), m.cols.at(*cols)
-    out = np.empty((r[0].size, c[0].size), dtype=np.uint16)
+    out = np.empty((r[0].size, c[0].size), dtype=src.dtype)
     if out.size:
         kernel = _gather_parallel if out.size >= _PARALLEL_MIN else _gather_serial
         kernel(src, *r, *c, m.bound_h, m.bound_w, m.stride_h, m.stride_w, out)

@@ -6,15 +6,18 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-__all__ = ["LETTERS", "LAYOUT_FIELD", "FORMATS", "normalize_layout", "tensor_bits", "tensor_format"]
+__all__ = ["LETTERS", "LAYOUT_FIELD", "FORMATS", "PATTERNS", "normalize_layout", "tensor_bits", "tensor_format"]
 
 #: The three tensors and the letters of their normalised (5-letter) layouts.
 LETTERS = {"input": "ngchw", "filter": "gkcyx", "output": "ngkhw"}
 #: The layout fields of ConvProblem, per tensor.
 LAYOUT_FIELD = {"input": "in_layout", "filter": "fil_layout", "output": "out_layout"}
-#: The element formats a convolution's tensors may have, and the dtype of their values (the bit
-#: patterns of both are uint16).
-FORMATS = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16)}
+#: The element formats a convolution's tensors may have, and the dtype of their values. fp32
+#: tensors are what fp32 kernels read: the unit decides what is multiplied (the fp32 FMA unit the
+#: whole values, a tf32 unit their tf32 roundings; :class:`emu.conv.ConvArithmetic`).
+FORMATS = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "fp32": np.dtype(np.float32)}
+#: The dtype of each format's bit patterns.
+PATTERNS = {"fp16": np.dtype(np.uint16), "bf16": np.dtype(np.uint16), "fp32": np.dtype(np.uint32)}
 #: miopen-gen 2022 ``correctParameters``: the 4-letter layouts whose g goes next to the channel.
 _G_INSERTED = {"nchw": "ngchw", "nhwc": "nhwgc", "nkhw": "ngkhw", "nhwk": "nhwgk"}
 
@@ -36,13 +39,18 @@ def normalize_layout(layout: str, role: str) -> str:
 
 
 def tensor_format(arrays, fmt: str | None = None) -> str:
-    """The element format ("fp16" or "bf16") of a convolution's tensors: ``fmt`` when given, else
-    what their values' dtype says (float16 or ``ml_dtypes.bfloat16``; uint16 patterns say
-    nothing, and alone mean fp16). ValueError when the tensors' dtypes disagree with each other
-    or with ``fmt``, or ``fmt`` is not one of :data:`FORMATS`."""
+    """The element format ("fp16", "bf16" or "fp32") of a convolution's tensors: ``fmt`` when
+    given, else what their values' dtype says (float16, ``ml_dtypes.bfloat16``, float32; uint32
+    patterns are fp32's; uint16 patterns say nothing, and alone mean fp16). ValueError when the
+    tensors' dtypes disagree with each other or with ``fmt``, or ``fmt`` is not one of
+    :data:`FORMATS`."""
     if fmt is not None and fmt not in FORMATS:
         raise ValueError(f"fmt: {fmt!r} is not one of {', '.join(FORMATS)}")
     seen = {name for name, dt in FORMATS.items() for a in arrays if a is not None and np.asarray(a).dtype == dt}
+    if any(a is not None and np.asarray(a).dtype == np.uint32 for a in arrays):
+        seen.add("fp32")
+    if any(a is not None and np.asarray(a).dtype == np.uint16 for a in arrays) and "fp32" in seen:
+        seen.add("fp16")  # 16-bit patterns beside fp32 tensors: a mix
     if fmt is not None:
         seen.add(fmt)
     if len(seen) > 1:
@@ -50,16 +58,19 @@ def tensor_format(arrays, fmt: str | None = None) -> str:
     return seen.pop() if seen else "fp16"
 
 
-def tensor_bits(problem, role: str, arr, name: str) -> np.ndarray:
-    """Flat uint16 bits of a tensor given as float16 or ``ml_dtypes.bfloat16`` values or uint16
-    patterns (:mod:`emu.conv` for the accepted shapes)."""
+def tensor_bits(problem, role: str, arr, name: str, fmt: str = "fp16") -> np.ndarray:
+    """Flat bit patterns of a tensor of format ``fmt`` (:data:`PATTERNS`: uint16 for fp16 and
+    bf16, uint32 for fp32) given as values of its format or as patterns (:mod:`emu.conv` for
+    the accepted shapes)."""
     if arr is None:
         raise ValueError(f"{name}: the {problem.direction} convolution needs the {role} tensor")
     arr = np.asarray(arr)
-    if arr.dtype in FORMATS.values():
-        arr = arr.view(np.uint16)
-    elif arr.dtype != np.uint16:
-        raise TypeError(f"{name}: expected float16 or bfloat16 values or uint16 bit patterns, got dtype {arr.dtype}")
+    patterns = PATTERNS[fmt]
+    if arr.dtype == FORMATS[fmt]:
+        arr = arr.view(patterns)
+    elif arr.dtype != patterns:
+        accepted = "float16 or bfloat16 values or uint16" if patterns == np.uint16 else "float32 values or uint32"
+        raise TypeError(f"{name}: expected {accepted} bit patterns ({fmt} tensors), got dtype {arr.dtype}")
     shapes = {(problem.tensor_size(role),), problem.tensor_shape(role)}
     shapes.add(tuple(problem.letter_sizes(role)[d] for d in problem.layout5(role)))
     if arr.shape not in shapes:

@@ -10,7 +10,7 @@ import numpy as np
 from .geometry import ConvProblem, sub_gemms
 from .indexing import IndexMap, index_maps, tile_count, tile_numbers
 from .kernels import gather, has_flushable, scatter
-from .layout import FORMATS, tensor_bits, tensor_format
+from .layout import FORMATS, PATTERNS, tensor_bits, tensor_format
 
 __all__ = ["CHUNK_BYTES", "ConvOperands", "gemm_operands"]
 
@@ -21,11 +21,12 @@ CHUNK_BYTES = 64 * 2**20
 class ConvOperands:
     """A convolution's GEMMs over given tensors: gathers A and chunks of B, scatters C.
 
-    ``x`` (input), ``w`` (filter), ``dy`` (output) as float16 or ``ml_dtypes.bfloat16`` values or
-    uint16 patterns; only the two the direction reads are needed (fwd: x, w; bwd_data: w, dy;
-    bwd_weight: x, dy). ``fmt`` ("fp16" or "bf16") says what uint16 patterns are; by default the
-    values' dtype says it (:func:`emu.conv.layout.tensor_format`), and it is :attr:`format`. Gathered
-    operands are values of that format (float16 or bfloat16), C-contiguous, with k along A's rows and down B's columns in the gemmK
+    ``x`` (input), ``w`` (filter), ``dy`` (output) as float16, ``ml_dtypes.bfloat16`` or float32
+    values or uint16 / uint32 patterns; only the two the direction reads are needed (fwd: x, w;
+    bwd_data: w, dy; bwd_weight: x, dy). ``fmt`` ("fp16", "bf16" or "fp32") says what patterns
+    are; by default the values' dtype says it (:func:`emu.conv.layout.tensor_format`), and it is
+    :attr:`format`. Gathered operands are values of that format (float16, bfloat16 or float32),
+    C-contiguous, with k along A's rows and down B's columns in the gemmK
     order of :attr:`ConvProblem.gemm_k_order`; gemmN columns run in
     :attr:`ConvProblem.gemm_n_order`.
     """
@@ -38,8 +39,8 @@ class ConvOperands:
         #: the tensors' element format, "fp16" or "bf16"
         self.format = tensor_format([given[a_role][0], given[b_role][0]], fmt)
         self._values = FORMATS[self.format]
-        self._a_src = tensor_bits(problem, a_role, *given[a_role])
-        self._b_src = tensor_bits(problem, b_role, *given[b_role])
+        self._a_src = tensor_bits(problem, a_role, *given[a_role], self.format)
+        self._b_src = tensor_bits(problem, b_role, *given[b_role], self.format)
         self._maps_cache: dict[tuple[int, int], tuple[IndexMap, IndexMap, IndexMap]] = {}
         self._flush_inert: bool | None = None
 
@@ -51,9 +52,10 @@ class ConvOperands:
         if self._flush_inert is None:
             if self.format == "fp16":
                 self._flush_inert = not (has_flushable(self._a_src) or has_flushable(self._b_src))
-            else:  # bf16: exponent field 0x7F80, the same test in numpy (no second compile)
+            else:  # bf16 (exponent field 0x7F80) and fp32 (0x7F800000): the same test in numpy
+                field = PATTERNS[self.format].type(0x7F80 if self.format == "bf16" else 0x7F800000)
                 self._flush_inert = not any(
-                    bool((((src & np.uint16(0x7F80)) == 0) & (src != 0)).any()) for src in (self._a_src, self._b_src)
+                    bool((((src & field) == 0) & (src != 0)).any()) for src in (self._a_src, self._b_src)
                 )
         return self._flush_inert
 
@@ -92,7 +94,8 @@ class ConvOperands:
 
     def default_n_chunk(self) -> int:
         """gemmN columns per chunk so a chunk's B and C take about :data:`CHUNK_BYTES`."""
-        per_column = max(2 * s.k + 4 * s.m for s in self.subs) if self.subs else 1
+        size = PATTERNS[self.format].itemsize
+        per_column = max(size * s.k + 4 * s.m for s in self.subs) if self.subs else 1
         return max(1, CHUNK_BYTES // per_column)
 
     def tile_ids(
@@ -141,7 +144,7 @@ def gemm_operands(
     fmt: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(A, B) of one group and sub-GEMM: A (gemmM × gemmK) and B's gemmN columns
-    n_start … n_stop−1, values of the tensors' format (float16 or bfloat16), in the kernel's gemmK
+    n_start … n_stop−1, values of the tensors' format (float16, bfloat16 or float32), in the kernel's gemmK
     order. For many chunks, build one :class:`emu.conv.ConvGemm` instead."""
     op = ConvOperands(problem, x, w, dy, fmt=fmt)
     return op.a(sub, group), op.b(sub, group, n_start, n_stop)

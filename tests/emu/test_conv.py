@@ -374,6 +374,8 @@ def test_accepts_bits_flat_and_shaped_and_rejects_bad_input():
     with pytest.raises(ValueError, match="shape"):
         conv(p, x.reshape(2, 4, 4), w, gemm=exact_gemm)
     with pytest.raises(TypeError, match="float16"):
+        conv(p, x.astype(np.float64), w, gemm=exact_gemm)
+    with pytest.raises(ValueError, match="mixed"):  # fp32 tensors are a format of their own
         conv(p, x.astype(np.float32), w, gemm=exact_gemm)
     with pytest.raises(ValueError, match="needs"):
         conv(p, None, w, gemm=exact_gemm)
