@@ -268,3 +268,33 @@ def test_match_search_finds_a_bf16_output_of_another_unit():
     assert (planted.view(np.uint16) != r.kernel_output.view(np.uint16)).any()
     s = search_matches(r, planted, stages=("model",))
     assert {"hw": "mi100"} in s.matches and {"hw": "mi200"} not in s.matches
+
+
+def test_design_never_recommends_zero_where_bf16_rounding_acts():
+    """Issue 38: fit seeds that happen to round alike gave ``assert_close(rtol=0, atol=0)`` for a
+    bf16 convolution whose other seeds differ by one ulp. The floors are one bf16 ulp at the
+    largest reference magnitude (absolute), 2^-7 (relative) and one such element over all of them
+    (RMS over the largest magnitude), computed here from run()'s own validation output."""
+    from validation.design.sweep import rounding_floors
+
+    (target,) = resolve_targets([BF16], hw="mi200", kernel=None, validator="cpu")
+    fns = tuple(parse_functions(["torch"], "bf16"))
+    rows = [seed_job(SeedTask(target, parse_generator("float:-1:1"), s, fns, ())) for s in (1, 2)]
+    r = run(BF16, hw="mi200", seed=1, rand_min=-1, rand_max=1, progress=False)
+    ref = np.abs(np.asarray(r.validation_output, np.float64))
+    top = max(ref.max(), max(row["max_ref"] for row in rows))
+    ulp = 2.0 ** (math.floor(math.log2(top)) - 7)
+    floors = rounding_floors(rows)
+    assert floors["max_abs_diff"] == ulp and floors["max_rel_diff"] == 2.0**-7
+    assert floors["rms"] == pytest.approx(ulp / (top * math.sqrt(ref.size)), rel=1e-12)
+    from validation.design.sweep import fit_noise
+
+    fit = fit_noise(
+        [{**row, "metrics": {**row["metrics"], "max_abs_diff": 0.0, "rms": 0.0, "max_rel_diff": 0.0}} for row in rows],
+        0.01,
+    )
+    for m in ("max_abs_diff", "max_rel_diff", "rms"):
+        assert fit["metrics"][m]["threshold"] == floors[m] > 0
+    # integer-exact inputs: both sides hold the exact result, zero stays a legitimate rule
+    exact = [{**row, "generator": "exact"} for row in rows]
+    assert rounding_floors(exact) == {}

@@ -56,6 +56,9 @@ __all__ = [
     "make_pool",
     "EnginePool",
     "design",
+    "fit_noise",
+    "rounding_floors",
+    "ROUNDING_KINDS",
     "DesignResult",
     "resolve_targets",
     "NOISE_METRICS",
@@ -267,6 +270,9 @@ def seed_job(task: SeedTask) -> dict:
         "seed": task.seed,
         "K": k,
         "metrics": {m: float(res.metric(m)) for m in NOISE_METRICS},
+        "format": fmt,
+        "max_ref": float(np.max(np.abs(validation))) if np.size(validation) else 0.0,
+        "n_out": int(np.size(validation)),
         "verdicts": {},
         "exact": {},
         "size": {},
@@ -426,14 +432,45 @@ class DesignResult:
                 "not_applicable": self.not_applicable}  # fmt: skip
 
 
-def _fit(rows: list[dict], rate: float) -> dict:
-    """Noise summary of one (test, generator) from its fit-seed rows."""
+#: generator kinds whose outputs the output format's rounding acts on (``exact`` and ``sparse``
+#: make integer results the kernel and the validation both hold exactly)
+ROUNDING_KINDS = ("float", "away", "int")
+
+
+def rounding_floors(rows: list[dict]) -> dict[str, float]:
+    """The smallest thresholds a rule may recommend for inputs the output rounding acts on: one
+    ulp of the output format at the largest reference magnitude for ``max_abs_diff``, one ulp
+    relative (2^(1−p), p the format's precision) for ``max_rel_diff``, and for ``rms`` (RMS over
+    the largest magnitude, rocMLIR's) one element one such ulp apart. Two correct roundings of
+    nearly the same accumulation land on neighbouring values, so a fitted threshold of zero only
+    says that the fit seeds happened to round alike (a bf16 K = 2,304 convolution has elements
+    one ulp apart on other seeds). Empty for ``exact`` and ``sparse`` inputs, whose results are
+    exact integers, and for rows without the reference's size."""
+    if not rows or "max_ref" not in rows[0] or str(rows[0]["generator"]).split(":")[0] not in ROUNDING_KINDS:
+        return {}
+    fmt = resolve_format(rows[0].get("format", "fp16"))
+    max_ref = max(r["max_ref"] for r in rows)
+    n = max(1, min(r["n_out"] for r in rows))
+    if not max_ref > 0 or not math.isfinite(max_ref):
+        return {}
+    ulp = 2.0 ** (math.floor(math.log2(max_ref)) - fmt.fraction_bits)
+    return {"max_abs_diff": ulp, "max_rel_diff": 2.0**-fmt.fraction_bits, "rms": ulp / (max_ref * math.sqrt(n))}
+
+
+def fit_noise(rows: list[dict], rate: float) -> dict:
+    """Noise summary of one (test, generator) from its fit-seed rows: per metric the threshold at
+    ``rate`` (:func:`validation.design.stats.threshold_at`), never below :func:`rounding_floors`."""
     out = {"target": rows[0]["target"], "generator": rows[0]["generator"], "K": rows[0]["K"],
            "seeds": [r["seed"] for r in rows], "metrics": {}}  # fmt: skip
     per = rate / len(RECOMMENDED_METRICS)
+    floors = rounding_floors(rows)
+    if floors:
+        out["rounding_floor"] = floors
     for m in NOISE_METRICS:
         vals = [r["metrics"][m] for r in rows]
         t, est = threshold_at(vals, per if m in RECOMMENDED_METRICS else rate)
+        if m in floors and not math.isnan(t) and t < floors[m]:
+            t = floors[m]  # the fit seeds happened to round alike; other seeds need not
         finite = [v for v in vals if not math.isnan(v)]
         rec = {
             "min": min(finite) if finite else math.nan,
@@ -510,7 +547,7 @@ def _design(targets, functions, gens, fit_tasks, seeds, mutants, rate, recommend
     for ti, t in enumerate(targets):
         for gi, g in enumerate(gens):
             rows = fit_rows[(ti * len(gens) + gi) * seeds : (ti * len(gens) + gi + 1) * seeds]
-            fit = _fit(rows, rate)
+            fit = fit_noise(rows, rate)
             noise.append(fit)
             if recommend:
                 recommended[(t.label, g.name)] = _recommended(fit, g, t.input)
