@@ -33,7 +33,7 @@ from ..run.gpu import gpu_values
 from ..run.inputs import check_save_dir
 from ..run.matches import STAGES
 from ..run.plots import compare_figure, run_figure
-from ..verify import measure
+from ..verify import compare_default, measure
 from .common import HW_HELP, UsageError, add_verdict_options, emit, parse_thresholds, verifier_text, warn
 
 __all__ = ["register_cli"]
@@ -400,8 +400,14 @@ def _cmd_compare(args) -> int:
         args.validation, args.kernel, dtype=args.dtype, validation_dtype=args.validation_dtype, shape=args.shape
     )
     validation, kernel, dtype = pair.validation, pair.kernel, pair.dtype
-    verifier, vsource = (args.verifier, "option --verifier") if args.verifier else ("rocmlir", "default for compare")
-    comparison, verdict = measure(validation, kernel, verifier, dtype, parse_thresholds(args.threshold))
+    limits = parse_thresholds(args.threshold)
+    if args.verifier:
+        verifier, vsource = args.verifier, "option --verifier"
+    else:  # the default fits the format: rocMLIR's bf16/fp8 relDiff 1e-6 fails any one-ulp difference
+        verifier, defaults, why = compare_default(dtype)
+        vsource = f"default for compare: {why}"
+        limits = {**defaults, **limits}
+    comparison, verdict = measure(validation, kernel, verifier, dtype, limits)
     warn(pair.warnings)  # after the verifier accepted the arrays: a refusal (exit 2) is one line alone
     header = {
         "validation": args.validation,

@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from emu.formats import resolve_format
 from emu.rounding import cast_rne
 
 from ..metrics import (
@@ -85,6 +86,7 @@ __all__ = [
     "Thresholds",
     "Verdict",
     "preset",
+    "compare_default",
     "evaluate",
     "verdict",
     "verify",
@@ -661,6 +663,30 @@ def preset(
         if name != "torch":
             raise ValueError("rtol, atol and equal_nan apply to the torch preset only")
     return th.with_limits(**limits) if limits else th
+
+
+#: the unit roundoff of fp16, the format rocMLIR's RMS ≤ 3e-5 was set for
+_U_FP16 = 2.0**-11
+
+
+def compare_default(dtype: Any) -> tuple[str, dict[str, float], str]:
+    """The verifier ``fp16emu compare`` judges with when none is named, per format: (preset
+    name, limits that replace the preset's, what they are). fp16, fp32 and fp64: rocMLIR's
+    ``rocmlir`` preset as it is. The narrower formats (bf16, the fp8 types), for which rocMLIR's
+    maxRelDiff ≤ 1e-6 would fail a single one-ulp difference: the same preset with fp16's
+    maxRelDiff (100) and its RMS limit scaled by the format's unit roundoff over fp16's
+    (bf16 × 8, as MIOpen scales its bf16 tolerance; e4m3 × 128, e5m2 × 256)."""
+    dt = resolve_dtype(dtype)
+    if dt in ("fp16", "fp32", "fp64"):
+        return "rocmlir", {}, f"rocMLIR's limits for {dt}"
+    u = 2.0 ** -resolve_format(dt).precision
+    scale = u / _U_FP16
+    limits = {"rms": 3e-5 * scale, "max_rel_diff": 100.0}
+    text = (
+        f"rocMLIR's fp16 limits scaled to {dt}: RMS ≤ {limits['rms']:.3g} (3e-5 × {scale:g}, the unit roundoff "
+        f"2^-{resolve_format(dt).precision} over fp16's 2^-11), maxRelDiff ≤ 100, maxAbsDiff ≤ 100"
+    )
+    return "rocmlir", limits, text
 
 
 _preset = preset  # the name `preset` is a parameter of verdict()
