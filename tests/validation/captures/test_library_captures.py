@@ -12,7 +12,7 @@ from validation.captures import load_capture, search
 from validation.captures.cli import identify_capture
 from validation.captures.report import to_json
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "captures"
+DATA = Path(__file__).resolve().parents[2] / "data" / "captures"
 
 #: case → what the schedule found must have (the rest of its fields may vary among equivalents)
 CASES = {
@@ -134,7 +134,7 @@ def _same_bits(a, b) -> int:
 @pytest.mark.parametrize("case", sorted(FORMAT_CASES))
 def test_bf16_and_tf32_gemms_are_their_schedule_bit_for_bit(case):
     from emu.schedule import Schedule
-    from validation.captures.search import Candidate, Variant, run_candidate
+    from validation.captures.gemms import Candidate, Variant, run_candidate
 
     cap = load_capture(DATA / "h200_dev" / f"{case}.npz")
     unit, fields = FORMAT_CASES[case]
