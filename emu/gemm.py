@@ -7,7 +7,9 @@
   that spreads its k over input blocks is a permutation (:func:`strided_k_order`).
 * ``pad_k``: zero padding of gemmK up to a multiple (padding kernels); zero products only change
   the sign of zero, or, for truncating units, the exponent they align to.
-* ``split_k`` and ``combine``: the K sequence is cut into ``split_k`` contiguous chunks, each
+* ``split_k`` (the count :class:`emu.schedule.Schedule` calls ``splits``, the canonical name;
+  :attr:`GemmOrder.splits` reads it under that name) and ``combine``: the K sequence is cut into
+  ``split_k`` contiguous chunks, each
   accumulated from +0, and the chunk results are added into a zeroed fp32 workspace one by one
   (atomic adds, RNE): in ascending chunk order (``"ascending"``) or in a seeded random order
   (``"random"``); :func:`split_partials` keeps the chunk results apart, for ensembles of add
@@ -30,7 +32,7 @@ import numpy as np
 from .atomics import SplitPartials, add_order
 from .dot import accumulator_values, compact_c, decode_operands, kernel_dtype, run_kernel, unit_params
 from .operands import decode_flush, operand
-from .schedule import Schedule, chain_positions, check_k_order
+from .schedule import Chain, Schedule, chain_positions, check_k_order
 from .units import Format
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "gemm_decoded",
     "operand_in_order",
     "split_partials",
+    "split_results",
     "strided_k_order",
 ]
 
@@ -78,6 +81,11 @@ class GemmOrder:
         check_k_order(self.k_order)
         if self.combine not in ("ascending", "random"):
             raise ValueError(f"combine: {self.combine!r} is not one of 'ascending', 'random'")
+
+    @property
+    def splits(self) -> int:
+        """``split_k`` under the schedule's name (:attr:`emu.schedule.Schedule.splits`)."""
+        return self.split_k
 
     def sequence(self, K: int) -> np.ndarray:
         """The gemmK indices in accumulation order, −1 marking padding zeros."""
@@ -182,11 +190,14 @@ def chain_params(params, schedule: Schedule):
     return params._replace(group_size=k)
 
 
-def chain_operands(A_seq: np.ndarray, B_seq: np.ndarray, r: slice, schedule: Schedule):
-    """The operands one split's chain takes: ``A_seq[:, r]`` and ``B_seq[r]``, contiguous, laid
-    out by :func:`emu.schedule.chain_positions` (with a residue tile, the split's k residue first,
-    zero-filled: +0 products)."""
-    pos = chain_positions(r.start, r.stop, r.step or 1, schedule.residue_tile)
+def chain_operands(A_seq: np.ndarray, B_seq: np.ndarray, r: slice | Chain, schedule: Schedule):
+    """The operands one chain takes: ``A_seq[:, r]`` and ``B_seq[r]``, contiguous, laid out by
+    :func:`emu.schedule.chain_positions` (with a residue tile, the split's k residue first,
+    zero-filled: +0 products); ``r`` a slice of the sequence or a :class:`emu.schedule.Chain`."""
+    if isinstance(r, Chain):
+        pos, r = r.positions(), slice(r.start, r.stop, r.step)
+    else:
+        pos = chain_positions(r.start, r.stop, r.step or 1, schedule.residue_tile)
     fill = pos < 0
     if not fill.any():
         return np.ascontiguousarray(A_seq[:, r]), np.ascontiguousarray(B_seq[r])
@@ -197,25 +208,35 @@ def chain_operands(A_seq: np.ndarray, B_seq: np.ndarray, r: slice, schedule: Sch
     return np.ascontiguousarray(a), np.ascontiguousarray(b)
 
 
+def split_results(chains, results) -> list[np.ndarray]:
+    """The splits' partial sums from the results of their chains (:meth:`emu.schedule.Schedule.chains`,
+    in that order; ``results`` any iterable of float32 arrays, one per chain): a split of several
+    chains (promotion intervals) adds them into fp32 in order (RNE), the first chain's result
+    being the accumulator's value."""
+    partials: list[np.ndarray] = []
+    with np.errstate(invalid="ignore", over="ignore"):
+        for ch, part in zip(chains, results):
+            if ch.split == len(partials):
+                partials.append(part)
+            else:
+                partials[ch.split] = partials[ch.split] + part
+    return partials
+
+
 def _partials(params, A_seq, B_seq, schedule: Schedule, C0=None):
     """The chain results of each split (split 0 from ``C0`` when given, the others from +0); with
     a promotion interval, each split's intervals from +0 (the first of split 0 from ``C0``),
     added into fp32 in order (RNE)."""
     zero = np.zeros((1, 1), np.float32)
     chain = chain_params(params, schedule)
-    ranges = schedule.split_ranges(A_seq.shape[1])
-    if len(ranges) == 1 and not schedule.residue_tile and not schedule.promotion_interval:
+    chains = schedule.chains(A_seq.shape[1])
+    if len(chains) == 1 and not schedule.residue_tile and not schedule.promotion_interval:
         return run_kernel(chain, A_seq, B_seq, zero if C0 is None else C0)[None]
-    out = []
-    for i, s in enumerate(ranges):
-        acc = None
-        for j, r in enumerate(schedule.promotion_ranges(s)):
-            start = C0 if (i == 0 and j == 0 and C0 is not None) else zero
-            part = run_kernel(chain, *chain_operands(A_seq, B_seq, r, schedule), start)
-            with np.errstate(invalid="ignore", over="ignore"):
-                acc = part if acc is None else acc + part
-        out.append(acc)
-    return np.stack(out)
+    results = (
+        run_kernel(chain, *chain_operands(A_seq, B_seq, ch, schedule), C0 if ch.from_c and C0 is not None else zero)
+        for ch in chains
+    )
+    return np.stack(split_results(chains, results))
 
 
 def reduce_partials(partials, schedule: Schedule, ws: np.ndarray | None = None) -> np.ndarray:

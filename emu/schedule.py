@@ -55,11 +55,13 @@ cublas, "cublasLtMatmul"); the split counts and tile widths themselves are found
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 __all__ = [
     "Schedule",
+    "Chain",
     "chain_positions",
     "check_k_order",
     "C_ENTRIES",
@@ -90,6 +92,31 @@ def chain_positions(start: int, stop: int, step: int = 1, residue_tile: int = 0)
     if not rem:
         return seq
     return np.concatenate([seq[:rem], np.full(residue_tile - rem, -1, seq.dtype), seq[rem:]])
+
+
+class Chain(NamedTuple):
+    """One chain of the unit that a schedule runs (:meth:`Schedule.chains`): the accumulation
+    sequence's ``range(start, stop, step)``, its residue first when ``residue_tile`` is set (0
+    when the range's length is a multiple of the tile, where the fill would change nothing), from C
+    when ``from_c`` (split 0's first chain with ``c_entry="chain"``), else from +0; its result adds
+    into the partial of split ``split``."""
+
+    split: int
+    start: int
+    stop: int
+    step: int = 1
+    residue_tile: int = 0
+    from_c: bool = False
+
+    def positions(self) -> np.ndarray:
+        """The sequence positions the chain reads, in order, −1 for a +0 product (:func:`chain_positions`)."""
+        return chain_positions(self.start, self.stop, self.step, self.residue_tile)
+
+    @property
+    def length(self) -> int:
+        """How many products the chain takes, zero fill included."""
+        n = len(range(self.start, self.stop, self.step))
+        return n + ((self.residue_tile - n % self.residue_tile) if self.residue_tile else 0)
 
 
 def check_k_order(k_order) -> None:
@@ -223,6 +250,21 @@ class Schedule:
             return [r]
         width = self.promotion_interval * self.k_tile
         return [slice(k, min(k + width, r.stop)) for k in range(r.start, r.stop, width)] or [r]
+
+    def chains(self, length: int) -> list[Chain]:
+        """Every chain of the unit the schedule runs over an accumulation sequence of ``length``
+        entries, split by split and, inside a split, promotion interval by interval: what
+        :func:`emu.gemm` runs, and what a caller running the chains itself (in batches, shared
+        between schedules) needs to run; :func:`emu.gemm.split_results` adds the chains' results
+        into the splits' partials."""
+        out = []
+        for i, s in enumerate(self.split_ranges(length)):
+            for j, r in enumerate(self.promotion_ranges(s)):
+                step = r.step or 1
+                n = len(range(r.start, r.stop, step))
+                tile = self.residue_tile if self.residue_tile and n % self.residue_tile else 0
+                out.append(Chain(i, r.start, r.stop, step, tile, self.c_entry == "chain" and i == 0 and j == 0))
+        return out
 
     def describe(self) -> str:
         """The schedule in words, for reports."""

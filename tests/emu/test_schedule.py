@@ -268,3 +268,45 @@ def test_scales_apply_in_the_schedules_order():
         emu.Schedule(scale_order="ab")
     with pytest.raises(ValueError, match="scale_a: shape"):
         emu.gemm(a, b, None, unit, emu.Schedule(), scale_a=np.ones((2, 1), np.float32))
+
+
+def test_chains_are_the_splits_and_intervals_a_gemm_runs():
+    """Hand-derived: K = 10 in k tiles of 2 is 5 tiles; 2 ceil splits take 3 tiles then 2 (k 0-6,
+    6-10), split 0 from C; a promotion interval of 2 tiles cuts one split into k 0-4, 4-8, 8-10,
+    the first from C; even halves of 5 with a residue tile of 4 put each half's one residue k
+    first, zero-filled to 4 (a length that is a multiple of the tile keeps no fill); strided
+    splits take every third k."""
+    from emu.schedule import Chain
+
+    assert Schedule(k_tile=2, splits=2, split_rule="ceil").chains(10) == [
+        Chain(0, 0, 6, 1, 0, True),
+        Chain(1, 6, 10, 1, 0, False),
+    ]
+    assert Schedule(k_tile=2, splits=2, split_rule="ceil", c_entry="epilogue").chains(10)[0].from_c is False
+    assert Schedule(k_tile=2, promotion_interval=2).chains(10) == [
+        Chain(0, 0, 4, 1, 0, True),
+        Chain(0, 4, 8, 1, 0, False),
+        Chain(0, 8, 10, 1, 0, False),
+    ]
+    halves = Schedule(splits=2, residue_tile=4).chains(10)
+    assert [(c.start, c.stop, c.residue_tile) for c in halves] == [(0, 5, 4), (5, 10, 4)]
+    assert halves[1].positions().tolist() == [5, -1, -1, -1, 6, 7, 8, 9] and halves[1].length == 8
+    assert Schedule(splits=2, residue_tile=5).chains(10)[0].residue_tile == 0
+    strided = Schedule(splits=3, split_rule="strided").chains(7)
+    assert [c.positions().tolist() for c in strided] == [[0, 3, 6], [1, 4], [2, 5]]
+
+
+def test_split_results_add_a_splits_intervals_in_order():
+    """A split of three chains is ((r0 + r1) + r2) in fp32: 1 + 2^-24 rounds back to 1 (a tie
+    to even), then + 2^-24 again: 1; added the other way round, 2^-24 + 2^-24 = 2^-23 survives."""
+    from emu.gemm import split_results
+
+    chains = Schedule(k_tile=1, promotion_interval=1, splits=1).chains(3)
+    tiny = np.float32(2.0**-24)
+    parts = [np.array([1.0], np.float32), np.array([tiny]), np.array([tiny])]
+    (got,) = split_results(chains, parts)
+    assert got.tolist() == [1.0]
+    (got,) = split_results(chains, parts[::-1])
+    assert got.tolist() == [float(np.float32(1.0 + 2.0**-23))]
+    two = Schedule(splits=2).chains(4)
+    assert [p.tolist() for p in split_results(two, parts[:2])] == [[1.0], [float(tiny)]]

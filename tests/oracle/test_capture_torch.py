@@ -5,8 +5,7 @@ logical (NCHW) order for channels_last convolutions, and ``repeat_differs`` 0.""
 import numpy as np
 import pytest
 
-from validation import capture_torch as kit
-from validation.captures import load_capture
+from validation.captures import kit, load_capture
 
 pytestmark = pytest.mark.oracle
 

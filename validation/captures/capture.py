@@ -1,6 +1,7 @@
 """Reading a library capture (the ``.npz`` the capture kit writes) and turning it into GEMMs.
 
-The format is fixed by :mod:`validation.capture_torch`: ``op``, the operands under torch's
+The format is defined by :mod:`validation.captures.format` (which the kit,
+:mod:`validation.captures.kit`, writes by): ``op``, the operands under torch's
 names, ``stride``/``padding``/``dilation``/``groups`` for convolutions, ``out`` in torch's
 logical order, and optional ``memory_format``, ``gpu``, ``kernels``, ``torch``, ``alpha``,
 ``beta``. :func:`load_capture` checks every field before any work and raises
@@ -20,23 +21,12 @@ import numpy as np
 
 from emu.implicit_gemm import ConvShape
 
-from ..capture_torch import complete
 from ..configs.limits import memory_limit
 from ..files import ZIP_ERRORS, ZIP_MAGIC, load_npz_file, open_user_file
+from .format import FP8_DTYPES, FP8_SHORT_NAMES, NEEDS, OPS, complete
 
 __all__ = ["Capture", "CaptureError", "GemmJob", "OPS", "load_capture", "is_capture", "MAX_CAPTURE_BYTES"]
 
-OPS = ("mm", "addmm", "bmm", "linear", "conv2d", "conv2d_bwd_data", "conv2d_bwd_weight", "scaled_mm")
-_NEEDS = {
-    "scaled_mm": ("A", "B", "scale_a", "scale_b"),
-    "mm": ("A", "B"),
-    "addmm": ("A", "B", "C"),
-    "bmm": ("A", "B"),
-    "linear": ("input", "weight"),
-    "conv2d": ("input", "weight"),
-    "conv2d_bwd_data": ("grad_output", "weight", "input_shape"),
-    "conv2d_bwd_weight": ("grad_output", "input", "weight_shape"),
-}
 PASS_OF = {"conv2d": "fwd", "conv2d_bwd_data": "bwd_data", "conv2d_bwd_weight": "bwd_weight"}
 #: the largest capture file read, and the largest array it may declare (bytes)
 MAX_CAPTURE_BYTES = 4 << 30
@@ -136,7 +126,6 @@ def _ints(members, name, count, low):
 
 #: the operand formats the capture search runs (``Capture.input``)
 INPUTS = ("fp16", "bf16", "tf32")
-_FP8 = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
 #: the bit-pattern dtype the search keeps each format's operands in (what ``emu.gemm`` takes)
 _PATTERN = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32}
 
@@ -146,21 +135,13 @@ def _as_dtype(v: np.ndarray, name: str) -> np.ndarray:
     bfloat16 arrays as void ``|V2`` members; float8 ones as ``<f1``, which numpy cannot read
     back, so the kit stores them as uint8 bit patterns, or ``|V1``; the kit's ``scaled_mm``
     captures hold bfloat16 outputs and biases as uint16 patterns, written without ml_dtypes)."""
-    if (name in _FP8 and v.dtype == np.uint8) or (name == "bfloat16" and v.dtype == np.uint16):
+    if (name in FP8_DTYPES and v.dtype == np.uint8) or (name == "bfloat16" and v.dtype == np.uint16):
         return v.view(getattr(ml_dtypes, name))
-    if v.dtype.kind == "V" and v.dtype.fields is None and name in ("bfloat16",) + _FP8:
+    if v.dtype.kind == "V" and v.dtype.fields is None and name in ("bfloat16",) + FP8_DTYPES:
         want = np.dtype(getattr(ml_dtypes, name))
         if v.dtype.itemsize == want.itemsize:
             return v.view(want)
     return v
-
-
-_FP8_NAME = {
-    "float8_e4m3fn": "e4m3",
-    "float8_e5m2": "e5m2",
-    "float8_e4m3fnuz": "e4m3fnuz",
-    "float8_e5m2fnuz": "e5m2fnuz",
-}
 
 
 def _fp8_operand(m: dict, name: str) -> np.ndarray:
@@ -168,8 +149,8 @@ def _fp8_operand(m: dict, name: str) -> np.ndarray:
     ``dtype``, says which: np.savez writes them as raw bytes); CaptureError otherwise."""
     declared = _text(m, f"{name}_dtype", "") or _text(m, "dtype", "")
     v = _as_dtype(m[name], declared)
-    if v.dtype.name not in _FP8:
-        _fail(name, f"scaled_mm takes fp8 operands ({', '.join(_FP8)}), got {declared or v.dtype}")
+    if v.dtype.name not in FP8_DTYPES:
+        _fail(name, f"scaled_mm takes fp8 operands ({', '.join(FP8_DTYPES)}), got {declared or v.dtype}")
     return v
 
 
@@ -203,7 +184,7 @@ def _scaled_mm(m: dict, cap_path: str, out: np.ndarray, kernels) -> Capture:
     extra["use_fast_accum"] = bool(flag.reshape(-1)[0])
     if out.shape != (M, N):
         _fail("out", f"expected shape {(M, N)} for these operands, got {out.shape}")
-    a_fmt, b_fmt = _FP8_NAME[A.dtype.name], _FP8_NAME[B.dtype.name]
+    a_fmt, b_fmt = FP8_SHORT_NAMES[A.dtype.name], FP8_SHORT_NAMES[B.dtype.name]
     fmt = a_fmt if a_fmt == b_fmt else f"{a_fmt}x{b_fmt}"
     ops = {"A": A.view(np.uint8), "B": B.view(np.uint8)}
     return Capture(cap_path, "scaled_mm", ops, out, input=fmt, kernels=kernels, extra=extra)
@@ -216,7 +197,7 @@ def _input_format(m: dict, op: str, kernels) -> str:
     first = next(n for n in ("A", "input", "grad_output") if n in m)
     declared = _text(m, "dtype", "")
     dt = _as_dtype(m[first], declared).dtype
-    if declared in _FP8 or dt.name in _FP8:
+    if declared in FP8_DTYPES or dt.name in FP8_DTYPES:
         _fail(
             first,
             f"{declared or dt.name} operands in {op}: fp8 GEMMs are captured as scaled_mm (torch._scaled_mm); "
@@ -272,7 +253,7 @@ def load_capture(path) -> Capture:
     op = _text(m, "op")
     if op not in OPS:
         _fail("op", f"{op!r} is not one of {', '.join(OPS)}")
-    for name in _NEEDS[op] + ("out",):
+    for name in NEEDS[op] + ("out",):
         if name not in m:
             _fail(name, f"{op} needs it (the capture has {', '.join(sorted(m))})")
     kernels: tuple[str, ...] = ()

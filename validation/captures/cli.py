@@ -1,4 +1,5 @@
-"""``fp16emu identify CAPTURE.npz``: parse, search, print (the library-capture branch of identify).
+"""``fp16emu identify CAPTURE.npz``: print what :func:`validation.captures.report.read_capture`
+decides (the library-capture branch of identify).
 
 Exit codes: 0 when a schedule reproduces every output bit (or every output is some atomic add
 order's outcome), 1 when none does, 2 for a capture that cannot be used (one line naming the
@@ -9,9 +10,8 @@ from __future__ import annotations
 import json
 import sys
 
-from .capture import CaptureError, load_capture
-from .report import to_json, to_text
-from .search import search
+from .capture import CaptureError
+from .report import read_capture
 
 __all__ = ["identify_capture"]
 
@@ -20,13 +20,11 @@ def _progress_printer(stream):
     """A one-line progress display on a terminal; silent otherwise (the report says the time)."""
     if not getattr(stream, "isatty", lambda: False)():
         return None
-    last = {"stage": None}
 
     def show(stage, done, total):
         end = "\n" if done == total else ""
         stream.write(f"\r  {stage}: {done}/{total} candidates" + end)
         stream.flush()
-        last["stage"] = stage
 
     return show
 
@@ -42,19 +40,15 @@ def identify_capture(
         print(f"fp16emu identify: --format: {fmt!r} is not one of text, json", file=err)
         return 2
     try:
-        cap = load_capture(path)
-        result = search(cap, hw=hw, progress=_progress_printer(err))
+        reading = read_capture(path, hw=hw, progress=_progress_printer(err))
     except CaptureError as exc:
         print(f"fp16emu identify: {exc}", file=err)
         return 2
-    if fmt == "json":
-        print(json.dumps(to_json(cap, result), indent=1), file=out)
-    else:
-        print(to_text(cap, result), file=out)
+    print(json.dumps(reading.json(), indent=1) if fmt == "json" else reading.text(), file=out)
     if plot:
         from .plots import plot_capture
 
-        plot_capture(cap, result, plot)
+        plot_capture(reading.capture, reading.result, plot)
         if fmt == "text":
             print(f"plot: {plot}", file=out)
-    return 1 if result.answer == "differs" else 0
+    return reading.exit_code

@@ -8,8 +8,8 @@ import textwrap
 import numpy as np
 
 from .capture import Capture
+from .gemms import SearchResult
 from .report import suspects, ulps_between
-from .search import SearchResult
 
 __all__ = ["plot_capture"]
 

@@ -1,15 +1,22 @@
 """What a capture search says: the answer, the schedule found, and, when the output differs, the
-nearest schedule and the suspect elements with named coordinates and clusters."""
+nearest schedule and the suspect elements with named coordinates and clusters.
+
+:func:`read_capture` is ``fp16emu identify CAPTURE.npz`` as a function: it loads and searches a
+capture and returns a :class:`CaptureReading` (the answer, the exit code the command gives, the
+text and JSON reports), so the Python API says what the command prints."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import ndimage
 
-from .capture import Capture
-from .search import SearchResult
+from .capture import Capture, load_capture
+from .gemms import SearchResult
+from .search import search
 
-__all__ = ["AXES", "suspects", "to_json", "to_text", "ulps_between"]
+__all__ = ["AXES", "CaptureReading", "read_capture", "suspects", "to_json", "to_text", "ulps_between"]
 
 #: axis names of each op's output, in torch's logical order
 AXES = {
@@ -165,3 +172,35 @@ def to_text(cap: Capture, r: SearchResult) -> str:
             "  Clustered or larger than 1 ulp: a BUG SUSPECT in the kernel (or inputs that are not the GPU's)."
         )
     return "\n".join(lines)
+
+
+@dataclass
+class CaptureReading:
+    """A capture and what the search found for it: :attr:`answer` (``identical``,
+    ``inside-ensemble`` or ``differs``), :attr:`exit_code` (``fp16emu identify``'s: 1 when no
+    schedule reproduces, else 0), and the reports :meth:`text` and :meth:`json`."""
+
+    capture: Capture
+    result: SearchResult
+
+    @property
+    def answer(self) -> str:
+        return self.result.answer
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.result.answer == "differs" else 0
+
+    def text(self) -> str:
+        return to_text(self.capture, self.result)
+
+    def json(self) -> dict:
+        return to_json(self.capture, self.result)
+
+
+def read_capture(path, hw: str | None = None, progress=None) -> CaptureReading:
+    """Load the capture at ``path`` and search its schedule (``hw``: a unit name that overrides
+    the one the capture's ``gpu`` names; ``progress(stage, done, total)`` now and then);
+    :class:`validation.captures.CaptureError` naming the field when it cannot be used."""
+    cap = load_capture(path)
+    return CaptureReading(cap, search(cap, hw=hw, progress=progress))

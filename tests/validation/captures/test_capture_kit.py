@@ -5,12 +5,12 @@ machine. The torch path itself runs under ``make test-oracle`` (torch installed 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from validation import capture_torch as kit
-from validation.captures import CaptureError, is_capture, load_capture
+from validation.captures import CaptureError, is_capture, kit, load_capture
 from validation.captures.cli import identify_capture
 
 
@@ -134,16 +134,64 @@ def test_identify_exit_codes(tmp_path, capsys):
     assert "--hw" in capsys.readouterr().err
 
 
+#: run a copied kit as ``python kit.py ARGS`` would, with fp16emu's packages, ml_dtypes, scipy and
+#: (where asked) torch made unimportable: what the GPU machine may lack
+_PLAIN = """
+import runpy, sys
+blocked = set(sys.argv[1].split(","))
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in blocked:
+            raise ImportError(f"{name} is not on the GPU machine")
+sys.meta_path.insert(0, Block())
+sys.argv = ["kit.py"] + sys.argv[2:]
+runpy.run_path("kit.py", run_name="__main__")
+"""
+
+
+def _run_copied_kit(folder, *args, torch=False):
+    import shutil
+
+    for name in ("kit.py", "format.py"):
+        shutil.copy(Path(kit.__file__).with_name(name), folder / name)
+    blocked = "emu,models,validation,tests,ml_dtypes,scipy" + ("" if torch else ",torch")
+    return subprocess.run(
+        [sys.executable, "-I", "-c", _PLAIN, blocked, *args], capture_output=True, text=True, cwd=folder
+    )
+
+
 def test_the_kit_runs_as_a_plain_file_without_fp16emu(tmp_path):
-    """On the GPU machine the kit may be copied alone: it imports numpy (and torch) only."""
-    src = kit.__file__
+    """On the GPU machine the kit may be copied alone with format.py (docs/library.md): it imports
+    numpy (and torch) only. Its help, its plan checks (exit 2 naming the field) and its refusal
+    without PyTorch (exit 2) all run from the copied files."""
+    res = _run_copied_kit(tmp_path, "--help")
+    assert res.returncode == 0, res.stderr
+    assert "scaled_mm" in res.stdout
+    (tmp_path / "plan.json").write_text(json.dumps([{"op": "scaled_mm", "shapes": {"A": [4, 40], "B": [40, 16]}}]))
+    res = _run_copied_kit(tmp_path, "--plan", "plan.json")
+    assert res.returncode == 2
+    assert res.stderr.startswith("capture_torch: --plan: entry 0 (unnamed): shapes: torch._scaled_mm needs K and N"), (
+        res.stderr
+    )
+    res = _run_copied_kit(tmp_path, "scaled_mm", "--A", "4", "32", "--B", "32", "16", "--out", "f.npz")
+    assert res.returncode == 2
+    assert res.stderr.startswith("capture_torch: PyTorch is not installed here"), res.stderr
+
+
+def test_the_old_kit_name_still_works(tmp_path):
+    """``python -m validation.capture_torch`` and ``from validation.capture_torch import capture``:
+    the kit under its old name."""
+    from validation import capture_torch
+
+    assert capture_torch.capture is kit.capture and capture_torch.main is kit.main
+    assert set(capture_torch.__all__) == set(kit.__all__)
     res = subprocess.run(
-        [sys.executable, "-I", "-c", f"import runpy; runpy.run_path({src!r}, run_name='kit')"],
+        [sys.executable, "-m", "validation.capture_torch", "mm", "--A", "2", "3", "--out", str(tmp_path / "x.npz")],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=Path(kit.__file__).parents[2],
     )
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 2 and res.stderr.startswith("capture_torch: shapes.B: mm needs the shape of B"), res.stderr
 
 
 def test_bf16_and_tf32_captures_load_as_their_formats_bit_patterns(tmp_path):

@@ -13,7 +13,7 @@ import models
 from emu.schedule import Schedule
 from tests import silicon
 from validation.captures import search
-from validation.captures.search import Candidate, Variant, run_candidate
+from validation.captures.gemms import Candidate, Variant, run_candidate
 
 pytestmark = pytest.mark.skipif(not silicon.available(), reason="../shared/silicon is absent")
 

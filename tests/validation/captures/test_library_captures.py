@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from validation.captures import load_capture, search
+from validation.captures import load_capture, read_capture, search
 from validation.captures.cli import identify_capture
 from validation.captures.report import to_json
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "captures"
+DATA = Path(__file__).resolve().parents[2] / "data" / "captures"
 
 #: case → what the schedule found must have (the rest of its fields may vary among equivalents)
 CASES = {
@@ -77,6 +77,16 @@ def test_identify_answers_in_json_and_exits_by_the_answer(tmp_path, capsys):
     assert identify_capture(changed) == 1
     text = capsys.readouterr().out
     assert "DIFFERS" in text and "m=7, n=40" in text
+    # and so does the Python API: the same reading, exit code and reports as the command
+    reading = read_capture(changed)
+    assert (reading.answer, reading.exit_code) == ("differs", 1)
+
+    def untimed(report):  # every line but the one with the search's time
+        return [line for line in report.splitlines() if not line.startswith("  searched ")]
+
+    assert untimed(text) == untimed(reading.text())
+    got = reading.json()
+    assert {k: v for k, v in got.items() if k != "seconds"} == {k: v for k, v in report.items() if k != "seconds"}
 
 
 def test_hw_overrides_the_gpu_name_and_is_checked(capsys):
@@ -134,7 +144,7 @@ def _same_bits(a, b) -> int:
 @pytest.mark.parametrize("case", sorted(FORMAT_CASES))
 def test_bf16_and_tf32_gemms_are_their_schedule_bit_for_bit(case):
     from emu.schedule import Schedule
-    from validation.captures.search import Candidate, Variant, run_candidate
+    from validation.captures.gemms import Candidate, Variant, run_candidate
 
     cap = load_capture(DATA / "h200_dev" / f"{case}.npz")
     unit, fields = FORMAT_CASES[case]

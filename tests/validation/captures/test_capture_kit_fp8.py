@@ -17,12 +17,11 @@ import pytest
 
 import emu
 import models
-from validation import capture_torch as kit
-from validation.captures import load_capture
+from validation.captures import kit, load_capture
 from validation.cli import main as fp16emu
 
 FP8 = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
-PLAN = Path(__file__).parents[2] / "benchmarks" / "captures" / "plan_fp8.json"
+PLAN = Path(__file__).parents[3] / "benchmarks" / "captures" / "plan_fp8.json"
 
 
 def _finite_values(name):

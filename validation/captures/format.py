@@ -1,0 +1,405 @@
+"""The capture format: the one definition of what a library capture holds, shared by the capture
+kit (:mod:`validation.captures.kit`, on the GPU machine) and the reader
+(:mod:`validation.captures.capture`, on any machine).
+
+It needs numpy only (ml_dtypes for generated bfloat16 operands of non-fp8 ops), so it runs, with
+the kit, as a plain file beside it where fp16emu is not installed: the ops a capture may hold
+(:data:`OPS`) and the operands each takes (:data:`OPERANDS`, :data:`NEEDS`), the dtypes and their
+short names, a plan entry's checks and defaults (:func:`check_plan_entry`), the operands a plan
+entry draws (:func:`generate_operands`, with :func:`round_to_patterns` for fp8), and the
+drawing again of operands a capture omitted (:func:`complete`, against :func:`operand_digest`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "CONV_OPS",
+    "DTYPES",
+    "DTYPE_ALIASES",
+    "FP8_DTYPES",
+    "FP8_SHORT_NAMES",
+    "NEEDS",
+    "OPERANDS",
+    "OPS",
+    "ROUNDED_FORMATS",
+    "SCALED_OUT_DTYPES",
+    "check_plan_entry",
+    "complete",
+    "dtype_name",
+    "generate_operands",
+    "operand_digest",
+    "round_to_patterns",
+    "save",
+    "scaled_capture_fields",
+]
+
+#: the ops a capture may hold
+OPS = ("mm", "addmm", "bmm", "linear", "conv2d", "conv2d_bwd_data", "conv2d_bwd_weight", "scaled_mm")
+
+#: per op: the operand arrays it needs (required, optional)
+OPERANDS = {
+    "mm": (("A", "B"), ()),
+    "addmm": (("A", "B", "C"), ()),
+    "bmm": (("A", "B"), ()),
+    "linear": (("input", "weight"), ("bias",)),
+    "conv2d": (("input", "weight"), ("bias",)),
+    "conv2d_bwd_data": (("grad_output", "weight"), ()),
+    "conv2d_bwd_weight": (("grad_output", "input"), ()),
+    "scaled_mm": (("A", "B"), ("bias",)),
+}
+
+#: dtype names the kit accepts, as torch attribute names
+DTYPES = ("float16", "bfloat16", "float32", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+#: the fp8 dtypes of ``scaled_mm`` operands: OCP's (NVIDIA sm_89+, MI350) and MI300's fnuz pair
+FP8_DTYPES = DTYPES[3:]
+#: short names the command line and plans also take
+DTYPE_ALIASES = {
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "fp32": "float32",
+    "e4m3": "float8_e4m3fn",
+    "e5m2": "float8_e5m2",
+    "e4m3fnuz": "float8_e4m3fnuz",
+    "e5m2fnuz": "float8_e5m2fnuz",
+}
+#: ``scaled_mm`` output dtypes fp16emu models (fp8 outputs, with ``scale_result``, are not)
+SCALED_OUT_DTYPES = ("bfloat16", "float16", "float32")
+
+#: per format: (exponent bits, fraction bits, exponent bias, largest finite value, has −0)
+ROUNDED_FORMATS = {
+    "float8_e4m3fn": (4, 3, 7, 448.0, True),
+    "float8_e5m2": (5, 2, 15, 57344.0, True),
+    "float8_e4m3fnuz": (4, 3, 8, 240.0, False),
+    "float8_e5m2fnuz": (5, 2, 16, 57344.0, False),
+    "bfloat16": (8, 7, 127, float.fromhex("0x1.fep127"), True),
+}
+
+CONV_OPS = ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight")
+
+
+#: per op: every field a capture of it must hold (the operands and the shapes or scales beside them)
+NEEDS = {
+    op: OPERANDS[op][0]
+    + {
+        "scaled_mm": ("scale_a", "scale_b"),
+        "conv2d_bwd_data": ("input_shape",),
+        "conv2d_bwd_weight": ("weight_shape",),
+    }.get(op, ())
+    for op in OPS
+}
+#: the fp8 dtypes' short names, as fp16emu's formats are named (``float8_e4m3fn`` → ``e4m3``)
+FP8_SHORT_NAMES = {v: k for k, v in DTYPE_ALIASES.items() if v in FP8_DTYPES}
+
+
+def _fail(message: str):
+    raise ValueError(message)
+
+
+def _pair(name, value):
+    value = [value, value] if isinstance(value, int) else list(value)
+    if len(value) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        _fail(f"{name}: expected two whole numbers, got {value!r}")
+    return value
+
+
+def check_plan_entry(spec: dict) -> dict:
+    """A plan entry (a dict with the kit's flags' names as keys) checked, with every default
+    filled in (for ``scaled_mm``: torch._scaled_mm's contract, see
+    :func:`validation.captures.kit.check_device` for what depends on the GPU); ValueError naming
+    the field otherwise."""
+    spec = dict(spec)
+    op = spec.get("op")
+    if op not in OPS:
+        _fail(f"op: {op!r} is not one of {', '.join(OPS)}")
+    dtype = spec["dtype"] = dtype_name("dtype", spec.get("dtype", "float8_e4m3fn" if op == "scaled_mm" else "float16"))
+    rng = spec.setdefault("range", [-1.0, 1.0])
+    if not isinstance(rng, (list, tuple)) or len(rng) != 2 or not _finite(rng) or not rng[0] < rng[1]:
+        _fail(f"range: expected [lo, hi] with lo < hi, got {rng!r}")
+    seed = spec.setdefault("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        _fail(f"seed: expected a whole number ≥ 0, got {seed!r}")
+    if op == "scaled_mm":
+        return _check_scaled(spec)
+    if dtype in FP8_DTYPES:
+        _fail(
+            f"dtype: {dtype} operands are captured as scaled_mm (torch._scaled_mm); {op} takes {', '.join(DTYPES[:3])}"
+        )
+    required, optional = OPERANDS[op]
+    shapes = spec.get("shapes", {})
+    for name in required:
+        if name not in shapes:
+            _fail(f"shapes.{name}: {op} needs the shape of {name} (has {sorted(shapes)})")
+    for name in shapes:
+        if name not in required + optional:
+            _fail(f"shapes.{name}: {op} takes {', '.join(required + optional)}")
+    if op in CONV_OPS:
+        for key, default in (("stride", 1), ("padding", 0), ("dilation", 1)):
+            spec[key] = _pair(key, spec.get(key, default))
+        spec.setdefault("groups", 1)
+        if op == "conv2d_bwd_data" and "input_shape" not in spec:
+            _fail("input_shape: conv2d_bwd_data needs the shape of the input whose gradient it computes")
+        if op == "conv2d_bwd_weight" and "weight_shape" not in spec:
+            _fail("weight_shape: conv2d_bwd_weight needs the shape of the weight whose gradient it computes")
+    mf = spec.setdefault("memory_format", "contiguous")
+    if mf not in ("contiguous", "channels_last"):
+        _fail(f"memory_format: {mf!r} is not one of contiguous, channels_last")
+    return spec
+
+
+def generate_operands(spec: dict) -> dict[str, np.ndarray]:
+    """The operands a plan entry describes, drawn on the CPU: for each operand in the order
+    :data:`OPERANDS` lists it, uniform in ``range`` from one ``numpy.random.default_rng(seed)``
+    stream, then rounded to ``dtype`` (RNE). The same spec gives the same arrays on any machine.
+
+    ``scaled_mm``: A (M, K) then B (K, N), each rounded to nearest, ties to even, into its fp8
+    format by :func:`round_to_patterns` and returned as uint8 bit patterns (``range`` must lie
+    inside both formats' finite range, so nothing saturates or overflows); then a bias (N,) in
+    the output dtype (bfloat16 as uint16 patterns, RNE; float16 by numpy's RNE cast); then the
+    float32 scales: per tensor ``scale_a``/``scale_b`` as shape () arrays, or with ``rowwise``
+    scale_a (M, 1) and scale_b (1, N) drawn uniform in ``scale_range`` from the same stream."""
+    spec = check_plan_entry(spec)
+    if spec["op"] == "scaled_mm":
+        return _scaled_operands(spec)
+    required, optional = OPERANDS[spec["op"]]
+    rng = np.random.default_rng(spec["seed"])
+    lo, hi = spec["range"]
+    out = {}
+    for name in required + optional:
+        if name not in spec["shapes"]:
+            continue
+        values = rng.uniform(lo, hi, size=tuple(spec["shapes"][name]))
+        out[name] = values.astype(_numpy_dtype(spec["dtype"]))
+    return out
+
+
+def dtype_name(field: str, name) -> str:
+    """A dtype given by torch's name or a short one (``e4m3``, ``bf16``) as torch's name."""
+    name = DTYPE_ALIASES.get(name, name)
+    if name not in DTYPES:
+        _fail(f"{field}: {name!r} is not one of {', '.join(DTYPES)} (or {', '.join(DTYPE_ALIASES)})")
+    return name
+
+
+def _finite(values) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in values)
+
+
+def _check_scaled(spec: dict) -> dict:
+    """A ``scaled_mm`` plan entry checked against ``torch._scaled_mm``'s contract as far as it
+    holds on every GPU (ATen ``_scaled_mm_out_cuda``, ``ScaledBlas.cpp``): fp8 A (M, K) and
+    B (K, N) with K and N multiples of 16, both OCP or both fnuz; fp32 scales per tensor, or
+    row-wise (scale_a (M, 1), scale_b (1, N)) with a bfloat16 output (older PyTorch's CUTLASS
+    path and hipBLASLt take no other); an output of bfloat16, float16 or float32; a bias (N,)
+    only with a 16-bit output, in that dtype. What depends on the GPU is :func:`check_device`'s."""
+    b_dtype = spec["b_dtype"] = dtype_name("b_dtype", spec.get("b_dtype", spec["dtype"]))
+    for field, name in (("dtype", spec["dtype"]), ("b_dtype", b_dtype)):
+        if name not in FP8_DTYPES:
+            _fail(f"{field}: scaled_mm multiplies fp8 operands ({', '.join(FP8_DTYPES)}), got {name}")
+    if spec["dtype"].endswith("fnuz") != b_dtype.endswith("fnuz"):
+        _fail(f"b_dtype: {b_dtype} with A {spec['dtype']}: OCP fp8 pairs with OCP, fnuz (MI300) with fnuz")
+    shapes = spec.get("shapes", {})
+    for name in shapes:
+        if name not in ("A", "B", "bias"):
+            _fail(f"shapes.{name}: scaled_mm takes A, B and bias")
+    for name in ("A", "B"):
+        shape = shapes.get(name)
+        if not isinstance(shape, (list, tuple)) or len(shape) != 2 or not all(_whole(d, 1) for d in shape):
+            _fail(f"shapes.{name}: scaled_mm needs {name} as two sizes ≥ 1, got {shape!r}")
+    (M, K), (K2, N) = shapes["A"], shapes["B"]
+    if K2 != K:
+        _fail(f"shapes.B: A is {M}×{K}, so B must be {K}×N, got {K2}×{N}")
+    if K % 16 or N % 16:
+        _fail(f"shapes: torch._scaled_mm needs K and N multiples of 16, got K = {K}, N = {N}")
+    out_dtype = spec["out_dtype"] = dtype_name("out_dtype", spec.get("out_dtype", "bfloat16"))
+    if out_dtype not in SCALED_OUT_DTYPES:
+        _fail(
+            f"out_dtype: {out_dtype} outputs are not modelled (scale_result); take one of {', '.join(SCALED_OUT_DTYPES)}"
+        )
+    bias = spec.pop("bias", False)
+    if bias not in (True, False):
+        _fail(f"bias: expected true or false, got {bias!r}")
+    if bias or "bias" in shapes:
+        if shapes.get("bias", [N]) != [N]:
+            _fail(f"shapes.bias: expected [{N}] (one value per column), got {shapes['bias']!r}")
+        if out_dtype == "float32":
+            _fail("bias: torch._scaled_mm takes no bias with a float32 output; take bfloat16 or float16")
+        shapes = {**shapes, "bias": [N]}
+    spec["shapes"] = {k: list(v) for k, v in shapes.items()}
+    rowwise = spec.setdefault("rowwise", False)
+    if rowwise not in (True, False):
+        _fail(f"rowwise: expected true or false, got {rowwise!r}")
+    if rowwise:
+        if out_dtype != "bfloat16":
+            _fail(f"rowwise: row-wise scales need out_dtype bfloat16 (older PyTorch and hipBLASLt), got {out_dtype}")
+        for name in ("scale_a", "scale_b"):
+            if name in spec:
+                _fail(f"{name}: row-wise scales are drawn from scale_range, not given")
+        lo_hi = spec.setdefault("scale_range", [0.5, 2.0])
+        if not isinstance(lo_hi, (list, tuple)) or len(lo_hi) != 2 or not _finite(lo_hi) or not 0 < lo_hi[0] < lo_hi[1]:
+            _fail(f"scale_range: expected [lo, hi] with 0 < lo < hi, got {lo_hi!r}")
+    else:
+        for name in ("scale_a", "scale_b"):
+            v = spec.setdefault(name, 1.0)
+            if not _finite([v]) or not 0 < abs(v) <= float(np.finfo(np.float32).max):
+                _fail(f"{name}: expected a finite nonzero number (an fp32 scale), got {v!r}")
+    fast = spec.setdefault("use_fast_accum", False)
+    if fast not in (True, False):
+        _fail(f"use_fast_accum: expected true or false, got {fast!r}")
+    lo, hi = spec["range"]
+    largest = min(ROUNDED_FORMATS[spec["dtype"]][3], ROUNDED_FORMATS[b_dtype][3])
+    if not -largest <= lo < hi <= largest:
+        _fail(f"range: [{lo}, {hi}] leaves the finite range ±{largest:g} of {spec['dtype']} / {b_dtype}")
+    spec.setdefault("memory_format", "contiguous")
+    return spec
+
+
+def _whole(v, low: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+
+def round_to_patterns(values, dtype: str) -> np.ndarray:
+    """``values`` (finite, float64) rounded to nearest, ties to even, into ``dtype`` (an fp8
+    dtype name or ``"bfloat16"``), as bit patterns: uint8 for fp8, uint16 for bfloat16. Values
+    beyond the format's largest finite value are a ValueError (no saturation, no overflow to
+    NaN or inf: the kit draws inside the range). A value rounding to zero keeps its sign where
+    the format has −0 (as ml_dtypes' casts do); the fnuz formats have only +0.
+
+    One rounding from float64, with numpy only (no ml_dtypes, no torch), so the same draws give
+    the same patterns on any machine: in the binade of |x| (at least the smallest normal one,
+    where the subnormals share its spacing), |x| / spacing is an exact float64 that ``np.rint``
+    rounds half to even; the pattern's exponent and fraction fields are then one integer,
+    ``(binade − emin) · 2^fraction_bits + that count``, whose carry into the next binade is the
+    exponent field's increment."""
+    exp_bits, frac_bits, bias, largest, has_negative_zero = ROUNDED_FORMATS[dtype]
+    x = np.asarray(values, np.float64)
+    if not np.isfinite(x).all() or (np.abs(x) > largest).any():
+        _fail(f"values: {dtype} holds finite values up to ±{largest:g}; got {x[~(np.abs(x) <= largest)][:3]!r}")
+    a = np.abs(x)
+    emin = 1 - bias
+    _, e2 = np.frexp(a)  # a = m · 2^e2 with m in [0.5, 1): the leading bit is 2^(e2 − 1)
+    binade = np.where(a > 0, np.maximum(e2 - 1, emin), emin)
+    count = np.rint(a / np.ldexp(1.0, binade - frac_bits)).astype(np.int64)
+    code = ((binade - emin).astype(np.int64) << frac_bits) + count
+    negative = np.signbit(x) & ((code != 0) | has_negative_zero)
+    bits = code | (negative.astype(np.int64) << (exp_bits + frac_bits))
+    return bits.astype(np.uint8 if exp_bits + frac_bits < 8 else np.uint16)
+
+
+def _scaled_operands(spec: dict) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(spec["seed"])
+    lo, hi = spec["range"]
+    (M, K), (_, N) = spec["shapes"]["A"], spec["shapes"]["B"]
+    out = {
+        "A": round_to_patterns(rng.uniform(lo, hi, size=(M, K)), spec["dtype"]),
+        "B": round_to_patterns(rng.uniform(lo, hi, size=(K, N)), spec["b_dtype"]),
+    }
+    if "bias" in spec["shapes"]:
+        values = rng.uniform(lo, hi, size=N)
+        bf16 = spec["out_dtype"] == "bfloat16"
+        out["bias"] = round_to_patterns(values, "bfloat16") if bf16 else values.astype(np.float16)
+    if spec["rowwise"]:
+        s_lo, s_hi = spec["scale_range"]
+        out["scale_a"] = rng.uniform(s_lo, s_hi, size=(M, 1)).astype(np.float32)
+        out["scale_b"] = rng.uniform(s_lo, s_hi, size=(1, N)).astype(np.float32)
+    else:
+        out["scale_a"] = np.asarray(spec["scale_a"], np.float32)
+        out["scale_b"] = np.asarray(spec["scale_b"], np.float32)
+    return out
+
+
+def _numpy_dtype(name: str):
+    if name == "float16":
+        return np.float16
+    if name == "float32":
+        return np.float32
+    import ml_dtypes  # bf16 and fp8 have no numpy dtype of their own
+
+    return getattr(ml_dtypes, name)
+
+
+def complete(fields: dict) -> dict:
+    """A capture written with ``omit_operands``, with its operands drawn again from its seed and
+    checked against the sha256 the GPU machine recorded; ValueError when one differs."""
+    fields = dict(fields)
+    if "spec" in fields:  # the whole plan entry (scaled_mm)
+        spec = json.loads(str(fields["spec"]))
+    else:
+        spec = {k: fields[k] for k in ("op", "dtype", "seed", "range", "memory_format") if k in fields}
+        spec = {k: (v.item() if isinstance(v, np.ndarray) and v.ndim == 0 else v) for k, v in spec.items()}
+        spec["range"] = [float(x) for x in np.asarray(fields["range"])]
+        spec["shapes"] = json.loads(str(fields["shapes"]))
+        for key in ("input_shape", "weight_shape"):
+            if key in fields:
+                spec[key] = [int(x) for x in np.asarray(fields[key])]
+    for name, array in generate_operands(spec).items():
+        digest = operand_digest(array)
+        want = str(fields.pop(f"{name}_sha256"))
+        if digest != want:
+            _fail(f"{name}: the operand drawn from seed {spec['seed']} is not the GPU machine's (sha256 differs)")
+        fields[name] = array
+    return fields
+
+
+def operand_digest(array: np.ndarray) -> str:
+    """The sha256 of an operand's bytes (C order), which a capture written with omitted operands keeps."""
+    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+
+
+def scaled_capture_fields(spec: dict, operands: dict[str, np.ndarray], out: np.ndarray, *, generated=True, **recorded):
+    """The fields of a ``scaled_mm`` capture (what :func:`save` writes and
+    ``validation.captures`` reads), without torch: ``A`` (M, K) and ``B`` (K, N, logical order)
+    as uint8 bit patterns with ``A_dtype``/``B_dtype`` (np.savez cannot write float8 arrays
+    numpy reads back), ``scale_a``/``scale_b`` float32 (shape () per tensor, (M, 1) and (1, N)
+    row-wise), an optional ``bias`` (N,) with ``bias_dtype``, ``out`` (M, N) with ``out_dtype``
+    (bfloat16 as uint16 patterns, float16 and float32 as values), ``use_fast_accum``,
+    ``scaling`` (``tensorwise`` or ``rowwise``) and, for generated operands, the plan entry
+    (``spec``, JSON) with ``seed``, ``range`` and ``shapes`` that draw them again; ``recorded``
+    (``gpu``, ``kernels``, ``torch``, ``cuda``, ``repeat_differs``, …) is added as given."""
+    spec = check_plan_entry(spec)
+    A, B = operands["A"], operands["B"]
+    M, N = A.shape[0], B.shape[1]
+    out = np.asarray(out)
+    want = {"bfloat16": np.uint16, "float16": np.float16, "float32": np.float32}[spec["out_dtype"]]
+    if out.shape != (M, N) or out.dtype.itemsize != np.dtype(want).itemsize:
+        _fail(f"out: expected ({M}, {N}) {spec['out_dtype']} values, got {out.shape} {out.dtype}")
+    if A.dtype != np.uint8 or B.dtype != np.uint8 or A.ndim != 2 or B.shape[0] != A.shape[1]:
+        _fail(f"A: expected uint8 patterns A (M, K) and B (K, N), got {A.dtype} {A.shape} and {B.dtype} {B.shape}")
+    fields = {
+        "op": "scaled_mm",
+        "A": A,
+        "B": B,
+        "A_dtype": spec["dtype"],
+        "B_dtype": spec["b_dtype"],
+        "dtype": spec["dtype"],
+        "scale_a": np.asarray(operands["scale_a"], np.float32),
+        "scale_b": np.asarray(operands["scale_b"], np.float32),
+        "out": out.view(want),
+        "out_dtype": spec["out_dtype"],
+        "use_fast_accum": bool(spec["use_fast_accum"]),
+        "scaling": "rowwise" if np.size(operands["scale_a"]) > 1 or np.size(operands["scale_b"]) > 1 else "tensorwise",
+    }
+    if "bias" in operands:
+        fields["bias"] = operands["bias"]
+        fields["bias_dtype"] = "bfloat16" if operands["bias"].dtype == np.uint16 else operands["bias"].dtype.name
+    if generated:
+        fields.update(spec=json.dumps(spec), seed=spec["seed"], range=spec["range"], shapes=json.dumps(spec["shapes"]))
+    if "name" in spec:
+        fields["name"] = spec["name"]
+    fields.update(recorded)
+    return fields
+
+
+def save(path, fields: dict) -> Path:
+    """Write a capture atomically (a temporary file beside ``path``, then a rename)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, **{k: np.asarray(v) for k, v in fields.items()})
+    tmp.replace(path)
+    return path

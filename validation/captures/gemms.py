@@ -1,0 +1,271 @@
+"""A capture as GEMMs, and one point of the schedule space run on them.
+
+:class:`Variant` says how a convolution becomes GEMMs (gemmK order, channel blocks, a rotated
+filter) and whether a tf32 kernel rounds its operands first; :class:`Candidate` is a unit, a
+variant and an :class:`emu.schedule.Schedule`; :func:`jobs_of` cuts a capture into its GEMMs
+(:class:`GemmJob`), whole or sampled; :func:`run_candidate` computes a capture's whole output with
+a candidate through :func:`emu.gemm`; :func:`resolve_unit` names the unit a capture is searched
+with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import emu
+import models
+from emu.dot import unit_params
+from emu.implicit_gemm import conv_pieces
+from emu.operands import multiplied_values, round_to_tf32, value_dtype
+from emu.schedule import Schedule
+from models.libraries import unit_from_gpu
+
+from .capture import PASS_OF, Capture, CaptureError, GemmJob
+
+__all__ = [
+    "TF32_ROUNDINGS",
+    "Candidate",
+    "GemmJob",
+    "SearchResult",
+    "Variant",
+    "bits",
+    "gemm_dims",
+    "image_tile",
+    "jobs_of",
+    "model_unit",
+    "n_jobs",
+    "operand_values",
+    "resolve_unit",
+    "run_candidate",
+    "search_unit_params",
+]
+
+
+#: how a kernel rounds fp32 operands to tf32 before its mma: ``"rne"`` to nearest, ties to even
+#: (CUTLASS's ``NumericConverter<tfloat32_t, float>``; measured on the H200 tf32 captures), or
+#: ``""``: the raw fp32 bits reach the unit, which drops the 13 low ones (RZ, the unit's model)
+TF32_ROUNDINGS = ("rne", "")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How a convolution becomes GEMMs (see :func:`emu.implicit_gemm.conv_pieces`); the default
+    for a plain GEMM. ``tf32_rounding``: the kernel's own rounding of fp32 operands to tf32
+    before the unit (:data:`TF32_ROUNDINGS`)."""
+
+    k_order: str | None = None
+    channel_block: int = 0
+    flip: bool = False
+    tf32_rounding: str = ""
+
+    def describe(self) -> str:
+        if self.k_order is None:
+            return "operands rounded to tf32 (RNE) before the unit" if self.tf32_rounding else ""
+        if self.channel_block:
+            axis = "c" if self.k_order in ("rsc", "crs") else "k"
+            text = f"gemmK ({axis} // {self.channel_block}, r, s, {axis} % {self.channel_block})"
+        else:
+            text = "gemmK (" + ", ".join(self.k_order) + ")"
+        return text + (", filter rotated (taps descending)" if self.flip else "")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    unit: str
+    variant: Variant
+    schedule: Schedule
+    family: str = "generic"
+
+    def describe(self) -> str:
+        parts = [f"unit {self.unit}"]
+        if self.variant.describe():
+            parts.append(self.variant.describe())
+        parts.append(self.schedule.describe())
+        return "; ".join(parts)
+
+    def fields(self) -> dict:
+        out = {"unit": self.unit, "family": self.family, **self.schedule.fields()}
+        if self.variant.k_order:
+            out.update(k_order=self.variant.k_order, channel_block=self.variant.channel_block, flip=self.variant.flip)
+        if self.variant.tf32_rounding:
+            out["tf32_rounding"] = self.variant.tf32_rounding
+        return out
+
+
+@dataclass
+class SearchResult:
+    """What the search found (see ``docs/library.md`` for the JSON fields)."""
+
+    answer: str
+    n: int
+    n_identical: int
+    best: Candidate | None
+    reproducing: list[Candidate]
+    emulated: np.ndarray | None
+    searched: int
+    seconds: float
+    stages: list[tuple[str, int, int]] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
+    unit: str = ""
+
+
+def jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None) -> list[GemmJob]:
+    """The capture's GEMMs under ``variant``; ``rows``/``columns`` (per-GEMM index arrays) and
+    ``pieces`` (which GEMMs) restrict them to a sample."""
+    o = cap.operands
+    if variant.tf32_rounding:  # the kernel rounds the fp32 operands (not C or a bias) to tf32 first
+        o = {
+            k: round_to_tf32(np.asarray(v, np.uint32)) if k in ("A", "B", "input", "weight") else v
+            for k, v in o.items()
+        }
+    if cap.op in ("mm", "addmm"):
+        M, N = cap.out.shape
+        idx = np.arange(M * N).reshape(M, N)
+        C = None
+        if cap.op == "addmm":
+            C = np.broadcast_to(c_values(cap, o["C"]), (M, N))
+        return [restrict(GemmJob(o["A"], o["B"], C, idx), rows, columns)]
+    if cap.op == "bmm":
+        b, M, N = cap.out.shape
+        sel = range(b) if pieces is None else pieces
+        return [
+            restrict(GemmJob(o["A"][i], o["B"][i], None, (i * M * N + np.arange(M * N)).reshape(M, N)), rows, columns)
+            for i in sel
+        ]
+    if cap.op == "linear":
+        x, w = o["input"], o["weight"]
+        A = x.reshape(-1, x.shape[-1])
+        N = w.shape[0]
+        idx = np.arange(A.shape[0] * N).reshape(A.shape[0], N)
+        C = None
+        if "bias" in o:
+            C = np.broadcast_to(c_values(cap, o["bias"])[None], idx.shape)
+        return [restrict(GemmJob(A, w.T, C, idx), rows, columns)]
+    pass_ = PASS_OF[cap.op]
+    first, second = {
+        "fwd": (o.get("input"), o.get("weight")),
+        "bwd_data": (o.get("grad_output"), o.get("weight")),
+        "bwd_weight": (o.get("grad_output"), o.get("input")),
+    }[pass_]
+    groups = range(cap.conv.groups) if pieces is None else pieces
+    out = []
+    for g in groups:
+        (piece,) = conv_pieces(
+            pass_,
+            cap.conv,
+            first,
+            second,
+            variant.k_order,
+            flip=variant.flip,
+            channel_block=variant.channel_block,
+            rows=rows,
+            columns=columns,
+            groups=[g],
+        )
+        C = None
+        if pass_ == "fwd" and "bias" in o:
+            bias = c_values(cap, o["bias"])
+            r = np.arange(cap.conv.Kg) if rows is None else np.asarray(rows)
+            C = np.broadcast_to(bias[g * cap.conv.Kg + r][:, None], piece.out_index.shape)
+        out.append(GemmJob(piece.A, piece.B, C, piece.out_index))
+    return out
+
+
+def c_values(cap: Capture, bits: np.ndarray) -> np.ndarray:
+    """C or a bias (bit patterns of the capture's operand format) as float32 values: fp32 adds
+    them whole (a tf32 capture's C is float32, never cut to tf32)."""
+    return bits.view(value_dtype(cap.input)).astype(np.float32)
+
+
+def operand_values(cap: Capture, bits: np.ndarray) -> np.ndarray:
+    """Operand values (float64) as the unit multiplies them (:func:`emu.operands.multiplied_values`)."""
+    return multiplied_values(bits.view(value_dtype(cap.input)), cap.input)
+
+
+def restrict(job: GemmJob, rows, columns) -> GemmJob:
+    if rows is None and columns is None:
+        return job
+    r = slice(None) if rows is None else np.asarray(rows)
+    c = slice(None) if columns is None else np.asarray(columns)
+    C = None if job.C is None else job.C[r][:, c]
+    return GemmJob(job.A[r], job.B[:, c], C, job.out_index[r][:, c])
+
+
+def n_jobs(cap: Capture) -> int:
+    if cap.op == "bmm":
+        return cap.out.shape[0]
+    return cap.conv.groups if cap.conv is not None else 1
+
+
+def gemm_dims(cap: Capture, variant: Variant) -> tuple[int, int, int]:
+    if cap.conv is not None:
+        return cap.conv.gemm_size(PASS_OF[cap.op])
+    if cap.op == "bmm":
+        return cap.out.shape[1], cap.out.shape[2], cap.operands["A"].shape[2]
+    if cap.op == "linear":
+        return int(np.prod(cap.out.shape[:-1])), cap.out.shape[-1], cap.operands["weight"].shape[1]
+    return cap.out.shape[0], cap.out.shape[1], cap.operands["A"].shape[1]
+
+
+_UNITS: dict = {}
+
+
+def search_unit_params(name: str, fmt: str = "fp16"):
+    """:func:`emu.dot.unit_params` of a search unit name (:func:`model_unit`), cached."""
+    if (name, fmt) not in _UNITS:
+        _UNITS[name, fmt] = unit_params(model_unit(name, fmt))
+    return _UNITS[name, fmt]
+
+
+def model_unit(name: str, fmt: str = "fp16"):
+    """``models.unit`` for a search unit name, ``NAME`` or ``NAME/fp16`` (the fp16-accumulator
+    variant of an NVIDIA unit), with operands of ``fmt`` (the capture's input format)."""
+    base, _, acc = name.partition("/")
+    return models.unit(base, output=acc or "fp32", input=fmt)
+
+
+def bits(x: np.ndarray) -> np.ndarray:
+    """The bit patterns of ``x`` (unsigned integers of its width), to compare bit for bit."""
+    return np.ascontiguousarray(x).view(np.dtype(f"u{x.dtype.itemsize}"))
+
+
+def run_candidate(cap: Capture, cand: Candidate) -> np.ndarray:
+    """The capture's whole output as the candidate computes it (through :func:`emu.gemm`)."""
+    unit = model_unit(cand.unit, cap.input)
+    out = np.zeros(cap.out.size, cap.out.dtype)
+    for job in jobs_of(cap, cand.variant):
+        res = emu.gemm(job.A, job.B, job.C, unit, cand.schedule)
+        out[job.out_index.reshape(-1)] = res.reshape(-1)
+    return out.reshape(cap.out.shape)
+
+
+def resolve_unit(cap: Capture, hw: str | None) -> str:
+    """The unit to search with: ``hw`` (a unit name or alias) or the one the capture's ``gpu``
+    names; CaptureError when neither says."""
+    if hw:
+        try:
+            models.unit(hw, input=cap.input)
+        except ValueError as exc:
+            raise CaptureError(f"--hw: {exc}") from None
+        return hw
+    name = unit_from_gpu(cap.gpu)
+    if name is None:
+        raise CaptureError(
+            f"gpu: {cap.gpu or 'not recorded'!r} is not a GPU fp16emu models; name the unit with --hw "
+            f"(one of {', '.join(models.UNIT_NAMES)})"
+        )
+    try:
+        models.unit(name, input=cap.input)
+    except ValueError as exc:
+        raise CaptureError(f"gpu: {cap.gpu!r} (unit {name}): {exc}") from None
+    return name
+
+
+def image_tile(cap: Capture) -> int:
+    """Backward weight's gemmK runs over (n, p, q): P·Q, the k tile of splits at image bounds
+    (a batched GEMM per image, its partials reduced after, as cuDNN's reduce_wgrad kernels do)."""
+    if cap.conv is None or PASS_OF[cap.op] != "bwd_weight" or cap.conv.N < 2:
+        return 0
+    return cap.conv.P * cap.conv.Q

@@ -1,0 +1,205 @@
+"""Samples of a capture's outputs on which the search judges thousands of candidates at once.
+
+A :class:`Sample` takes a few outputs of a few of the capture's GEMMs (for fp16 and bf16
+outputs, those whose exact value lies nearest a rounding boundary: where schedules part) and
+decodes their operands once per variant. The chains each candidate's schedule runs are
+:meth:`emu.schedule.Schedule.chains` (what :func:`emu.gemm` runs); a chain shared by several
+candidates (the same k range, from the same start, through the same unit) is computed once, and
+chains of one length are computed together in one kernel call. A candidate's outputs are then
+:func:`emu.gemm.split_results` and :func:`emu.gemm.combine` of its chains' results: the same
+bits as :func:`emu.gemm` on those outputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from emu.dot import run_kernel
+from emu.formats import get_format
+from emu.gemm import chain_operands, chain_params, combine, operand_in_order, split_results
+from emu.operands import decode_flush, operand
+from emu.schedule import Chain, Schedule
+
+from .capture import Capture, GemmJob
+from .gemms import Candidate, Variant, bits, gemm_dims, jobs_of, n_jobs, operand_values, search_unit_params
+
+__all__ = ["Sample", "boundary_distance"]
+
+
+class Sample:
+    """A fixed sample of a capture's outputs, decoded once per (variant, flush) and shared by
+    every candidate. The chains of every split range the candidates need are computed together,
+    ranges of one length per kernel call, one sampled output per column in the kernels'
+    one-a-vector-per-output layout (no padding: each column's chain is the range's own).
+
+    For fp16 and bf16 outputs most schedules round most outputs alike, so the sample takes the
+    outputs whose exact value (float64) lies nearest a rounding boundary of the output format,
+    from a random pool: those are where schedules part."""
+
+    def __init__(self, cap: Capture, size: int, pool: int, seed: int = 0):
+        self.cap = cap
+        rng = np.random.default_rng(seed)
+        M, N, _ = gemm_dims(cap, Variant())
+        total = n_jobs(cap)
+        pieces = rng.choice(total, size=min(total, 4), replace=False).tolist()
+        per = max(1, pool // len(pieces))
+        rows_n = min(M, max(1, int(np.sqrt(per * M / N)) if N else 1))
+        cols_n = min(N, max(1, per // rows_n))
+        candidates = []  # (piece, m, n, score)
+        for p in pieces:
+            rows = np.sort(rng.choice(M, size=rows_n, replace=False))
+            cols = np.sort(rng.choice(N, size=cols_n, replace=False))
+            if cap.out_format == "fp32":
+                score = rng.random((rows_n, cols_n))
+            else:
+                score = boundary_distance(cap, jobs_of(cap, Variant(), rows, cols, [p])[0])
+            mm, nn = np.meshgrid(rows, cols, indexing="ij")
+            candidates.append((np.full(score.size, p), mm.reshape(-1), nn.reshape(-1), score.reshape(-1)))
+        piece, m, n, score = (np.concatenate(x) for x in zip(*candidates))
+        keep = np.argsort(score, kind="stable")[:size]
+        self.elements = {}
+        for p in np.unique(piece[keep]):
+            sel = keep[piece[keep] == p]
+            self.elements[int(p)] = (m[sel], n[sel])
+        self.size = int(keep.size)
+        self._jobs = {}
+        self._chains = {}
+
+    def jobs(self, variant: Variant, params):
+        """Per sampled GEMM: decoded rows of A (E, K) and columns of B as rows (E, K), one per
+        sampled output, C per output (or None), and the GPU's outputs. ``params``: the unit's (its
+        input format is the capture's; its flushing decides the decode)."""
+        key = (variant, bool(params.flush_inputs))
+        flush = decode_flush(params)
+        if key not in self._jobs:
+            decoded = []
+            out = self.cap.out.reshape(-1)
+            for p, (m, n) in self.elements.items():
+                ur, li = np.unique(m, return_inverse=True)
+                uc, lj = np.unique(n, return_inverse=True)
+                (job,) = jobs_of(self.cap, variant, ur, uc, [p])
+                seq = np.arange(job.A.shape[1])
+                A = operand_in_order(operand(job.A, "A", params), seq, 1, flush)[li]
+                B = operand_in_order(operand(job.B, "B", params, side="b"), seq, 0, flush).T[lj]
+                C = None if job.C is None else np.ascontiguousarray(job.C[li, lj], np.float32)
+                decoded.append((A, B, C, out[job.out_index[li, lj]]))
+            self._jobs[key] = decoded
+        return self._jobs[key]
+
+    def prepare(self, cands: list[Candidate]):
+        """Compute, in batches, every chain the candidates need that is not cached yet."""
+        need: dict = {}
+        for c in cands:
+            params = search_unit_params(c.unit, self.cap.input)
+            jobs = self.jobs(c.variant, params)
+            chain = _chain(params, c.schedule.instruction_k)
+            has_c = jobs[0][2] is not None
+            for key in _keys(c, chain, jobs[0][0].shape[1], has_c):
+                if key not in self._chains:
+                    need.setdefault((c.variant, c.unit, chain), set()).add(key)
+        for (variant, unit, chain), keys in need.items():
+            jobs = self.jobs(variant, search_unit_params(unit, self.cap.input))
+            by_length: dict = {}
+            for key in keys:
+                by_length.setdefault(key[3].length, []).append(key)
+            for length, same in sorted(by_length.items()):
+                per = max(1, _BATCH_VALUES // max(1, length * self.size))
+                for lo in range(0, len(same), per):
+                    self._run_batch(chain, jobs, same[lo : lo + per])
+
+    def _run_batch(self, chain, jobs, keys):
+        """The chains of ``keys`` (all of one length) for every sampled output, in one kernel
+        call: column (key, e) of each job holds sampled output e's chain, its operands laid out
+        by :func:`emu.gemm.chain_operands`."""
+        L = keys[0][3].length
+        with_c = np.array([k[4] for k in keys])
+        a_cols, b_cols, c_cols, sizes = [], [], [], []
+        for A, B, C, _ in jobs:
+            E = A.shape[0]
+            # per key (E, L) rows of A and of B (as rows): the chain's operands of each sampled output
+            pairs = [chain_operands(A, B.T, key[3], _NO_RESIDUE) for key in keys]
+            a_cols.append(np.stack([a for a, _ in pairs]).transpose(2, 0, 1).reshape(L, -1))  # (L, keys·E)
+            b_cols.append(np.stack([b.T for _, b in pairs]).transpose(2, 0, 1).reshape(L, -1))
+            cv = np.zeros((len(keys), E), np.float32)
+            if C is not None:
+                cv[with_c] = C
+            c_cols.append(cv.reshape(1, -1))
+            sizes.append(E)
+        a_all = np.ascontiguousarray(np.concatenate(a_cols, axis=1))
+        b_all = np.ascontiguousarray(np.concatenate(b_cols, axis=1))
+        c_all = np.ascontiguousarray(np.concatenate(c_cols, axis=1))
+        out = run_kernel(chain, a_all[None], b_all, c_all)[0]
+        at, per_job = 0, []
+        for E in sizes:
+            per_job.append(out[at : at + len(keys) * E].reshape(len(keys), E))
+            at += len(keys) * E
+        for i, key in enumerate(keys):
+            self._chains[key] = [block[i] for block in per_job]
+
+    def identical(self, cand: Candidate) -> int:
+        """Identical outputs of the candidate on this sample (of :attr:`size`)."""
+        params = search_unit_params(cand.unit, self.cap.input)
+        jobs = self.jobs(cand.variant, params)
+        chain = _chain(params, cand.schedule.instruction_k)
+        s = cand.schedule
+        chains = _chains(s, jobs[0][0].shape[1])
+        keys = _keys(cand, chain, jobs[0][0].shape[1], jobs[0][2] is not None)
+        same = 0
+        for j, (_, _, C, want) in enumerate(jobs):
+            partials = split_results(chains, (self._chains[key][j] for key in keys))
+            got = combine(params, partials, C, s)
+            same += int(np.count_nonzero(bits(got) == bits(want)))
+        return same
+
+
+#: chain_operands' schedule argument where the chain itself carries its residue tile
+_NO_RESIDUE = Schedule()
+_CHAINS: dict = {}
+_PLANS: dict = {}
+
+
+def _chain(params, instruction_k: int):
+    key = (params, instruction_k)
+    if key not in _CHAINS:
+        _CHAINS[key] = chain_params(params, Schedule(instruction_k=instruction_k))
+    return _CHAINS[key]
+
+
+def _chains(s: Schedule, K: int) -> list[Chain]:
+    """``s.chains(K)``, cached by the fields that decide them."""
+    key = (s.k_tile, s.splits, s.split_rule, s.split_bounds, s.residue_tile, s.promotion_interval, s.c_entry, K)
+    if key not in _PLANS:
+        _PLANS[key] = s.chains(K)
+    return _PLANS[key]
+
+
+def _keys(cand: Candidate, chain, K: int, has_c: bool) -> list[tuple]:
+    """The cache keys of a candidate's chains (:meth:`emu.schedule.Schedule.chains`): (variant,
+    unit, group, the chain without its split index, from C); one chain is computed once for every
+    candidate that runs it."""
+    return [
+        (cand.variant, cand.unit, chain.group_size, ch._replace(split=0, from_c=False), ch.from_c and has_c)
+        for ch in _chains(cand.schedule, K)
+    ]
+
+
+#: decoded values per chain batch (a and b): a few hundred MB at most
+_BATCH_VALUES = 1 << 24
+
+
+def boundary_distance(cap: Capture, job: GemmJob) -> np.ndarray:
+    """How far each output's exact value (float64, from the operands' values) lies from the
+    nearest rounding boundary of the output format, in its ulps (0: on a boundary)."""
+    v = operand_values(cap, job.A) @ operand_values(cap, job.B)
+    if job.C is not None:
+        v = cap.alpha * v + cap.beta * np.asarray(job.C, np.float64)
+    else:
+        v = cap.alpha * v
+    out = get_format(cap.out_format)
+    frac_bits, emin = out.fraction_bits, out.emin
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.maximum(np.floor(np.log2(np.abs(v))), emin)
+        ulp = np.exp2(e - frac_bits)
+        frac = np.mod(v / ulp, 1.0)
+    d = np.abs(frac - 0.5)
+    return np.where(np.isfinite(d), d, 1.0)

@@ -1,0 +1,342 @@
+"""The schedule space: every candidate the capture search judges, in one place, with one set of bounds.
+
+A candidate (:class:`validation.captures.gemms.Candidate`) is a unit, a :class:`Variant` (how a
+convolution becomes GEMMs) and an :class:`emu.schedule.Schedule`. The space is a list of
+families (:data:`FAMILIES`), each a function from a capture and its unit to candidates, tried in
+order where the family applies to the capture:
+
+* ``matrix-unit`` (fp16, bf16 and tf32 operands; GEMMs and convolutions): the units (the GPU's
+  matrix unit, its fp16-accumulator variant where NVIDIA has one, fp32 FMA); for convolutions
+  the gemmK orders (``rsc``/``crs``, channel blocks, a rotated filter for backward data); the
+  accumulations of :func:`split_schedules` (one chain; strided lanes; k tiles cut into 2 …
+  ``max_splits`` splits, ⌈tiles/splits⌉ each or as even as possible); the reduction of the
+  partials (in split order, a pairwise or halving tree), each partial rounded to the output
+  format or not; residue-first tiles; 8 products per instruction where the unit's group is 16;
+  where C enters (chain, workspace, epilogue) — :func:`matrix_unit_candidates`;
+* ``fp8`` (``scaled_mm``): one chain of the unit (fast accumulation) or two-level accumulation at
+  each promotion interval, times the scale orders and the bias's FMA or add —
+  :func:`scaled_candidates`; when none reproduces, the fp8 search (:mod:`.scaled`) also runs
+  the accumulations of :func:`scaled_split_schedules` (split-K over whole CTA k tiles) with every
+  epilogue of :func:`epilogues`.
+
+Every bound (k-tile widths, lanes, the most splits, residue tiles, channel blocks, promotion
+intervals, the most candidates) is a field of :data:`BOUNDS`, shared by every family.
+
+**Adding a family** (an fp32 SIMT GEMM, convolutions of other formats, Winograd): write a
+function ``(cap, unit_name) -> iterable of Candidate`` that draws its widths and counts from
+:data:`BOUNDS`, and append ``Family(name, applies, function)`` to :data:`FAMILIES`
+(``applies(cap)`` says which captures it is for). :func:`candidates` lists the families' candidates
+in order, each once; the sampled search (:mod:`.search`) groups them into tiers by unit and by
+the kernel-name families of :mod:`models.libraries`. A family whose GEMMs are not the capture's
+plain or implicit GEMMs also needs a :class:`Variant` field that :func:`.gemms.jobs_of` honours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+import emu
+from emu.implicit_gemm import K_ORDERS
+from emu.schedule import SCALE_ORDERS, Schedule
+from models.libraries import k_tile_from_name, matching
+
+from .capture import PASS_OF, Capture
+from .gemms import TF32_ROUNDINGS, Candidate, Variant, gemm_dims, image_tile, search_unit_params
+
+__all__ = [
+    "BOUNDS",
+    "FAMILIES",
+    "Family",
+    "SpaceBounds",
+    "candidates",
+    "epilogues",
+    "matrix_unit_candidates",
+    "scaled_candidates",
+    "scaled_split_schedules",
+    "split_schedules",
+    "variants",
+    "with_epilogue",
+]
+
+
+@dataclass(frozen=True)
+class SpaceBounds:
+    """The bounds of the schedule space, one set for every family and format."""
+
+    #: k-tile widths splits are made of, in the order they are tried (a family's own widths first)
+    k_tiles: tuple[int, ...] = (64, 128, 32, 16, 8, 256)
+    #: lanes of strided splits (threads that each take every n-th k, then reduce)
+    lanes: tuple[int, ...] = (32, 64, 128, 256, 16, 8)
+    #: the most splits tried per k-tile width (fp16, bf16, tf32 and fp8 alike)
+    max_splits: int = 128
+    #: residue-first tile widths (CUTLASS 2.x), after a capture's own k tiles
+    residue_tiles: tuple[int, ...] = (64, 32, 128, 16)
+    #: channel blocks of a convolution's gemmK (0: none)
+    channel_blocks: tuple[int, ...] = (0, 64, 32, 16, 8, 128, 256)
+    #: the k of one fp8 wgmma (m64nNk32): the k tile promotion intervals and fp8 split bounds count
+    fp8_k_tile: int = 32
+    #: promotion intervals tried, in wgmma k-blocks (CUTLASS's default mma_promotion_interval is 4)
+    promotion_intervals: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
+    #: k-tile widths a split-K fp8 kernel cuts K into (whole CTA k tiles of 4, 2 or 8 wgmma k-blocks)
+    fp8_split_tiles: tuple[int, ...] = (128, 64, 256)
+    #: the most candidates judged in all
+    max_candidates: int = 60000
+    #: the most candidates (fp8: accumulations) run on every output after the samples
+    max_full: int = 6
+
+
+#: the bounds of the space (see :class:`SpaceBounds`)
+BOUNDS = SpaceBounds()
+
+
+def variants(cap: Capture, named) -> list[Variant]:
+    """How the capture becomes GEMMs: the kernel-name families' gemmK orders and channel blocks
+    first, then every order, block and flip; a tf32 GEMM with and without the kernel's own RNE
+    rounding to tf32."""
+    if cap.conv is None:
+        return [Variant(tf32_rounding=r) for r in TF32_ROUNDINGS] if cap.input == "tf32" else [Variant()]
+    pass_ = PASS_OF[cap.op]
+    if cap.conv.R * cap.conv.S == 1 and pass_ != "bwd_weight":  # a 1×1 filter: every order is the channel order
+        return [Variant(K_ORDERS[pass_][0])]
+    channels = cap.conv.Cg if pass_ == "fwd" else cap.conv.Kg
+    flips = (False, True) if pass_ == "bwd_data" else (False,)
+    seen, out = set(), []
+
+    def add(order, block, flip):
+        block = block if 1 < block < channels and channels % block == 0 else 0
+        key = ("blk", block, flip) if block else (order, 0, flip)
+        if key not in seen:
+            seen.add(key)
+            out.append(Variant(order, block, flip))
+
+    for fam in named:
+        for order in fam.k_orders or K_ORDERS[pass_]:
+            if order in K_ORDERS[pass_]:
+                for block in fam.channel_blocks:
+                    for flip in fam.flip:
+                        add(order, block, flip)
+    for order in K_ORDERS[pass_]:
+        for block in BOUNDS.channel_blocks:
+            for flip in flips:
+                add(order, block, flip)
+    return out
+
+
+def split_schedules(K: int, tiles_first: tuple[int, ...] = (), output: str | None = None) -> list[Schedule]:
+    """One chain, then splits of k tiles: ⌈tiles/splits⌉ tiles each (CUTLASS's and cuBLAS's
+    ``gemm_k_size``: ⌈K/splits⌉ rounded up to the k tile) for tiles of 8 … 256, then single k
+    values as even as possible (``emu.GemmOrder``'s split); each distinct set of bounds once."""
+    out = [Schedule(output=output)]
+    seen = set()
+    for lanes in BOUNDS.lanes:
+        if lanes < K:
+            out.append(Schedule(splits=lanes, split_rule="strided", output=output))
+    widths = tiles_first + tuple(t for t in BOUNDS.k_tiles if t not in tiles_first)
+    for rule, tile_widths in (("ceil", widths), ("even", (1,))):
+        for kt in tile_widths:
+            tiles = -(-K // kt)
+            for s in range(2, min(tiles, BOUNDS.max_splits) + 1):
+                try:
+                    sch = Schedule(k_tile=kt, splits=s, split_rule=rule, output=output)
+                    ranges = tuple((r.start, r.stop) for r in sch.split_ranges(K))
+                except ValueError:
+                    continue
+                if ranges in seen:
+                    continue
+                seen.add(ranges)
+                out.append(sch)
+    return out
+
+
+def split_shapes(base: Schedule, reductions, c_entries, K: int, residue_tiles, group: int, partials=(None,)):
+    """(reduction, C entry, residue tile) per split schedule: the residue-first variants
+    (CUTLASS 2.x) only where they move the unit's group boundaries (a zero fill of whole groups
+    in front of a chain from +0 changes nothing)."""
+    lengths = [r.stop - r.start for r in base.split_ranges(K)]
+    if base.split_rule == "strided":
+        residue_tiles = ()
+    tiles = [t for t in residue_tiles if any(n % t and (t - n % t) % group for n in lengths)]
+    formats = partials if base.splits > 1 else (None,)
+    for red in reductions:
+        for ce in c_entries:
+            for pf in formats:
+                yield red, ce, 0, pf
+                for tile in tiles:
+                    yield red, ce, tile, pf
+
+
+def matrix_unit_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
+    """The ``matrix-unit`` family (see the module docstring): every unit, variant, instruction K,
+    accumulation, reduction, partial format, residue tile and C entry, the kernel names'
+    families' variants and k tiles first."""
+    named = matching(cap.kernels, cap.op)
+    hinted_tile = k_tile_from_name(cap.kernels)
+    kinds = variants(cap, named)
+    _, _, K = gemm_dims(cap, kinds[0])
+    units = [unit_name, "fma32"]
+    fp16_acc = cap.input == "fp16" and cap.out_format == "fp16"
+    if fp16_acc and search_unit_params(unit_name, cap.input).family == emu.Family.TRUNCATED_FUSED:
+        units.insert(1, f"{unit_name}/fp16")  # NVIDIA units also accumulate in fp16 (…_f16_s161616gemm_f16)
+    if any(f.unit == "fma32" for f in named):
+        units = ["fma32"] + [u for u in units if u != "fma32"]
+    image = image_tile(cap)
+    tiles_first = tuple(
+        dict.fromkeys(
+            ([image] if image else [])
+            + ([hinted_tile] if hinted_tile else [])
+            + [t for f in named for t in f.k_tiles if t > 1]
+        )
+    )
+    splits = split_schedules(K, tiles_first, cap.out_format)
+    residue_tiles = tuple(dict.fromkeys(tiles_first + BOUNDS.residue_tiles))
+    partials = (None, cap.out_format) if cap.out_format != "fp32" else (None,)
+    has_c = cap.op == "addmm" or "bias" in cap.operands
+    c_entries = ("epilogue", "chain") if has_c else ("chain",)
+    if cap.alpha != 1 or cap.beta != 1:
+        c_entries = ("epilogue",)
+    out: list[Candidate] = []
+    seen = set()
+    for u in units:
+        group = search_unit_params(u, cap.input).group_size
+        iks = (0, group // 2) if u != "fma32" and group >= 8 else (0,)
+        for variant in kinds:
+            for ik in iks:
+                for base in splits:
+                    reductions = (
+                        ("sequential", "tree") if base.splits > 3 else ("sequential",)
+                    )  # 3: (p0+p1)+p2 either way
+                    if base.split_rule == "strided":
+                        reductions = ("halving", "tree", "sequential")
+                    for red, ce, tile, pf in split_shapes(
+                        base, reductions, c_entries, K, residue_tiles, ik or group, partials
+                    ):
+                        sch = Schedule(
+                            k_tile=base.k_tile,
+                            splits=base.splits,
+                            split_rule=base.split_rule,
+                            reduction=red,
+                            instruction_k=ik,
+                            residue_tile=tile,
+                            partial_format=pf,
+                            c_entry=ce,
+                            alpha=cap.alpha,
+                            beta=cap.beta,
+                            output=cap.out_format,
+                        )
+                        key = (u, variant, sch)
+                        if key not in seen:
+                            seen.add(key)
+                            out.append(Candidate(u, variant, sch))
+    return out
+
+
+def scaled_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
+    """Every schedule of a ``scaled_mm`` capture: one chain of the unit (fast accumulation) or
+    two-level accumulation at each promotion interval that leaves more than one interval, times
+    the scale orders (``emu.schedule.SCALE_ORDERS``) and, with a bias, its FMA or separate add.
+    ``use_fast_accum`` only decides which come first: the output decides."""
+    K = cap.operands["A"].shape[1]
+    intervals = [0] + [n for n in BOUNDS.promotion_intervals if n * BOUNDS.fp8_k_tile < K]
+    if not cap.extra.get("use_fast_accum"):
+        intervals = intervals[1:] + intervals[:1]
+    has_bias = "bias" in cap.extra
+    out = []
+    for n in intervals:
+        for order in SCALE_ORDERS:
+            for fma in (True, False) if has_bias else (True,):
+                sch = Schedule(
+                    k_tile=BOUNDS.fp8_k_tile if n else 1,
+                    promotion_interval=n,
+                    scale_order=order,
+                    epilogue_fma=fma,
+                    c_entry="epilogue" if has_bias else "chain",
+                    output=cap.out_format,
+                )
+                out.append(Candidate(unit_name, Variant(), sch, "fp8-promotion" if n else "fp8-fast-accum"))
+    return out
+
+
+def scaled_split_schedules(K: int) -> list[Schedule]:
+    """The accumulation schedules of split-K fp8 kernels (no epilogue, fp32 output): K cut into
+    k tiles of ``BOUNDS.fp8_split_tiles``, ⌈tiles/splits⌉ per split (cuBLAS's rule, as for its
+    fp16 nvjet split-K), 2 … ``BOUNDS.max_splits`` splits, each distinct set of bounds once;
+    in each split one chain of the unit (fast accumulation) or two-level accumulation at each
+    promotion interval shorter than the longest split (intervals counted from the split's
+    start); the partials added in fp32 in split order, as ``splitKreduce`` does. The bounds are
+    given in 32-wide k-blocks (``split_bounds``) so the promotion interval counts wgmma k-blocks."""
+    blocks = -(-K // BOUNDS.fp8_k_tile)
+    seen, out = set(), []
+    for width in BOUNDS.fp8_split_tiles:
+        step = width // BOUNDS.fp8_k_tile
+        tiles = -(-K // width)
+        for splits in range(2, min(tiles, BOUNDS.max_splits) + 1):
+            per = -(-tiles // splits)
+            bounds = tuple(sorted({min(blocks, i * per * step) for i in range(splits + 1)}))
+            if len(bounds) != splits + 1 or bounds in seen:
+                continue
+            seen.add(bounds)
+            longest = max(b1 - b0 for b0, b1 in zip(bounds[:-1], bounds[1:]))
+            for n in (0,) + tuple(n for n in BOUNDS.promotion_intervals if n < longest):
+                out.append(
+                    Schedule(
+                        k_tile=BOUNDS.fp8_k_tile,
+                        splits=splits,
+                        split_bounds=bounds,
+                        promotion_interval=n,
+                        output="fp32",
+                    )
+                )
+    return out
+
+
+def epilogues(cap: Capture) -> list[tuple[str, bool]]:
+    """(scale order, bias in one FMA) pairs :func:`scaled_candidates` tries."""
+    return [(order, fma) for order in SCALE_ORDERS for fma in ((True, False) if "bias" in cap.extra else (True,))]
+
+
+def with_epilogue(cap: Capture, acc: Schedule, order: str, fma: bool) -> Schedule:
+    return replace(
+        acc,
+        scale_order=order,
+        epilogue_fma=fma,
+        c_entry="epilogue" if "bias" in cap.extra else "chain",
+        output=cap.out_format,
+    )
+
+
+@dataclass(frozen=True)
+class Family:
+    """A family of the space: ``candidates(cap, unit_name)`` lists its candidates for a capture
+    that ``applies(cap)``."""
+
+    name: str
+    applies: Callable[[Capture], bool]
+    candidates: Callable[[Capture, str], Iterable[Candidate]]
+
+
+#: the families of the space, in the order they are listed (see the module docstring)
+FAMILIES: list[Family] = [
+    Family("matrix-unit", lambda cap: cap.op != "scaled_mm", matrix_unit_candidates),
+    Family("fp8", lambda cap: cap.op == "scaled_mm", scaled_candidates),
+]
+
+
+def candidates(cap: Capture, unit_name: str) -> tuple[list[Candidate], list[str]]:
+    """Every candidate for the capture: the candidates of each family of :data:`FAMILIES` that
+    applies, in order, each once, at most ``BOUNDS.max_candidates``; and the hints (the
+    kernel-name families :mod:`models.libraries` matched, and a note when the space was cut)."""
+    out: list[Candidate] = []
+    seen = set()
+    for fam in FAMILIES:
+        if not fam.applies(cap):
+            continue
+        for c in fam.candidates(cap, unit_name):
+            key = (c.unit, c.variant, c.schedule)
+            if key not in seen:
+                seen.add(key)
+                out.append(c)
+    hints = [f.name for f in matching(cap.kernels, cap.op)]
+    if len(out) > BOUNDS.max_candidates:
+        hints.append(f"space cut to its first {BOUNDS.max_candidates} of {len(out)} candidates")
+    return out[: BOUNDS.max_candidates], hints
