@@ -12,8 +12,11 @@ drawing again of operands a capture omitted (:func:`complete`, against :func:`op
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -396,10 +399,21 @@ def scaled_capture_fields(spec: dict, operands: dict[str, np.ndarray], out: np.n
 
 
 def save(path, fields: dict) -> Path:
-    """Write a capture atomically (a temporary file beside ``path``, then a rename)."""
+    """Write a capture atomically: into a temporary file of a random name made exclusively
+    (``O_EXCL``, :func:`tempfile.mkstemp`) beside ``path``, then renamed over it. A link planted at
+    ``path`` or at any temporary name is replaced or refused, never written through; a failed
+    write leaves the old file as it was. The file's mode follows the user's umask."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, **{k: np.asarray(v) for k, v in fields.items()})
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **{k: np.asarray(v) for k, v in fields.items()})
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return path

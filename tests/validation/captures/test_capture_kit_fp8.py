@@ -300,3 +300,32 @@ def test_a_plan_skips_what_the_gpu_cannot_run_and_reports_failures(tmp_path, mon
     assert "CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul" in captured.err
     assert "1 captured on NVIDIA H100 80GB HBM3 (PyTorch 2.13), 1 skipped, 1 failed" in captured.out
     assert load_capture(tmp_path / "out" / "ok.npz").op == "scaled_mm"
+
+
+def test_save_never_writes_through_a_planted_link(tmp_path):
+    """Issue 41: the kit wrote a fixed temporary name ``.NAME.tmp`` with ``open("wb")``; a link
+    planted there was written through, on the GPU machine. Now a random, exclusively created name;
+    links at the old temporary name and at the target are left alone or replaced, the victims
+    unchanged; the mode follows the umask."""
+    import os
+
+    from validation.captures.format import save
+
+    victim, victim2 = tmp_path / "victim", tmp_path / "victim2"
+    victim.write_bytes(b"keep")
+    victim2.write_bytes(b"keep too")
+    out = tmp_path / "cap.npz"
+    (tmp_path / ".cap.npz.tmp").symlink_to(victim)
+    old = os.umask(0o022)
+    try:
+        save(out, {"op": "mm", "out": np.zeros(3, np.float16)})
+        assert victim.read_bytes() == b"keep"
+        assert (out.stat().st_mode & 0o777) == 0o644
+        out.unlink()
+        out.symlink_to(victim2)  # a link at the target is replaced by the file, not followed
+        save(out, {"op": "mm", "out": np.ones(3, np.float16)})
+        assert victim2.read_bytes() == b"keep too" and not out.is_symlink()
+        assert np.load(out)["out"].tolist() == [1.0, 1.0, 1.0]
+    finally:
+        os.umask(old)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".cap.npz.tmp", "cap.npz", "victim", "victim2"]
