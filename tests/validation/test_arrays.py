@@ -100,7 +100,7 @@ def test_compare_refuses_a_pickle_and_dev_null_in_one_line(tmp_path, capsys):
     for other in (str(tmp_path / "obj.npy"), "/dev/null", str(tmp_path / "nope.npy")):
         assert main(["compare", str(tmp_path / "v.npy"), other]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("fp16emu: error: KERNEL") and err.count("\n") == 1 and "Traceback" not in err
+        assert err.startswith("fp16emu compare: error: KERNEL") and err.count("\n") == 1 and "Traceback" not in err
         assert "allow_pickle" not in err
 
 

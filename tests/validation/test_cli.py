@@ -89,7 +89,10 @@ def test_verifier_pass_and_fail_exit_codes(capsys):
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, needle):
     code, out, err = _run(capsys, *argv)
     assert code == 2
-    assert err.count("\n") == 1 and err.startswith("fp16emu: error:"), err
+    prefix = (
+        "fp16emu: error:" if argv[0] == "frobnicate" else f"fp16emu {argv[0]}: error:"
+    )  # one error line per command
+    assert err.count("\n") == 1 and err.startswith(prefix), err
     assert needle in err
     assert "Traceback" not in err
 
@@ -186,7 +189,7 @@ def test_any_config_runs_or_fails_cleanly(capsys, text):
         assert out
     else:
         assert code == 2, (text, err)
-        assert err.startswith("fp16emu: error:") and err.count("\n") == 1, (text, err)
+        assert err.startswith("fp16emu run: error:") and err.count("\n") == 1, (text, err)
 
 
 def test_run_on_a_split_k_test_reports_its_ensemble(capsys):

@@ -7,6 +7,7 @@ import importlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,7 +49,7 @@ def _cli(capsys, *argv):
 
 def _one_line_error(code, err, *words):
     assert code == 2, err
-    assert err.startswith("fp16emu: error:") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert re.match(r"fp16emu( [a-z]+)?: error: ", err) and err.count("\n") == 1 and "Traceback" not in err, err
     for w in words:
         assert w in err, (w, err)
 

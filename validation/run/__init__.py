@@ -6,7 +6,8 @@ Modules: :mod:`.runner` (``run``, ``plan``, the result), :mod:`.inputs` (what fi
 ``save_run``), :mod:`.arrays` (reading ``.npy``/``.npz``/raw dumps), :mod:`.gpu` (the GPU's array
 against the emulated kernel: identical, inside the ensemble, or differs), :mod:`.matches` (when it
 differs: what it matches, a bounded search over layouts, GPUs, kernels, tunings, seeds and input
-ranges, and the differences' character), :mod:`.plots` (figures).
+ranges, and the differences' character), :mod:`.reading` (the run judged: the verdict, and a GPU output's reading — rounding, mix-up,
+not-modelled, bug-suspect — decided here and only printed by ``fp16emu run``), :mod:`.plots` (figures).
 """
 
 from .arrays import (
@@ -23,25 +24,20 @@ from .ensemble import ensemble_summary
 from .gpu import ANSWERS, GpuComparison, compare_gpu_output, from_layout, load_gpu_output
 from .inputs import InputsInfo, resolve_inputs, save_run, user_tensors
 from .matches import MatchSearch, describe_differences, reproduce_command, search_matches
+from .reading import READINGS, Judgement, harness_verifier, judge
 from .runner import (
-    HEARTBEAT_S,
     HW_CHOICES,
     KERNEL_CHOICES,
     RAND_TYPES,
     VALIDATOR_CHOICES,
     VALIDATOR_MODIFIERS,
-    Heartbeat,
     RunResult,
-    auto_progress,
-    bar_width,
     check_overrides,
     choice,
     gemm_order_note,
-    harness_verifier,
     parse_validator,
     plan,
     plan_gemms,
-    progress_bar,
     run,
     shape_axes,
 )
@@ -49,6 +45,10 @@ from .runner import (
 __all__ = [
     "RunResult",
     "run",
+    "Judgement",
+    "judge",
+    "READINGS",
+    "harness_verifier",
     "check_overrides",
     "plan",
     "plan_gemms",
@@ -60,13 +60,7 @@ __all__ = [
     "VALIDATOR_MODIFIERS",
     "HW_CHOICES",
     "RAND_TYPES",
-    "progress_bar",
-    "bar_width",
     "shape_axes",
-    "auto_progress",
-    "Heartbeat",
-    "HEARTBEAT_S",
-    "harness_verifier",
     "InputsInfo",
     "resolve_inputs",
     "user_tensors",
