@@ -33,7 +33,7 @@ from validation.study.cache import CACHE_VERSION, Cache, entry_checksum
 from validation.study.report import print_summary
 
 ROOT = Path(__file__).resolve().parents[2]
-reproduce_mod = importlib.import_module("validation.study.reproduce")  # the package re-exports the function
+reproduce_mod = importlib.import_module("validation.study.reproduction")
 
 SIZES = "-batchsize=1 -in_channels=4 -out_channels=4 -in_h=6 -in_w=6 -fil_h=3 -fil_w=3"
 F16 = f"--operation conv2d -t f16 {SIZES}"

@@ -14,7 +14,7 @@ from ..design.report import format_json, format_text, plot
 from ..design.sweep import design, resolve_targets
 from ..engine import check_scheduler
 from ..progress import HEARTBEAT_S, Heartbeat, bar_width
-from ..run import KERNEL_CHOICES, choice
+from ..run.runner import KERNEL_CHOICES, choice
 from .common import HW_HELP, add_format_option
 
 __all__ = ["register_cli"]

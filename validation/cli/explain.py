@@ -9,7 +9,7 @@ from ..explain.explainer import DEFAULT_METRICS, check_top, explain, metric_name
 from ..explain.plots import explain_figure
 from ..explain.sources import SOURCES
 from ..plots import check_path, save
-from ..run import VALIDATOR_CHOICES, plan
+from ..run.runner import VALIDATOR_CHOICES, plan
 from .common import HW_HELP, add_format_option
 
 

@@ -10,20 +10,11 @@ from dataclasses import replace
 
 from ..configs import ConfigError, check_rand_bound, check_seed, parse_config
 from ..plots import save
-from ..run import (
-    check_overrides,
-    gemm_order_note,
-    load_gpu_output,
-    load_pair,
-    plan,
-    plan_gemms,
-    resolve_inputs,
-    run,
-    save_run,
-)
+from ..run import load_gpu_output, load_pair, plan, run, save_run
 from ..run.arrays import RAW_FORMATS
-from ..run.inputs import check_save_dir
+from ..run.inputs import check_save_dir, resolve_inputs
 from ..run.plots import compare_figure, run_figure
+from ..run.runner import check_overrides, gemm_order_note, plan_gemms
 from ..verify import measure
 from .common import (
     HW_HELP,

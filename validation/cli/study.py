@@ -16,7 +16,7 @@ from ..progress import HEARTBEAT_S, auto_progress
 from ..study.measured import RAND0_SEEDS, RUN_SETS
 from ..study.plots import study_figure
 from ..study.report import print_summary
-from ..study.reproduce import reproduce
+from ..study.reproduction import reproduce
 from ..study.selection import Selection
 from .common import error_line
 
