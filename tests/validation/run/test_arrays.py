@@ -48,7 +48,7 @@ def test_npy_npz_and_raw_dumps_are_read(tmp_path):
         (lambda p: p.write_bytes(_npy_header("<i4", (2,)) + b"\0" * 8), "dtype int32"),
         (lambda p: p.write_bytes(_npy_header("|O", (2,)) + b"\0" * 16), "Python objects"),
         (lambda p: p.write_bytes(b"\x93NUMPY\x01\x00\x10\x00{'descr': oops}\n"), "malformed .npy header"),
-        # found by tests/validation/test_fuzz_arrays.py: numpy's header parser raised tokenize.TokenError
+        # found by tests/validation/cli/test_fuzz_arrays.py: numpy's header parser raised tokenize.TokenError
         # (not a ValueError) for an unbalanced bracket, a traceback from compare and run --gpu-output
         (lambda p: p.write_bytes(_npy_header("<f2", (2,)).replace(b"{", b" ") + b"\0" * 4), "malformed .npy header"),
         (
@@ -123,7 +123,7 @@ def _damaged_npz(tmp_path, compressed: bool, where: str):
 @pytest.mark.parametrize("compressed", [False, True])
 @pytest.mark.parametrize("where", ["data", "local header"])
 def test_a_damaged_npz_member_is_refused_naming_it(tmp_path, compressed, where):
-    """Found by tests/validation/test_fuzz_arrays.py: zipfile.BadZipFile (bad CRC, bad local header)
+    """Found by tests/validation/cli/test_fuzz_arrays.py: zipfile.BadZipFile (bad CRC, bad local header)
     and zlib.error from a damaged member escaped as tracebacks from compare and run --gpu-output."""
     path = _damaged_npz(tmp_path, compressed, where)
     with pytest.raises(ArrayFileError) as ei:

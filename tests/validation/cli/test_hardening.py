@@ -32,7 +32,7 @@ from validation.study import cache as cache_mod
 from validation.study.cache import CACHE_VERSION, Cache, entry_checksum
 from validation.study.report import print_summary
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 reproduce_mod = importlib.import_module("validation.study.reproduction")
 
 SIZES = "-batchsize=1 -in_channels=4 -out_channels=4 -in_h=6 -in_w=6 -fil_h=3 -fil_w=3"
