@@ -12,7 +12,6 @@ import ast
 import contextlib
 import io
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -88,8 +87,8 @@ def test_adaptive_identification(pools, name, output):
     assert len(answers) == len(asked)
     assert live == [_point(name, output)], [space.describe(p) for p in live]
     # log2(number of points) probes would suffice if each halved the set; allow a generous factor
-    # (the counts were printed by a test that asserted nothing; this bound is what they showed)
-    assert 1 <= len(asked) <= 2 * math.ceil(math.log2(len(pts))), (len(asked), len(pts))
+    # (the counts were also printed by a summary test that asserted nothing; it is gone)
+    assert 1 <= len(asked) <= 30, (len(asked), len(pts))
     assert len(set(asked)) == len(asked)  # no pool row asked twice
 
 
