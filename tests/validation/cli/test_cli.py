@@ -260,7 +260,7 @@ def test_inverted_ranges_nan_thresholds_and_empty_arrays_are_refused(tmp_path, c
     """Issue 31: these were accepted (an inverted range misreported, rms=nan, a PASS with n = 0)."""
     import numpy as np
 
-    from validation import verify
+    from validation.verify import verify
     from validation.cli import main
 
     test = "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16"
