@@ -260,8 +260,8 @@ def test_inverted_ranges_nan_thresholds_and_empty_arrays_are_refused(tmp_path, c
     """Issue 31: these were accepted (an inverted range misreported, rms=nan, a PASS with n = 0)."""
     import numpy as np
 
-    from validation.verify import verify
     from validation.cli import main
+    from validation.verify import verify
 
     test = "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16"
     assert main(["run", test, "--rand-type", "float", "--rand-min", "5", "--rand-max", "-5", "--no-progress"]) == 2
