@@ -1,10 +1,10 @@
 """The ``fp16emu`` command: one thin module per feature (parse, call the library, print).
 
-:mod:`.main` builds the parser and maps errors to exit codes; :mod:`.run` (``run``, ``compare``),
+:mod:`.parser` builds the parser and maps errors to exit codes (``main``); :mod:`.run` (``run``, ``compare``),
 :mod:`.explain`, :mod:`.study`, :mod:`.design`, :mod:`.identify` (``probe``, ``identify``,
 ``identify-study``) and :mod:`.units` each add their subcommands.
 """
 
-from .main import main
+from .parser import main
 
 __all__ = ["main"]

@@ -1,5 +1,6 @@
-"""What every subcommand shares: the usage error, the parser class, the verdict options, and the
-printing of a comparison and its verdict (text or JSON)."""
+"""What every subcommand shares: the usage error and the one error line, the parser class, the
+``--format`` option, the verdict options, and the printing of a comparison and its verdict (text
+or JSON)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ __all__ = [
     "HW_HELP",
     "UsageError",
     "Parser",
+    "FORMATS",
+    "add_format_option",
+    "error_line",
     "add_verdict_options",
     "parse_thresholds",
     "verifier_text",
@@ -33,6 +37,29 @@ class UsageError(Exception):
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own errors: one line, exit 2
         raise UsageError(message)
+
+
+#: what ``--format`` accepts
+FORMATS = ("text", "json")
+
+
+def _format(text: str) -> str:
+    key = str(text).strip().lower()
+    if key not in FORMATS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(FORMATS)}")
+    return key
+
+
+def add_format_option(p) -> None:
+    """The one ``--format`` of every command: text (default) or json, in any case."""
+    p.add_argument("--format", type=_format, default="text", help="text (default) or json")
+
+
+def error_line(command: str | None, message) -> str:
+    """The one error line of every command: ``fp16emu COMMAND: error: MESSAGE`` (``fp16emu: error:``
+    before a command is known), the message on one line."""
+    text = " ".join(str(message).split()) or type(message).__name__
+    return f"fp16emu {command}: error: {text}" if command else f"fp16emu: error: {text}"
 
 
 def add_verdict_options(p, default_text="run: the config's harness verifier; compare: rocmlir"):

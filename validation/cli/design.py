@@ -13,8 +13,9 @@ from ..design.generators import parse_generator
 from ..design.report import format_json, format_text, plot
 from ..design.sweep import design, resolve_targets
 from ..engine import check_scheduler
-from ..run import HEARTBEAT_S, KERNEL_CHOICES, Heartbeat, bar_width, choice
-from .common import HW_HELP
+from ..progress import HEARTBEAT_S, Heartbeat, bar_width
+from ..run.runner import KERNEL_CHOICES, choice
+from .common import HW_HELP, add_format_option
 
 __all__ = ["register_cli"]
 
@@ -73,7 +74,7 @@ def register_cli(subparsers):
         "LocalCluster), tcp://HOST:PORT (an existing Dask cluster), auto (as study reproduce); "
         "results do not depend on it",
     )
-    p.add_argument("--format", default="text", help="text or json")
+    add_format_option(p)
     p.add_argument("--plot", default=None, metavar="FILE.png", help="false alarms vs detection, and the noise")
     p.add_argument("--progress", action="store_true", help="show a progress bar even when not on a terminal")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -95,8 +96,6 @@ def _cmd_design(args) -> int:
     fmt = str(args.format).lower()
     if args.plot and not str(args.plot).lower().endswith((".png", ".svg", ".pdf")):
         raise ValueError(f"--plot: {args.plot!r} must end in .png, .svg or .pdf")
-    if fmt not in ("text", "json"):
-        raise ValueError(f"--format: {args.format!r} is not one of text, json")
     seeds = _number(args.seeds, "seeds", int, 1, 100_000)
     jobs = _number(args.jobs, "jobs", int, 1, 256)
 

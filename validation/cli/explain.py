@@ -9,10 +9,8 @@ from ..explain.explainer import DEFAULT_METRICS, check_top, explain, metric_name
 from ..explain.plots import explain_figure
 from ..explain.sources import SOURCES
 from ..plots import check_path, save
-from ..run import VALIDATOR_CHOICES, choice, plan
-from .common import HW_HELP
-
-FORMATS = ("text", "json")
+from ..run.runner import VALIDATOR_CHOICES, plan
+from .common import HW_HELP, add_format_option
 
 
 def register_cli(subparsers):
@@ -55,7 +53,7 @@ def register_cli(subparsers):
         help=f"comma-separated metrics (default {','.join(DEFAULT_METRICS)})",
     )
     p.add_argument("--top", default="10", help="worst elements to explain (default 10)")
-    p.add_argument("--format", default="text", help="text or json")
+    add_format_option(p)
     p.add_argument(
         "--plot",
         default=None,
@@ -68,7 +66,7 @@ def register_cli(subparsers):
 
 
 def _cmd_explain(args) -> int:
-    fmt = choice(args.format, FORMATS, "--format")
+    fmt = args.format
     if args.plot:
         check_path(args.plot)
     config = args.config if args.config is not None else args.config_option

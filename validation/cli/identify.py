@@ -23,6 +23,7 @@ from ..identify.search import identify
 from ..plots import check_path, save
 from ..study import atomic_reorders
 from ..suites import suite_config, suite_entry
+from .common import add_format_option
 
 __all__ = ["register_cli"]
 
@@ -85,7 +86,7 @@ def register_cli(subparsers):
         help="operand format of the rows (fp16, bf16, tf32, e4m3, e5m2, e4m3fnuz, e5m2fnuz); default: the "
         "file's input entry (a MATLAB-tensor-core folder: its a_<GPU>_<format>.txt name), else fp16",
     )
-    q.add_argument("--format", default="text", help="text or json")
+    add_format_option(q)
     q.add_argument("--next", default="8", help="splitting probes to propose when several points remain (default 8)")
     q.add_argument("--next-out", default=None, metavar="FILE.npz", help="write the proposed probes as a probe set")
     q.add_argument(
@@ -160,8 +161,6 @@ def _cmd_probe(args) -> int:
 
 
 def _cmd_identify(args) -> int:
-    if args.format not in ("text", "json"):
-        raise ValueError(f"--format: {args.format!r} is not one of text, json")
     given = getattr(args, "input", None)
     if given is not None:
         _input_option(given)  # an unknown format: exit 2 before any file is read

@@ -6,6 +6,7 @@ import fnmatch
 import json
 
 from ..configs.suites import SUITES, suite_entries
+from .common import add_format_option
 
 __all__ = ["register_cli"]
 
@@ -19,7 +20,7 @@ def register_cli(subparsers):
     p.add_argument("pattern", nargs="?", default=None)
     p.add_argument("--suite", default=SUITES[0], help=f"one of {', '.join(SUITES)} (default {SUITES[0]})")
     p.add_argument("--fixme", action="store_true", help="also the FIXME tests the 2022 study did not run")
-    p.add_argument("--format", default="text", help="text or json")
+    add_format_option(p)
     p.set_defaults(func=_cmd_list)
     return p
 
@@ -32,8 +33,6 @@ def _matches(name: str, pattern: str | None) -> bool:
 
 
 def _cmd_list(args) -> int:
-    if args.format not in ("text", "json"):
-        raise ValueError(f"--format: {args.format!r} is not one of text, json")
     if args.suite not in SUITES:
         raise ValueError(f"--suite: {args.suite!r} is not one of {', '.join(SUITES)}")
     entries = [

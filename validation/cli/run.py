@@ -8,33 +8,24 @@ import json
 import sys
 from dataclasses import replace
 
-import numpy as np
-
 from ..configs import ConfigError, check_rand_bound, check_seed, parse_config
 from ..plots import save
-from ..run import (
-    auto_progress,
-    check_overrides,
-    ensemble_summary,
-    from_layout,
-    gemm_order_note,
-    harness_verifier,
-    load_gpu_output,
-    load_pair,
-    plan,
-    plan_gemms,
-    resolve_inputs,
-    run,
-    save_run,
-    search_matches,
-)
+from ..run import load_gpu_output, load_pair, plan, run, save_run
 from ..run.arrays import RAW_FORMATS
-from ..run.gpu import gpu_values
-from ..run.inputs import check_save_dir
-from ..run.matches import STAGES
+from ..run.inputs import check_save_dir, resolve_inputs
 from ..run.plots import compare_figure, run_figure
+from ..run.runner import check_overrides, gemm_order_note, plan_gemms
 from ..verify import compare_default, measure
-from .common import HW_HELP, UsageError, add_verdict_options, emit, parse_thresholds, verifier_text, warn
+from .common import (
+    HW_HELP,
+    UsageError,
+    add_format_option,
+    add_verdict_options,
+    emit,
+    parse_thresholds,
+    verifier_text,
+    warn,
+)
 
 __all__ = ["register_cli"]
 
@@ -122,7 +113,7 @@ def _add_run(sub):
         metavar="N",
         help="split-K atomic kernels: add orders in the ensemble (default 128)",
     )
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_format_option(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--check", action="store_true", help="only read the config and print the GEMMs, units and orders that would run"
@@ -160,7 +151,7 @@ def _add_compare(sub):
         metavar="D0,D1,...",
         help="reshape both arrays; the size of raw dumps (needed for them)",
     )
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_format_option(p)
     add_verdict_options(p, "rocmlir (fails on NaN/inf mismatches)")
     return p
 
@@ -228,6 +219,8 @@ def _cmd_run(args) -> int:
         check_save_dir(args.save)
     if args.gpu_output is not None:  # read and check the GPU's file before the emulation spends its compute
         loaded = load_gpu_output(args.gpu_output, config.problem, "--gpu-output", raw_format=args.gpu_output_format)
+    elif args.layout is not None or args.gpu_output_format is not None:
+        warn(["--layout/--gpu-output-format have no effect without --gpu-output"])
     check_overrides(args.seed, args.rand_min, args.rand_max, names=("--seed", "--rand-min", "--rand-max"))
     result = run(
         config,
@@ -241,33 +234,22 @@ def _cmd_run(args) -> int:
         rand_type=args.rand_type,
         progress=False if args.no_progress else None,
         inputs=args.inputs,
+        gpu_output=loaded,
+        layout=args.layout if loaded is not None else None,
+        verifier=args.verifier or None,
+        thresholds=parse_thresholds(args.threshold),
+        members=args.members,
+        search_budget=args.search_budget,
+        command=_options(config, args),
     )
+    judged = result.judgement  # the verdict and reading: decided by the library, printed here
     info = result.inputs_info
     warn(info.warnings)
-    if args.verifier:
-        verifier, vsource = args.verifier, "option --verifier"
-    else:
-        verifier, vsource = harness_verifier(result.config)
-    thresholds = parse_thresholds(args.threshold)
+    vsource = "option --verifier" if args.verifier else judged.verifier_source
+    verifier = judged.verifier
     p = result.problem
     gemm = result.config.gemm
-    gpu_array = None
-    if loaded is not None:  # the verdict, metrics and plot are about the GPU's own array
-        arr = loaded.array
-        if args.layout is not None:
-            arr = from_layout(arr, p, args.layout, "--layout")
-        elif gemm is not None and np.asarray(arr).size == result.kernel_output.size:
-            arr = np.asarray(arr).reshape(-1)  # C as (G,) M×N (N×M with -transC) in memory order
-        gpu_array = gpu_values(arr, result.kernel_output.size, result.shape, result.format).reshape(result.shape)
-    judged = result.kernel_array if gpu_array is None else gpu_array
-    validation_array, axes = result.validation_array, result.axes
-    if gemm is not None:  # judged as the matrix C, its indices (g, m, n)
-        judged, validation_array, axes = (
-            judged.reshape(gemm.c_shape),
-            validation_array.reshape(gemm.c_shape),
-            gemm.c_axes,
-        )
-    comparison, verdict = measure(validation_array, judged, verifier, result.format, thresholds)
+    axes = judged.axes
     header = {
         "config": result.config.label,
         "direction": p.direction,
@@ -290,17 +272,16 @@ def _cmd_run(args) -> int:
             "harness": gemm.to_dict()["harness"],
         }
     extra: dict = {
+        "reading": judged.reading,
         "inputs": info.to_dict(),
         "axes": list(axes),
         "verifier": {"name": verifier, "source": vsource, "run_set": "fair_3" if verifier == "study-2022" else None},
         "warnings": list(info.warnings),
     }
-    ensemble = None
-    if result.ensemble is not None:
-        ensemble = ensemble_summary(result, verifier, args.members, thresholds)
     middle = []
     if gemm is not None:
         extra["gemm"] = gemm.to_dict()
+    ensemble = judged.ensemble
     if ensemble is not None:
         header["atomics"] = (
             f"split-K adds {ensemble['n_split']} partial sums per output with fp32 atomics: the "
@@ -317,61 +298,43 @@ def _cmd_run(args) -> int:
         middle.append(
             f"{'verdict':>18s}: {ensemble['members_passing']}/{ensemble['members']} add orders pass {verifier}"
         )
-    gpu = None
-    if gpu_array is not None:
-        gpu = result.against(gpu_array)
-        emu_comparison, emu_verdict = measure(
-            result.validation_array, result.kernel_array, verifier, result.format, thresholds
-        )
-        emulated = {
-            "verdict": emu_verdict.to_dict().get("verdict") if emu_verdict is not None else None,
-            "metrics": {k: v for k, v in emu_comparison.to_dict().items() if not isinstance(v, (list, dict))},
-        }
+    gpu = judged.gpu
+    if gpu is not None:
+        doc = judged.to_dict()
         header["judged"] = f"the GPU's output {loaded.source} (the emulated kernel's own verdict follows the answer)"
-        extra["gpu"] = {**gpu.to_dict(), "file": loaded.source, "layout": args.layout or p.layout(p.result_role)}
-        extra["emulated_kernel"] = emulated
+        extra["gpu"] = {**doc["gpu"], "layout": args.layout or p.layout(p.result_role)}
+        extra["emulated_kernel"] = doc["emulated_kernel"]
         middle.append(gpu.format_text())
-        if emu_verdict is not None:
+        if judged.emulated_verdict is not None:
             middle.append(
                 f"the emulated kernel ({result.kernel.key} on {args.hw}) against the same validation: "
-                f"{'PASS' if emu_verdict.exit_code == 0 else 'FAIL'} by {verifier}"
+                f"{'PASS' if judged.emulated_verdict.exit_code == 0 else 'FAIL'} by {verifier}"
             )
-        if gpu.answer == "differs":
-            search = _search(result, gpu_array, loaded, args)
-            extra["gpu"]["matches"] = search.matches
-            extra["gpu"]["search"] = {k: v for k, v in search.to_dict().items() if k != "matches"}
-            middle.append(search.format_text())
-        if gpu.answer == "differs" and verdict is not None and verdict.exit_code == 0:
-            middle.append(
-                "the GPU's output passes the verifier's thresholds but is not what the kernel computes: "
-                "BUG SUSPECT (exit 1)"
-            )
-    elif args.layout is not None or args.gpu_output_format is not None:
-        warn(["--layout/--gpu-output-format have no effect without --gpu-output"])
+        if judged.search is not None:
+            middle.append(judged.search.format_text())
+        if judged.reading != "rounding":
+            middle.append(judged.reading_text())
     if args.save is not None:
         written = save_run(result, args.save, command="fp16emu " + " ".join(sys.argv[1:]))
         extra["saved"] = {"dir": args.save, "files": written}
         print(f"saved: {', '.join(written)} in {args.save}", file=sys.stderr)
     if args.plot:
-        shown = result if gpu_array is None else replace(result, kernel_output=gpu_array.reshape(-1))
+        shown = result if judged.gpu_array is None else replace(result, kernel_output=judged.gpu_array.reshape(-1))
         fields = {"hardware": args.hw, "inputs": info.text()}
-        if gpu_array is not None:
+        if loaded is not None:
             fields["kernel"] = f"GPU output {loaded.source}"
-        save(run_figure(shown, comparison, fields), args.plot)
-    code = emit(comparison, verdict, args, header, extra=extra, middle="\n".join(middle), axes=axes)
-    if gpu is not None:
-        return 1 if gpu.answer == "differs" else code
-    return code
+        save(run_figure(shown, judged.comparison, fields), args.plot)
+    emit(judged.comparison, judged.verdict, args, header, extra=extra, middle="\n".join(middle), axes=axes)
+    return judged.exit_code
 
 
-def _search(result, gpu_array, loaded, args):
-    """What the GPU's differing array matches (:func:`validation.run.search_matches`), within
-    ``--search-budget`` seconds; with a budget of 0, only the differences' character."""
-    p = result.problem
-    options = {
+def _options(config, args) -> dict:
+    """The run's options as ``fp16emu run`` flags: each match's reproducing command is written from them."""
+    p = config.problem
+    return {
         "config": args.config,
         "hw": args.hw,
-        "kernel": args.kernel or ("xdlops" if result.kernel.xdlops else "nonxdlops"),
+        "kernel": args.kernel,
         "perf_config": args.perf_config,
         "validator": None if args.validator == "cpu" else args.validator,
         "seed": args.seed,
@@ -383,16 +346,6 @@ def _search(result, gpu_array, loaded, args):
         "layout": args.layout,
         "own_layout": p.layout(p.result_role),
     }
-    return search_matches(
-        result,
-        gpu_array,
-        raw=loaded.array,
-        layout=args.layout,
-        stages=STAGES if args.search_budget > 0 else (),  # 0 (or nan): no search
-        budget_s=args.search_budget if args.search_budget > 0 else 0.0,
-        progress=False if args.no_progress else auto_progress(),
-        command=options,
-    )
 
 
 def _cmd_compare(args) -> int:

@@ -12,12 +12,13 @@ from models.kernels import ATOMIC_ORDERS
 
 from ..engine import Terminated, check_scheduler
 from ..plots import check_path, save
-from ..run import HEARTBEAT_S, auto_progress
+from ..progress import HEARTBEAT_S, auto_progress
 from ..study.measured import RAND0_SEEDS, RUN_SETS
 from ..study.plots import study_figure
 from ..study.report import print_summary
-from ..study.reproduce import reproduce
+from ..study.reproduction import reproduce
 from ..study.selection import Selection
+from .common import error_line
 
 __all__ = ["add_reproduce_arguments", "run_reproduce", "register_cli", "main"]
 
@@ -209,8 +210,8 @@ def main(argv=None) -> int:
     try:
         args = parser.parse_args(["study", *(sys.argv[1:] if argv is None else argv)])
         return args.func(args)
-    except ValueError as err:
-        print(f"fp16emu: error: {' '.join(str(err).split())}", file=sys.stderr)
+    except ValueError as err:  # the one error line of every command (validation.cli.common.error_line)
+        print(error_line("study", err), file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
         what = "terminated" if isinstance(err, Terminated) else "interrupted"

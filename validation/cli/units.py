@@ -4,23 +4,11 @@ units that multiply that operand format and their parameters for it."""
 from __future__ import annotations
 
 import models
-from emu.operands import INPUT_NAMES, input_name
+from emu.operands import input_name
 
-from ..identify.unit_table import UNITS, print_table
+from ..identify.unit_table import INPUT_FIELDS, TITLE, UNITS, fmt_value, input_table, probe_table, unit_names
 
-__all__ = ["register_cli", "input_table", "INPUT_FIELDS"]
-
-#: the unit fields ``--input`` prints (``models.Unit``), in this order
-INPUT_FIELDS = (
-    "family",
-    "group_size",
-    "fraction_bits",
-    "sum_fraction_bits",
-    "output_fraction_bits",
-    "zero_exponent",
-    "interleaved_sums",
-    "flush_inputs",
-)
+__all__ = ["register_cli"]
 
 
 def register_cli(subparsers):
@@ -40,40 +28,6 @@ def register_cli(subparsers):
     )
     p.set_defaults(func=_cmd_units)
     return p
-
-
-def _check_names(names: list[str]) -> None:
-    known = set(models.UNIT_NAMES) | set(models.ALIASES)
-    for u in names:
-        if u not in known:
-            raise ValueError(f"--units: {u!r} is not one of {', '.join(models.UNIT_NAMES)}")
-
-
-def input_table(fmt: str, names: list[str] | None = None) -> list[dict]:
-    """One row per unit that multiplies operands of ``fmt``: its name, description and the
-    :data:`INPUT_FIELDS` of ``models.unit(name, input=fmt)``. ``names`` (given units) must all
-    have the format; None: every unit of :data:`models.UNIT_INPUTS` that has it. ValueError for
-    an unknown format (naming the accepted ones) or a given unit without it."""
-    key = str(fmt).strip().lower()
-    if key not in INPUT_NAMES:
-        raise ValueError(
-            f"--input: {fmt!r} is not one of {', '.join(dict.fromkeys(map(input_name, INPUT_NAMES.values())))}"
-        )
-    name = input_name(key)
-    if names is None:
-        names = [u for u in models.UNIT_NAMES if name in models.UNIT_INPUTS[u]]
-    rows = []
-    for u in names:
-        try:
-            unit = models.unit(u, input=name)
-        except ValueError as exc:
-            raise ValueError(f"--units: {exc}") from None
-        row = {"unit": unit.name, "description": unit.description}
-        for f in INPUT_FIELDS:
-            v = getattr(unit, f)
-            row[f] = v.name.lower() if f == "family" else int(v)
-        rows.append(row)
-    return rows
 
 
 def _print_input_table(fmt: str, names: list[str] | None) -> None:
@@ -103,12 +57,22 @@ def _print_input_table(fmt: str, names: list[str] | None) -> None:
     print("\n" + "\n".join(f"{r['unit']}: {r['description']}" for r in rows))
 
 
+def _print_table(units) -> None:
+    print(TITLE + "\n")
+    head = f"{'probe':26s} {'exact':>10s} " + " ".join(f"{u:>10s}" for u in units)
+    print(head)
+    print("-" * len(head))
+    for row in probe_table(units):
+        cells = " ".join(f"{fmt_value(row[u]):>10s}" for u in units)
+        print(f"{row['probe']:26s} {fmt_value(row['exact']):>10s} {cells}")
+        print(f"{'':26s} ({row['why']})")
+    print("\nUnits: " + "; ".join(f"{u}: {models.unit(u).description}" for u in units))
+
+
 def _cmd_units(args) -> int:
-    names = None if args.units is None else [u.strip() for u in args.units.split(",") if u.strip()]
-    if names is not None:
-        _check_names(names)
+    names = unit_names(args.units)
     if args.input is not None:
         _print_input_table(args.input, names)
         return 0
-    print_table(names if names is not None else UNITS)
+    _print_table(names if names is not None else UNITS)
     return 0

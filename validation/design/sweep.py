@@ -40,7 +40,7 @@ from ..configs import ConfigError, ConfigWarning, parse_config
 from ..engine import Engine
 from ..metrics import TORCH_TOLERANCES, compare
 from ..run import plan
-from ..run.runner import round_output
+from ..run.arrays import round_output
 from ..suites import suite_config, suite_entries
 from ..verify.presets import Thresholds, evaluate
 from .bounds import BOUND_KINDS, element_bounds, metric_bounds

@@ -19,7 +19,9 @@ from models.hardware import check_hardware
 
 from .. import metrics as metrics_mod
 from ..configs import check_rand_bound, check_seed
-from ..run import auto_progress, choice, plan, progress_bar, resolve_inputs, user_tensors
+from ..progress import auto_progress, progress_bar
+from ..run.inputs import resolve_inputs, user_tensors
+from ..run.runner import choice, plan
 from .results import ElementExplanation, Explanation, MetricShares
 from .sources import (
     ALL_ON,

@@ -17,7 +17,7 @@ from emu.rounding import cast_rne
 from models.units import Unit
 from models.units import unit as named_unit
 
-from ..run import progress_bar
+from ..progress import progress_bar
 from .sources import FLUSH_BIT, ORDER_BIT, ROUND_BIT
 
 

@@ -1,4 +1,6 @@
-"""``fp16emu units``: every matrix unit on a few probe vectors that tell the units apart.
+"""``fp16emu units``: every matrix unit on a few probe vectors that tell the units apart, and
+(:func:`input_table`) the units that multiply one operand format, with their parameters for it.
+The tables are computed here; the command only prints them.
 
 The vectors are the discriminating cases of the published models (MMA-Sim, arXiv 2511.10909, and
 Khattak & Mikaitis, arXiv 2512.07004; the AMD ones are model predictions, the NVIDIA ones hardware
@@ -13,8 +15,9 @@ import numpy as np
 
 import emu
 import models
+from emu.operands import INPUT_NAMES, input_name
 
-__all__ = ["PROBES", "UNITS", "probe_table", "fmt_value", "print_table"]
+__all__ = ["PROBES", "UNITS", "INPUT_FIELDS", "probe_table", "fmt_value", "input_table", "unit_names", "TITLE"]
 
 # name, products as (a, b) pairs, c, what it shows
 PROBES = [
@@ -90,13 +93,57 @@ def probe_table(units=UNITS) -> list[dict]:
     return rows
 
 
-def print_table(units=UNITS) -> None:
-    print("d = c + Σ a_k·b_k through each unit (fp16 inputs, fp32 accumulator)\n")
-    head = f"{'probe':26s} {'exact':>10s} " + " ".join(f"{u:>10s}" for u in units)
-    print(head)
-    print("-" * len(head))
-    for row in probe_table(units):
-        cells = " ".join(f"{fmt_value(row[u]):>10s}" for u in units)
-        print(f"{row['probe']:26s} {fmt_value(row['exact']):>10s} {cells}")
-        print(f"{'':26s} ({row['why']})")
-    print("\nUnits: " + "; ".join(f"{u}: {models.unit(u).description}" for u in units))
+#: what :func:`probe_table` computes, as a title
+TITLE = "d = c + Σ a_k·b_k through each unit (fp16 inputs, fp32 accumulator)"
+
+#: the unit fields :func:`input_table` gives (``models.Unit``), in this order
+INPUT_FIELDS = (
+    "family",
+    "group_size",
+    "fraction_bits",
+    "sum_fraction_bits",
+    "output_fraction_bits",
+    "zero_exponent",
+    "interleaved_sums",
+    "flush_inputs",
+)
+
+
+def unit_names(text: str | None) -> list[str] | None:
+    """The units a comma-separated ``text`` names (None: none given, the table's default);
+    ValueError naming ``--units`` and the accepted names for an unknown one."""
+    if text is None:
+        return None
+    names = [u.strip() for u in text.split(",") if u.strip()]
+    known = set(models.UNIT_NAMES) | set(models.ALIASES)
+    for u in names:
+        if u not in known:
+            raise ValueError(f"--units: {u!r} is not one of {', '.join(models.UNIT_NAMES)}")
+    return names
+
+
+def input_table(fmt: str, names: list[str] | None = None) -> list[dict]:
+    """One row per unit that multiplies operands of ``fmt``: its name, description and the
+    :data:`INPUT_FIELDS` of ``models.unit(name, input=fmt)``. ``names`` (given units) must all
+    have the format; None: every unit of :data:`models.UNIT_INPUTS` that has it. ValueError for
+    an unknown format (naming the accepted ones) or a given unit without it."""
+    key = str(fmt).strip().lower()
+    if key not in INPUT_NAMES:
+        raise ValueError(
+            f"--input: {fmt!r} is not one of {', '.join(dict.fromkeys(map(input_name, INPUT_NAMES.values())))}"
+        )
+    name = input_name(key)
+    if names is None:
+        names = [u for u in models.UNIT_NAMES if name in models.UNIT_INPUTS[u]]
+    rows = []
+    for u in names:
+        try:
+            unit = models.unit(u, input=name)
+        except ValueError as exc:
+            raise ValueError(f"--units: {exc}") from None
+        row = {"unit": unit.name, "description": unit.description}
+        for f in INPUT_FIELDS:
+            v = getattr(unit, f)
+            row[f] = v.name.lower() if f == "family" else int(v)
+        rows.append(row)
+    return rows

@@ -34,6 +34,7 @@ import ml_dtypes
 import numpy as np
 
 from emu.formats import FP8_FORMATS, resolve_format
+from emu.rounding import cast_rne, fp32_to_fp16
 
 from ..files import NPY_MAGIC, ZIP_MAGIC, UserFileError, open_user_file, read_npy, read_npz
 from ..metrics import resolve_dtype
@@ -51,6 +52,7 @@ __all__ = [
     "parse_shape",
     "convert_exactly",
     "as_typed",
+    "round_output",
 ]
 
 #: the fp8 formats ``compare`` reads (their ml_dtypes types: e4m3fn, e5m2, e4m3fnuz, e5m2fnuz)
@@ -356,3 +358,12 @@ def kernel_format(a: np.ndarray, dtype: str, what: str) -> np.ndarray:
             f"kernel's own output format ({', '.join(RAW_FORMATS)})"
         )
     return t
+
+
+def round_output(values: np.ndarray, fmt: str) -> np.ndarray:
+    """A kernel's fp32 results as it writes them in ``fmt``: fp16 (``v_cvt_f16_f32``) or bf16,
+    each rounded once to nearest even, overflow to ±inf (the bf16 value through float64, which
+    holds every float32 exactly: one rounding)."""
+    if fmt == "fp16":
+        return fp32_to_fp16(values)
+    return cast_rne(np.asarray(values, np.float32).astype(np.float64), fmt)

@@ -52,9 +52,10 @@ from models.hardware import HW_NAMES
 from models.kernels import ATOMIC_ORDERS
 from models.tuning import NONXDLOPS_TUNINGS_2022, XDLOPS_TUNINGS_2022
 
+from ..progress import progress_bar
+from .arrays import round_output
 from .gpu import compare_gpu_output, from_layout, gpu_values
 from .inputs import resolve_inputs
-from .runner import progress_bar, round_output
 
 __all__ = [
     "STAGES",

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import html
 import os
-import sys
-import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -25,7 +23,6 @@ import numpy as np
 
 from emu.atomics import SplitPartials
 from emu.conv import ConvGemm, ConvProblem
-from emu.rounding import cast_rne, fp32_to_fp16
 from models import harness
 from models import kernels as kernel_models
 from models.hardware import HW_NAMES, check_hardware
@@ -41,8 +38,11 @@ from ..configs import (
     data_format,
     parse_config,
 )
-from .gpu import GpuComparison, compare_gpu_output
+from ..progress import auto_progress, progress_bar
+from .arrays import LoadedArray, round_output
+from .gpu import GpuComparison, compare_gpu_output, load_gpu_output
 from .inputs import InputsInfo, resolve_inputs, save_run, user_tensors
+from .reading import Judgement, judge
 
 __all__ = [
     "RunResult",
@@ -52,20 +52,13 @@ __all__ = [
     "plan_gemms",
     "gemm_order_note",
     "choice",
-    "round_output",
     "parse_validator",
     "KERNEL_CHOICES",
     "VALIDATOR_CHOICES",
     "VALIDATOR_MODIFIERS",
     "HW_CHOICES",
     "RAND_TYPES",
-    "progress_bar",
-    "bar_width",
     "shape_axes",
-    "auto_progress",
-    "Heartbeat",
-    "HEARTBEAT_S",
-    "harness_verifier",
 ]
 
 KERNEL_CHOICES = {"xdlops": "rocmlir-2022-xdlops", "nonxdlops": "rocmlir-2022-nonxdlops"}
@@ -84,7 +77,6 @@ VALIDATOR_MODIFIERS = {
 #: the accepted hardware names (models.hardware; aliases such as mi250x are accepted too)
 HW_CHOICES = HW_NAMES
 RAND_TYPES = ("float", "int")
-PROGRESS_DELAY_S = 2.0  # a bar appears once its step has run this long
 
 
 @dataclass
@@ -106,6 +98,32 @@ class RunResult:
     ensemble: SplitPartials | None = field(repr=False, default=None)
     #: what the inputs were (distribution, range, seed and their sources, or the user's files)
     inputs_info: InputsInfo | None = field(repr=False, default=None)
+    #: the verdict and, with a GPU output, the reading (:meth:`judge`; computed on first use
+    #: with the defaults when :func:`run` was not asked for one)
+    _judgement: Judgement | None = field(init=False, repr=False, compare=False, default=None)
+
+    def judge(self, gpu=None, **options) -> Judgement:
+        """The verifier's verdict on this run, and with ``gpu`` (the GPU's own output) its reading:
+        rounding, mix-up or bug-suspect (:func:`validation.run.judge`, its options); what
+        ``fp16emu run`` prints."""
+        return judge(self, gpu, **options)
+
+    @property
+    def judgement(self) -> Judgement:
+        """The run judged as :func:`run` was asked (default: the config's harness verifier, no GPU output)."""
+        if self._judgement is None:
+            self._judgement = self.judge()
+        return self._judgement
+
+    @property
+    def verdict(self):
+        """The verifier's verdict (:attr:`judgement`)."""
+        return self.judgement.verdict
+
+    @property
+    def reading(self) -> str | None:
+        """The reading of the GPU's output (:attr:`judgement`; None without one)."""
+        return self.judgement.reading
 
     @property
     def format(self) -> str:
@@ -178,15 +196,6 @@ class RunResult:
             return
         for i in range(count):
             yield self.ensemble.member(i, granularity)
-
-
-def round_output(values: np.ndarray, fmt: str) -> np.ndarray:
-    """A kernel's fp32 results as it writes them in ``fmt``: fp16 (``v_cvt_f16_f32``) or bf16,
-    each rounded once to nearest even, overflow to ±inf (the bf16 value through float64, which
-    holds every float32 exactly: one rounding)."""
-    if fmt == "fp16":
-        return fp32_to_fp16(values)
-    return cast_rne(np.asarray(values, np.float32).astype(np.float64), fmt)
 
 
 def choice(value, choices, option: str) -> str:
@@ -290,18 +299,6 @@ def gemm_order_note(model: kernel_models.KernelModel) -> str:
     )
 
 
-def harness_verifier(config: Config) -> tuple[str, str]:
-    """(verifier preset, why) of the harness ``config`` comes from: the 2022 rules
-    (``rocmlir-2022``) for the 2022 suite's tests, MIOpen's check for an MIOpenDriver command,
-    today's rocMLIR verifier (``rocmlir``) for any other miopen-gen/rocmlir-gen config."""
-    tool = str(config.tool)
-    if tool.startswith("suite:rocmlir_2022"):
-        return "rocmlir-2022", "default: the 2022 suite's harness verifier, rocMLIR Aug 2022"
-    if tool == "MIOpenDriver":
-        return "miopen", "default: MIOpenDriver's own check"
-    return "rocmlir", "default: the rocMLIR harness verifier of a miopen-gen/rocmlir-gen config"
-
-
 def shape_axes(problem: ConvProblem, role: str) -> tuple[str, ...]:
     """The letters of ``problem.tensor_shape(role)``'s axes, outermost first."""
     given, full = problem.layout(role), problem.layout5(role)
@@ -311,111 +308,6 @@ def shape_axes(problem: ConvProblem, role: str) -> tuple[str, ...]:
     if problem.groups == 1 or full.replace("g" + channel, channel) == given:
         return tuple(given)
     return tuple(full)
-
-
-def auto_progress() -> bool:
-    """Whether a step gets a progress bar by default: when stderr is a terminal (the bar then
-    appears only once the step has taken :data:`PROGRESS_DELAY_S` seconds)."""
-    try:
-        return bool(sys.stderr.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
-#: Without a terminal, a long command prints a plain progress line at most this often (seconds).
-HEARTBEAT_S = 300.0
-
-
-def _duration(seconds: float) -> str:
-    s = round(seconds)
-    h, m = divmod(s // 60, 60)
-    return f"{h} h {m} min" if h else f"{m} min {s % 60} s" if m else f"{s} s"
-
-
-class Heartbeat:
-    """Progress for logs (nohup, CI), where a bar's carriage returns would not show: a plain line
-    on stderr, ``fp16emu: 3/40 runs done, 2 min 5 s elapsed, about 25 min left``, when an item
-    finishes at least ``interval_s`` seconds after the last line (or the start).
-
-    ``total``: items expected (settable later, as :attr:`total`). ``total_work``: when given, the
-    items carry unequal work (:meth:`update`'s ``work``, out of ``total_work``); the line then adds
-    the share of the work done and estimates the time left from it rather than from the item
-    count."""
-
-    def __init__(self, interval_s: float, total: int = 0, unit: str = "jobs", total_work: float | None = None):
-        self.interval_s = float(interval_s)
-        self.total = int(total)
-        self.unit = unit
-        self.total_work = total_work
-        self.done = 0
-        self.work_done = 0.0
-        self.start = self.last = time.monotonic()
-
-    def update(self, items: int = 1, work: float | None = None) -> None:
-        """Count ``items`` finished (carrying ``work``, when weighted); print a line when due."""
-        self.done += items
-        self.work_done += items if work is None else work
-        now = time.monotonic()
-        if now - self.last >= self.interval_s:
-            self.last = now
-            print(self.line(now - self.start), file=sys.stderr, flush=True)
-
-    def line(self, elapsed: float) -> str:
-        """The progress line after ``elapsed`` seconds."""
-        total_work = self.total_work if self.total_work is not None else self.total
-        share = self.work_done / total_work if total_work else 0.0
-        of = f"/{self.total}" if self.total else ""
-        work = f", {100 * share:.0f} % of the work" if self.total_work is not None else ""
-        left = f", about {_duration(elapsed * (1 - share) / share)} left" if 0 < share < 1 else ""
-        return f"fp16emu: {self.done}{of} {self.unit} done{work}, {_duration(elapsed)} elapsed{left}"
-
-
-#: The bar's width where the terminal reports none (0 columns: a serial console, some CI
-#: terminals, ``stty cols 0``), where tqdm's own width would be −1 and it would print nothing.
-FALLBACK_COLUMNS = 80
-FALLBACK_LINES = 24
-
-
-def bar_width(file=None) -> dict:
-    """tqdm's size options for a bar on ``file`` (default stderr): follow the terminal's width
-    while it reports one, else a fixed width (``COLUMNS`` when it is a positive number, else
-    :data:`FALLBACK_COLUMNS`), and a fixed height where it reports 0 lines (``LINES``, else
-    :data:`FALLBACK_LINES`), so that a terminal of size 0 still shows progress."""
-    file = sys.stderr if file is None else file
-    try:
-        size = os.get_terminal_size(file.fileno())
-    except (AttributeError, OSError, ValueError):
-        return {"dynamic_ncols": True}  # not a terminal: tqdm's own default width
-    out: dict = {"dynamic_ncols": size.columns > 1}
-    if size.columns <= 1:
-        out["ncols"] = _env_size("COLUMNS", FALLBACK_COLUMNS)
-    if size.lines <= 1:  # tqdm hides a bar whose position is not above the last line
-        out["nrows"] = _env_size("LINES", FALLBACK_LINES)
-    return out
-
-
-def _env_size(name: str, default: int) -> int:
-    env = os.environ.get(name, "").strip()
-    return int(env) if env.isdigit() and int(env) > 1 else default
-
-
-def progress_bar(total: int, enabled: bool, desc: str, unit: str = "col"):
-    """A tqdm bar on stderr over ``total`` ``unit`` (gemmN columns by default), or None when not
-    ``enabled``; the caller closes it (``finally``), and it leaves no line behind."""
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(
-        total=total,
-        desc=desc,
-        unit=unit,
-        unit_scale=True,
-        leave=False,
-        file=sys.stderr,
-        delay=PROGRESS_DELAY_S,
-        **bar_width(sys.stderr),
-    )
 
 
 def check_overrides(seed, rand_min, rand_max, n_chunk=None, *, names=("seed", "rand_min", "rand_max")):
@@ -445,6 +337,14 @@ def run(
     progress: bool | None = None,
     n_chunk: int | None = None,
     inputs=None,
+    gpu_output=None,
+    gpu_output_format: str | None = None,
+    layout: str | None = None,
+    verifier: str | None = None,
+    thresholds=None,
+    members: int | None = None,
+    search_budget: float = 60.0,
+    command: dict | None = None,
 ) -> RunResult:
     """Emulate ``config`` (a Config or any text ``parse_config`` accepts) on ``hw``.
 
@@ -456,10 +356,23 @@ def run(
     (``{"x": …, "w": …, "dy": …}`` arrays or files, or a folder / "x.npy,w.npy" text, see
     :func:`validation.run.inputs.user_tensors`); ``progress`` None = a bar for long runs when stderr
     is a terminal.
+
+    The result is judged (:attr:`RunResult.judgement`, the verdict and reading ``fp16emu run``
+    prints) by ``verifier`` (default: the config's harness verifier) with ``thresholds``;
+    ``gpu_output``: the GPU's own output (a file as ``--gpu-output`` reads it, in the raw
+    ``gpu_output_format`` for a binary dump; or an array), stored in ``layout``, read before
+    anything is computed and judged against the emulated kernel: its reading is rounding, mix-up
+    or bug-suspect (:mod:`validation.run.reading`; ``search_budget`` seconds to search what a
+    differing output matches, ``command`` the run's flags for each match's command); ``members``:
+    add orders of a split-K atomic ensemble.
     """
     seed, rand_min, rand_max = check_overrides(seed, rand_min, rand_max, n_chunk)
     config, kmodel, vmodel = plan(config, hw=hw, kernel=kernel, validator=validator, perf_config=perf_config)
     problem = config.problem
+    if isinstance(gpu_output, (str, os.PathLike)):  # a bad file: refused before the emulation spends its compute
+        gpu_output = load_gpu_output(os.fspath(gpu_output), problem, "gpu_output", raw_format=gpu_output_format)
+    elif gpu_output_format is not None and not isinstance(gpu_output, LoadedArray):
+        raise ValueError("gpu_output_format: only for a gpu_output file (a raw dump)")
 
     if rand_type is not None:
         rand_type = choice(rand_type, RAND_TYPES, "rand_type")
@@ -498,7 +411,7 @@ def run(
             bar.close()
     ensemble = kout if atomic else None
     kernel_fp32 = kout.ascending() if atomic else kout
-    return RunResult(
+    result = RunResult(
         config=config,
         kernel=kmodel,
         validator=vmodel,
@@ -510,3 +423,17 @@ def run(
         ensemble=ensemble,
         inputs_info=info,
     )
+    asked = gpu_output is not None or verifier is not None or thresholds or layout is not None or members is not None
+    if asked:
+        result._judgement = result.judge(
+            gpu_output,
+            verifier=verifier,
+            thresholds=thresholds,
+            layout=layout,
+            members=members,
+            search_budget=search_budget,
+            progress=bool(progress if progress is not None else auto_progress()),
+            command=command,
+            layout_name="--layout" if command is not None else "layout",
+        )
+    return result

@@ -44,7 +44,7 @@ reproduce), :mod:`.recipes` (which kernel and validator models stand for a line,
 alternatives a diagnosis tries), :mod:`.emulate` (one job: inputs, one pass over the
 convolution's GEMMs for every model, the verifier's lines), :mod:`.envelope` (split-K atomic
 ensembles), :mod:`.cache`, :mod:`.judge` (emulated against measured), :mod:`.diagnose`,
-:mod:`.report`, :mod:`.execution` (the process pool) and :mod:`.reproduce` (all of it in order),
+:mod:`.report`, :mod:`.execution` (the process pool) and :mod:`.reproduction` (all of it in order: :func:`reproduce`),
 :mod:`.cli`.
 """
 
@@ -52,7 +52,7 @@ from .judge import LineResult
 from .measured import GPUS, KERNELS, RAND0_SEEDS, RANGES, RUN_SETS, STUDY_SEED, VALIDATORS, MeasuredLine, read_measured
 from .recipes import Recipe, atomic_reorders, default_recipe
 from .report import Report
-from .reproduce import reproduce
+from .reproduction import reproduce
 from .selection import Selection, smallest_tests
 
 __all__ = [

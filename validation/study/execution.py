@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..engine import Engine
-from ..run import Heartbeat
+from ..progress import Heartbeat
 from .cache import Cache
 from .emulate import Job, run_job
 
@@ -54,7 +54,7 @@ def execute(
     if progress:
         from tqdm import tqdm
 
-        from ..run import bar_width
+        from ..progress import bar_width
 
         # counted in whole work units (not rounded to 0.1 G per job: small jobs would add 0 and
         # leave the bar at 0 %), shown scaled (k, M, G)

@@ -90,7 +90,7 @@ def test_plot_target_is_checked_before_any_computation(tmp_path, capsys, monkeyp
     ):
         assert main(argv) == 2
         err = capsys.readouterr().err
-        assert err.startswith("fp16emu: error: --plot:") and "Traceback" not in err
+        assert err.startswith(f"fp16emu {argv[0]}: error: --plot:") and "Traceback" not in err
 
 
 def test_unwritable_folder_is_a_usage_error(tmp_path):

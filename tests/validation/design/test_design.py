@@ -262,7 +262,7 @@ def test_the_2022_verifier_needed_loosening_and_then_missed_bugs(capsys):
     # 0.25 (rocmlir-2022) passes it, and with it a NaN tile and a 12.5 % error on one element
     from pathlib import Path
 
-    pr694 = Path(__file__).resolve().parents[2] / "docs" / "validators" / "rocmlir-pr694.toml"
+    pr694 = Path(__file__).resolve().parents[3] / "docs" / "validators" / "rocmlir-pr694.toml"
     argv = ["design", "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16", "--hw", "mi200",
             "--kernel", "xdlops", "--seeds", "2", "--validators", "rocmlir-2022", str(pr694),
             "--bugs", "scaled-element", "uninitialised-tile", "--format", "json", "--no-progress"]  # fmt: skip

@@ -57,11 +57,14 @@ def test_saved_emulated_output_fed_back_is_identical(pad, tmp_path, capsys):
     argv = ["run", PAD, *ARGS, "--gpu-output", str(tmp_path / "dump.f32"), "--gpu-output-format", "fp32"]
     code, doc, _ = _json(capsys, argv + ["--layout", "nkhw"])
     assert doc["gpu"]["answer"] == "identical" and doc["gpu"]["layout"] == "nkhw"
+    assert doc["reading"] == "rounding" and code == 0
     # read in the config's own layout instead, the same bytes are a different tensor: not identical
     code, doc, _ = _json(capsys, argv)
     assert code == 1 and doc["gpu"]["answer"] == "differs"
     # issue 30.2: the search names the axis order the dump was written in
     assert doc["gpu"]["matches"] == [{"layout": "nkhw"}]
+    # issue 36.2: a reproducing match makes the reading a mix-up, not a bug suspect
+    assert doc["reading"] == "mix-up"
 
 
 def test_one_padding_border_row_wrong(pad, tmp_path, capsys):
@@ -134,3 +137,27 @@ def test_split_k_other_atomic_order_is_inside_and_a_lost_partial_is_outside(spli
         assert s["coords"]["k"] < 16 and s["coords"]["c"] < 16
     assert any("inside the block k = 0..15, c = 0..15" in c for c in got.clusters), got.clusters
     assert "no outcome of the" in got.format_text()
+
+
+def test_run_returns_the_reading_verdict_and_exit_code_the_cli_prints(pad, tmp_path, capsys):
+    """Issue 36.2: the decision is the library's (validation.run.judge); ``run(..., gpu_output=…)``
+    carries the reading, the verdict and the exit code that ``fp16emu run --gpu-output`` prints."""
+    row = pad.kernel_array.copy()
+    row[:, 0] = np.nextafter(row[:, 0], np.float16(np.inf))  # one output row off by 1 ulp: no option reproduces it
+    np.save(tmp_path / "same.npy", pad.kernel_array)
+    np.save(tmp_path / "row.npy", row)
+    for name, reading in (("same.npy", "rounding"), ("row.npy", "bug-suspect")):
+        argv = ["run", PAD, *ARGS, "--gpu-output", str(tmp_path / name), "--search-budget", "0"]
+        code, doc, _ = _json(capsys, argv)
+        result = run(PAD, rand_type="float", seed=1, progress=False, gpu_output=tmp_path / name, search_budget=0)
+        judged = result.judgement
+        assert doc["reading"] == judged.reading == result.reading == reading
+        assert doc["verdict"] == judged.to_dict()["verdict"] and doc["gpu"]["answer"] == judged.gpu.answer
+        assert code == judged.exit_code == (0 if reading == "rounding" and judged.passed else 1)
+        assert main(argv) == code
+        text = capsys.readouterr().out
+        assert ("BUG SUSPECT" in text) == (reading == "bug-suspect"), text
+    # without a GPU output: no reading, the harness verifier's verdict, as the CLI's JSON says
+    code, doc, _ = _json(capsys, ["run", PAD, *ARGS])
+    assert doc["reading"] is None and pad.reading is None
+    assert doc["verdict"] == pad.judgement.to_dict()["verdict"] and code == pad.judgement.exit_code

@@ -9,7 +9,8 @@ import numpy as np
 
 from validation.cli import main
 from validation.metrics import compare
-from validation.run import auto_progress, progress_bar, run
+from validation.progress import auto_progress, progress_bar
+from validation.run import run
 from validation.verify.presets import resolve_metric, verify
 
 PAD = "padding_kernel_all_fwd_CHECK_RESNET50_CONFIG4_f16"

@@ -89,7 +89,10 @@ def test_verifier_pass_and_fail_exit_codes(capsys):
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, needle):
     code, out, err = _run(capsys, *argv)
     assert code == 2
-    assert err.count("\n") == 1 and err.startswith("fp16emu: error:"), err
+    prefix = (
+        "fp16emu: error:" if argv[0] == "frobnicate" else f"fp16emu {argv[0]}: error:"
+    )  # one error line per command
+    assert err.count("\n") == 1 and err.startswith(prefix), err
     assert needle in err
     assert "Traceback" not in err
 
@@ -186,7 +189,7 @@ def test_any_config_runs_or_fails_cleanly(capsys, text):
         assert out
     else:
         assert code == 2, (text, err)
-        assert err.startswith("fp16emu: error:") and err.count("\n") == 1, (text, err)
+        assert err.startswith("fp16emu run: error:") and err.count("\n") == 1, (text, err)
 
 
 def test_run_on_a_split_k_test_reports_its_ensemble(capsys):
@@ -257,8 +260,8 @@ def test_inverted_ranges_nan_thresholds_and_empty_arrays_are_refused(tmp_path, c
     """Issue 31: these were accepted (an inverted range misreported, rms=nan, a PASS with n = 0)."""
     import numpy as np
 
-    from validation import verify
     from validation.cli import main
+    from validation.verify import verify
 
     test = "conv2d_host_validation_f16_fwd_CHECK_KYXC_NHWC_NHWK5_f16"
     assert main(["run", test, "--rand-type", "float", "--rand-min", "5", "--rand-max", "-5", "--no-progress"]) == 2

@@ -48,7 +48,7 @@ def test_npy_npz_and_raw_dumps_are_read(tmp_path):
         (lambda p: p.write_bytes(_npy_header("<i4", (2,)) + b"\0" * 8), "dtype int32"),
         (lambda p: p.write_bytes(_npy_header("|O", (2,)) + b"\0" * 16), "Python objects"),
         (lambda p: p.write_bytes(b"\x93NUMPY\x01\x00\x10\x00{'descr': oops}\n"), "malformed .npy header"),
-        # found by tests/validation/test_fuzz_arrays.py: numpy's header parser raised tokenize.TokenError
+        # found by tests/validation/cli/test_fuzz_arrays.py: numpy's header parser raised tokenize.TokenError
         # (not a ValueError) for an unbalanced bracket, a traceback from compare and run --gpu-output
         (lambda p: p.write_bytes(_npy_header("<f2", (2,)).replace(b"{", b" ") + b"\0" * 4), "malformed .npy header"),
         (
@@ -100,7 +100,7 @@ def test_compare_refuses_a_pickle_and_dev_null_in_one_line(tmp_path, capsys):
     for other in (str(tmp_path / "obj.npy"), "/dev/null", str(tmp_path / "nope.npy")):
         assert main(["compare", str(tmp_path / "v.npy"), other]) == 2
         err = capsys.readouterr().err
-        assert err.startswith("fp16emu: error: KERNEL") and err.count("\n") == 1 and "Traceback" not in err
+        assert err.startswith("fp16emu compare: error: KERNEL") and err.count("\n") == 1 and "Traceback" not in err
         assert "allow_pickle" not in err
 
 
@@ -123,7 +123,7 @@ def _damaged_npz(tmp_path, compressed: bool, where: str):
 @pytest.mark.parametrize("compressed", [False, True])
 @pytest.mark.parametrize("where", ["data", "local header"])
 def test_a_damaged_npz_member_is_refused_naming_it(tmp_path, compressed, where):
-    """Found by tests/validation/test_fuzz_arrays.py: zipfile.BadZipFile (bad CRC, bad local header)
+    """Found by tests/validation/cli/test_fuzz_arrays.py: zipfile.BadZipFile (bad CRC, bad local header)
     and zlib.error from a damaged member escaped as tracebacks from compare and run --gpu-output."""
     path = _damaged_npz(tmp_path, compressed, where)
     with pytest.raises(ArrayFileError) as ei:

@@ -5,7 +5,7 @@ extended or with bytes changed, fed to ``fp16emu compare`` (with random ``--dtyp
 ``--validation-dtype``, ``--shape`` and ``--verifier``) and to ``fp16emu run --gpu-output`` on a
 tiny config (with random ``--gpu-output-format`` and ``--layout``).
 
-Every input ends in exit 0, 1 or 2 (2: one line on stderr, ``fp16emu: error: …``), never a
+Every input ends in exit 0, 1 or 2 (2: one line on stderr, ``fp16emu COMMAND: error: …``), never a
 traceback or an escaped exception, in bounded time (``tests.fuzzing.BOUND_S``) and bounded
 memory (the Python and numpy allocations traced while it runs stay under ``BOUND_MIB``: the
 files are at most a few kB, so a header that makes the loader allocate what it claims would
@@ -185,7 +185,7 @@ def _cli(capsys, argv, target, bound_s=5.0):
     assert code in (0, 1, 2), (argv, code, err)
     assert "Traceback" not in err and "Traceback" not in out, (argv, err)
     if code == 2:
-        assert err.startswith("fp16emu: error:") and err.count("\n") == 1, (argv, err)
+        assert err.startswith(f"fp16emu {argv[0]}: error:") and err.count("\n") == 1, (argv, err)
     else:
         assert out, argv
     assert peak < BOUND_MIB << 20, f"{argv}: {peak / 2**20:.0f} MiB traced"

@@ -133,13 +133,13 @@ def test_compare_help_documents_raw_dumps(capsys):
 
 
 def test_a_refused_verifier_is_one_line_without_the_dtype_warning_before_it(tmp_path, capsys):
-    """Found by tests/validation/test_fuzz_arrays.py: an fp32 KERNEL holding fp16 values printed the
+    """Found by tests/validation/cli/test_fuzz_arrays.py: an fp32 KERNEL holding fp16 values printed the
     --dtype warning, then study-2022's refusal of fp32: two lines on stderr for an exit 2."""
     np.save(tmp_path / "v.npy", np.ones(4, np.float16))
     np.save(tmp_path / "k.npy", np.ones(4, np.float32))
     code = main(["compare", str(tmp_path / "v.npy"), str(tmp_path / "k.npy"), "--verifier", "study-2022"])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and err.startswith("fp16emu: error:") and "fp32" in err, err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("fp16emu compare: error:") and "fp32" in err, err
     code = main(["compare", str(tmp_path / "v.npy"), str(tmp_path / "k.npy")])  # accepted: the warning stays
     assert code == 0 and "give --dtype fp16" in capsys.readouterr().err
 

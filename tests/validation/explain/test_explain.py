@@ -21,6 +21,7 @@ from emu.conv import conv
 from models import kernels as kernel_models
 from models.units import unit
 from validation import metrics
+from validation.cli import main
 from validation.cli.explain import register_cli
 from validation.configs import parse_config
 from validation.explain import SOURCES, explain, shapley
@@ -360,11 +361,10 @@ def test_cli_json():
     assert isinstance(doc["verdict"], str) and doc["verdict"]
 
 
-def test_cli_text_and_bad_options():
+def test_cli_text_and_bad_options(capsys):
     code, out = _cli(["explain", SMALL_NCHW, "--top", "2"])
     assert code == 0 and "verdict:" in out and "subnormal_flush" in out
     for argv, words in [
-        (["--format", "xml"], ("--format", "text, json")),
         (["--metric", "rms,nope"], ("metric", "max_abs_diff")),
         (["--top", "-1"], ("--top",)),
         (["--hw", "mi999"], ("hw", "mi100, mi200, mi300")),
@@ -374,6 +374,10 @@ def test_cli_text_and_bad_options():
         with pytest.raises(ValueError) as err:
             _cli(["explain", SMALL_NCHW] + argv)
         assert all(w in str(err.value) for w in words), (argv, str(err.value))
+    # --format is the one shared option (validation.cli.common): refused by the parser, one error line
+    assert main(["explain", SMALL_NCHW, "--format", "xml"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fp16emu explain: error:") and "--format" in err and "text, json" in err, err
 
 
 def test_plot_and_dict():

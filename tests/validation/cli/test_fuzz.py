@@ -162,7 +162,7 @@ def _cli(capsys, argv):
     assert code in (0, 2), (argv, code, err)
     assert "Traceback" not in err, (argv, err)
     if code == 2:
-        assert err.startswith("fp16emu: error:") and err.count("\n") == 1, (argv, err)
+        assert err.startswith(f"fp16emu {argv[0]}: error:") and err.count("\n") == 1, (argv, err)
     else:
         assert out, argv
     return code, seconds

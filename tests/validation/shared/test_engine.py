@@ -18,7 +18,7 @@ import reference_data as ref  # noqa: E402  (registered by conftest.py)
 import validation.study as study
 from validation.engine import Engine, Terminated, check_scheduler, dask_available
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 needs_dask = pytest.mark.skipif(not dask_available(), reason="dask.distributed is not installed")
 
 

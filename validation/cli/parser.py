@@ -2,7 +2,8 @@
 of this package (:mod:`.run`, :mod:`.explain`, :mod:`.study`, :mod:`.design`, :mod:`.identify`,
 :mod:`.units`).
 
-Exit codes: 0 pass (or no verdict asked), 1 fail, 2 usage or input error (one line, no traceback).
+Exit codes: 0 pass (or no verdict asked), 1 fail, 2 usage or input error (one line,
+``fp16emu COMMAND: error: …``, no traceback).
 """
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ from ..plots import check_path
 from . import design, explain, listing, study, units
 from . import identify as identify_cli
 from . import run as run_cli
-from .common import Parser, UsageError
+from .common import Parser, UsageError, error_line
 
-__all__ = ["main", "UsageError"]
+__all__ = ["main", "UsageError", "COMMANDS"]
+
+
+#: every subcommand, in the order of ``fp16emu --help``
+COMMANDS = ("run", "compare", "units", "study", "explain", "probe", "identify", "design", "list")
 
 
 def _build_parser():
@@ -74,37 +79,43 @@ class _CompileNotice(numba_event.Listener):
         pass
 
 
+def _command(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names (for the error line), None before one is given."""
+    return argv[0] if argv and not argv[0].startswith("-") and argv[0] in COMMANDS else None
+
+
 def main(argv=None) -> int:
+    """``fp16emu``: every error, whichever command, is one line ``fp16emu COMMAND: error: …`` on
+    stderr and exit 2 (:func:`validation.cli.common.error_line`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = _command(argv)
     try:
-        argv = _config_first(list(sys.argv[1:] if argv is None else argv))
+        argv = _config_first(argv)
         args = _build_parser().parse_args(argv)
         if args.command in ("run", "explain"):
             given = sum(a == "--config" or a.startswith("--config=") for a in argv[1:]) + (args.config is not None)
             if given > 1:
-                raise UsageError(
-                    f"{args.command}: the config is given {given} times (CONFIG and --config); give it once"
-                )
+                raise UsageError(f"the config is given {given} times (CONFIG and --config); give it once")
             args.config = args.config if args.config is not None else args.config_option
             if not args.config:
                 raise UsageError(
-                    "run: give a CONFIG (an argument string, a RUN line, an MIOpenDriver command or a suite test name)"
+                    "give a CONFIG (an argument string, a RUN line, an MIOpenDriver command or a suite test name)"
                 )
         if getattr(args, "plot", None):  # before any computation: a picture that cannot be written is exit 2
             check_path(args.plot)
         with numba_event.install_listener("numba:compile", _CompileNotice()):
             return args.func(args)
-    except UsageError as err:
-        print(f"fp16emu: error: {err}", file=sys.stderr)
-        return 2
-    except ValueError as err:  # bad config or input, reported by the library (ConfigError included)
-        msg = " ".join(str(err).split()) or type(err).__name__
-        print(f"fp16emu: error: {msg}", file=sys.stderr)
+    except (UsageError, ValueError) as err:  # ValueError: a bad config or input, reported by the library
+        print(error_line(command, err), file=sys.stderr)
         return 2
     except MemoryError as err:  # numpy's ArrayMemoryError included: a resource, not a FAIL verdict (exit 1)
         detail = " ".join(str(err).split())[:160] or "an allocation failed"
         print(
-            f"fp16emu: error: out of memory ({detail}); lower the problem's size or raise the memory "
-            "available (ulimit -v, FP16EMU_MAX_MEMORY_GIB)",
+            error_line(
+                command,
+                f"out of memory ({detail}); lower the problem's size or raise the memory "
+                "available (ulimit -v, FP16EMU_MAX_MEMORY_GIB)",
+            ),
             file=sys.stderr,
         )
         return 2
@@ -116,8 +127,8 @@ def main(argv=None) -> int:
             raise
         # a resource exhausted (a full disk, ulimit -f, ulimit -n): exit 2 and one line, not a traceback
         where = f" ({err.filename})" if err.filename else ""
-        print(f"fp16emu: error: cannot go on: {err.strerror}{where}", file=sys.stderr)
+        print(error_line(command, f"cannot go on: {err.strerror}{where}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("fp16emu: interrupted", file=sys.stderr)
+        print(f"fp16emu{' ' + command if command else ''}: interrupted", file=sys.stderr)
         return 130

@@ -153,7 +153,7 @@ def test_a_zero_column_terminal_still_shows_progress(monkeypatch, tmp_path):
     import os
     import sys
 
-    from validation.run import runner
+    from validation import progress as runner  # the shared progress helpers
 
     monkeypatch.setattr(os, "get_terminal_size", lambda *a: os.terminal_size((0, 0)))
     monkeypatch.setattr(runner, "PROGRESS_DELAY_S", 0)
