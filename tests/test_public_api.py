@@ -237,6 +237,7 @@ PUBLIC = {
         "StudyTail",
         "Thresholds",
         "Verdict",
+        "compare_default",
         "compare_differing",
         "evaluate",
         "format_flags",
