@@ -11,16 +11,7 @@ from .jit import jit, prange
 from .kernels import KERNELS, LANES
 from .operands import decode_flush, is_wide, operand
 from .rows import driver, rows_driver, rows_fused
-from .units import (
-    WIDE_INPUTS,
-    Family,
-    Format,
-    InputFormat,
-    UnitParams,
-    kernel_params,
-    kernel_vector,
-    operand_formats,
-)
+from .units import Family, Format, UnitParams, check_params, kernel_params, kernel_vector
 
 __all__ = [
     "dot_add",
@@ -35,44 +26,12 @@ __all__ = [
 
 
 def unit_params(unit) -> UnitParams:
-    """Accept an ``emu.UnitParams`` or anything with a ``params`` attribute (``models.Unit``)."""
+    """Accept an ``emu.UnitParams`` or anything with a ``params`` attribute (``models.Unit``),
+    validated (:func:`emu.units.check_params`)."""
     params = getattr(unit, "params", unit)
     if not isinstance(params, UnitParams):
         raise TypeError(f"unit: expected models.Unit or emu.UnitParams, got {type(unit).__name__}")
-    Family(params.family)  # raises ValueError for an unknown family
-    if params.group_size < 1:
-        raise ValueError(f"unit.group_size: must be ≥ 1, got {params.group_size}")
-    if params.family == Family.PAIRWISE and params.group_size & (params.group_size - 1):
-        raise ValueError(f"unit.group_size: a pairwise tree needs a power of two, got {params.group_size}")
-    if params.family in (Family.TRUNCATED_FUSED, Family.TWO_STAGE) and not 0 <= params.fraction_bits <= 48:
-        raise ValueError(f"unit.fraction_bits: must be in 0..48 (float64 exactness), got {params.fraction_bits}")
-    try:
-        fmt = InputFormat(params.input_format)
-    except ValueError:
-        accepted = ", ".join(f"{m.name} ({int(m)})" for m in InputFormat)
-        raise ValueError(f"unit.input_format: {params.input_format!r} is not one of {accepted}") from None
-    try:
-        operand_formats(params)
-    except ValueError as e:
-        if "b_input_format" in str(e):
-            raise
-        accepted = ", ".join(f"{m.name} ({int(m)})" for m in InputFormat)
-        raise ValueError(
-            f"unit.b_input_format: {params.b_input_format!r} is not -1 (A's format) or one of {accepted}"
-        ) from None
-    if not 1 <= params.output_fraction_bits <= 23:
-        raise ValueError(f"unit.output_fraction_bits: must be in 1..23, got {params.output_fraction_bits}")
-    if params.interleaved_sums not in (1, 2):
-        raise ValueError(f"unit.interleaved_sums: must be 1 or 2, got {params.interleaved_sums}")
-    if params.family == Family.FUSED_EXACT and fmt in WIDE_INPUTS and params.group_size > 2:
-        # the exact path's error sum is exact for fp16 products (a 2^-48 grid) or one TwoSum error
-        raise ValueError(
-            f"unit.group_size: an exact fused unit with {fmt.name.lower()} operands is modelled for groups of "
-            f"1 or 2 (MI100's bf16), got {params.group_size}"
-        )
-    if params.output_format == Format.FP16 and fmt in WIDE_INPUTS:
-        raise ValueError(f"unit.output_format: fp16 accumulators take fp16 or fp8 operands, not {fmt.name.lower()}")
-    return params
+    return check_params(params)
 
 
 def fp16_operand(x, name: str) -> np.ndarray:

@@ -25,9 +25,10 @@ exponent −14, an fp32 subnormal or zero −126, and a product's exponent is th
 
 from __future__ import annotations
 
+import numbers
 from enum import IntEnum
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import NamedTuple, get_type_hints
 
 import numpy as np
 
@@ -40,6 +41,9 @@ __all__ = [
     "WIDE_INPUTS",
     "UnitParams",
     "SAME_AS_A",
+    "MAX_GROUP_SIZE",
+    "FIELD_KINDS",
+    "check_params",
     "kernel_params",
     "kernel_vector",
     "operand_formats",
@@ -102,8 +106,25 @@ INPUT_EMIN = MappingProxyType(
 WIDE_INPUTS = frozenset({InputFormat.BF16, InputFormat.TF32})
 
 
+#: ``UnitParams.b_input_format`` of a unit whose two operands share one format
+SAME_AS_A = -1
+#: The largest products-per-group a unit may have (matrix units have 1 … 32).
+MAX_GROUP_SIZE = 1 << 12
+
+
 class UnitParams(NamedTuple):
-    """Plain integers, so numba kernels can take them; ``models`` builds these with sources.
+    """The one unit record: every parameter of a unit's arithmetic, declared here once, as plain
+    integers (an :class:`~enum.IntEnum` member is one), so numba kernels can take them;
+    :func:`check_params` validates a record, and ``models.Unit`` is this record's fields with a
+    name, a description and a source for each (it declares no field list of its own).
+
+    Each field's annotation is its kind (:data:`FIELD_KINDS`): an enum (the value must be one of
+    its members), ``bool`` (0 or 1) or ``int`` (a whole number, with the range
+    :func:`check_params` gives). Adding a field: one line here with its kind and a default that
+    keeps every existing unit's arithmetic (then ``models.Unit`` has it, and ``Unit.params``,
+    ``dataclasses.replace`` and the sources table follow), and its range, if its kind does not
+    say it all, in :func:`check_params`; a kernel that reads it takes it from the vector of
+    :func:`kernel_vector` (fields after ``b_input_format`` come after the two subnormal exponents).
 
     Flush flags: ``flush_inputs`` sets fp16 inputs with |x| < 2^-14 to +0; ``flush_c`` sets a
     subnormal accumulator on entry to +0; ``flush_products`` / ``flush_partials`` /
@@ -119,29 +140,97 @@ class UnitParams(NamedTuple):
     combined by flooring (2: AMD MI300's fp8 "GTR-FDPA").
     """
 
-    family: int
+    family: Family
     group_size: int
     fraction_bits: int = 0
     sum_fraction_bits: int = 0
-    alignment_rounding: int = Rounding.RZ
-    c_alignment_rounding: int = Rounding.RD
-    output_rounding: int = Rounding.RNE
+    alignment_rounding: Rounding = Rounding.RZ
+    c_alignment_rounding: Rounding = Rounding.RD
+    output_rounding: Rounding = Rounding.RNE
     zero_exponent: int = -133
-    output_format: int = Format.FP32
+    output_format: Format = Format.FP32
     flush_inputs: bool = False
     flush_c: bool = False
     flush_products: bool = False
     flush_partials: bool = False
     flush_output: bool = False
     round_each_group: bool = True
-    input_format: int = InputFormat.FP16
+    input_format: InputFormat = InputFormat.FP16
     output_fraction_bits: int = 23
     interleaved_sums: int = 1
-    b_input_format: int = -1
+    b_input_format: int = SAME_AS_A
 
 
-#: ``UnitParams.b_input_format`` of a unit whose two operands share one format
-SAME_AS_A = -1
+#: field → its kind: the enum its values are members of, ``bool`` or ``int`` (the annotations of
+#: :class:`UnitParams`)
+FIELD_KINDS = MappingProxyType(get_type_hints(UnitParams))
+
+
+def _accepted(enum) -> str:
+    return ", ".join(f"{m.name} ({int(m)})" for m in enum)
+
+
+def _whole(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def check_params(params: UnitParams) -> UnitParams:
+    """``params`` if every field keeps its meaning, else ValueError naming the first field that
+    does not (``unit.<field>: …``) and the values it accepts. The one validation of a unit:
+    ``emu``'s entry points run it on what they are given, ``models.Unit`` on every unit made
+    (``dataclasses.replace`` included).
+
+    Each field must be of its kind (:data:`FIELD_KINDS`), then: ``group_size`` in 1 …
+    :data:`MAX_GROUP_SIZE`, a power of two for a pairwise tree; ``fraction_bits`` and
+    ``sum_fraction_bits`` in 0 … 48 (float64 exactness); ``output_fraction_bits`` in 1 … 23;
+    ``interleaved_sums`` 1 or 2; ``zero_exponent`` in −1100 … 1100 (a float64 exponent);
+    ``b_input_format`` :data:`SAME_AS_A` or a format that pairs with A's
+    (:func:`operand_formats`); and the combinations the kernels model: an exact fused unit with
+    wide operands (bf16, tf32) in groups of at most 2, an fp16 accumulator with fp16 or fp8
+    operands."""
+    for name, kind in FIELD_KINDS.items():
+        value = getattr(params, name)
+        if kind is bool:
+            if not isinstance(value, (numbers.Integral, np.bool_)) or value not in (0, 1):
+                raise ValueError(f"unit.{name}: must be True or False, got {value!r}")
+        elif kind is int:
+            if not _whole(value):
+                raise ValueError(f"unit.{name}: must be a whole number, got {value!r}")
+        else:
+            try:
+                kind(value)
+            except (ValueError, TypeError):
+                raise ValueError(f"unit.{name}: {value!r} is not one of {_accepted(kind)}") from None
+    p = params
+    if not 1 <= p.group_size <= MAX_GROUP_SIZE:
+        raise ValueError(
+            f"unit.group_size: must be ≥ 1 and ≤ {MAX_GROUP_SIZE} (products per group), got {p.group_size}"
+        )
+    if p.family == Family.PAIRWISE and p.group_size & (p.group_size - 1):
+        raise ValueError(f"unit.group_size: a pairwise tree needs a power of two, got {p.group_size}")
+    for name in ("fraction_bits", "sum_fraction_bits"):
+        if not 0 <= getattr(p, name) <= 48:
+            raise ValueError(f"unit.{name}: must be in 0..48 (float64 exactness), got {getattr(p, name)}")
+    if not 1 <= p.output_fraction_bits <= 23:
+        raise ValueError(f"unit.output_fraction_bits: must be in 1..23, got {p.output_fraction_bits}")
+    if p.interleaved_sums not in (1, 2):
+        raise ValueError(f"unit.interleaved_sums: must be 1 or 2, got {p.interleaved_sums!r}")
+    if not -1100 <= p.zero_exponent <= 1100:
+        raise ValueError(f"unit.zero_exponent: must be in -1100..1100 (a float64 exponent), got {p.zero_exponent}")
+    if p.b_input_format != SAME_AS_A and p.b_input_format not in set(InputFormat):
+        raise ValueError(
+            f"unit.b_input_format: {p.b_input_format!r} is not {SAME_AS_A} (A's format) or one of {_accepted(InputFormat)}"
+        )
+    fmt, _ = operand_formats(p)  # ValueError for a mixed pair with a wide format
+    if p.family == Family.FUSED_EXACT and fmt in WIDE_INPUTS and p.group_size > 2:
+        # the exact path's error sum is exact for fp16 products (a 2^-48 grid) or one TwoSum error
+        raise ValueError(
+            f"unit.group_size: an exact fused unit with {fmt.name.lower()} operands is modelled for groups of "
+            f"1 or 2 (MI100's bf16), got {p.group_size}"
+        )
+    if p.output_format == Format.FP16 and fmt in WIDE_INPUTS:
+        raise ValueError(f"unit.output_format: fp16 accumulators take fp16 or fp8 operands, not {fmt.name.lower()}")
+    return params
 
 
 def operand_formats(params: UnitParams) -> tuple[InputFormat, InputFormat]:
@@ -183,9 +272,16 @@ def kernel_params(params: UnitParams) -> UnitParams:
     return params
 
 
+#: how many fields of :class:`UnitParams` (the first, through ``b_input_format``) come before the two
+#: subnormal exponents in :func:`kernel_vector` (emu/kernels/_tiles.py numbers the slots)
+_KERNEL_HEAD = UnitParams._fields.index("b_input_format") + 1
+
+
 def kernel_vector(params: UnitParams, input_emin: int | None = None) -> np.ndarray:
-    """The int64 vector the family kernels take: ``params`` in field order, then the field
-    exponents of A's and of B's subnormals (:data:`INPUT_EMIN` of each operand's format), or
+    """The int64 vector the family kernels take: ``params`` in field order through
+    ``b_input_format``, then the field exponents of A's and of B's subnormals (:data:`INPUT_EMIN`
+    of each operand's format), then any later fields (so a field added to the record moves no
+    slot the kernels read). The exponents are :data:`INPUT_EMIN`'s, or
     ``input_emin`` for both when the caller knows every nonzero operand lies above
     2^input_emin (then the two agree on every operand's field exponent).
 
@@ -200,4 +296,4 @@ def kernel_vector(params: UnitParams, input_emin: int | None = None) -> np.ndarr
         emin_a, emin_b = INPUT_EMIN[fa], INPUT_EMIN[fb]
     else:
         emin_a = emin_b = input_emin
-    return np.asarray((*params, emin_a, emin_b), np.int64)
+    return np.asarray((*params[:_KERNEL_HEAD], emin_a, emin_b, *params[_KERNEL_HEAD:]), np.int64)

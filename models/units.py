@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 
 from emu.operands import input_name, input_pair, pair_name
-from emu.units import SAME_AS_A, Family, Format, InputFormat, Rounding, UnitParams
+from emu.units import FIELD_KINDS, MAX_GROUP_SIZE, Family, Format, InputFormat, Rounding, UnitParams, check_params
 
 __all__ = ["Unit", "unit", "UNIT_NAMES", "UNIT_INPUTS", "UNIT_MIXED_INPUTS", "ALIASES", "MAX_GROUP_SIZE"]
-
-#: The largest products-per-group a unit may have (matrix units have 1 … 32).
-MAX_GROUP_SIZE = 1 << 12
 
 # Short citations of the published unit models and hardware measurements.
 MMASIM = "MMA-Sim (Xie et al., arXiv 2511.10909; PyPI mmasim 2.1.1)"
@@ -44,33 +41,16 @@ CDNA3_MIXED_FP8 = (
 )
 
 
-@dataclass(frozen=True)
-class Unit:
-    """A matrix unit or FMA path; ``sources`` cites every other field."""
+class _NamedUnit:
+    """The methods of :class:`Unit` (its fields come from :class:`emu.UnitParams`)."""
 
-    name: str
-    description: str
-    family: Family
-    group_size: int
-    fraction_bits: int = 0
-    sum_fraction_bits: int = 0
-    alignment_rounding: Rounding = Rounding.RZ
-    c_alignment_rounding: Rounding = Rounding.RD
-    output_rounding: Rounding = Rounding.RNE
-    zero_exponent: int = -133
-    output_format: Format = Format.FP32
-    flush_inputs: bool = False
-    flush_c: bool = False
-    flush_products: bool = False
-    flush_partials: bool = False
-    flush_output: bool = False
-    round_each_group: bool = True
-    input_format: InputFormat = InputFormat.FP16
-    output_fraction_bits: int = 23
-    interleaved_sums: int = 1
-    #: B's format where it differs from A's (mixed fp8); None: B is in ``input_format`` too
-    b_input_format: InputFormat | None = None
-    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    def __post_init__(self):
+        # dataclasses.replace(unit, ...) goes through here too: every field keeps its meaning
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name: must be a non-empty string, got {self.name!r}")
+        check_params(UnitParams(*(getattr(self, f) for f in UnitParams._fields)))
+        for f, kind in FIELD_KINDS.items():  # each value as its kind: enums print by name
+            object.__setattr__(self, f, kind(getattr(self, f)))
 
     def __reduce__(self):
         # ``sources`` is read-only (a mappingproxy, which pickle refuses) and jobs carry units to
@@ -79,62 +59,39 @@ class Unit:
         fields["sources"] = dict(self.sources)
         return _unit_from_fields, (fields,)
 
-    def __post_init__(self):
-        # dataclasses.replace(unit, ...) goes through here too: every field keeps its meaning
-        enums = {
-            "family": Family,
-            "alignment_rounding": Rounding,
-            "c_alignment_rounding": Rounding,
-            "output_rounding": Rounding,
-            "output_format": Format,
-            "input_format": InputFormat,
-        }
-        for name, enum in enums.items():
-            value = getattr(self, name)
-            try:
-                enum(value)
-            except ValueError:
-                accepted = ", ".join(f"{m.name} ({int(m)})" for m in enum)
-                raise ValueError(f"{name}: {value!r} is not one of {accepted}") from None
-        if self.b_input_format is not None:
-            try:
-                InputFormat(self.b_input_format)
-            except ValueError:
-                accepted = ", ".join(f"{m.name} ({int(m)})" for m in InputFormat)
-                raise ValueError(f"b_input_format: {self.b_input_format!r} is not None or one of {accepted}") from None
-        for name in ("group_size", "fraction_bits", "sum_fraction_bits", "zero_exponent", "output_fraction_bits"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name}: must be a whole number, got {value!r}")
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name: must be a non-empty string, got {self.name!r}")
-        if not 1 <= self.group_size <= MAX_GROUP_SIZE:
-            raise ValueError(
-                f"group_size: must be ≥ 1 and ≤ {MAX_GROUP_SIZE} (products per group), got {self.group_size}"
-            )
-        if self.family == Family.PAIRWISE and self.group_size & (self.group_size - 1):
-            raise ValueError(f"group_size: a pairwise tree needs a power of two, got {self.group_size}")
-        for name in ("fraction_bits", "sum_fraction_bits"):
-            if not 0 <= getattr(self, name) <= 48:
-                raise ValueError(f"{name}: must be in 0..48 (float64 exactness), got {getattr(self, name)}")
-        if not 1 <= self.output_fraction_bits <= 23:
-            raise ValueError(f"output_fraction_bits: must be in 1..23, got {self.output_fraction_bits}")
-        if self.interleaved_sums not in (1, 2) or isinstance(self.interleaved_sums, bool):
-            raise ValueError(f"interleaved_sums: must be 1 or 2, got {self.interleaved_sums!r}")
-        if not -1100 <= self.zero_exponent <= 1100:
-            raise ValueError(f"zero_exponent: must be in -1100..1100 (a float64 exponent), got {self.zero_exponent}")
-        for name in ("flush_inputs", "flush_c", "flush_products", "flush_partials", "flush_output", "round_each_group"):
-            if not isinstance(getattr(self, name), (bool, int)) or getattr(self, name) not in (0, 1):
-                raise ValueError(f"{name}: must be True or False, got {getattr(self, name)!r}")
-
     @property
     def params(self) -> UnitParams:
-        values = {f: getattr(self, f) for f in UnitParams._fields}
-        values["b_input_format"] = SAME_AS_A if self.b_input_format is None else self.b_input_format
-        return UnitParams(**{f: int(v) for f, v in values.items()})
+        """The plain record the ``emu`` kernels take (every field an int)."""
+        return UnitParams(*(int(getattr(self, f)) for f in UnitParams._fields))
 
     def source(self, field_name: str) -> str:
         return self.sources[field_name]
+
+
+def _field(name: str):
+    """``name`` of :class:`emu.UnitParams` as a dataclass field: its kind and its default."""
+    if name in UnitParams._field_defaults:
+        return name, FIELD_KINDS[name], field(default=UnitParams._field_defaults[name])
+    return name, FIELD_KINDS[name]
+
+
+Unit = dataclasses.make_dataclass(
+    "Unit",
+    [
+        ("name", str),
+        ("description", str),
+        *map(_field, UnitParams._fields),
+        ("sources", Mapping[str, str], field(default_factory=dict, compare=False, repr=False)),
+    ],
+    bases=(_NamedUnit,),
+    frozen=True,
+)
+Unit.__module__ = __name__
+Unit.__doc__ = """A matrix unit or FMA path: ``name``, ``description``, the fields of
+:class:`emu.UnitParams` (declared there once; enum fields hold enum members) and ``sources``, which
+cites every other field. Made by :func:`unit`; ``dataclasses.replace(unit, group_size=8)`` gives a
+variant, validated as every unit is (:func:`emu.units.check_params`). ``params`` is the plain
+record the ``emu`` kernels take."""
 
 
 # Fields a family's arithmetic never reads: their source is that fact.
@@ -193,7 +150,7 @@ def _cite(family: Family, default: str, **specific: str) -> Mapping[str, str]:
     family never reads, else ``default``; the name is fp16emu's own."""
     fields = [f.name for f in dataclasses.fields(Unit) if f.name != "sources"]
     unused = dict.fromkeys(_UNUSED[family], "unused by this family")
-    unused["b_input_format"] = "None: B is in A's format (a mixed-fp8 unit cites its instruction)"
+    unused["b_input_format"] = "-1 (emu.units.SAME_AS_A): B is in A's format (a mixed-fp8 unit cites its instruction)"
     return MappingProxyType({f: specific.get(f, unused.get(f, default)) for f in fields} | {"name": "fp16emu naming"})
 
 

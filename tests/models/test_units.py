@@ -7,7 +7,7 @@ import pytest
 
 import emu
 import models
-from emu.units import Family, InputFormat
+from emu.units import FIELD_KINDS, SAME_AS_A, Family, InputFormat, UnitParams, check_params, kernel_vector
 
 
 def test_every_field_of_every_unit_cites_a_source():
@@ -103,7 +103,7 @@ def test_mixed_fp8_units_name_both_operands():
     pair = models.unit("h100", input=("e4m3", "e5m2"))
     assert pair == models.unit("h200", input="e4m3xe5m2")
     same = models.unit("h100", input="e4m3")
-    assert dataclasses.replace(pair, b_input_format=None, description=same.description, sources={}) == same
+    assert dataclasses.replace(pair, b_input_format=SAME_AS_A, description=same.description, sources={}) == same
     assert pair.params.input_format == InputFormat.E4M3 and pair.params.b_input_format == InputFormat.E5M2
     assert same.params.b_input_format == -1
     assert "wgmma" in pair.source("b_input_format") and "e4m3 × e5m2" in pair.description
@@ -115,3 +115,60 @@ def test_mixed_fp8_units_name_both_operands():
         models.unit("a100", input="e4m3xe5m2")
     with pytest.raises(ValueError, match="b_input_format"):
         dataclasses.replace(pair, b_input_format=99)
+
+
+def test_a_unit_is_the_emu_record_with_a_name_and_sources():
+    """models.Unit declares no field of its own arithmetic: its fields are emu.UnitParams' (same
+    order, defaults and kinds) between its name and description and its sources; ``params``
+    gives the record back as plain ints, enum fields of the unit hold their enum's members."""
+    fields = dataclasses.fields(models.Unit)
+    assert [f.name for f in fields] == ["name", "description", *UnitParams._fields, "sources"]
+    by_name = {f.name: f for f in fields}
+    for name, kind in FIELD_KINDS.items():
+        assert by_name[name].type is kind
+        assert by_name[name].default == UnitParams._field_defaults.get(name, dataclasses.MISSING)
+    for name in models.UNIT_NAMES:
+        u = models.unit(name)
+        assert tuple(u.params) == tuple(int(getattr(u, f)) for f in UnitParams._fields)
+        assert all(type(v) is int for v in u.params)
+        assert type(u.family) is Family and type(u.flush_inputs) is bool
+    variant = dataclasses.replace(models.unit("h100"), output_rounding=0, flush_c=1)
+    assert variant.output_rounding.name == "RNE" and variant.flush_c is True
+
+
+@pytest.mark.parametrize(
+    "name, changes, message",
+    [
+        ("mi100", {"input_format": InputFormat.BF16}, "exact fused unit with bf16 operands"),
+        ("fma32", {"input_format": InputFormat.BF16, "output_format": 1}, "fp16 accumulators take"),
+        ("h100", {"input_format": InputFormat.BF16, "b_input_format": InputFormat.E5M2}, "mixed operands"),
+        ("h100", {"b_input_format": 99}, "b_input_format: 99 is not -1"),
+        ("mi200", {"group_size": 6}, "power of two"),
+        ("h100", {"fraction_bits": 49}, "0..48"),
+        ("fp64", {"interleaved_sums": 2.0}, "interleaved_sums: must be a whole number"),
+    ],
+)
+def test_a_unit_is_validated_once_where_it_is_made_and_where_emu_takes_it(name, changes, message):
+    """One validation (emu.units.check_params): a variant models.Unit refuses is refused with the
+    same words by emu's entry (dot_add) when given as a plain record."""
+    u = models.unit(name)
+    with pytest.raises(ValueError, match=message) as made:
+        dataclasses.replace(u, **changes)
+    plain = u.params._replace(**changes)
+    with pytest.raises(ValueError) as taken:
+        check_params(plain)
+    assert str(taken.value) == str(made.value)
+    with pytest.raises(ValueError) as used:
+        emu.dot_add(np.ones(4, np.float16), np.ones(4, np.float16), np.float32(0), plain)
+    assert str(used.value) == str(made.value)
+
+
+def test_the_kernel_vector_keeps_the_kernels_slots():
+    """The vector the kernels take: the record through b_input_format (slots 0 … 18, as
+    emu/kernels/_tiles.py numbers them), A's and B's subnormal exponents (19, 20), then any field
+    declared after b_input_format: adding a field to the record moves no slot a kernel reads."""
+    p = models.unit("h100", input=("e4m3", "e5m2")).params
+    v = kernel_vector(p).tolist()
+    head = UnitParams._fields.index("b_input_format") + 1
+    assert head == 19 and v[18] == InputFormat.E5M2
+    assert v[:head] == list(p[:head]) and v[head : head + 2] == [-6, -14] and v[head + 2 :] == list(p[head:])
