@@ -12,8 +12,10 @@ Each case names the kernel cuDNN ran (the capture's ``kernels``) and the schedul
 * ``cudnn::cnn::wgrad2d_grouped_direct_kernel``: 32 lanes, lane j an FMA chain over the (n, p, q)
   positions ≡ j (mod 32), then the warp's halving tree (lane i += lane i + 16, 8, 4, 2, 1);
 * (``wgrad_alg1_engine``, one FMA chain over (n, p, q), has no capture small enough for the test data);
-* ``cutlass_tensorop_f16_s16816fprop_optimized``: the H100 matrix unit, gemmK (r, s, c) with each
-  tap's channels padded with zero products to a multiple of 16 (``channel_tile``).
+* ``cutlass_tensorop_{f16,bf16}_s16816{fprop,dgrad}_optimized``: the H100 matrix unit, gemmK
+  (r, s, c) forward, (r, s, k) with the filter taps ascending backward, each tap's channels padded
+  with zero products to a multiple of 16 (``channel_tile``);
+* ``sm80_xmma_fprop_implicit_gemm_indexed_wo_smem``: the H100 matrix unit, gemmK (r, s, c) unpadded.
 
 Skipped with the reason when the capture files are absent.
 """
@@ -129,6 +131,10 @@ CASES = [
     ("s0070_conv2d_n4c21k9h9r5s1p0_chann_f16", "cutlass_tensorop_f16_s16816fprop", "h100", "rsc", None, 16),
     ("s0978_conv2d_n2c46k10h8r3s1p0_conti_f16", "cutlass_tensorop_f16_s16816fprop", "h100", "rsc", None, 16),
     ("s0388_conv2d_n2c23k4h8r5s1p0_chann_f16", "cutlass_tensorop_f16_s16816fprop", "h100", "rsc", None, 16),
+    ("s0116_conv2d_bwd_data_n4c4k3h6r3s1p1_conti_f16", "cutlass_tensorop_f16_s16816dgrad", "h100", "rsk", None, 16),
+    ("s0004_conv2d_bwd_data_n1c1k13h26r7s1p3_conti_f16", "cutlass_tensorop_f16_s16816dgrad", "h100", "rsk", None, 16),
+    ("t_conv2d_bwd_data_n2c48k20h15r3s1p1_chann_bf16", "cutlass_tensorop_bf16_s16816dgrad", "h100", "rsk", None, 16),
+    ("t_conv2d_n1c3k16h32r7s2p3_chann_f16", "sm80_xmma_fprop_implicit_gemm_indexed_wo_smem", "h100", "rsc", None, 0),
 ]
 
 
