@@ -15,7 +15,11 @@ Each case names the kernel cuDNN ran (the capture's ``kernels``) and the schedul
 * ``cutlass_tensorop_{f16,bf16}_s16816{fprop,dgrad}_optimized``: the H100 matrix unit, gemmK
   (r, s, c) forward, (r, s, k) with the filter taps ascending backward, each tap's channels padded
   with zero products to a multiple of 16 (``channel_tile``);
-* ``sm80_xmma_fprop_implicit_gemm_indexed_wo_smem``: the H100 matrix unit, gemmK (r, s, c) unpadded.
+* ``sm80_xmma_fprop_implicit_gemm_indexed_wo_smem``: the H100 matrix unit, gemmK (r, s, c) unpadded;
+* the k-tile rule (``sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32``, tf32 operands rounded to
+  nearest even; ``cutlass_tensorop_f16_s16816fprop_optimized_*_32x10`` with 48 channels): gemmK
+  (c // T, r, s, c % T) for the kernel's k tile T = 32, channels padded with zero products to a
+  multiple of T (``channel_block=T, channel_tile=T``).
 
 Skipped with the reason when the capture files are absent.
 """
@@ -99,7 +103,8 @@ def _same_bits(got: np.ndarray, want: np.ndarray) -> int:
 
 WARP_HALVING = Schedule(splits=32, split_rule="strided", reduction="halving")
 
-# (capture, kernel named in it, unit name, k_order, order, channel_tile)
+# (capture, kernel named in it, unit name, k_order, order, channel_tile); a negative channel_tile
+# -T is the k-tile rule: gemmK (c // T, r, s, c % T), the channels padded to a multiple of T
 CASES = [
     ("t_conv2d_n2c16k16h12r5s1p2_conti_f32", "sm80_xmma_fprop_implicit_gemm_f32f32", "fma32", "crs", None, 0),
     ("t_conv2d_n2c24k40h10r3s1p0_conti_tf32", "sm80_xmma_fprop_implicit_gemm_f32f32", "fma32", "crs", None, 0),
@@ -135,6 +140,23 @@ CASES = [
     ("s0004_conv2d_bwd_data_n1c1k13h26r7s1p3_conti_f16", "cutlass_tensorop_f16_s16816dgrad", "h100", "rsk", None, 16),
     ("t_conv2d_bwd_data_n2c48k20h15r3s1p1_chann_bf16", "cutlass_tensorop_bf16_s16816dgrad", "h100", "rsk", None, 16),
     ("t_conv2d_n1c3k16h32r7s2p3_chann_f16", "sm80_xmma_fprop_implicit_gemm_indexed_wo_smem", "h100", "rsc", None, 0),
+    ("t_conv2d_n2c48k20h15r3s1p1_chann_f16", "cutlass_tensorop_f16_s16816fprop", "h100", "rsc", None, -32),
+    (
+        "s0005_conv2d_n2c58k13h8r3s2p0_chann_tf32",
+        "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32",
+        "h100",
+        "rsc",
+        None,
+        -32,
+    ),
+    (
+        "s1003_conv2d_n1c125k110h7r3s1p0_chann_tf32",
+        "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32",
+        "h100",
+        "rsc",
+        None,
+        -32,
+    ),
 ]
 
 
@@ -142,8 +164,17 @@ CASES = [
 def test_cudnn_conv_bit_exact(name, kernel, unit_name, k_order, order, tile):
     pass_, shape, first, second, out, kernels, fmt = _case(name)
     assert kernel in kernels, f"{name}: ran {kernels}"
-    got = conv_gemm(pass_, shape, first, second, unit(unit_name, input=fmt), order, k_order, channel_tile=tile)
+    block = -tile if tile < 0 else 0
+    u = unit(unit_name, input=fmt)
+    got = conv_gemm(pass_, shape, first, second, u, order, k_order, channel_block=block, channel_tile=abs(tile))
     assert _same_bits(got, out) == 0
+
+
+def test_k_tile_blocks_are_needed():
+    """The 58-channel TF32 forward pass needs the channel blocks of the k tile, not only padding."""
+    pass_, shape, first, second, out, _, fmt = _case("s0005_conv2d_n2c58k13h8r3s2p0_chann_tf32")
+    got = conv_gemm(pass_, shape, first, second, unit("h100", input=fmt), None, "rsc", channel_tile=32)
+    assert _same_bits(got, out) > 0
 
 
 def test_channel_tile_is_needed():
