@@ -170,6 +170,22 @@ def test_cudnn_conv_bit_exact(name, kernel, unit_name, k_order, order, tile):
     assert _same_bits(got, out) == 0
 
 
+@pytest.mark.parametrize(
+    "name", ["t_conv2d_bwd_data_n2c24k40h10r3s1p0_chann_tf32", "t_conv2d_bwd_data_n2c24k40h10r3s1p0_chann_f16"]
+)
+def test_sm90_dgrad_rotated_filter(name):
+    """``sm90_xmma_dgrad_implicit_gemm`` (Hopper): the k-tile rule over (k // 32, r, s, k % 32)
+    with the filter rotated (taps descending), unlike the sm80 / CUTLASS dgrad kernels; and the
+    unrotated order differs."""
+    pass_, shape, first, second, out, kernels, fmt = _case(name)
+    assert "sm90_xmma_dgrad_implicit_gemm" in kernels
+    u = unit("h100", input=fmt)
+    got = conv_gemm(pass_, shape, first, second, u, None, "rsk", flip=True, channel_block=32, channel_tile=32)
+    assert _same_bits(got, out) == 0
+    plain = conv_gemm(pass_, shape, first, second, u, None, "rsk", channel_block=32, channel_tile=32)
+    assert _same_bits(plain, out) > 0
+
+
 def test_k_tile_blocks_are_needed():
     """The 58-channel TF32 forward pass needs the channel blocks of the k tile, not only padding."""
     pass_, shape, first, second, out, _, fmt = _case("s0005_conv2d_n2c58k13h8r3s2p0_chann_tf32")
