@@ -191,13 +191,14 @@ def conv_pieces(
     phase). ``channel_block`` b > 0 walks the channels (c forward, k backward data) in blocks of
     b, the filter taps inside each block: (c // b, r, s, c % b), as kernels that load b channels
     of every tap per k tile do ("rsc" with b = C/G, "crs" with b = 1). ``channel_tile`` t > 0
-    (orders ``"rsc"`` / ``"rsk"`` and channel blocks) pads the channel axis of every tap with zero
-    products up to a whole multiple of t: an NHWC kernel whose k tile holds t channels of one
-    filter tap and whose last tile of each tap is partly empty (C = 48 with t = 32 gives the
-    sequence (r, s, c 0…31), (r, s, c 32…47, 16 zeros) for each tap), so the unit's groups start
-    anew at every tap (CUTLASS ``conv2d_fprop_activation_tile_access_iterator_optimized.h``: the
-    filter position advances once the channels of a tap are done, the channel predicate clears
-    the rest of the tile)."""
+    (orders ``"rsc"`` / ``"rsk"`` and channel blocks) pads the channel axis with zero products up
+    to a whole multiple of t, for every filter tap: alone, C = 48 with t = 32 gives
+    (r, s, c 0…31), (r, s, c 32…47, 16 zeros) per tap; with ``channel_block=t`` the blocks run
+    over the padded channels, (c // t, r, s, c % t): the gemmK of an NHWC kernel whose k tile
+    holds t channels of one tap, the taps inside each channel tile and the channel predicate
+    clearing the rest of the last tile (CUTLASS
+    ``include/cutlass/conv/threadblock/conv2d_fprop_activation_tile_access_iterator_optimized.h``),
+    so the unit's groups restart with every (tile, tap); measured on H200 cuDNN captures."""
     if pass_ not in PASSES:
         raise ValueError(f"pass: {pass_!r} is not one of {', '.join(PASSES)}")
     k_order = k_order or K_ORDERS[pass_][0]
