@@ -13,12 +13,22 @@ from emu.implicit_gemm import ConvShape, conv_gemm, conv_pieces
 from models.units import unit
 
 
-def _fwd_sequence(shape: ConvShape, x, w, tile: int):
-    """(A, B) of the forward GEMM with gemmK (r, s, c padded to the tile), written as loops."""
+def _fwd_sequence(shape: ConvShape, x, w, tile: int, blocked: bool = False):
+    """(A, B) of the forward GEMM with gemmK (r, s, c padded to the tile), or with ``blocked``
+    (c // tile, r, s, c % tile) over the padded channels, written as loops."""
     s = shape
     Cp = -(-s.C // tile) * tile
     cols = [(n, p, q) for n in range(s.N) for p in range(s.P) for q in range(s.Q)]
-    seq = [(r, t, c) for r in range(s.R) for t in range(s.S) for c in range(Cp)]
+    if blocked:
+        seq = [
+            (r, t, cb * tile + ci)
+            for cb in range(Cp // tile)
+            for r in range(s.R)
+            for t in range(s.S)
+            for ci in range(tile)
+        ]
+    else:
+        seq = [(r, t, c) for r in range(s.R) for t in range(s.S) for c in range(Cp)]
     A = np.zeros((s.K, len(seq)), x.dtype)
     B = np.zeros((len(seq), len(cols)), x.dtype)
     for kk, (r, t, c) in enumerate(seq):
@@ -62,6 +72,17 @@ def test_fwd_channel_tile_is_the_padded_sequence(C, tile):
     x, w = _f16(rng, (2, C, 5, 4)), _f16(rng, (3, C, 3, 2))
     (piece,) = conv_pieces("fwd", shape, x, w, "rsc", channel_tile=tile)
     A, B = _fwd_sequence(shape, x, w, tile)
+    assert np.array_equal(piece.A, A.view(np.uint16))
+    assert np.array_equal(piece.B, B.view(np.uint16))
+
+
+@pytest.mark.parametrize("C,tile", [(5, 2), (9, 4), (8, 4)])
+def test_fwd_k_tile_blocks_are_the_padded_blocked_sequence(C, tile):
+    rng = np.random.default_rng(C * 1000 + tile)
+    shape = ConvShape(1, C, 4, 5, 2, 2, 3, padding=(1, 0))
+    x, w = _f16(rng, (1, C, 4, 5)), _f16(rng, (2, C, 2, 3))
+    (piece,) = conv_pieces("fwd", shape, x, w, "rsc", channel_block=tile, channel_tile=tile)
+    A, B = _fwd_sequence(shape, x, w, tile, blocked=True)
     assert np.array_equal(piece.A, A.view(np.uint16))
     assert np.array_equal(piece.B, B.view(np.uint16))
 
