@@ -157,6 +157,7 @@ LANES = [
     ("t_mm_1x4096x512_f32", "gemvx", 32, "strided", 1, "halving"),  # torch M = 1: lane j takes k ≡ j (mod 32)
     ("t_mm_1x4096x512_tf32", "gemvx", 32, "strided", 1, "halving"),  # allow_tf32: the same fp32 arithmetic
     ("t_mm_256x256x1_f32", "gemvx", 32, "chunked", 1, "halving"),  # torch N = 1: lane j takes k in [8j, 8j + 8)
+    ("t_mm_256x256x1_tf32", "gemvx", 32, "chunked", 1, "halving"),
     ("s0415_mm_4x200x1_f32", "gemvx", 32, "chunked", 1, "halving"),  # chunks of 7
     ("s0394_linear_1x909x173_f32", "gemvx", 32, "strided", 1, "halving"),
     ("s0068_bmm_8x5x2793x1_tf32", "gemvx", 32, "strided", 1, "halving"),
@@ -176,6 +177,7 @@ LANES = [
     # gemv2T_kernel_val<…, 128, 16, …>: 16 strided lanes added in lane order
     ("s0286_linear_5578x509x1_f32", "gemv2T", 16, "strided", 1, "sequential"),
     ("s0341_mm_7779x112x1_tf32", "gemv2T", 16, "strided", 1, "sequential"),
+    ("s0691_linear_2179x256x1_tf32", "gemv2T", 16, "strided", 1, "sequential"),  # bias added by an elementwise kernel
     # sm80_xmma_gemm_…ffma… + …execute_split_k_kernel: 8-wide k tiles dealt round-robin to the splits
     ("s0258_linear_27x570x238_f32", "split_k", 8, "strided", 8, "sequential"),
     ("s0051_linear_2975x92x2_f32", "split_k", 5, "strided", 8, "sequential"),
@@ -204,7 +206,7 @@ def _tf32_splitk(splits: int, alpha: float, beta: float) -> Schedule:
     )
 
 
-TF32_S1688 = [("t_mm_128x4096x64_tf32", 52)]
+TF32_S1688 = [("t_mm_33x1024x17_tf32", 32)]  # found by `fp16emu identify` (cutlass-s1688 family)
 
 
 @pytest.mark.parametrize("name, splits", TF32_S1688)
@@ -219,3 +221,20 @@ def test_tf32_s1688_splitk(name, splits):
     ((A, B, out),) = cap["triples"]
     got = gemm(round_to_tf32(A), round_to_tf32(B), cap["C"], unit, _tf32_splitk(splits, cap["alpha"], cap["beta"]))
     assert _same_bits(got, out) == 0
+
+
+def test_tf32_sm90_xmma_one_chain():
+    """sm90_xmma_gemm_f32f32_tf32f32_f32 (bmm): operands rounded to tf32 (RNE), one k-ascending
+    chain of the h100 unit with tf32 operands per output (found by ``fp16emu identify``)."""
+    import models
+    from emu.gemm import gemm
+    from emu.operands import round_to_tf32
+
+    cap = _load(S16 / "t_bmm_3x64x2048x48_tf32.npz")
+    assert cap["tf32"] and any("sm90_xmma_gemm_f32f32_tf32f32" in k for k in cap["kernels"])
+    unit = models.unit("h100", input="tf32")
+    for A, B, out in cap["triples"]:
+        assert _same_bits(gemm(round_to_tf32(A), round_to_tf32(B), None, unit, Schedule()), out) == 0
+    # the raw fp32 bits cut by the unit (no RNE first) are not the kernel's
+    A, B, out = cap["triples"][0]
+    assert _same_bits(gemm(A, B, None, unit, Schedule()), out) > 0
