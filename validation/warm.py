@@ -106,7 +106,8 @@ class Job:
 
 
 def _family_jobs() -> list[Job]:
-    # single-core compile seconds measured on an idle 2-vCPU VM (BENCHMARKS.md, session 16)
+    # rough single-core compile seconds on an idle 2-core machine, after session 12's cold-compile
+    # figures (BENCHMARKS.md, "Cold compile of the parallel kernels"): for the order and the estimate
     rows_s = {"fused-exact": 20, "pairwise": 6, "two-stage": 16, "truncated": 25, "fma": 5, "fp64": 5}
     gemm_s = {"fused-exact": 15, "pairwise": 4, "two-stage": 12, "truncated": 14, "fma": 4, "fp64": 4}
     wide_s = {"fused-exact": 25, "pairwise": 6, "two-stage": 16, "truncated": 20, "fma": 3}
@@ -123,8 +124,9 @@ def _family_jobs() -> list[Job]:
 JOBS: list[Job] = _family_jobs() + [Job("a convolution test (mi200 xdlops, cpu validation)", 15, _conv_run)]
 
 
-#: the longest first-use compile of one command of the README's tour after session 16, seconds on
-#: 2 cores (BENCHMARKS.md, "session 16: cold start"): what a command's notice announces
+#: an estimate of the longest first-use compile of one command of the README's tour on an idle
+#: 2-core machine, in seconds (BENCHMARKS.md, "Session 16: cold start"): what a command's notice
+#: announces
 COMMAND_SECONDS = 60
 
 
@@ -133,9 +135,9 @@ def command_estimate() -> float:
     return float(COMMAND_SECONDS)
 
 
-def run_job(index: int) -> tuple[int, float, float, int]:
+def run_job(index: int) -> tuple[int, float, float, int, float]:
     """Run ``JOBS[index]`` in this process: (index, wall seconds, seconds spent compiling,
-    number of functions compiled)."""
+    number of functions compiled, CPU seconds of this process)."""
     from numba.core import event
 
     job = JOBS[index]
@@ -156,10 +158,10 @@ def run_job(index: int) -> tuple[int, float, float, int]:
             if self.depth == 0:
                 compiled.append(time.perf_counter() - self.t0)
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with event.install_listener("numba:compile", _Count()):
         job.call(*job.args)
-    return index, time.perf_counter() - t0, sum(compiled), len(compiled)
+    return index, time.perf_counter() - t0, sum(compiled), len(compiled), time.process_time() - c0
 
 
 def _worker_init() -> None:
@@ -176,8 +178,8 @@ def _bar(done: int, total: int, elapsed: float, width: int = 24) -> str:
 def warm(jobs: int | None = None, *, out=sys.stderr, names: list[str] | None = None) -> dict:
     """Run the warm-up jobs (all, or those whose name contains one of ``names``) in ``jobs``
     processes (default: the cores, at most the jobs), longest first, printing a progress bar to
-    ``out``. Returns {"wall": s, "compile": s summed over jobs, "jobs": [(name, wall, compile s,
-    functions compiled)]}."""
+    ``out``. Returns {"wall": s, "compile": s summed over jobs, "cpu": CPU s summed over jobs,
+    "jobs": [(name, wall, compile s, functions compiled, CPU s)]}."""
     chosen = [i for i, j in enumerate(JOBS) if not names or any(n in j.name for n in names)]
     chosen.sort(key=lambda i: -JOBS[i].seconds)
     n = max(1, min(jobs or os.cpu_count() or 1, len(chosen)))
@@ -194,22 +196,22 @@ def warm(jobs: int | None = None, *, out=sys.stderr, names: list[str] | None = N
     with ProcessPoolExecutor(n, mp_context=get_context("spawn"), initializer=_worker_init) as pool:
         futures = [pool.submit(run_job, i) for i in chosen]
         for fut in as_completed(futures):
-            i, wall, comp, count = fut.result()
-            results.append((JOBS[i].name, wall, comp, count))
+            i, wall, comp, count, cpu = fut.result()
+            results.append((JOBS[i].name, wall, comp, count, cpu))
             line = f"{_bar(len(results), len(chosen), time.perf_counter() - t0)}  {JOBS[i].name}: {wall:.1f} s"
-            line += f" ({count} compiled)" if count else " (cached)"
+            line += f" ({count} compiled, {cpu:.1f} s of CPU)" if count else " (cached)"
             print(("\r\033[K" if tty else "") + line, end="" if tty else "\n", file=out, flush=True)
     wall = time.perf_counter() - t0
     if tty:
         print(file=out)
-    total = sum(r[2] for r in results)
+    total, cpu = sum(r[2] for r in results), sum(r[4] for r in results)
     print(
-        f"fp16emu warm: done in {wall:.1f} s ({total:.1f} s of compiling in {n} processes); "
+        f"fp16emu warm: done in {wall:.1f} s ({total:.1f} s of compiling, {cpu:.1f} s of CPU, in {n} processes); "
         f"the commands now load the kernels from the cache",
         file=out,
         flush=True,
     )
-    return {"wall": wall, "compile": total, "jobs": results}
+    return {"wall": wall, "compile": total, "cpu": cpu, "jobs": results}
 
 
 def main(argv=None) -> int:

@@ -37,7 +37,7 @@ def test_a_warm_job_compiles_into_the_cache_a_later_process_loads(tmp_path):
     warm = [sys.executable, "-m", "validation.warm", "--jobs", "1", "--only", "fma (fma32) gemm"]
     r = subprocess.run(warm, cwd=tmp_path, env=_env(cache), capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert "1/1 jobs" in r.stderr and "compiled)" in r.stderr and "done in" in r.stderr, r.stderr
+    assert "1/1 jobs" in r.stderr and " compiled, " in r.stderr and "done in" in r.stderr, r.stderr
     r = subprocess.run([sys.executable, "-c", _AFTER], cwd=tmp_path, env=_env(cache), capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[0] == "0", r.stdout  # other shapes, same types: nothing compiled
