@@ -86,6 +86,17 @@ def _wide_rows(unit_name: str) -> None:
         emu.gemm(a[:8], b.T[:, :8].copy(), None, unit)
 
 
+def _decode() -> None:
+    """The parallel fp16 decode of GEMM operands, C- and F-ordered patterns (``emu.gemm``; a
+    capture's operands)."""
+    from emu.dot import decode_operands
+
+    bits = _fp16((64, 48)).view(np.uint16)
+    for flush in (False, True):
+        decode_operands(bits, flush)
+        decode_operands(np.asfortranarray(bits), flush)
+
+
 def _conv_run() -> None:
     """A suite test through the MI200 xdlops kernel and the CPU validation (``fp16emu run``,
     ``explain``, ``make demo``)."""
@@ -121,7 +132,10 @@ def _family_jobs() -> list[Job]:
 
 
 #: every warm-up job, in no particular order (:func:`warm` runs the longest first)
-JOBS: list[Job] = _family_jobs() + [Job("a convolution test (mi200 xdlops, cpu validation)", 25, _conv_run)]
+JOBS: list[Job] = _family_jobs() + [
+    Job("a convolution test (mi200 xdlops, cpu validation)", 25, _conv_run),
+    Job("operand decode (C- and F-ordered)", 8, _decode),
+]
 
 
 #: an estimate of the longest first-use compile of one command of the README's tour on an idle
