@@ -21,7 +21,10 @@ $(ORACLE): $(STAMP)
 	$(BIN)/pip install -q 'torch==2.13.0' 'mmasim==2.1.1'
 	touch $@
 
+# `fp16emu warm` first: every kernel the commands use, compiled once in parallel with a progress
+# bar (seconds when the cache already has them), so neither the demo nor the tour compiles
 demo: $(STAMP)
+	$(BIN)/python -m validation.warm
 	$(BIN)/python -m validation.demo
 
 # Two processes, one test file each at a time (--dist loadfile): a file's numba compiles are done

@@ -8,7 +8,7 @@ from numba import get_num_threads
 from .decode import TILE, quads
 from .formats import FP16_TO_FP32, FP16_TO_FP32_FTZ
 from .jit import jit, prange
-from .kernels import KERNELS, LANES
+from .kernels import KERNELS, LANES, SERIAL
 from .operands import decode_flush, is_wide, operand
 from .rows import driver, rows_driver, rows_fused
 from .units import Family, Format, UnitParams, check_params, kernel_params, kernel_vector
@@ -175,12 +175,13 @@ def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
     (see ``kernels._tiles``); B (K, N); C (M, N), or broadcastable to it as (1 or M, 1 or N).
     Returns (M, N) float32."""
     dtype = kernel_dtype(params)
-    A, B = np.ascontiguousarray(A, dtype), np.ascontiguousarray(B, dtype)
+    # C-ordered and writable (a read-only operand is copied): one compiled type per layout
+    A, B = (np.require(x, dtype, ("C", "W")) for x in (A, B))
     emin = None
     if dtype == np.float64 and params.family != Family.FUSED_EXACT and narrow_range(A) and narrow_range(B):
         # wide operands whose values all lie where the float32 kernels are exact (NARROW_EMIN)
         A, B, emin = A.astype(np.float32), B.astype(np.float32), NARROW_EMIN
-    C = np.ascontiguousarray(C, np.float32)
+    C = np.require(C, np.float32, ("C", "W"))
     K, N = B.shape
     if A.ndim == 2 and A.shape[1] == K:
         M = A.shape[0]
@@ -194,6 +195,8 @@ def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
     if out.size:
         params = kernel_params(params)
         kernel, prm = KERNELS[Family(params.family)], kernel_vector(params, emin)
+        if A.ndim == 3 and out.size <= DIRECT_ROWS:  # a small batch: the serial twin (emu.kernels.SERIAL)
+            kernel = SERIAL[Family(params.family)]
         if A.dtype == np.float64 and A.ndim == 2 and params.family != Family.FUSED_EXACT:
             # float64 operands run in the batched layout only (one compiled kernel per family, not
             # two: they are the rare operands outside the narrow range), a block of rows at a time;
@@ -277,14 +280,33 @@ def _dot_batch(params, a_bits, b_bits, c32, batch, flush) -> np.ndarray:
     return _rows(params, a2, b2, c1, flush).reshape(1, P)
 
 
+#: batches of at most this many rows (outputs) that :func:`_rows` would send to the rows driver
+#: run the family kernel's serial twin in the batched layout instead (:func:`run_kernel`), their
+#: operands decoded by table: the kernel the narrow-range bf16/tf32 rows use, so a first call
+#: compiles one kernel per family rather than the driver, its task, its serial twin and their
+#: parallel wrappers (the wrappers were about half of the first ``fp16emu units``); the same code
+#: computes the same bits. Identification runs such batches on one thread anyway.
+DIRECT_ROWS = 4096
+
+
+def _readonly(x: np.ndarray) -> np.ndarray:
+    """A read-only view of ``x`` (no copy): numba compiles a kernel once per argument type, and a
+    read-only array (a broadcast operand) is another type than a writable one."""
+    v = x.view()
+    v.flags.writeable = False
+    return v
+
+
 def _rows(params, a2, b2, c1, flush) -> np.ndarray:
     """out[p] = unit(a2[p], b2[p], c1[p]) for (P, K) pattern arrays of any strides (a row that
     repeats has stride 0) and a (P,) accumulator, in the batched layout, chunk by chunk in one
-    parallel launch (:mod:`emu.rows`)."""
+    parallel launch (:mod:`emu.rows`); up to :data:`DIRECT_ROWS` rows that the rows driver would
+    take run the family kernel directly."""
     P, K = a2.shape
     out = np.empty(P, np.float32)
     if P == 0:
         return out
+    rows = a2, b2, c1
     width = max(LANES, CHUNK_VALUES // max(2 * K, 1) // LANES * LANES)
     spread = -(-P // (4 * get_num_threads())) // LANES * LANES + LANES  # ≥ 4 chunks per thread
     width = min(width, max(LANES, spread))
@@ -300,13 +322,19 @@ def _rows(params, a2, b2, c1, flush) -> np.ndarray:
             n_t = -(-P // TILE)
             per = max(1, n_t // (CHUNK_TASKS * get_num_threads()))
             fc, fo = bool(params.flush_c), bool(params.flush_output)
-            rows_fused(a4, b4, c1, flush, same[2], fc, fo, pairwise, per, out)
+            rows_fused(_readonly(a4), _readonly(b4), _readonly(c1), flush, same[2], fc, fo, pairwise, per, out)
             return out
+    if P <= DIRECT_ROWS:
+        a2, b2, c1 = rows
+        lut = FP16_TO_FP32_FTZ if flush else FP16_TO_FP32
+        A = lut[a2.T][None]  # (1, K, P): one a-vector per output (the batched layout)
+        return run_kernel(params, A, lut[b2.T], c1.reshape(1, P))[0]
     none = np.empty((0, 0), np.uint64)
     a4, b4 = ((None if s else quads(x)) for x, s in zip((a2, b2), same))
     a4, b4 = (none if x is None else x for x in (a4, b4))
     n_ch = -(-P // width)
     per = max(1, n_ch // (CHUNK_TASKS * get_num_threads()))  # chunks per task, one buffer set each
+    a2, b2, a4, b4, c1 = (_readonly(x) for x in (a2, b2, a4, b4, c1))
     rows_driver(Family(params.family))(a2, b2, a4, b4, c1, flush, *same, width, per, out, prm)
     return out
 

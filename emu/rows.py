@@ -22,7 +22,7 @@ import numpy as np
 
 from .decode import TILE, decode_tile, decode_tile4, fp16_value
 from .jit import jit, prange, specialise
-from .kernels import KERNELS
+from .kernels import KERNELS, SERIAL
 
 __all__ = ["rows_driver", "driver", "rows_fused"]
 
@@ -140,17 +140,11 @@ def driver(family, kind: str = "rows"):
     """The one-launch driver of ``kind`` ("rows": :func:`_rows_body`, "gemms": a batch of GEMMs,
     :func:`_gemms_body`) for ``family``'s kernel (built once per process, cached on disk)."""
     if (family, kind) not in _DRIVERS:
-        kernel = KERNELS[family].py_func
-        serial = _SERIAL.get(family)
-        if serial is None:
-            serial = _SERIAL[family] = specialise(kernel, f"{kernel.__name__}_serial")
+        kernel, serial = KERNELS[family].py_func, SERIAL[family]
         body, task = _BODIES[kind]
         task = specialise(task, f"{kind}_task_{kernel.__name__}", KERNEL=serial)
         _DRIVERS[family, kind] = specialise(body, f"{kind}_{kernel.__name__}", parallel=True, TASK=task)
     return _DRIVERS[family, kind]
-
-
-_SERIAL: dict = {}
 
 
 def rows_driver(family):

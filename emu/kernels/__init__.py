@@ -1,6 +1,7 @@
 """One numba kernel per arithmetic family; all share the signature
 ``kernel(A, B, C, out, params)`` (see ``_tiles`` for the layouts)."""
 
+from ..jit import specialise
 from ..units import Family
 from ._tiles import LANES
 from .fma import fma32
@@ -18,4 +19,11 @@ KERNELS = {
     Family.FP64: fp64_acc,
 }
 
-__all__ = ["KERNELS", "LANES"]
+#: the serial twin of each kernel: the same code on one thread (``prange`` runs as ``range``; each
+#: output is still computed by exactly one task), compiled and cached apart. The rows driver runs
+#: it per chunk (``emu.rows``), and small batched launches run it directly (``emu.dot.run_kernel``):
+#: a parallel kernel's own compile (numba's parallel passes and the gufunc around the task) costs a
+#: third to a half of its task's, a serial one's a tenth
+SERIAL = {family: specialise(k.py_func, f"{k.__name__}_serial") for family, k in KERNELS.items()}
+
+__all__ = ["KERNELS", "SERIAL", "LANES"]

@@ -109,3 +109,7 @@ def test_the_command_line_says_when_it_compiles(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "compiling the emulator's kernels for this machine" in r.stderr
     assert str(tmp_path / "xdg" / "fp16emu" / "numba") in r.stderr
+    assert "`fp16emu warm` compiles them all at once" in r.stderr  # the one step that does it all
+    assert "s of it was compiling (once)" in r.stderr.splitlines()[-1]  # and, at the end, for how long
+    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and "compiling" not in r.stderr, r.stderr  # the second run loads the cache

@@ -43,6 +43,7 @@ def operands(unit):
 
 def test_broadcast_a_b_and_c_match_the_full_batch(unit, operands, monkeypatch):
     monkeypatch.setattr(emu.dot, "CHUNK_VALUES", 256)  # many chunks, a partial last one
+    monkeypatch.setattr(emu.dot, "DIRECT_ROWS", 0)  # the rows driver even for a small batch
     rng, a, b, c = operands
     P, K = a.shape
     for a_given, b_given, c_given in (

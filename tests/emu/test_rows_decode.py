@@ -96,6 +96,7 @@ def test_rows_and_broadcasts_give_the_table_decoded_bits(name, K, tasks, monkeyp
     fused = tasks == 1 or name not in ("fma32", "fma32_ftz", "mi200")
     unit = _unit(name)
     monkeypatch.setattr(emu.dot, "CHUNK_VALUES", 256)  # chunks of 128 outputs, a short last one
+    monkeypatch.setattr(emu.dot, "DIRECT_ROWS", 0)  # the rows driver even for a small batch
     monkeypatch.setattr(emu.dot, "CHUNK_TASKS", tasks)  # one or several chunks per buffer set
     monkeypatch.setattr(emu.dot, "FUSED", fused)  # FMA/pairwise rows decoded inside the k loop, or not
     P = 5 * 128 + 37
@@ -119,6 +120,7 @@ def test_rows_and_broadcasts_give_the_table_decoded_bits(name, K, tasks, monkeyp
 def test_rows_same_bits_for_one_and_two_threads(name, monkeypatch):
     unit = _unit(name)
     monkeypatch.setattr(emu.dot, "CHUNK_VALUES", 256)
+    monkeypatch.setattr(emu.dot, "DIRECT_ROWS", 0)  # the rows driver even for a small batch
     a, b, c = _operands(unit, 8, 9 * 128 + 5, seed=1)
     before = numba.get_num_threads()
     got = []

@@ -11,12 +11,8 @@ from __future__ import annotations
 import errno
 import sys
 
-from numba.core import event as numba_event
-
-import emu.jit
-
 from ..plots import check_path
-from . import design, explain, listing, study, units
+from . import design, explain, listing, study, units, warm
 from . import identify as identify_cli
 from . import run as run_cli
 from .common import Parser, UsageError, error_line
@@ -25,7 +21,7 @@ __all__ = ["main", "UsageError", "COMMANDS"]
 
 
 #: every subcommand, in the order of ``fp16emu --help``
-COMMANDS = ("run", "compare", "units", "study", "explain", "probe", "identify", "design", "list")
+COMMANDS = ("run", "compare", "units", "study", "explain", "probe", "identify", "design", "list", "warm")
 
 
 def _build_parser():
@@ -41,6 +37,7 @@ def _build_parser():
     identify_cli.register_cli(sub)
     design.register_cli(sub)
     listing.register_cli(sub)
+    warm.register_cli(sub)
     return parser
 
 
@@ -54,29 +51,6 @@ def _config_first(argv: list[str]) -> list[str]:
     ):
         return [argv[0], f"--config={argv[1]}"] + argv[2:]
     return argv
-
-
-class _CompileNotice(numba_event.Listener):
-    """Says once, on stderr, when numba starts compiling (a cold cache: the first run on this
-    machine, or after an upgrade), naming the cache that will keep the result; silent when every
-    kernel loads from the cache. Registered for the command's run only."""
-
-    def __init__(self):
-        self.said = False
-
-    def on_start(self, event):
-        if not self.said:
-            self.said = True
-            where = f"cached in {emu.jit.numba.config.CACHE_DIR}" if emu.jit.CACHE else "not cached (see the warning)"
-            print(
-                f"fp16emu: compiling the emulator's kernels for this machine (first run; up to a few minutes "
-                f"on 2 cores, {where})",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    def on_end(self, event):
-        pass
 
 
 def _command(argv: list[str]) -> str | None:
@@ -103,7 +77,7 @@ def main(argv=None) -> int:
                 )
         if getattr(args, "plot", None):  # before any computation: a picture that cannot be written is exit 2
             check_path(args.plot)
-        with numba_event.install_listener("numba:compile", _CompileNotice()):
+        with warm.compile_notice():
             return args.func(args)
     except (UsageError, ValueError) as err:  # ValueError: a bad config or input, reported by the library
         print(error_line(command, err), file=sys.stderr)
