@@ -1,9 +1,9 @@
 """``fp16emu identify CAPTURE.npz``: print what :func:`validation.captures.report.read_capture`
 decides (the library-capture branch of identify).
 
-Exit codes: 0 when a schedule reproduces every output bit (or every output is some atomic add
-order's outcome), 1 when none does, 2 for a capture that cannot be used (one line naming the
-field)."""
+Exit codes: 0 for the reading ``rounding`` (a schedule reproduces every output bit, or every output
+is some atomic add order's outcome), 1 for every other reading (``mix-up``, ``not-modelled``,
+``bug-suspect``), 2 for a capture that cannot be used (one line naming the field)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def identify_capture(
     if plot:
         from .plots import plot_capture
 
-        plot_capture(reading.capture, reading.result, plot)
+        plot_capture(reading.capture, reading.result, plot, reading=reading)
         if fmt == "text":
             print(f"plot: {plot}", file=out)
     return reading.exit_code

@@ -25,8 +25,15 @@ def _as_matrix(x: np.ndarray) -> np.ndarray:
     return x.reshape(x.shape[0] * x.shape[1], -1)
 
 
-def plot_capture(cap: Capture, result: SearchResult, path) -> None:
-    """Save the figure to ``path`` (PNG, SVG or PDF by its suffix)."""
+def plot_capture(cap: Capture, result: SearchResult, path, reading=None) -> None:
+    """Save the figure to ``path`` (PNG, SVG or PDF by its suffix). ``reading``: the
+    :class:`validation.captures.report.CaptureReading` whose one word the title states (for a
+    mix-up, the figure shows the capture read as the match says, against its schedule)."""
+    word = reading.reading if reading is not None else None
+    how = ""
+    if reading is not None and reading.mixup is not None:
+        cap, result = reading.mixup.mixup.capture, reading.mixup.result
+        how = f" ({reading.mixup.mixup.describe()})"
     import matplotlib
 
     matplotlib.use("Agg")
@@ -35,11 +42,12 @@ def plot_capture(cap: Capture, result: SearchResult, path) -> None:
     got = np.ascontiguousarray(cap.out)
     emulated = np.ascontiguousarray(result.emulated.astype(cap.out.dtype))
     ulps = ulps_between(got, emulated)
+    ulps = np.where(np.isfinite(ulps), ulps, np.nan)
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1.6, 1]})
     mat = _as_matrix(ulps).astype(float)
     if (mat > 0).any():
         im = ax0.imshow(np.where(mat > 0, mat, np.nan), aspect="auto", interpolation="nearest", cmap="magma_r")
-        fig.colorbar(im, ax=ax0, label="|GPU − emulated| (ulps of the output format)")
+        fig.colorbar(im, ax=ax0, label="|GPU − emulated| (ulps of the output format at the larger magnitude)")
     else:
         ax0.imshow(np.zeros_like(mat), aspect="auto", interpolation="nearest", cmap="Greys", vmin=0, vmax=4)
     rows = "rows: " + ("m" if cap.conv is None else "(n, k)" if cap.op == "conv2d" else "leading axes")
@@ -49,7 +57,7 @@ def plot_capture(cap: Capture, result: SearchResult, path) -> None:
     ax0.set_title(
         f"{s['n_differ']} of {result.n} outputs differ" if s["n_differ"] else f"all {result.n} outputs identical"
     )
-    d = ulps[ulps > 0]
+    d = ulps[np.isfinite(ulps) & (ulps > 0)]
     if d.size:
         ax1.hist(np.log2(d.astype(float)), bins=min(40, max(5, int(np.log2(d.max()) + 1))), color="#b2182b")
         ax1.set_xlabel("log2 ulps of the differing outputs")
@@ -58,8 +66,8 @@ def plot_capture(cap: Capture, result: SearchResult, path) -> None:
         ax1.text(0.5, 0.5, "every output bit\nreproduced", ha="center", va="center", fontsize=13)
         ax1.set_axis_off()
     schedule = result.best.describe() if result.best else "-"
-    label = "schedule" if result.answer == "identical" else "nearest schedule"
-    title = f"{cap.op} {cap.describe().split(': ', 1)[1]} — {result.answer.upper()} (unit {result.unit})"
+    label = "schedule" if result.answer in ("identical", "inside-ensemble") else "nearest schedule"
+    title = f"{cap.op} {cap.describe().split(': ', 1)[1]} — {(word or result.answer).upper()}{how} (unit {result.unit})"
     sub = textwrap.fill(f"{label}: {schedule}", 150)
     fig.suptitle(title + "\n" + sub, fontsize=8.5)
     fig.tight_layout(rect=(0, 0, 1, 0.86))
