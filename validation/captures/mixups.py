@@ -194,8 +194,8 @@ def transforms(cap: Capture, unit_name: str, hw: str | None = None) -> list[Mixu
 def _screen(m: Mixup) -> bool:
     """Whether some candidate of the transformed capture's first tier reproduces every output of
     the search's first sample."""
-    if m.capture.op == "scaled_mm":
-        return True  # the fp8 search has its own stages; a transform of it is searched in full
+    if m.capture.op == "scaled_mm":  # the fp8 search has its own stages: searched in full, the kernels' unit alone
+        return m.field != "unit" or m.transform == arch_unit(m.capture.kernels)
     try:
         unit = resolve_unit(m.capture, m.hw)
     except CaptureError:
@@ -218,10 +218,11 @@ def find_mixup(cap: Capture, unit_name: str, hw: str | None = None, progress=Non
     """The first transform (:func:`transforms`) under which some schedule reproduces every output
     bit, and how many transforms were screened."""
     screened = 0
-    for m in transforms(cap, unit_name, hw):
+    tries = transforms(cap, unit_name, hw)
+    for m in tries:
         screened += 1
         if progress:
-            progress(f"mix-ups: {m.describe()}", screened, screened)
+            progress("mix-ups of the file", screened, len(tries))
         if not _screen(m):
             continue
         r = search(m.capture, hw=m.hw)

@@ -178,16 +178,23 @@ class CaptureReading:
         return self._suspects
 
     @property
-    def not_modelled(self) -> str | None:
-        """Why the search's model does not cover this capture's kernels or arithmetic, or None."""
+    def named_not_modelled(self) -> str | None:
+        """Why the kernels are of a family the search does not model (the search's answer or the
+        kernel names), or None."""
         if self.result.answer in _REPRODUCES or self.mixup is not None:
             return None
         family = getattr(self.result, "not_modelled", None)
         if family or self.result.answer == "not-modelled":
             return f"the kernels are of a family the search does not model ({family or 'named in the notes'})"
         why = not_modelled(self.capture.kernels)
-        if why:
-            return why[0]
+        return why[0] if why else None
+
+    @property
+    def not_modelled(self) -> str | None:
+        """Why the search's model does not cover this capture's kernels or arithmetic, or None."""
+        named = self.named_not_modelled
+        if named or self.result.answer in _REPRODUCES or self.mixup is not None:
+            return named
         s = self.nearest_suspects
         if s and s.get("pattern") == "scattered, all within 1 ulp":
             return "scattered 1-ulp differences: arithmetic the search does not model (another order or unit)"
@@ -425,7 +432,7 @@ def reading_of(
     """The :class:`CaptureReading` of a search result: the mix-up search and the likely cause
     where no schedule reproduces the capture."""
     rd = CaptureReading(cap, result)
-    if result.answer in _REPRODUCES or result.best is None or not mixups or rd.not_modelled:
+    if result.answer in _REPRODUCES or result.best is None or not mixups or rd.named_not_modelled:
         return rd
     found, screened = find_mixup(cap, result.unit, hw=hw, progress=progress)
     rd = CaptureReading(cap, result, found, None, screened)

@@ -54,10 +54,16 @@ def test_output_saved_transposed(tmp_path, capsys):
     m["out"] = np.ascontiguousarray(m["out"].T)
     path = _save(tmp_path, m)
     _check_mixup(path, capsys, {"out": "transposed"})
-    # the command says the same: exit 1, the reading in the JSON
-    assert identify_capture(path, fmt="json") == 1
+    # the command says the same: exit 1, the reading in the JSON and in the plot's title
+    import matplotlib
+
+    matplotlib.rcParams["svg.fonttype"] = "none"  # the SVG keeps its text
+    plot = tmp_path / "plot.svg"
+    assert identify_capture(path, fmt="json", plot=str(plot)) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["reading"] == "mix-up" and doc["matches"] == [{"out": "transposed"}]
+    svg = plot.read_text()
+    assert "MIX-UP" in svg and "bug" not in svg.lower()
 
 
 def test_square_b_saved_transposed(tmp_path, capsys):
@@ -133,7 +139,7 @@ def test_a_tile_missing_its_last_k_block_is_a_bug_suspect(tmp_path, capsys):
     "a, b, want",
     [
         (np.float32(1.0), np.nextafter(np.float32(1.0), np.float32(2)), 1.0),
-        (np.float32(-1e-3), np.float32(1e-3), 2e-3 / float(np.spacing(np.float32(1e-3)))),
+        (np.float32(-1e-3), np.float32(1e-3), 2 * float(np.float32(1e-3)) / float(np.spacing(np.float32(1e-3)))),
         (np.float16(-1.0), np.float16(1.0), 2048.0),
         (np.float16(0.0), np.float16(-0.0), 0.0),
     ],
