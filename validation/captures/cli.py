@@ -8,6 +8,7 @@ is some atomic add order's outcome), 1 for every other reading (``mix-up``, ``no
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 from .capture import CaptureError
@@ -29,6 +30,14 @@ def _progress_printer(stream):
     return show
 
 
+def _transposed_hint(message: str) -> str:
+    """A hint when the output's shape is the expected one reversed (the output saved transposed)."""
+    m = re.match(r"out: expected shape \((\d+), (\d+)\) .*got \((\d+), (\d+)\)", message)
+    if m and m.group(1, 2) == m.group(4, 3) and m.group(1) != m.group(2):
+        return " (the expected shape reversed: the output saved transposed? save out, not out.T)"
+    return ""
+
+
 def identify_capture(
     path, hw: str | None = None, fmt: str = "text", plot: str | None = None, out=None, err=None
 ) -> int:
@@ -42,7 +51,7 @@ def identify_capture(
     try:
         reading = read_capture(path, hw=hw, progress=_progress_printer(err))
     except CaptureError as exc:
-        print(f"fp16emu identify: {exc}", file=err)
+        print(f"fp16emu identify: {exc}{_transposed_hint(str(exc))}", file=err)
         return 2
     print(json.dumps(reading.json(), indent=1) if fmt == "json" else reading.text(), file=out)
     if plot:

@@ -148,3 +148,12 @@ def test_ulps_count_the_larger_magnitudes_spacing(a, b, want):
     """A sign change is as many ulps as the values' sizes say, never billions; equal bits are 0."""
     got = ulps_between(np.array([a]), np.array([b]))[0]
     assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_a_non_square_output_saved_transposed_is_named(tmp_path, capsys):
+    """The shape tells: the file cannot be used (exit 2), and the message says why."""
+    m = _members("h200_holdout/h_mm_16x256x256_12.npz")
+    m["out"] = np.ascontiguousarray(m["out"].T)
+    assert identify_capture(_save(tmp_path, m)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fp16emu identify: out:") and "saved transposed" in err
