@@ -36,7 +36,9 @@ from .search import STAGE1, STAGE1_FP32, search, tiers
 from .space import candidates
 
 __all__ = [
+    "AXES",
     "ARCH_UNITS",
+    "axes_of",
     "Mixup",
     "MixupFound",
     "arch_unit",
@@ -57,6 +59,25 @@ ARCH_UNITS = (
     (r"gfx90a", "mi200"),
     (r"gfx908", "mi100"),
 )
+#: axis names of each op's output, in torch's logical order
+AXES = {
+    "mm": ("m", "n"),
+    "addmm": ("m", "n"),
+    "scaled_mm": ("m", "n"),
+    "bmm": ("batch", "m", "n"),
+    "conv2d": ("n", "k", "p", "q"),
+    "conv2d_bwd_data": ("n", "c", "h", "w"),
+    "conv2d_bwd_weight": ("k", "c", "r", "s"),
+}
+
+
+def axes_of(cap: Capture) -> tuple[str, ...]:
+    """The names of the capture's output axes (a linear's leading axes ``d0``, ``d1``, …)."""
+    if cap.op == "linear":
+        return tuple(f"d{i}" for i in range(cap.out.ndim - 1)) + ("out_feature",)
+    return AXES[cap.op]
+
+
 #: the most first-tier candidates one transform is screened with
 MAX_SCREEN = 3000
 
@@ -296,7 +317,7 @@ def likely_cause(cap: Capture, result: SearchResult) -> dict | None:
     if len(idx) <= 4:
         x = (_u(got) ^ _u(want))[differ]
         if all(bin(int(v)).count("1") == 1 for v in x):
-            where = [dict(zip(_axes_of(cap), map(int, i))) for i in idx]
+            where = [dict(zip(axes_of(cap), map(int, i))) for i in idx]
             bit_no = [int(v).bit_length() - 1 for v in x]
             return {"mutant": "bits flipped", "where": where[0] if len(where) == 1 else where, "bits": bit_no}
     gd, wd = g64[differ], w64[differ]
@@ -306,23 +327,15 @@ def likely_cause(cap: Capture, result: SearchResult) -> dict | None:
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = gd / wd
     if np.isfinite(ratio).all() and ratio.size and np.allclose(ratio, ratio[0], rtol=2e-3, atol=0):
-        for ax, name in enumerate(_axes_of(cap)):
+        for ax, name in enumerate(axes_of(cap)):
             if len(np.unique(idx[:, ax])) == 1:
                 return {"mutant": f"{name} scaled", "where": _box(cap, idx), "factor": float(ratio[0])}
         return {"mutant": "tile scaled", "where": _box(cap, idx), "factor": float(ratio[0])}
     return _k_block_lost(cap, result, got, want, differ)
 
 
-def _axes_of(cap: Capture):
-    from .report import AXES
-
-    if cap.op == "linear":
-        return tuple(f"d{i}" for i in range(cap.out.ndim - 1)) + ("out_feature",)
-    return AXES[cap.op]
-
-
 def _box(cap: Capture, idx: np.ndarray) -> dict:
-    return {a: [int(idx[:, i].min()), int(idx[:, i].max())] for i, a in enumerate(_axes_of(cap))}
+    return {a: [int(idx[:, i].min()), int(idx[:, i].max())] for i, a in enumerate(axes_of(cap))}
 
 
 def _k_block_lost(cap: Capture, result: SearchResult, got, want, differ) -> dict | None:

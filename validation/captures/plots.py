@@ -25,6 +25,20 @@ def _as_matrix(x: np.ndarray) -> np.ndarray:
     return x.reshape(x.shape[0] * x.shape[1], -1)
 
 
+def _box_cause(ax, cause: dict, cap: Capture) -> None:
+    """Box the tile the likely cause names, and say what it is."""
+    from matplotlib.patches import Rectangle
+
+    w = cause["where"]
+    (m0, m1), (n0, n1) = w["m"], w["n"]
+    if cap.op == "bmm":
+        off = int(w.get("batch", 0)) * cap.out.shape[1]
+        m0, m1 = m0 + off, m1 + off
+    ax.add_patch(Rectangle((n0 - 0.5, m0 - 0.5), n1 - n0 + 1, m1 - m0 + 1, fill=False, edgecolor="#2166ac", lw=1.5))
+    label = cause["mutant"] + (f": k {w['k'][0]}..{w['k'][1]}" if "k" in w else "")
+    ax.annotate(label, (n0, m0), xytext=(0, 3), textcoords="offset points", fontsize=7, color="#2166ac")
+
+
 def plot_capture(cap: Capture, result: SearchResult, path, reading=None) -> None:
     """Save the figure to ``path`` (PNG, SVG or PDF by its suffix). ``reading``: the
     :class:`validation.captures.report.CaptureReading` whose one word the title states (for a
@@ -50,6 +64,9 @@ def plot_capture(cap: Capture, result: SearchResult, path, reading=None) -> None
         fig.colorbar(im, ax=ax0, label="|GPU − emulated| (ulps of the output format at the larger magnitude)")
     else:
         ax0.imshow(np.zeros_like(mat), aspect="auto", interpolation="nearest", cmap="Greys", vmin=0, vmax=4)
+    cause = reading.cause if reading is not None else None
+    if cause and isinstance(cause.get("where"), dict) and "m" in cause["where"] and "n" in cause["where"]:
+        _box_cause(ax0, cause, cap)
     rows = "rows: " + ("m" if cap.conv is None else "(n, k)" if cap.op == "conv2d" else "leading axes")
     ax0.set_xlabel("columns (the output's trailing axes)")
     ax0.set_ylabel(rows)
@@ -67,7 +84,8 @@ def plot_capture(cap: Capture, result: SearchResult, path, reading=None) -> None
         ax1.set_axis_off()
     schedule = result.best.describe() if result.best else "-"
     label = "schedule" if result.answer in ("identical", "inside-ensemble") else "nearest schedule"
-    title = f"{cap.op} {cap.describe().split(': ', 1)[1]} — {(word or result.answer).upper()}{how} (unit {result.unit})"
+    why = f"; likely cause: {cause['mutant']}" if cause else ""
+    title = f"{cap.op} {cap.describe().split(': ', 1)[1]} — {(word or result.answer).upper()}{how}{why} (unit {result.unit})"
     sub = textwrap.fill(f"{label}: {schedule}", 150)
     fig.suptitle(title + "\n" + sub, fontsize=8.5)
     fig.tight_layout(rect=(0, 0, 1, 0.86))

@@ -17,7 +17,7 @@ from models.libraries import not_modelled
 
 from .capture import Capture, load_capture
 from .gemms import SearchResult, bits
-from .mixups import MixupFound, find_mixup, likely_cause
+from .mixups import AXES, MixupFound, axes_of, find_mixup, likely_cause
 from .search import search
 
 __all__ = [
@@ -33,23 +33,6 @@ __all__ = [
     "to_text",
     "ulps_between",
 ]
-
-#: axis names of each op's output, in torch's logical order
-AXES = {
-    "mm": ("m", "n"),
-    "addmm": ("m", "n"),
-    "scaled_mm": ("m", "n"),
-    "bmm": ("batch", "m", "n"),
-    "conv2d": ("n", "k", "p", "q"),
-    "conv2d_bwd_data": ("n", "c", "h", "w"),
-    "conv2d_bwd_weight": ("k", "c", "r", "s"),
-}
-
-
-def _axes(cap: Capture) -> tuple[str, ...]:
-    if cap.op == "linear":
-        return tuple(f"d{i}" for i in range(cap.out.ndim - 1)) + ("out_feature",)
-    return AXES[cap.op]
 
 
 def ulps_between(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -95,7 +78,7 @@ def suspects(cap: Capture, emulated: np.ndarray, top: int = 10) -> dict:
     with their bounding boxes, largest first."""
     got, want = cap.out, emulated.astype(cap.out.dtype)
     differ = got.view(np.dtype(f"u{got.dtype.itemsize}")) != want.view(np.dtype(f"u{got.dtype.itemsize}"))
-    axes = _axes(cap)
+    axes = axes_of(cap)
     n = int(differ.sum())
     out = {"n_differ": n, "axes": list(axes)}
     if not n:

@@ -133,6 +133,15 @@ def test_a_tile_missing_its_last_k_block_is_a_bug_suspect(tmp_path, capsys):
     assert doc["reading"] == "bug-suspect" and doc["cause"] == reading.cause
     s = doc["suspects"]
     assert s["sizes"]["max_abs"] > 0 and 0 < s["sizes"]["max_rel"] <= 2
+    # the plot boxes the tile and says what is missing there
+    import matplotlib
+
+    from validation.captures.plots import plot_capture
+
+    matplotlib.rcParams["svg.fonttype"] = "none"
+    plot_capture(reading.capture, reading.result, tmp_path / "bug.svg", reading=reading)
+    svg = (tmp_path / "bug.svg").read_text()
+    assert "BUG-SUSPECT" in svg and "k block lost: k 436..499" in svg
 
 
 @pytest.mark.parametrize(
