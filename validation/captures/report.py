@@ -1,8 +1,10 @@
-"""What a capture search says: the answer, the schedule found, and, when the output differs, the
-nearest schedule and the suspect elements with named coordinates and clusters.
+"""What a capture search says: the reading (``rounding``, ``mix-up``, ``not-modelled`` or
+``bug-suspect``), the schedule found, and, when the output differs, the nearest schedule, the
+suspect elements with named coordinates, clusters and sizes (ulps at the larger magnitude,
+absolute and relative differences), the mix-up that explains them or the likely cause.
 
 :func:`read_capture` is ``fp16emu identify CAPTURE.npz`` as a function: it loads and searches a
-capture and returns a :class:`CaptureReading` (the answer, the exit code the command gives, the
+capture and returns a :class:`CaptureReading` (the reading, the exit code the command gives, the
 text and JSON reports), so the Python API says what the command prints."""
 
 from __future__ import annotations
