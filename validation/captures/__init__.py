@@ -5,7 +5,8 @@ Laid out as the feature works (docs/library.md names each part): ``format`` (the
 shared by the kit and the reader), ``kit`` (the GPU side: ``python -m validation.captures.kit``,
 also a plain file), ``capture`` (the reader), ``gemms`` (a capture as GEMMs; candidates and
 results), ``space`` (every schedule family and its bounds), ``samples`` and ``search`` (the
-sampled search and its tiers), ``scaled`` (the fp8 search), ``report`` (the reading and its
+sampled search and its tiers), ``scaled`` (the fp8 search), ``mixups`` (the user's own mix-ups of a
+file and a bug suspect's likely cause), ``report`` (the reading and its
 reports), ``plots``, ``cli`` (``fp16emu identify CAPTURE.npz``)."""
 
 from .capture import Capture, CaptureError, is_capture, load_capture

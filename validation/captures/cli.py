@@ -1,13 +1,14 @@
 """``fp16emu identify CAPTURE.npz``: print what :func:`validation.captures.report.read_capture`
 decides (the library-capture branch of identify).
 
-Exit codes: 0 when a schedule reproduces every output bit (or every output is some atomic add
-order's outcome), 1 when none does, 2 for a capture that cannot be used (one line naming the
-field)."""
+Exit codes: 0 for the reading ``rounding`` (a schedule reproduces every output bit, or every output
+is some atomic add order's outcome), 1 for every other reading (``mix-up``, ``not-modelled``,
+``bug-suspect``), 2 for a capture that cannot be used (one line naming the field)."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 from .capture import CaptureError
@@ -29,6 +30,14 @@ def _progress_printer(stream):
     return show
 
 
+def _transposed_hint(message: str) -> str:
+    """A hint when the output's shape is the expected one reversed (the output saved transposed)."""
+    m = re.match(r"out: expected shape \((\d+), (\d+)\) .*got \((\d+), (\d+)\)", message)
+    if m and m.group(1, 2) == m.group(4, 3) and m.group(1) != m.group(2):
+        return " (the expected shape reversed: the output saved transposed? save out, not out.T)"
+    return ""
+
+
 def identify_capture(
     path, hw: str | None = None, fmt: str = "text", plot: str | None = None, out=None, err=None
 ) -> int:
@@ -42,13 +51,13 @@ def identify_capture(
     try:
         reading = read_capture(path, hw=hw, progress=_progress_printer(err))
     except CaptureError as exc:
-        print(f"fp16emu identify: {exc}", file=err)
+        print(f"fp16emu identify: {exc}{_transposed_hint(str(exc))}", file=err)
         return 2
     print(json.dumps(reading.json(), indent=1) if fmt == "json" else reading.text(), file=out)
     if plot:
         from .plots import plot_capture
 
-        plot_capture(reading.capture, reading.result, plot)
+        plot_capture(reading.capture, reading.result, plot, reading=reading)
         if fmt == "text":
             print(f"plot: {plot}", file=out)
     return reading.exit_code

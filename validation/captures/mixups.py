@@ -1,0 +1,367 @@
+"""The user's own mix-ups, and the likely cause of a real difference.
+
+When no schedule reproduces a capture as written, the cause is more often the file than the
+kernel: the output saved transposed, an operand saved transposed (a square one keeps its shape,
+so the reader cannot tell), A and B swapped, a 16-bit result saved as float32, an NHWC buffer
+labelled NCHW, or a ``gpu`` string naming another GPU than the one that ran (the kernel names
+say which architecture ran: ``nvjet_sm90_…`` is Hopper). :func:`find_mixup` tries each such
+transform as a modified :class:`Capture`, cheapest first: each is screened on the sampled
+first stage of the search's first tier (:func:`validation.captures.search.tiers`, a few dozen
+outputs), and only one that passes the screen is searched in full; the first that reproduces
+every output bit is the answer.
+
+When none does, :func:`likely_cause` tries the library bug mutants on the nearest schedule's
+emulated output: one output tile missing the contribution of a k block (its last, its first, or
+one split's range: :func:`emu.gemm` of that tile's sub-problem with the block's products left
+out), one element's bits flipped, signs flipped, one row, column or channel scaled. The mutants
+follow the failure modes tested by CUTLASS's and cuBLAS's own verifiers (a tile or k block
+computed wrongly; github.com/NVIDIA/cutlass, tools/util/include/cutlass/util/reference).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+import ml_dtypes
+import numpy as np
+
+import emu
+import models
+
+from .capture import Capture, CaptureError
+from .gemms import SearchResult, bits, gemm_dims, jobs_of, model_unit, resolve_unit
+from .samples import Sample
+from .search import STAGE1, STAGE1_FP32, search, tiers
+from .space import candidates
+
+__all__ = [
+    "AXES",
+    "ARCH_UNITS",
+    "axes_of",
+    "Mixup",
+    "MixupFound",
+    "arch_unit",
+    "find_mixup",
+    "likely_cause",
+    "transforms",
+]
+
+#: the unit of each architecture a kernel name spells (``sm90``, ``sm_80``, ``gfx90a``)
+ARCH_UNITS = (
+    (r"sm_?10\d", "b200"),
+    (r"sm_?90", "h100"),
+    (r"sm_?89", "ada"),
+    (r"sm_?8[0-8]", "a100"),
+    (r"sm_?75", "t4"),
+    (r"sm_?7[02]", "v100"),
+    (r"gfx94\d", "mi300"),
+    (r"gfx90a", "mi200"),
+    (r"gfx908", "mi100"),
+)
+#: axis names of each op's output, in torch's logical order
+AXES = {
+    "mm": ("m", "n"),
+    "addmm": ("m", "n"),
+    "scaled_mm": ("m", "n"),
+    "bmm": ("batch", "m", "n"),
+    "conv2d": ("n", "k", "p", "q"),
+    "conv2d_bwd_data": ("n", "c", "h", "w"),
+    "conv2d_bwd_weight": ("k", "c", "r", "s"),
+}
+
+
+def axes_of(cap: Capture) -> tuple[str, ...]:
+    """The names of the capture's output axes (a linear's leading axes ``d0``, ``d1``, …)."""
+    if cap.op == "linear":
+        return tuple(f"d{i}" for i in range(cap.out.ndim - 1)) + ("out_feature",)
+    return AXES[cap.op]
+
+
+#: the most first-tier candidates one transform is screened with
+MAX_SCREEN = 3000
+
+
+def arch_unit(kernels) -> str | None:
+    """The unit the kernel names' architecture names (``nvjet_sm90_…`` → ``h100``), or None."""
+    for k in kernels:
+        for pattern, name in ARCH_UNITS:
+            if re.search(pattern, str(k).lower()):
+                return name
+    return None
+
+
+@dataclass(frozen=True)
+class Mixup:
+    """One transform of a capture: the field it changes, how (``{field: transform}`` is its
+    match), and the capture (and unit) as they would be without the mix-up."""
+
+    field: str
+    transform: str
+    capture: Capture
+    hw: str | None = None
+    text: str = ""
+
+    def match(self) -> dict:
+        return {self.field: self.transform}
+
+    def describe(self) -> str:
+        return self.text or f"{self.field} {self.transform}"
+
+
+@dataclass(frozen=True)
+class MixupFound:
+    """A transform that reproduces every output bit, and the search result on the transformed capture."""
+
+    mixup: Mixup
+    result: SearchResult
+    screened: int
+
+
+def _with_out(cap: Capture, out: np.ndarray, **kw) -> Capture:
+    return replace(cap, out=np.ascontiguousarray(out), **kw)
+
+
+def _with_operands(cap: Capture, **ops) -> Capture:
+    return replace(cap, operands={**cap.operands, **{k: np.ascontiguousarray(v) for k, v in ops.items()}})
+
+
+def _exact_in(out: np.ndarray, dtype) -> bool:
+    v = out[np.isfinite(out)]
+    return bool(v.size) and bool((v.astype(dtype).astype(np.float32) == v).all())
+
+
+def transforms(cap: Capture, unit_name: str, hw: str | None = None) -> list[Mixup]:
+    """The transforms that apply to ``cap`` (searched with ``hw``, the user's unit, or the one
+    its ``gpu`` names: ``unit_name``), cheapest (and likeliest) first."""
+    out: list[Mixup] = []
+    o = cap.operands
+    # a 16-bit result saved as float32: every value exactly a float16 (bfloat16) one
+    if cap.out.dtype == np.float32 and cap.input != "tf32":
+        formats = [("float16", np.float16), ("bfloat16", ml_dtypes.bfloat16)]
+        if cap.input == "bf16":
+            formats.reverse()
+        for name, dt in formats:
+            if _exact_in(cap.out, dt):
+                out.append(
+                    Mixup(
+                        "out_dtype",
+                        name,
+                        _with_out(cap, cap.out.astype(dt)),
+                        text=f"the float32 array holds {name} values: the {name} result saved as float32",
+                    )
+                )
+    # the output saved transposed (square: the shape does not tell)
+    if cap.out.ndim in (2, 3) and cap.conv is None and cap.out.shape[-1] == cap.out.shape[-2]:
+        out.append(
+            Mixup("out", "transposed", _with_out(cap, np.swapaxes(cap.out, -1, -2)), text="the output saved transposed")
+        )
+    # an NHWC buffer labelled NCHW (or read back in the wrong order)
+    if cap.conv is not None and cap.out.ndim == 4:
+        n, c, h, w = cap.out.shape
+        logical = cap.out.reshape(n, h, w, c).transpose(0, 3, 1, 2)
+        if cap.memory_format != "channels_last":
+            out.append(
+                Mixup(
+                    "memory_format",
+                    "channels_last",
+                    _with_out(cap, logical, memory_format="channels_last"),
+                    text="the output is an NHWC (channels_last) buffer labelled NCHW",
+                )
+            )
+        else:
+            out.append(Mixup("out", "NHWC buffer", _with_out(cap, logical), text="the output saved as its NHWC buffer"))
+    # operands transposed (square) or swapped
+    if cap.op in ("mm", "addmm", "bmm"):
+        A, B = o["A"], o["B"]
+        if B.shape[-1] == B.shape[-2]:
+            out.append(
+                Mixup("B", "transposed", _with_operands(cap, B=np.swapaxes(B, -1, -2)), text="B saved transposed")
+            )
+        if A.shape[-1] == A.shape[-2]:
+            out.append(
+                Mixup("A", "transposed", _with_operands(cap, A=np.swapaxes(A, -1, -2)), text="A saved transposed")
+            )
+        if A.shape == B.shape:
+            out.append(Mixup("operands", "swapped", _with_operands(cap, A=B, B=A), text="A and B swapped"))
+    if cap.op == "linear" and o["weight"].shape[0] == o["weight"].shape[1]:
+        out.append(
+            Mixup(
+                "weight",
+                "transposed",
+                _with_operands(cap, weight=o["weight"].T),
+                text="the weight saved transposed (in, out)",
+            )
+        )
+    # another unit than ``gpu`` names: the kernel names' architecture first, then every unit
+    named = arch_unit(cap.kernels)
+    units = ([named] if named else []) + [u for u in models.UNIT_NAMES if u not in ("fma32", "fp64")]
+    seen = {unit_name}
+    for u in units:
+        if u in seen:
+            continue
+        seen.add(u)
+        try:
+            models.unit(u, input=cap.input)
+        except ValueError:
+            continue
+        why = f"the kernels are {named}'s ({cap.kernels[0][:40]}…)" if u == named and cap.kernels else "another unit"
+        out.append(
+            Mixup("unit", u, cap, hw=u, text=f"computed on unit {u}, not the {unit_name} that gpu names ({why})")
+        )
+    return [m if m.field == "unit" else replace(m, hw=hw) for m in out]
+
+
+def _screen(m: Mixup) -> bool:
+    """Whether some candidate of the transformed capture's first tier reproduces every output of
+    the search's first sample."""
+    if m.capture.op == "scaled_mm":  # the fp8 search has its own stages: searched in full, the kernels' unit alone
+        return m.field != "unit" or m.transform == arch_unit(m.capture.kernels)
+    try:
+        unit = resolve_unit(m.capture, m.hw)
+    except CaptureError:
+        return False
+    cands, _ = candidates(m.capture, unit)
+    tl = tiers(m.capture, unit, cands)
+    if not tl:
+        return False
+    group = tl[0][1][:MAX_SCREEN]
+    s1 = Sample(m.capture, *(STAGE1_FP32 if m.capture.out_format == "fp32" else STAGE1), seed=1)
+    for lo in range(0, len(group), 500):
+        block = group[lo : lo + 500]
+        s1.prepare(block)
+        if any(s1.identical(c) == s1.size for c in block):
+            return True
+    return False
+
+
+def find_mixup(cap: Capture, unit_name: str, hw: str | None = None, progress=None) -> tuple[MixupFound | None, int]:
+    """The first transform (:func:`transforms`) under which some schedule reproduces every output
+    bit, and how many transforms were screened."""
+    screened = 0
+    tries = transforms(cap, unit_name, hw)
+    for m in tries:
+        screened += 1
+        if progress:
+            progress("mix-ups of the file", screened, len(tries))
+        if not _screen(m):
+            continue
+        r = search(m.capture, hw=m.hw)
+        if r.answer in ("identical", "inside-ensemble"):
+            return MixupFound(m, r, screened), screened
+    return None, screened
+
+
+# --- the likely cause of a difference ----------------------------------------------------------
+
+#: output tile sizes (rows = columns) and k block widths the mutants try
+TILES = (64, 128, 256, 32, 16, 8)
+K_BLOCKS = (32, 64, 128, 256, 16)
+
+
+def _u(x: np.ndarray) -> np.ndarray:
+    return bits(np.ascontiguousarray(x))
+
+
+def _gemm_view(cap: Capture, arr: np.ndarray):
+    """``arr`` (the capture's output shape) as (pieces, M, N) in GEMM order, when the capture's
+    GEMMs lay its output out plainly (mm, addmm, bmm, linear); else None."""
+    if cap.op in ("mm", "addmm"):
+        return arr[None]
+    if cap.op == "bmm":
+        return arr
+    if cap.op == "linear":
+        return arr.reshape(1, -1, arr.shape[-1])
+    return None
+
+
+def _span(lo: int, hi: int, size: int):
+    """The smallest aligned tile (of :data:`TILES`) holding [lo, hi], clipped to ``size``."""
+    for t in sorted(TILES):
+        if lo // t == hi // t:
+            start = lo // t * t
+            return start, min(start + t, size)
+    return 0, size
+
+
+def _k_ranges(cand, K: int):
+    """(name, start, stop) of the k ranges a lost block may be: the last and first blocks of each
+    width, each split's range."""
+    out = []
+    for b in K_BLOCKS:
+        if b < K:
+            out.append(("k block lost", K - b, K))
+    for b in K_BLOCKS:
+        if b < K:
+            out.append(("k block lost", 0, b))
+    if cand is not None and cand.schedule.splits > 1:
+        ranges = sorted({(c.start, c.stop) for c in cand.schedule.chains(K) if c.step == 1})
+        out.extend(("split lost", a, b) for a, b in ranges)
+    return out
+
+
+def likely_cause(cap: Capture, result: SearchResult) -> dict | None:
+    """The library bug mutant of the nearest schedule's output that reproduces the GPU's output
+    (see the module docstring): ``{"mutant": …, "where": {…}}`` with GEMM coordinates (m, n, k
+    as inclusive ranges; ``batch`` for bmm), or None when none does."""
+    if result.emulated is None or result.best is None:
+        return None
+    got = np.ascontiguousarray(cap.out)
+    want = np.ascontiguousarray(result.emulated.astype(cap.out.dtype))
+    differ = _u(got) != _u(want)
+    idx = np.argwhere(differ)
+    if not idx.size:
+        return None
+    g64, w64 = got.astype(np.float64), want.astype(np.float64)
+    # one element (or a few) with bits flipped
+    if len(idx) <= 4:
+        x = (_u(got) ^ _u(want))[differ]
+        if all(bin(int(v)).count("1") == 1 for v in x):
+            where = [dict(zip(axes_of(cap), map(int, i))) for i in idx]
+            bit_no = [int(v).bit_length() - 1 for v in x]
+            return {"mutant": "bits flipped", "where": where[0] if len(where) == 1 else where, "bits": bit_no}
+    gd, wd = g64[differ], w64[differ]
+    if (gd == -wd).all():
+        return {"mutant": "sign flipped", "where": _box(cap, idx)}
+    # one row, column or channel scaled
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = gd / wd
+    if np.isfinite(ratio).all() and ratio.size and np.allclose(ratio, ratio[0], rtol=2e-3, atol=0):
+        for ax, name in enumerate(axes_of(cap)):
+            if len(np.unique(idx[:, ax])) == 1:
+                return {"mutant": f"{name} scaled", "where": _box(cap, idx), "factor": float(ratio[0])}
+        return {"mutant": "tile scaled", "where": _box(cap, idx), "factor": float(ratio[0])}
+    return _k_block_lost(cap, result, got, want, differ)
+
+
+def _box(cap: Capture, idx: np.ndarray) -> dict:
+    return {a: [int(idx[:, i].min()), int(idx[:, i].max())] for i, a in enumerate(axes_of(cap))}
+
+
+def _k_block_lost(cap: Capture, result: SearchResult, got, want, differ) -> dict | None:
+    """A tile of the nearest schedule's output with the products of one k range left out."""
+    gv, dv = _gemm_view(cap, got), _gemm_view(cap, differ)
+    if gv is None:
+        return None
+    cand = result.best
+    pieces = np.unique(np.argwhere(dv)[:, 0])
+    if pieces.size != 1:
+        return None
+    p = int(pieces[0])
+    rows, cols = np.nonzero(dv[p])
+    M, N, K = gemm_dims(cap, cand.variant)
+    m0, m1 = _span(int(rows.min()), int(rows.max()), M)
+    n0, n1 = _span(int(cols.min()), int(cols.max()), N)
+    unit = model_unit(cand.unit, cap.input)
+    (job,) = jobs_of(cap, cand.variant, np.arange(m0, m1), np.arange(n0, n1), [p] if cap.op == "bmm" else None)
+    target = _u(gv[p, m0:m1, n0:n1])
+    for name, k0, k1 in _k_ranges(cand, K):
+        A = np.array(job.A, copy=True)
+        A[:, k0:k1] = 0  # +0 products: the accumulator is left as it was
+        tile = emu.gemm(A, job.B, job.C, unit, cand.schedule).astype(cap.out.dtype)
+        if (_u(tile) == target).all():
+            where = {"m": [m0, m1 - 1], "n": [n0, n1 - 1], "k": [k0, k1 - 1]}
+            if cap.op == "bmm":
+                where = {"batch": p, **where}
+            return {"mutant": name, "where": where, "tile": [m1 - m0, n1 - n0]}
+    return None
