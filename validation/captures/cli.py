@@ -46,12 +46,12 @@ def identify_capture(
     out = out or sys.stdout
     err = err or sys.stderr
     if fmt not in ("text", "json"):
-        print(f"fp16emu identify: --format: {fmt!r} is not one of text, json", file=err)
+        print(f"fp16emu identify: error: --format: {fmt!r} is not one of text, json", file=err)
         return 2
     try:
         reading = read_capture(path, hw=hw, progress=_progress_printer(err))
     except CaptureError as exc:
-        print(f"fp16emu identify: {exc}{_transposed_hint(str(exc))}", file=err)
+        print(f"fp16emu identify: error: {exc}{_transposed_hint(str(exc))}", file=err)
         return 2
     print(json.dumps(reading.json(), indent=1) if fmt == "json" else reading.text(), file=out)
     if plot:

@@ -128,7 +128,7 @@ def test_pickles_and_huge_headers_are_refused(tmp_path):
 def test_identify_exit_codes(tmp_path, capsys):
     bad = _mm_capture(tmp_path, op="gemm")
     assert identify_capture(bad) == 2
-    assert capsys.readouterr().err.startswith("fp16emu identify: op:")
+    assert capsys.readouterr().err.startswith("fp16emu identify: error: op:")
     unknown_gpu = _mm_capture(tmp_path, gpu="Some Accelerator")
     assert identify_capture(unknown_gpu) == 2
     assert "--hw" in capsys.readouterr().err

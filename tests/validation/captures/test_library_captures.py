@@ -94,7 +94,7 @@ def test_hw_overrides_the_gpu_name_and_is_checked(capsys):
     assert identify_capture(path, hw="mi300x") == 1  # another unit cannot reproduce the H200's bits
     assert "unit mi300x" in capsys.readouterr().out
     assert identify_capture(path, hw="tpu") == 2
-    assert capsys.readouterr().err.startswith("fp16emu identify: --hw:")
+    assert capsys.readouterr().err.startswith("fp16emu identify: error: --hw:")
 
 
 def test_the_report_fields_are_json(tmp_path):

@@ -165,4 +165,4 @@ def test_a_non_square_output_saved_transposed_is_named(tmp_path, capsys):
     m["out"] = np.ascontiguousarray(m["out"].T)
     assert identify_capture(_save(tmp_path, m)) == 2
     err = capsys.readouterr().err
-    assert err.startswith("fp16emu identify: out:") and "saved transposed" in err
+    assert err.startswith("fp16emu identify: error: out:") and "saved transposed" in err
