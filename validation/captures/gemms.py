@@ -20,6 +20,7 @@ from emu.dot import unit_params
 from emu.implicit_gemm import conv_pieces
 from emu.operands import multiplied_values, round_to_tf32, value_dtype
 from emu.schedule import Schedule
+from emu.simt import fma_gemm
 from models.libraries import unit_from_gpu
 
 from .capture import PASS_OF, Capture, CaptureError, GemmJob
@@ -31,6 +32,7 @@ __all__ = [
     "SearchResult",
     "Variant",
     "bits",
+    "full_fp32",
     "gemm_dims",
     "image_tile",
     "jobs_of",
@@ -176,12 +178,30 @@ def jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None
 def c_values(cap: Capture, bits: np.ndarray) -> np.ndarray:
     """C or a bias (bit patterns of the capture's operand format) as float32 values: fp32 adds
     them whole (a tf32 capture's C is float32, never cut to tf32)."""
-    return bits.view(value_dtype(cap.input)).astype(np.float32)
+    return bits.view(value_dtype(unit_input(cap.input))).astype(np.float32)
 
 
 def operand_values(cap: Capture, bits: np.ndarray) -> np.ndarray:
-    """Operand values (float64) as the unit multiplies them (:func:`emu.operands.multiplied_values`)."""
+    """Operand values (float64) as the unit multiplies them (:func:`emu.operands.multiplied_values`;
+    fp32 operands whole)."""
+    if cap.input == "fp32":
+        return bits.view(np.float32).astype(np.float64)
     return multiplied_values(bits.view(value_dtype(cap.input)), cap.input)
+
+
+def unit_input(fmt: str) -> str:
+    """The input format a unit is built for from a capture's operand format: fp32 operands (32-bit
+    patterns, multiplied whole by the fp32 FMA unit) travel as tf32-format patterns, the format
+    ``models.unit`` builds 32-bit units for (``emu.simt.is_fp32_fma``: the FMA unit then takes
+    them whole)."""
+    return "tf32" if fmt == "fp32" else fmt
+
+
+def full_fp32(cap: Capture, unit: str) -> bool:
+    """Whether ``unit`` multiplies the capture's operands as whole fp32 values: the fp32 FMA unit
+    (``"fma32"``) on float32 operands (``emu.simt``: a CUDA-core kernel's FFMA chain), fp32 or tf32
+    captures alike (a CUDA-core kernel ignores TF32)."""
+    return unit == "fma32" and cap.input in ("fp32", "tf32")
 
 
 def restrict(job: GemmJob, rows, columns) -> GemmJob:
@@ -223,7 +243,7 @@ def model_unit(name: str, fmt: str = "fp16"):
     """``models.unit`` for a search unit name, ``NAME`` or ``NAME/fp16`` (the fp16-accumulator
     variant of an NVIDIA unit), with operands of ``fmt`` (the capture's input format)."""
     base, _, acc = name.partition("/")
-    return models.unit(base, output=acc or "fp32", input=fmt)
+    return models.unit(base, output=acc or "fp32", input=unit_input(fmt))
 
 
 def bits(x: np.ndarray) -> np.ndarray:
@@ -232,18 +252,26 @@ def bits(x: np.ndarray) -> np.ndarray:
 
 
 def run_candidate(cap: Capture, cand: Candidate) -> np.ndarray:
-    """The capture's whole output as the candidate computes it (through :func:`emu.gemm`)."""
+    """The capture's whole output as the candidate computes it (through :func:`emu.gemm`; fp32
+    operands through the fp32 FMA unit by :func:`emu.simt.fma_gemm`)."""
     unit = model_unit(cand.unit, cap.input)
+    whole = full_fp32(cap, cand.unit)
     out = np.zeros(cap.out.size, cap.out.dtype)
     for job in jobs_of(cap, cand.variant):
-        res = emu.gemm(job.A, job.B, job.C, unit, cand.schedule)
+        if whole:
+            res = fma_gemm(job.A, job.B, job.C, cand.schedule)
+        else:
+            res = emu.gemm(job.A, job.B, job.C, unit, cand.schedule)
         out[job.out_index.reshape(-1)] = res.reshape(-1)
     return out.reshape(cap.out.shape)
 
 
 def resolve_unit(cap: Capture, hw: str | None) -> str:
     """The unit to search with: ``hw`` (a unit name or alias) or the one the capture's ``gpu``
-    names; CaptureError when neither says."""
+    names; CaptureError when neither says. fp32 operands (no TF32, or a CUDA-core kernel): the
+    fp32 FMA unit, every GPU's IEEE ``fma`` (``emu.simt``)."""
+    if cap.input == "fp32":
+        return "fma32"
     if hw:
         try:
             models.unit(hw, input=cap.input)
