@@ -1,0 +1,221 @@
+"""fp32 and TF32 GEMMs captured on an NVIDIA H200 (PyTorch 2.11, CUDA 13.0; session 16),
+reproduced bit for bit by emu with the accumulation schedule found for each cuBLAS kernel family.
+
+Per family (kernel names from the profiler, in each capture's ``kernels``):
+
+* ``cutlass_80_simt_sgemm_*`` + ``splitKreduce_kernel``: K cut into splits of ⌈tiles/splits⌉
+  k tiles of **4** (the last split shorter), each split a k-ascending fp32 FMA chain from +0,
+  the partials added onto +0 in split order, then RN32(alpha·acc + RN32(beta·C)) (C: addmm's
+  C, linear's bias). The split count is the shape's (searched from the output).
+* ``sm80_xmma_gemm_f32f32_f32f32_f32_*ffma*`` (no split-K kernel): one k-ascending fp32 FMA
+  chain per output, also on captures made with ``allow_tf32`` (CUDA cores: no tf32 rounding).
+* the CUDA-core kernels cuBLAS takes for small M, N or K, :func:`emu.lanes.lane_gemm` (each
+  lane a k-ascending fp32 FMA chain from +0, the lanes then added): ``internal::gemvx::kernel``
+  32 lanes (fewer for short K), k in contiguous chunks (short K) or strided (long K), a halving
+  (shuffle-down) tree; ``gemmSN_TN_kernel`` 16 strided lanes added in lane order;
+  ``gemmSN_NN_kernel`` two contiguous halves; ``gemvNSP_kernel`` 16 or 32 lanes of 4
+  consecutive k, halving tree; ``gemv2T_kernel_val`` 16 strided lanes in lane order; the xmma
+  ffma GEMM with its ``split_k`` kernel: 8-wide k tiles dealt round-robin to the splits, the
+  partials added in split order.
+* ``cutlass_80_tensorop_s1688gemm_*`` (TF32) + ``splitKreduce_kernel``: operands rounded to tf32
+  to nearest even, the ``h100`` unit with tf32 operands, 32-wide k tiles split ⌈tiles/splits⌉,
+  partials added in fp32 in split order.
+
+The operands are drawn again from each capture's seed (``validation.capture_torch.complete``,
+checked against the sha256 recorded on the GPU machine); the captures are the project's test
+data (``tests/data/captures/h200_s16`` and the sweep tarball ``sweep_h200_s16.tar.gz``).
+"""
+
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from emu.lanes import lane_gemm
+from emu.schedule import Schedule
+from emu.simt import fma_gemm
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "captures"
+S16 = DATA / "h200_s16"
+SWEEP = DATA / "sweep_h200_s16.tar.gz"
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    if not SWEEP.exists():
+        pytest.skip(f"{SWEEP.name} is absent")
+    out = tmp_path_factory.mktemp("sweep")
+    with tarfile.open(SWEEP) as tar:
+        members = [
+            m
+            for m in tar.getmembers()
+            if m.isfile() and m.name.endswith(".npz") and ("_f32" in m.name or "_tf32" in m.name)
+        ]
+        members = [m for m in members if any(op in m.name for op in ("_mm_", "_bmm_", "_linear_", "_addmm_"))]
+        tar.extractall(out, members=members, filter="data")
+    return out / "sweep_small"
+
+
+def _load(path: Path) -> dict:
+    """The capture's GEMMs as (A (M, K), B (K, N), out (M, N)) float32 triples, with C (or the
+    bias, as a (1, N) row), alpha and beta."""
+    from validation.capture_torch import complete
+
+    if not path.exists():
+        pytest.skip(f"capture {path.name} is absent")
+    d = complete(dict(np.load(path)))
+    op, out = str(d["op"]), d["out"]
+    C = None
+    if op in ("mm", "addmm"):
+        triples = [(d["A"], d["B"], out)]
+        C = d.get("C")
+    elif op == "bmm":
+        triples = list(zip(d["A"], d["B"], out))
+    elif op == "linear":
+        x = d["input"]
+        triples = [(x.reshape(-1, x.shape[-1]), np.ascontiguousarray(d["weight"].T), out.reshape(-1, out.shape[-1]))]
+        if "bias" in d:
+            C = d["bias"].reshape(1, -1)
+    else:
+        raise AssertionError(f"{path.name}: not a GEMM ({op})")
+    alpha = float(d["alpha"]) if "alpha" in d else 1.0
+    beta = float(d["beta"]) if "beta" in d else 1.0
+    kernels = [str(k) for k in d["kernels"]]
+    return dict(triples=triples, C=C, alpha=alpha, beta=beta, kernels=kernels, tf32=bool(d["allow_tf32"]))
+
+
+def _same_bits(got, want) -> int:
+    """How many outputs differ in their bit patterns."""
+    return int((np.asarray(got, np.float32).view(np.uint32) != np.asarray(want, np.float32).view(np.uint32)).sum())
+
+
+def _simt_splitk(splits: int, alpha: float, beta: float) -> Schedule:
+    """cuBLAS's SIMT sgemm + splitKreduce: ⌈tiles/splits⌉ k tiles of 4 per split, partials onto
+    +0 in split order, the LinearCombination epilogue."""
+    if splits == 1:
+        return Schedule(k_tile=4, c_entry="epilogue", alpha=alpha, beta=beta)
+    return Schedule(
+        k_tile=4, splits=splits, split_rule="ceil", reduction="workspace", c_entry="epilogue", alpha=alpha, beta=beta
+    )
+
+
+# (capture, splits): h200_s16 names, then sweep names (s…)
+SIMT = [
+    ("t_mm_33x1024x17_f32", 16),
+    ("t_mm_100x3000x70_f32", 33),
+    ("t_linear_2x50x768x64_f32", 6),  # bias (1, N) as C, beta = 1
+    # alpha = 0.5, beta = 2: powers of two, so alpha·acc and beta·C are exact and this capture
+    # cannot tell one FMA from separate roundings in the epilogue (all three give its bits)
+    ("t_addmm_128x1024x96_ab_f32", 16),
+    ("s0164_mm_21x37x94_f32", 4),  # K = 37: splits of 12, 12, 12, 1 (tiles of 8 would give 16, 16, 5)
+    ("s0992_mm_74x6x69_f32", 2),  # K = 6: 4 + 2
+    ("s0185_mm_10x139x10_f32", 35),  # 34 splits of 4, the last 3
+    ("s0090_mm_24x18x66_f32", 3),  # 8 + 8 + 2
+    ("s0995_linear_3x331x315_f32", 28),  # 27 splits of 12, the last 7
+]
+
+
+@pytest.mark.parametrize("name, splits", SIMT)
+def test_simt_sgemm_splitk(name, splits, sweep_dir):
+    path = (S16 if name.startswith("t_") else sweep_dir) / f"{name}.npz"
+    cap = _load(path)
+    assert any("simt_sgemm" in k for k in cap["kernels"]) and any("splitKreduce" in k for k in cap["kernels"])
+    ((A, B, out),) = cap["triples"]
+    got = fma_gemm(A, B, cap["C"], _simt_splitk(splits, cap["alpha"], cap["beta"]))
+    assert _same_bits(got, out) == 0
+    if splits > 1:  # the splits show in the bits: one chain is not the kernel's order
+        assert _same_bits(fma_gemm(A, B, cap["C"], _simt_splitk(1, cap["alpha"], cap["beta"])), out) > 0
+
+
+XMMA_FFMA = [
+    "s0569_bmm_6x3x67x42_f32",
+    "s1012_bmm_3x362x13x5_f32",
+    "s0146_bmm_6x190x7x3_f32",
+    "s0272_bmm_6x13x16x40_tf32",
+]
+
+
+@pytest.mark.parametrize("name", XMMA_FFMA)
+def test_xmma_ffma_one_chain(name, sweep_dir):
+    """sm80_xmma_gemm_f32f32_f32f32_f32_*ffma*: one fp32 FMA chain per output, also where
+    allow_tf32 was set (the tf32 capture s0272: fp32 arithmetic, no tf32 rounding)."""
+    cap = _load(sweep_dir / f"{name}.npz")
+    assert any("ffma" in k and "split_k" not in k for k in cap["kernels"])
+    for A, B, out in cap["triples"]:
+        assert (
+            _same_bits(
+                fma_gemm(A, B, cap["C"], Schedule(c_entry="epilogue", alpha=cap["alpha"], beta=cap["beta"])), out
+            )
+            == 0
+        )
+
+
+# (capture, kernel, lanes, layout, grain, reduction): the CUDA-core kernels' lane schedules
+LANES = [
+    # internal::gemvx::kernel, halving (shuffle-down) tree
+    ("t_mm_1x4096x512_f32", "gemvx", 32, "strided", 1, "halving"),  # torch M = 1: lane j takes k ≡ j (mod 32)
+    ("t_mm_1x4096x512_tf32", "gemvx", 32, "strided", 1, "halving"),  # allow_tf32: the same fp32 arithmetic
+    ("t_mm_256x256x1_f32", "gemvx", 32, "chunked", 1, "halving"),  # torch N = 1: lane j takes k in [8j, 8j + 8)
+    ("s0415_mm_4x200x1_f32", "gemvx", 32, "chunked", 1, "halving"),  # chunks of 7
+    ("s0394_linear_1x909x173_f32", "gemvx", 32, "strided", 1, "halving"),
+    ("s0068_bmm_8x5x2793x1_tf32", "gemvx", 32, "strided", 1, "halving"),
+    ("s0507_bmm_6x13x70x1_tf32", "gemvx", 8, "chunked", 1, "halving"),  # chunks of 9
+    ("s0410_mm_1x66x32_f32", "gemvx", 2, "chunked", 1, "halving"),  # two halves of 33
+    ("s0453_mm_524x12x1_tf32", "gemvx", 2, "chunked", 1, "halving"),
+    # gemmSN_TN_kernel<float, 128, 16, …>: 16 strided lanes added in lane order
+    ("s0247_linear_5x88x4_f32", "gemmSN_TN", 16, "strided", 1, "sequential"),
+    ("s0845_linear_11x118x5_f32", "gemmSN_TN", 16, "strided", 1, "sequential"),
+    ("s0382_linear_4x37x94_f32", "gemmSN_TN", 16, "strided", 1, "sequential"),
+    # gemmSN_NN_kernel<float, 128, 2, …>: two contiguous halves
+    ("s0566_mm_10x34x12_f32", "gemmSN_NN", 2, "chunked", 1, "sequential"),
+    ("s0818_mm_4x17x5_f32", "gemmSN_NN", 2, "chunked", 1, "sequential"),
+    # gemvNSP_kernel<…, 1, 16 or 32, 4, …>: lanes of 4 consecutive k, halving tree
+    ("s0266_bmm_5x1x53x268_f32", "gemvNSP", 16, "strided", 4, "halving"),
+    ("s0546_bmm_7x1x111x115_tf32", "gemvNSP", 32, "strided", 4, "halving"),
+    # gemv2T_kernel_val<…, 128, 16, …>: 16 strided lanes added in lane order
+    ("s0286_linear_5578x509x1_f32", "gemv2T", 16, "strided", 1, "sequential"),
+    ("s0341_mm_7779x112x1_tf32", "gemv2T", 16, "strided", 1, "sequential"),
+    # sm80_xmma_gemm_…ffma… + …execute_split_k_kernel: 8-wide k tiles dealt round-robin to the splits
+    ("s0258_linear_27x570x238_f32", "split_k", 8, "strided", 8, "sequential"),
+    ("s0051_linear_2975x92x2_f32", "split_k", 5, "strided", 8, "sequential"),
+]
+
+
+@pytest.mark.parametrize("name, kernel, lanes, layout, grain, reduction", LANES)
+def test_cuda_core_lanes(name, kernel, lanes, layout, grain, reduction, sweep_dir):
+    path = (S16 if name.startswith("t_") else sweep_dir) / f"{name}.npz"
+    cap = _load(path)
+    assert any(kernel in k for k in cap["kernels"])
+    kw = dict(alpha=cap["alpha"], beta=cap["beta"])
+    for A, B, out in cap["triples"]:
+        got = lane_gemm(A, B, cap["C"], lanes=lanes, grain=grain, layout=layout, reduction=reduction, **kw)
+        assert _same_bits(got, out) == 0
+    # one k-ascending chain is not the kernel's order
+    A, B, out = cap["triples"][0]
+    assert _same_bits(lane_gemm(A, B, cap["C"], lanes=1, **kw), out) > 0
+
+
+def _tf32_splitk(splits: int, alpha: float, beta: float) -> Schedule:
+    if splits == 1:
+        return Schedule(k_tile=32, c_entry="epilogue", alpha=alpha, beta=beta)
+    return Schedule(
+        k_tile=32, splits=splits, split_rule="ceil", reduction="sequential", c_entry="epilogue", alpha=alpha, beta=beta
+    )
+
+
+TF32_S1688 = [("t_mm_128x4096x64_tf32", 52)]
+
+
+@pytest.mark.parametrize("name, splits", TF32_S1688)
+def test_tf32_s1688_splitk(name, splits):
+    import models
+    from emu.gemm import gemm
+    from emu.operands import round_to_tf32
+
+    cap = _load(S16 / f"{name}.npz")
+    assert cap["tf32"] and any("s1688gemm" in k for k in cap["kernels"])
+    unit = models.unit("h100", input="tf32")
+    ((A, B, out),) = cap["triples"]
+    got = gemm(round_to_tf32(A), round_to_tf32(B), cap["C"], unit, _tf32_splitk(splits, cap["alpha"], cap["beta"]))
+    assert _same_bits(got, out) == 0
