@@ -93,13 +93,13 @@ LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
         r"simt_sgemm|xmma_gemm_f32f32_f32f32\w*ffma",
         GEMM_OPS + ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight"),
         unit="fma32",
-        k_tiles=(8,),
+        k_tiles=(4, 8),
         split_rule="ceil",
         reduction="workspace",
         checked=_H200,
         source="CUTLASS SIMT sgemm (include/cutlass/gemm/thread/mma_sm50.h, one FFMA chain per output, k "
         "ascending) with GemmSplitKParallel + ReduceSplitK (include/cutlass/reduction/kernel/reduce_split_k.h): "
-        "k tiles of 8 (the 8 of _8x5), ⌈tiles/splits⌉ per split, partials added onto +0 in split order "
+        "k tiles of 4 (H200: K = 37 in 4 splits is 12, 12, 12, 1) or 8 (the 8 of _8x5), ⌈tiles/splits⌉ per split, partials added onto +0 in split order "
         "(cuBLAS splitKreduce_kernel), then RN(alpha·acc + beta·C) (H200 captures: t_mm_33x1024x17_f32 is "
         "16 splits of 64)",
     ),

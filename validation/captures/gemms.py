@@ -18,6 +18,7 @@ import emu
 import models
 from emu.dot import unit_params
 from emu.implicit_gemm import conv_pieces
+from emu.lanes import lane_of_k
 from emu.operands import multiplied_values, round_to_tf32, value_dtype
 from emu.schedule import Schedule
 from emu.simt import fma_gemm
@@ -36,6 +37,7 @@ __all__ = [
     "gemm_dims",
     "image_tile",
     "jobs_of",
+    "lane_layout",
     "model_unit",
     "n_jobs",
     "operand_values",
@@ -55,14 +57,21 @@ TF32_ROUNDINGS = ("rne", "")
 class Variant:
     """How a convolution becomes GEMMs (see :func:`emu.implicit_gemm.conv_pieces`); the default
     for a plain GEMM. ``tf32_rounding``: the kernel's own rounding of fp32 operands to tf32
-    before the unit (:data:`TF32_ROUNDINGS`)."""
+    before the unit (:data:`TF32_ROUNDINGS`). ``lanes``: (layout, lanes, grain), gemmK dealt to
+    the lanes of a CUDA-core kernel (:func:`lane_layout`), each lane's k in a contiguous stretch
+    of the GEMM's k, so that the schedule's ``split_bounds`` make one split per lane."""
 
     k_order: str | None = None
     channel_block: int = 0
     flip: bool = False
     tf32_rounding: str = ""
+    lanes: tuple[str, int, int] | None = None
 
     def describe(self) -> str:
+        if self.lanes is not None:
+            layout, n, grain = self.lanes
+            how = "k dealt round-robin" if layout == "strided" else "k in contiguous chunks"
+            return f"{how} to {n} lanes" + (f" in groups of {grain} consecutive k" if grain > 1 else "")
         if self.k_order is None:
             return "operands rounded to tf32 (RNE) before the unit" if self.tf32_rounding else ""
         if self.channel_block:
@@ -93,12 +102,19 @@ class Candidate:
             out.update(k_order=self.variant.k_order, channel_block=self.variant.channel_block, flip=self.variant.flip)
         if self.variant.tf32_rounding:
             out["tf32_rounding"] = self.variant.tf32_rounding
+        if self.variant.lanes is not None:
+            out.update(lane_layout=self.variant.lanes[0], lanes=self.variant.lanes[1], grain=self.variant.lanes[2])
         return out
 
 
 @dataclass
 class SearchResult:
-    """What the search found (see ``docs/library.md`` for the JSON fields)."""
+    """What the search found (see ``docs/library.md`` for the JSON fields).
+
+    ``answer``: ``identical``, ``inside-ensemble``, ``differs``, or ``not-modelled`` (nothing
+    reproduces and the kernels are of a family the search does not model: ``not_modelled`` names
+    it, e.g. ``"Winograd"``; ``best`` is then the nearest order and ``nearest_distance`` how far
+    it is: ``{"n_differ", "max_ulps", "median_ulps"}``, also set for ``differs``)."""
 
     answer: str
     n: int
@@ -111,11 +127,46 @@ class SearchResult:
     stages: list[tuple[str, int, int]] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
     unit: str = ""
+    not_modelled: str | None = None
+    nearest_distance: dict | None = None
+
+
+def lane_layout(K: int, layout: str, lanes: int, grain: int = 1) -> tuple[np.ndarray, tuple[int, ...]]:
+    """gemmK dealt to ``lanes`` lanes (:func:`emu.lanes.lane_of_k`: ``"strided"``, lane (k //
+    grain) mod lanes; ``"chunked"``, contiguous blocks of ⌈K/lanes⌉ rounded up to ``grain``) as
+    (sequence, bounds): the k indices lane by lane, each lane's ascending, −1 (a +0 product) as
+    the one entry of a lane that gets no k (its +0 partial keeps its place in the lanes' tree);
+    ``bounds`` the lanes' start positions and the end (a schedule's ``split_bounds`` with
+    ``k_tile=1``)."""
+    lane = lane_of_k(K, lanes, grain, layout)
+    seq, bounds = [], [0]
+    for j in range(lanes):
+        ks = np.flatnonzero(lane == j)
+        seq.append(ks if ks.size else np.array([-1]))
+        bounds.append(bounds[-1] + max(ks.size, 1))
+    return np.concatenate(seq), tuple(bounds)
+
+
+def _in_lanes(job: GemmJob, lanes) -> GemmJob:
+    seq, _ = lane_layout(job.A.shape[1], *lanes)
+    idx = np.where(seq < 0, 0, seq)
+    A, B = job.A[:, idx], job.B[idx]
+    if (seq < 0).any():
+        A[:, seq < 0] = 0
+        B[seq < 0] = 0
+    return GemmJob(A, B, job.C, job.out_index)
 
 
 def jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None) -> list[GemmJob]:
     """The capture's GEMMs under ``variant``; ``rows``/``columns`` (per-GEMM index arrays) and
     ``pieces`` (which GEMMs) restrict them to a sample."""
+    jobs = _jobs_of(cap, variant, rows, columns, pieces)
+    if variant.lanes is not None:
+        jobs = [_in_lanes(j, variant.lanes) for j in jobs]
+    return jobs
+
+
+def _jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None) -> list[GemmJob]:
     o = cap.operands
     if variant.tf32_rounding:  # the kernel rounds the fp32 operands (not C or a bias) to tf32 first
         o = {

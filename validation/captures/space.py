@@ -49,7 +49,7 @@ from emu.schedule import SCALE_ORDERS, Schedule
 from models.libraries import k_tile_from_name, matching
 
 from .capture import PASS_OF, Capture
-from .gemms import TF32_ROUNDINGS, Candidate, Variant, gemm_dims, image_tile, search_unit_params
+from .gemms import TF32_ROUNDINGS, Candidate, Variant, gemm_dims, image_tile, lane_layout, search_unit_params
 
 __all__ = [
     "BOUNDS",
@@ -93,8 +93,14 @@ class SpaceBounds:
     max_candidates: int = 60000
     #: the most candidates (fp8: accumulations) run on every output after the samples
     max_full: int = 6
-    #: k-tile widths of fp32 SIMT split-K (CUTLASS's simt sgemm k tile of 8 and its multiples)
-    simt_k_tiles: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+    #: k-tile widths of fp32 SIMT split-K (cuBLAS's simt sgemm splits in tiles of 4 on an H200;
+    #: CUTLASS's threadblock k tile of 8 and its multiples)
+    simt_k_tiles: tuple[int, ...] = (4, 8, 16, 32, 64, 128, 256)
+    #: CUDA-core lane layouts: lane counts, grains (consecutive k per lane and turn)
+    simt_lanes: tuple[int, ...] = (32, 16, 8, 4, 2, 64)
+    simt_grains: tuple[int, ...] = (1, 4, 8)
+    #: the most splits of 8-wide k tiles dealt round-robin (the xmma ffma GEMM's split_k kernel)
+    simt_round_robin: int = 32
 
 
 #: the bounds of the space (see :class:`SpaceBounds`)
@@ -370,7 +376,55 @@ def simt_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
         c_entries = ("epilogue",)
     splits = cap.conv is None or PASS_OF[cap.op] == "bwd_weight"
     schedules = simt_schedules(K, c_entries, cap.alpha, cap.beta, splits)
-    return [Candidate("fma32", v, sch) for v in kinds for sch in schedules]
+    out = [Candidate("fma32", v, sch) for v in kinds for sch in schedules]
+    if cap.conv is None:
+        out.extend(lane_candidates(K, c_entries, cap.alpha, cap.beta))
+    return out
+
+
+def lane_candidates(K: int, c_entries, alpha: float, beta: float) -> list[Candidate]:
+    """cuBLAS's CUDA-core GEMV and small-GEMM kernels (H200 captures, see
+    :mod:`emu.lanes`): gemmK dealt to lanes, strided (round-robin, ``grain`` consecutive k per
+    turn) or in contiguous chunks, each lane an fp32 FMA chain from +0, the lanes added by a
+    halving (shuffle-down) tree, in lane order or pairwise — ``gemvx`` (32 lanes, chunked for the
+    contiguous operand, strided for the other; fewer for short K), ``gemmSN`` (16 strided or 2
+    chunks, in order), ``gemvNSP`` (16 or 32 lanes of 4), ``gemv2T`` (16 strided, in order); and
+    the xmma ffma GEMM's ``split_k`` (8-wide k tiles dealt round-robin to 2 …
+    ``BOUNDS.simt_round_robin`` splits, added in order). Lanes without k keep a +0 partial."""
+    shapes = []
+    for layout in ("chunked", "strided"):
+        for n in BOUNDS.simt_lanes:
+            if n > max(K, 2):
+                continue
+            for grain in BOUNDS.simt_grains:
+                if grain > 1 and grain * n > K + grain * n // 2:
+                    continue
+                for red in ("halving", "sequential", "tree"):
+                    shapes.append((layout, n, grain, red))
+    for n in range(2, BOUNDS.simt_round_robin + 1):
+        if 8 * (n - 1) < K:
+            shapes.append(("strided", n, 8, "sequential"))
+    out, seen = [], set()
+    for layout, n, grain, red in shapes:
+        seq, bounds = lane_layout(K, layout, n, grain)
+        key = (bounds, tuple(seq.tolist()), red)
+        if key in seen:
+            continue
+        seen.add(key)
+        for ce in c_entries:
+            ab = dict(alpha=alpha, beta=beta) if ce == "epilogue" else {}
+            sch = Schedule(
+                k_tile=1,
+                splits=n,
+                split_rule="strided" if layout == "strided" else "ceil",
+                split_bounds=bounds,
+                reduction=red,
+                c_entry=ce,
+                output="fp32",
+                **ab,
+            )
+            out.append(Candidate("fma32", Variant(lanes=(layout, n, grain)), sch))
+    return out
 
 
 @dataclass(frozen=True)
