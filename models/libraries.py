@@ -30,6 +30,7 @@ __all__ = [
     "unit_from_gpu",
 ]
 
+_FROM_SOURCE = "from source, not checked on silicon"
 _H200 = "an NVIDIA H200 capture (PyTorch 2.11.0+cu130, cuDNN 9.19), every output bit reproduced"
 
 
@@ -57,7 +58,7 @@ class LibrarySchedule:
     k_orders: tuple[str, ...] = ()
     channel_blocks: tuple[int, ...] = (0,)
     flip: tuple[bool, ...] = (False,)
-    checked: str = "from source, not checked on silicon"
+    checked: str = _FROM_SOURCE
     source: str = ""
 
     def matches(self, kernels) -> bool:
@@ -135,6 +136,7 @@ LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
         GEMM_OPS + ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight"),
         k_tiles=(32, 64, 128),
         instruction_k=8,
+        checked=_H200 + " (TF32: operands rounded to tf32 to nearest even, 32-wide k tiles, split in order)",
         source="CUTLASS tensorop s1688gemm: mma.sync m16n8k8 (github.com/NVIDIA/cutlass, "
         "include/cutlass/arch/mma_sm80.h); whether sm_90 fuses 8 or 16 products is tried both ways",
     ),
@@ -309,17 +311,22 @@ def kernel_family(kernel: str) -> str:
 def not_modelled_family(kernels, op: str) -> str | None:
     """The kernel family a capture ran that the search does not model, or None: ``Winograd``
     (or ``FFT``) when a kernel name says so; else, when the capture names its kernels and no
-    named schedule (:data:`LIBRARY_SCHEDULES`) matches a kernel that accumulates
-    (:func:`compute_kernels`), that kernel's family (:func:`kernel_family`)."""
+    named schedule (:data:`LIBRARY_SCHEDULES`) checked on silicon matches a kernel that
+    accumulates (:func:`compute_kernels`; a family known only from source, such as cuDNN's
+    ``dgrad2d_alg1``, does not count), that kernel's family (:func:`kernel_family`)."""
     names = [str(k) for k in kernels]
     if any(re.search(r"winograd|Winograd", k) for k in names):
         return "Winograd"
     if any(re.search(r"fft|FFT", k) for k in names):
         return "FFT"
     compute = compute_kernels(names)
-    if not compute or matching(compute, op):
+    if not compute:
         return None
-    return kernel_family(compute[0])
+    named = matching(compute, op)
+    if any(s.checked != _FROM_SOURCE for s in named):
+        return None
+    # no named schedule, or only ones from source whose order is not pinned down on silicon
+    return kernel_family(next((k for k in compute if not named or any(s.matches([k]) for s in named)), compute[0]))
 
 
 #: CUDA-core kernels that multiply fp32 operands whole (FFMA), also where TF32 was allowed
