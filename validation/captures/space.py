@@ -110,11 +110,12 @@ BOUNDS = SpaceBounds()
 def variants(cap: Capture, named) -> list[Variant]:
     """How the capture becomes GEMMs: the kernel-name families' gemmK orders and channel blocks
     first, then every order, block and flip; a tf32 GEMM with and without the kernel's own RNE
-    rounding to tf32."""
+    rounding to tf32, a tf32 convolution with it (what the tf32 GEMMs measured; the fp32 FMA
+    unit of :func:`simt_candidates` takes the operands whole)."""
     if cap.conv is None:
         return [Variant(tf32_rounding=r) for r in TF32_ROUNDINGS] if cap.input == "tf32" else [Variant()]
-    if cap.input == "tf32":  # each gemmK variant with and without the kernel's RNE rounding to tf32
-        return [replace(v, tf32_rounding=r) for v in conv_variants(cap, named) for r in TF32_ROUNDINGS]
+    if cap.input == "tf32":  # the operand rule of tf32 GEMMs (issue 37): rounded to tf32 to nearest even first
+        return [replace(v, tf32_rounding="rne") for v in conv_variants(cap, named)]
     return conv_variants(cap, named)
 
 
@@ -368,7 +369,7 @@ def simt_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     K for GEMMs and weight gradients (a forward or backward-data convolution's cuDNN CUDA-core
     kernels run one chain or lanes per output)."""
     named = matching(cap.kernels, cap.op)
-    kinds = [v for v in variants(cap, named) if not v.tf32_rounding]
+    kinds = [Variant()] if cap.conv is None else conv_variants(cap, named)  # fp32 whole: no tf32 rounding
     _, _, K = gemm_dims(cap, kinds[0])
     has_c = cap.op == "addmm" or "bias" in cap.operands
     c_entries = ("epilogue", "chain") if has_c else ("chain",)
