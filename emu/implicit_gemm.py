@@ -175,6 +175,7 @@ def conv_pieces(
     flip: bool = False,
     skip_invalid: bool = False,
     channel_block: int = 0,
+    channel_tile: int = 0,
     rows=None,
     columns=None,
     groups=None,
@@ -189,7 +190,15 @@ def conv_pieces(
     the pieces' gemmK differs per column and the GEMM is built per phase (one piece per group and
     phase). ``channel_block`` b > 0 walks the channels (c forward, k backward data) in blocks of
     b, the filter taps inside each block: (c // b, r, s, c % b), as kernels that load b channels
-    of every tap per k tile do ("rsc" with b = C/G, "crs" with b = 1)."""
+    of every tap per k tile do ("rsc" with b = C/G, "crs" with b = 1). ``channel_tile`` t > 0
+    (orders ``"rsc"`` / ``"rsk"`` and channel blocks) pads the channel axis with zero products up
+    to a whole multiple of t, for every filter tap: alone, C = 48 with t = 32 gives
+    (r, s, c 0…31), (r, s, c 32…47, 16 zeros) per tap; with ``channel_block=t`` the blocks run
+    over the padded channels, (c // t, r, s, c % t): the gemmK of an NHWC kernel whose k tile
+    holds t channels of one tap, the taps inside each channel tile and the channel predicate
+    clearing the rest of the last tile (CUTLASS
+    ``include/cutlass/conv/threadblock/conv2d_fprop_activation_tile_access_iterator_optimized.h``),
+    so the unit's groups restart with every (tile, tap); measured on H200 cuDNN captures."""
     if pass_ not in PASSES:
         raise ValueError(f"pass: {pass_!r} is not one of {', '.join(PASSES)}")
     k_order = k_order or K_ORDERS[pass_][0]
@@ -208,11 +217,14 @@ def conv_pieces(
             x, w = a, b
             n, rem = np.divmod(cols_sel, s.P * s.Q)
             p, q = np.divmod(rem, s.Q)
-            c, r, t = _k_axes(k_order, s.Cg, s.R, s.S, channel_block)
+            c, r, t = _k_axes(k_order, s.Cg, s.R, s.S, channel_block, channel_tile)
+            live = c < s.Cg
+            c = np.where(live, c, 0)
             A = w[(g * s.Kg + rows_sel)[:, None], c[None], r[None], t[None]]
+            A = np.where(live[None], A, A.dtype.type(0))
             h = p[None] * sh - ph + r[:, None] * dh
             wi = q[None] * sw - pw + t[:, None] * dw
-            valid = (h >= 0) & (h < s.H) & (wi >= 0) & (wi < s.W)
+            valid = (h >= 0) & (h < s.H) & (wi >= 0) & (wi < s.W) & live[:, None]
             B = _take_or_zero(x, (n[None], g * s.Cg + c[:, None], h, wi), valid)
             index = ((n[None] * s.K + g * s.Kg + rows_sel[:, None]) * s.P + p[None]) * s.Q + q[None]
             out.append(GemmPiece(A, B, index))
@@ -230,12 +242,25 @@ def conv_pieces(
             index = (((g * s.Kg + rows_sel[:, None]) * s.Cg + c[None]) * s.R + r[None]) * s.S + t[None]
             out.append(GemmPiece(A, B, index))
         else:
-            out.extend(_bwd_data_pieces(s, a, b, g, k_order, flip, skip_invalid, channel_block, rows_sel, cols_sel))
+            out.extend(
+                _bwd_data_pieces(
+                    s, a, b, g, k_order, flip, skip_invalid, channel_block, channel_tile, rows_sel, cols_sel
+                )
+            )
     return out
 
 
-def _k_axes(order: str, C: int, R: int, S: int, block: int = 0):
-    """(c, r, s) of each gemmK position for a forward order (``block``: see :func:`conv_pieces`)."""
+def _k_axes(order: str, C: int, R: int, S: int, block: int = 0, tile: int = 0):
+    """(c, r, s) of each gemmK position for a forward order (``block``, ``tile``: see
+    :func:`conv_pieces`); with a tile, c ≥ C marks the zero products that pad each tap."""
+    if tile:
+        if order not in ("rsc", "rsk") and not block:
+            raise ValueError(
+                f"channel_tile: pads the channels of each tap, for the orders rsc / rsk or channel blocks, not {order!r}"
+            )
+        if block and block % tile and tile % block:
+            raise ValueError(f"channel_tile: {tile} and channel_block {block} must divide one another")
+        C = -(-C // tile) * tile
     kk = np.arange(C * R * S)
     if block and block < C:
         if C % block:
@@ -244,7 +269,7 @@ def _k_axes(order: str, C: int, R: int, S: int, block: int = 0):
         rs, ci = np.divmod(rem, block)
         r, t = np.divmod(rs, S)
         return cb * block + ci, r, t
-    if order == "rsc":
+    if order in ("rsc", "rsk"):
         rs, c = np.divmod(kk, C)
         r, t = np.divmod(rs, S)
     else:
@@ -253,10 +278,12 @@ def _k_axes(order: str, C: int, R: int, S: int, block: int = 0):
     return c, r, t
 
 
-def _bwd_data_pieces(s: ConvShape, dy, w, g, k_order, flip, skip_invalid, block, rows_sel, cols_sel):
+def _bwd_data_pieces(s: ConvShape, dy, w, g, k_order, flip, skip_invalid, block, tile, rows_sel, cols_sel):
     (sh, sw), (ph, pw), (dh, dw) = s.stride, s.padding, s.dilation
     kk = np.arange(s.Kg * s.R * s.S)
-    if block and block < s.Kg:
+    if tile:
+        k, r, t = _k_axes("rsc" if block else k_order, s.Kg, s.R, s.S, block, tile)
+    elif block and block < s.Kg:
         k, r, t = _k_axes("rsc", s.Kg, s.R, s.S, block)
     elif k_order == "rsk":
         rs, k = np.divmod(kk, s.Kg)
@@ -266,14 +293,17 @@ def _bwd_data_pieces(s: ConvShape, dy, w, g, k_order, flip, skip_invalid, block,
         r, t = np.divmod(rs, s.S)
     if flip:
         r, t = s.R - 1 - r, s.S - 1 - t
+    live = k < s.Kg
+    k = np.where(live, k, 0)
     n, rem = np.divmod(cols_sel, s.H * s.W)
     h, wi = np.divmod(rem, s.W)
     A = w[(g * s.Kg + k)[None], rows_sel[:, None], r[None], t[None]]
+    A = np.where(live[None], A, A.dtype.type(0))
     hp = h[None] + ph - r[:, None] * dh
     wp = wi[None] + pw - t[:, None] * dw
     aligned = (hp % sh == 0) & (wp % sw == 0)
     p, q = hp // sh, wp // sw
-    valid = aligned & (p >= 0) & (p < s.P) & (q >= 0) & (q < s.Q)
+    valid = aligned & (p >= 0) & (p < s.P) & (q >= 0) & (q < s.Q) & live[:, None]
     B = _take_or_zero(dy, (n[None], (g * s.Kg + k)[:, None], p, q), valid)
     index = ((n[None] * s.C + g * s.Cg + rows_sel[:, None]) * s.H + h[None]) * s.W + wi[None]
     if not skip_invalid or (sh == 1 and sw == 1):
@@ -326,6 +356,7 @@ def conv_gemm(
     flip: bool = False,
     skip_invalid: bool = False,
     channel_block: int = 0,
+    channel_tile: int = 0,
     tf32_rounding: str = "rne",
 ) -> np.ndarray:
     """A whole pass (``fwd``, ``bwd_data``, ``bwd_weight``; operands as :func:`conv_pieces`
@@ -333,7 +364,15 @@ def conv_gemm(
     :func:`piece_gemm` and scattered into the output. Returns float32 of
     ``shape.out_shape(pass_)`` (NCHW, KCRS for the weight gradient)."""
     pieces = conv_pieces(
-        pass_, shape, first, second, k_order, flip=flip, skip_invalid=skip_invalid, channel_block=channel_block
+        pass_,
+        shape,
+        first,
+        second,
+        k_order,
+        flip=flip,
+        skip_invalid=skip_invalid,
+        channel_block=channel_block,
+        channel_tile=channel_tile,
     )
     out = np.zeros(int(np.prod(shape.out_shape(pass_))), np.float32)
     for piece in pieces:
