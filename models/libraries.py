@@ -19,6 +19,7 @@ from dataclasses import dataclass
 __all__ = [
     "LibrarySchedule",
     "LIBRARY_SCHEDULES",
+    "channel_tile_from_name",
     "NOT_MODELLED",
     "compute_kernels",
     "fp32_cuda_core",
@@ -363,6 +364,24 @@ def k_tile_from_name(kernels) -> int | None:
         m = re.search(r"_(\d+)x(\d+)_(\d+)x(\d+)_", str(k))
         if m:
             return int(m.group(3))
+    return None
+
+
+def channel_tile_from_name(kernels) -> tuple[int, bool] | None:
+    """(T, rotated filter) of an NHWC tensor-core convolution kernel of cuDNN: the k tile T its
+    name spells (CUTLASS ``cutlass_tensorop_*_s16816fprop_optimized_64x64_32x10`` → 32, xmma
+    ``…_nhwckrsc_nhwc_tilesize128x32x32`` → the third number), each filter tap's channels padded
+    to a multiple of T and walked in blocks of T, (c // T, r, s, c % T); the filter rotated for
+    the Hopper ``sm90_xmma_dgrad`` kernels. None for other kernels. The rule and its checks:
+    NVIDIA H200 captures (146 fp16/bf16/TF32 fprop and dgrad captures reproduced with T from the
+    name); CUTLASS's ``conv2d_fprop_activation_tile_access_iterator_optimized.h`` (the channel
+    predicate that clears the rest of the last tile)."""
+    for k in map(str, kernels):
+        if "ffma" in k or not re.search(r"s16816(fprop|dgrad)|s1688(fprop|dgrad)|xmma_(fprop|dgrad)_implicit_gemm", k):
+            continue
+        m = re.search(r"tilesize\d+x\d+x(\d+)", k) or re.search(r"_\d+x\d+_(\d+)x\d+", k)
+        if m:
+            return int(m.group(1)), "sm90_xmma_dgrad" in k
     return None
 
 

@@ -66,6 +66,9 @@ class Variant:
     flip: bool = False
     tf32_rounding: str = ""
     lanes: tuple[str, int, int] | None = None
+    #: channels of each filter tap padded with zero products to a multiple of this
+    #: (:func:`emu.implicit_gemm.conv_pieces`' ``channel_tile``: the k tile of an NHWC kernel)
+    channel_tile: int = 0
 
     def describe(self) -> str:
         if self.lanes is not None:
@@ -77,6 +80,8 @@ class Variant:
         if self.channel_block:
             axis = "c" if self.k_order in ("rsc", "crs") else "k"
             text = f"gemmK ({axis} // {self.channel_block}, r, s, {axis} % {self.channel_block})"
+            if self.channel_tile:
+                text += f", each tap's channels padded to a multiple of {self.channel_tile}"
         else:
             text = "gemmK (" + ", ".join(self.k_order) + ")"
         return text + (", filter rotated (taps descending)" if self.flip else "")
@@ -100,6 +105,8 @@ class Candidate:
         out = {"unit": self.unit, "family": self.family, **self.schedule.fields()}
         if self.variant.k_order:
             out.update(k_order=self.variant.k_order, channel_block=self.variant.channel_block, flip=self.variant.flip)
+            if self.variant.channel_tile:
+                out["channel_tile"] = self.variant.channel_tile
         if self.variant.tf32_rounding:
             out["tf32_rounding"] = self.variant.tf32_rounding
         if self.variant.lanes is not None:
@@ -213,6 +220,7 @@ def _jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=Non
             variant.k_order,
             flip=variant.flip,
             channel_block=variant.channel_block,
+            channel_tile=variant.channel_tile,
             rows=rows,
             columns=columns,
             groups=[g],

@@ -46,7 +46,7 @@ from dataclasses import dataclass, replace
 import emu
 from emu.implicit_gemm import K_ORDERS
 from emu.schedule import SCALE_ORDERS, Schedule
-from models.libraries import k_tile_from_name, matching
+from models.libraries import channel_tile_from_name, k_tile_from_name, matching
 
 from .capture import PASS_OF, Capture
 from .gemms import TF32_ROUNDINGS, Candidate, Variant, gemm_dims, image_tile, lane_layout, search_unit_params
@@ -135,6 +135,11 @@ def conv_variants(cap: Capture, named) -> list[Variant]:
             seen.add(key)
             out.append(Variant(order, block, flip))
 
+    tiled = channel_tile_from_name(cap.kernels) if pass_ != "bwd_weight" else None
+    if tiled:  # the k-tile rule of cuDNN's NHWC tensor-core kernels, first: (c // T, r, s, c % T), padded to T
+        T, rotated = tiled
+        out.append(Variant(K_ORDERS[pass_][0], T, rotated, channel_tile=T))
+        seen.add(("tile", T, rotated))
     for fam in named:
         for order in fam.k_orders or K_ORDERS[pass_]:
             if order in K_ORDERS[pass_]:

@@ -18,7 +18,13 @@ import pytest
 
 from emu.schedule import Schedule
 from emu.simt import fma_gemm
-from models.libraries import compute_kernels, fp32_cuda_core, kernel_family, not_modelled_family
+from models.libraries import (
+    channel_tile_from_name,
+    compute_kernels,
+    fp32_cuda_core,
+    kernel_family,
+    not_modelled_family,
+)
 from validation.captures.capture import load_capture
 from validation.captures.gemms import Candidate, Variant, jobs_of, lane_layout, run_candidate
 from validation.captures.samples import Sample
@@ -67,6 +73,17 @@ def test_kernel_name_helpers():
         "wgrad_alg0_engine"
     )
     assert not_modelled_family([gemv], "mm") is None  # a named schedule (cublas-gemv) covers it
+
+
+def test_channel_tile_from_kernel_names():
+    """The k tile T of cuDNN's NHWC tensor-core kernels, from the name (research-conv's rule)."""
+    assert channel_tile_from_name(["cutlass_tensorop_f16_s16816fprop_optimized_f16_64x64_32x10_nhwc_align8"]) == (
+        32,
+        False,
+    )
+    sm90 = "sm90_xmma_dgrad_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize64x32x64_warpgroupsize1x1x1"
+    assert channel_tile_from_name([sm90]) == (64, True)
+    assert channel_tile_from_name(["sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_ffma"]) is None
 
 
 def test_lane_layout_by_hand():
