@@ -21,6 +21,7 @@ __all__ = [
     "LIBRARY_SCHEDULES",
     "channel_tile_from_name",
     "NOT_MODELLED",
+    "UNRESOLVED",
     "compute_kernels",
     "fp32_cuda_core",
     "k_tile_from_name",
@@ -272,6 +273,15 @@ NOT_MODELLED = (
 )
 
 
+#: kernel families whose order the H200 captures have not pinned down yet (searched, but when
+#: nothing reproduces the answer is "not modelled"): (pattern, family)
+UNRESOLVED = (
+    (r"sm80_xmma_(fprop|dgrad)_implicit_gemm_tf32f32", "sm80 xmma TF32 implicit-GEMM convolution"),
+    (r"s1688(fprop|dgrad)_optimized_tf32", "CUTLASS s1688 TF32 convolution"),
+    (r"\bdot_kernel<", "cuBLAS dot_kernel + reduce_1Block_kernel"),
+)
+
+
 def not_modelled(kernels) -> list[str]:
     """Why some of ``kernels`` lie outside what fp16emu models (empty when none does)."""
     return [why for pattern, why in NOT_MODELLED if any(re.search(pattern, str(k)) for k in kernels)]
@@ -323,6 +333,9 @@ def not_modelled_family(kernels, op: str) -> str | None:
     compute = compute_kernels(names)
     if not compute:
         return None
+    for pattern, family in UNRESOLVED:
+        if any(re.search(pattern, k) for k in compute):
+            return family
     named = matching(compute, op)
     if any(s.checked != _FROM_SOURCE for s in named):
         return None

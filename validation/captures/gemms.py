@@ -74,7 +74,8 @@ class Variant:
         if self.lanes is not None:
             layout, n, grain = self.lanes
             how = "k dealt round-robin" if layout == "strided" else "k in contiguous chunks"
-            return f"{how} to {n} lanes" + (f" in groups of {grain} consecutive k" if grain > 1 else "")
+            text = f"{how} to {n} lanes" + (f" in groups of {grain} consecutive k" if grain > 1 else "")
+            return (f"gemmK ({', '.join(self.k_order)}); " if self.k_order else "") + text
         if self.k_order is None:
             return "operands rounded to tf32 (RNE) before the unit" if self.tf32_rounding else ""
         if self.channel_block:

@@ -385,10 +385,12 @@ def simt_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     out = [Candidate("fma32", v, sch) for v in kinds for sch in schedules]
     if cap.conv is None:
         out.extend(lane_candidates(K, c_entries, cap.alpha, cap.beta))
+    elif PASS_OF[cap.op] == "bwd_weight" and K < 32:  # grouped-direct wgrad: 32 lanes even when fewer have k
+        out.extend(lane_candidates(K, c_entries, cap.alpha, cap.beta, kinds[0]))
     return out
 
 
-def lane_candidates(K: int, c_entries, alpha: float, beta: float) -> list[Candidate]:
+def lane_candidates(K: int, c_entries, alpha: float, beta: float, base: Variant | None = None) -> list[Candidate]:
     """cuBLAS's CUDA-core GEMV and small-GEMM kernels (H200 captures, see
     :mod:`emu.lanes`): gemmK dealt to lanes, strided (round-robin, ``grain`` consecutive k per
     turn) or in contiguous chunks, each lane an fp32 FMA chain from +0, the lanes added by a
@@ -400,7 +402,7 @@ def lane_candidates(K: int, c_entries, alpha: float, beta: float) -> list[Candid
     shapes = []
     for layout in ("chunked", "strided"):
         for n in BOUNDS.simt_lanes:
-            if n > max(K, 2):
+            if n > max(K, 2) and n != 32:  # a warp's 32 lanes, some without k
                 continue
             for grain in BOUNDS.simt_grains:
                 if grain > 1 and grain * n > K + grain * n // 2:
@@ -429,7 +431,7 @@ def lane_candidates(K: int, c_entries, alpha: float, beta: float) -> list[Candid
                 output="fp32",
                 **ab,
             )
-            out.append(Candidate("fma32", Variant(lanes=(layout, n, grain)), sch))
+            out.append(Candidate("fma32", replace(base or Variant(), lanes=(layout, n, grain)), sch))
     return out
 
 
