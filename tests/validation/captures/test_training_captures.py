@@ -193,7 +193,29 @@ def test_conv_formats(name, k_order, lanes):
     assert r.best.schedule.splits == lanes
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "t_conv2d_n2c96k96h14r3s2p1_chann_tf32",  # sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32 tilesize64x32x32
+        "t_conv2d_n2c48k20h15r3s1p1_chann_bf16",  # a bf16 NHWC tensor-core fprop, 48 channels
+    ],
+)
+def test_conv_k_tile_rule(name):
+    """cuDNN's NHWC tensor-core fprop on the matrix unit: gemmK (c // T, r, s, c % T) with each
+    tap's channels padded to T = 32 (the kernel name's k tile); TF32 operands rounded RNE first."""
+    cap, r = _identical(name)
+    v = r.best.variant
+    assert r.best.unit == "h100" and (v.k_order, v.channel_block, v.channel_tile) == ("rsc", 32, 32)
+    assert v.tf32_rounding == ("rne" if cap.input == "tf32" else "")
+
+
 # --- not modelled ---------------------------------------------------------------------------
+
+
+def test_dgrad2d_alg1_is_not_modelled():
+    """cuDNN's dgrad2d_alg1_1 (known only from source): nothing reproduces, so not modelled."""
+    r = search(_cap("t_conv2d_bwd_data_n1c3k16h32r7s2p3_conti_f32"))
+    assert r.answer == "not-modelled" and r.not_modelled == "dgrad2d_alg1_1"
 
 
 def test_winograd_is_not_modelled():
