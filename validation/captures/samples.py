@@ -129,7 +129,11 @@ class Sample:
             jobs = self.jobs(c.variant, params)
             chain = _chain(params, c.schedule.instruction_k)
             has_c = jobs[0][2] is not None
-            for key in _keys(c, chain, jobs[0][0].shape[1], has_c):
+            try:
+                keys = _keys(c, chain, jobs[0][0].shape[1], has_c)
+            except ValueError:  # a schedule drawn for another gemmK length (a variant that pads it)
+                continue
+            for key in keys:
                 if key not in self._chains:
                     need.setdefault((c.variant, c.unit, chain), set()).add(key)
         for (variant, unit, chain), keys in need.items():
@@ -183,7 +187,10 @@ class Sample:
         if params is FP32:
             params = FMA32_PARAMS
         s = cand.schedule
-        chains = _chains(s, jobs[0][0].shape[1])
+        try:
+            chains = _chains(s, jobs[0][0].shape[1])
+        except ValueError:  # a schedule drawn for another gemmK length (a variant that pads it): none
+            return 0
         keys = _keys(cand, chain, jobs[0][0].shape[1], jobs[0][2] is not None)
         same = 0
         for j, (_, _, C, want) in enumerate(jobs):
