@@ -20,6 +20,7 @@ import ml_dtypes
 import numpy as np
 
 from emu.implicit_gemm import ConvShape
+from models.libraries import fp32_cuda_core
 
 from ..configs.limits import memory_limit
 from ..files import ZIP_ERRORS, ZIP_MAGIC, load_npz_file, open_user_file
@@ -53,8 +54,10 @@ class Capture:
     kernels: tuple[str, ...] = ()
     torch: str = ""
     extra: dict = field(default_factory=dict)
-    #: the operand format the GPU multiplied: "fp16", "bf16" or "tf32" (float32 operands); for
-    #: ``scaled_mm`` an fp8 format or a pair of them, A's then B's ("e4m3xe5m2")
+    #: the operand format the GPU multiplied: "fp16", "bf16", "tf32" (float32 operands a TF32
+    #: kernel took) or "fp32" (float32 operands multiplied whole by fp32 FMAs: TF32 not allowed,
+    #: or a CUDA-core kernel); for ``scaled_mm`` an fp8 format or a pair of them, A's then B's
+    #: ("e4m3xe5m2")
     input: str = "fp16"
 
     @property
@@ -125,9 +128,10 @@ def _ints(members, name, count, low):
 
 
 #: the operand formats the capture search runs (``Capture.input``)
-INPUTS = ("fp16", "bf16", "tf32")
-#: the bit-pattern dtype the search keeps each format's operands in (what ``emu.gemm`` takes)
-_PATTERN = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32}
+INPUTS = ("fp16", "bf16", "tf32", "fp32")
+#: the bit-pattern dtype the search keeps each format's operands in (what ``emu.gemm`` and
+#: ``emu.simt.fma_gemm`` take)
+_PATTERN = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32, "fp32": np.uint32}
 
 
 def _as_dtype(v: np.ndarray, name: str) -> np.ndarray:
@@ -191,9 +195,12 @@ def _scaled_mm(m: dict, cap_path: str, out: np.ndarray, kernels) -> Capture:
 
 
 def _input_format(m: dict, op: str, kernels) -> str:
-    """The operand format of a capture: fp16 for float16 operands, bf16 for bfloat16 ones, tf32
-    for float32 operands that a TF32 kernel multiplied (the capture records ``allow_tf32``, or a
-    kernel name says tf32/xf32); CaptureError naming what the search takes otherwise."""
+    """The operand format of a capture: fp16 for float16 operands, bf16 for bfloat16 ones; for
+    float32 operands tf32 where a TF32 kernel multiplied them (the capture records
+    ``allow_tf32``, or a kernel name says tf32/xf32) and fp32 otherwise: TF32 not allowed, or a
+    CUDA-core kernel (SIMT sgemm, gemv, cuDNN's ``ffma`` and direct kernels:
+    :func:`models.libraries.fp32_cuda_core`) that multiplies fp32 whole even where TF32 is
+    allowed. CaptureError naming what the search takes otherwise."""
     first = next(n for n in ("A", "input", "grad_output") if n in m)
     declared = _text(m, "dtype", "")
     dt = _as_dtype(m[first], declared).dtype
@@ -201,38 +208,24 @@ def _input_format(m: dict, op: str, kernels) -> str:
         _fail(
             first,
             f"{declared or dt.name} operands in {op}: fp8 GEMMs are captured as scaled_mm (torch._scaled_mm); "
-            "the other ops take fp16, bf16 and tf32 operands",
+            "the other ops take fp16, bf16 and fp32 (tf32) operands",
         )
     if dt == np.float16:
-        fmt = "fp16"
-    elif dt.name == "bfloat16":
-        fmt = "bf16"
-    elif dt == np.float32:
+        return "fp16"
+    if dt.name == "bfloat16":
+        return "bf16"
+    if dt == np.float32:
         flag = np.asarray(m.get("allow_tf32", False))
         tf32 = flag.size == 1 and flag.dtype.kind in "biu" and bool(flag.reshape(-1)[0])
         tf32 = tf32 or any("tf32" in k.lower() or "xf32" in k.lower() for k in kernels)
-        if not tf32:
-            _fail(
-                first,
-                "float32 operands without TF32 (allow_tf32 false, no tf32 kernel): an fp32 GEMM, which the "
-                "capture search does not model; it takes fp16, bf16, and fp32 operands multiplied as tf32",
-            )
-        fmt = "tf32"
-    else:
-        _fail(first, f"expected float16, bfloat16 or float32 (tf32) values, got {dt}")
-    if fmt != "fp16" and op in PASS_OF:
-        _fail(
-            first,
-            f"{op} of {fmt} operands: the capture search runs convolutions of fp16 operands only "
-            f"(mm, addmm, bmm and linear take bf16 and tf32)",
-        )
-    return fmt
+        return "tf32" if tf32 and not fp32_cuda_core(kernels) else "fp32"
+    _fail(first, f"expected float16, bfloat16 or float32 values, got {dt}")
 
 
 def _operand(members, name, fmt: str):
     """Operand ``name`` as the bit patterns of ``fmt`` (uint16 for fp16 and bf16, uint32 for
-    tf32: the float32 patterns, whose 13 low fraction bits the unit drops)."""
-    want = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "tf32": np.float32}[fmt]
+    tf32 and fp32: the float32 patterns; a tf32 unit drops their 13 low fraction bits)."""
+    want = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "tf32": np.float32, "fp32": np.float32}[fmt]
     v = _as_dtype(members[name], np.dtype(want).name)
     if v.dtype != np.dtype(want):
         _fail(name, f"expected {np.dtype(want).name} values like the other operands ({fmt}), got {v.dtype}")
@@ -275,6 +268,11 @@ def load_capture(path) -> Capture:
     cap = Capture(str(path), op, ops, out, input=fmt, kernels=kernels)
     cap.gpu = _text(m, "gpu")
     cap.torch = _text(m, "torch")
+    if "repeat_differs" in m:  # outputs that differed when the kit ran the op again (run-to-run variation)
+        v = np.asarray(m["repeat_differs"])
+        if v.size != 1 or v.dtype.kind not in "iu" or int(v.reshape(-1)[0]) < 0:
+            _fail("repeat_differs", f"expected a whole number ≥ 0, got {v!r}")
+        cap.extra["repeat_differs"] = int(v.reshape(-1)[0])
     cap.memory_format = _text(m, "memory_format", "contiguous")
     if cap.memory_format not in ("contiguous", "channels_last"):
         _fail("memory_format", f"{cap.memory_format!r} is not one of contiguous, channels_last")

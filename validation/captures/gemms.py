@@ -18,8 +18,10 @@ import emu
 import models
 from emu.dot import unit_params
 from emu.implicit_gemm import conv_pieces
+from emu.lanes import lane_of_k
 from emu.operands import multiplied_values, round_to_tf32, value_dtype
 from emu.schedule import Schedule
+from emu.simt import fma_gemm
 from models.libraries import unit_from_gpu
 
 from .capture import PASS_OF, Capture, CaptureError, GemmJob
@@ -31,9 +33,11 @@ __all__ = [
     "SearchResult",
     "Variant",
     "bits",
+    "full_fp32",
     "gemm_dims",
     "image_tile",
     "jobs_of",
+    "lane_layout",
     "model_unit",
     "n_jobs",
     "operand_values",
@@ -53,19 +57,32 @@ TF32_ROUNDINGS = ("rne", "")
 class Variant:
     """How a convolution becomes GEMMs (see :func:`emu.implicit_gemm.conv_pieces`); the default
     for a plain GEMM. ``tf32_rounding``: the kernel's own rounding of fp32 operands to tf32
-    before the unit (:data:`TF32_ROUNDINGS`)."""
+    before the unit (:data:`TF32_ROUNDINGS`). ``lanes``: (layout, lanes, grain), gemmK dealt to
+    the lanes of a CUDA-core kernel (:func:`lane_layout`), each lane's k in a contiguous stretch
+    of the GEMM's k, so that the schedule's ``split_bounds`` make one split per lane."""
 
     k_order: str | None = None
     channel_block: int = 0
     flip: bool = False
     tf32_rounding: str = ""
+    lanes: tuple[str, int, int] | None = None
+    #: channels of each filter tap padded with zero products to a multiple of this
+    #: (:func:`emu.implicit_gemm.conv_pieces`' ``channel_tile``: the k tile of an NHWC kernel)
+    channel_tile: int = 0
 
     def describe(self) -> str:
+        if self.lanes is not None:
+            layout, n, grain = self.lanes
+            how = "k dealt round-robin" if layout == "strided" else "k in contiguous chunks"
+            text = f"{how} to {n} lanes" + (f" in groups of {grain} consecutive k" if grain > 1 else "")
+            return (f"gemmK ({', '.join(self.k_order)}); " if self.k_order else "") + text
         if self.k_order is None:
             return "operands rounded to tf32 (RNE) before the unit" if self.tf32_rounding else ""
         if self.channel_block:
             axis = "c" if self.k_order in ("rsc", "crs") else "k"
             text = f"gemmK ({axis} // {self.channel_block}, r, s, {axis} % {self.channel_block})"
+            if self.channel_tile:
+                text += f", each tap's channels padded to a multiple of {self.channel_tile}"
         else:
             text = "gemmK (" + ", ".join(self.k_order) + ")"
         return text + (", filter rotated (taps descending)" if self.flip else "")
@@ -89,14 +106,23 @@ class Candidate:
         out = {"unit": self.unit, "family": self.family, **self.schedule.fields()}
         if self.variant.k_order:
             out.update(k_order=self.variant.k_order, channel_block=self.variant.channel_block, flip=self.variant.flip)
+            if self.variant.channel_tile:
+                out["channel_tile"] = self.variant.channel_tile
         if self.variant.tf32_rounding:
             out["tf32_rounding"] = self.variant.tf32_rounding
+        if self.variant.lanes is not None:
+            out.update(lane_layout=self.variant.lanes[0], lanes=self.variant.lanes[1], grain=self.variant.lanes[2])
         return out
 
 
 @dataclass
 class SearchResult:
-    """What the search found (see ``docs/library.md`` for the JSON fields)."""
+    """What the search found (see ``docs/library.md`` for the JSON fields).
+
+    ``answer``: ``identical``, ``inside-ensemble``, ``differs``, or ``not-modelled`` (nothing
+    reproduces and the kernels are of a family the search does not model: ``not_modelled`` names
+    it, e.g. ``"Winograd"``; ``best`` is then the nearest order and ``nearest_distance`` how far
+    it is: ``{"n_differ", "max_ulps", "median_ulps"}``, also set for ``differs``)."""
 
     answer: str
     n: int
@@ -109,11 +135,46 @@ class SearchResult:
     stages: list[tuple[str, int, int]] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
     unit: str = ""
+    not_modelled: str | None = None
+    nearest_distance: dict | None = None
+
+
+def lane_layout(K: int, layout: str, lanes: int, grain: int = 1) -> tuple[np.ndarray, tuple[int, ...]]:
+    """gemmK dealt to ``lanes`` lanes (:func:`emu.lanes.lane_of_k`: ``"strided"``, lane (k //
+    grain) mod lanes; ``"chunked"``, contiguous blocks of ⌈K/lanes⌉ rounded up to ``grain``) as
+    (sequence, bounds): the k indices lane by lane, each lane's ascending, −1 (a +0 product) as
+    the one entry of a lane that gets no k (its +0 partial keeps its place in the lanes' tree);
+    ``bounds`` the lanes' start positions and the end (a schedule's ``split_bounds`` with
+    ``k_tile=1``)."""
+    lane = lane_of_k(K, lanes, grain, layout)
+    seq, bounds = [], [0]
+    for j in range(lanes):
+        ks = np.flatnonzero(lane == j)
+        seq.append(ks if ks.size else np.array([-1]))
+        bounds.append(bounds[-1] + max(ks.size, 1))
+    return np.concatenate(seq), tuple(bounds)
+
+
+def _in_lanes(job: GemmJob, lanes) -> GemmJob:
+    seq, _ = lane_layout(job.A.shape[1], *lanes)
+    idx = np.where(seq < 0, 0, seq)
+    A, B = job.A[:, idx], job.B[idx]
+    if (seq < 0).any():
+        A[:, seq < 0] = 0
+        B[seq < 0] = 0
+    return GemmJob(A, B, job.C, job.out_index)
 
 
 def jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None) -> list[GemmJob]:
     """The capture's GEMMs under ``variant``; ``rows``/``columns`` (per-GEMM index arrays) and
     ``pieces`` (which GEMMs) restrict them to a sample."""
+    jobs = _jobs_of(cap, variant, rows, columns, pieces)
+    if variant.lanes is not None:
+        jobs = [_in_lanes(j, variant.lanes) for j in jobs]
+    return jobs
+
+
+def _jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None) -> list[GemmJob]:
     o = cap.operands
     if variant.tf32_rounding:  # the kernel rounds the fp32 operands (not C or a bias) to tf32 first
         o = {
@@ -160,6 +221,7 @@ def jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None
             variant.k_order,
             flip=variant.flip,
             channel_block=variant.channel_block,
+            channel_tile=variant.channel_tile,
             rows=rows,
             columns=columns,
             groups=[g],
@@ -176,12 +238,30 @@ def jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None
 def c_values(cap: Capture, bits: np.ndarray) -> np.ndarray:
     """C or a bias (bit patterns of the capture's operand format) as float32 values: fp32 adds
     them whole (a tf32 capture's C is float32, never cut to tf32)."""
-    return bits.view(value_dtype(cap.input)).astype(np.float32)
+    return bits.view(value_dtype(unit_input(cap.input))).astype(np.float32)
 
 
 def operand_values(cap: Capture, bits: np.ndarray) -> np.ndarray:
-    """Operand values (float64) as the unit multiplies them (:func:`emu.operands.multiplied_values`)."""
+    """Operand values (float64) as the unit multiplies them (:func:`emu.operands.multiplied_values`;
+    fp32 operands whole)."""
+    if cap.input == "fp32":
+        return bits.view(np.float32).astype(np.float64)
     return multiplied_values(bits.view(value_dtype(cap.input)), cap.input)
+
+
+def unit_input(fmt: str) -> str:
+    """The input format a unit is built for from a capture's operand format: fp32 operands (32-bit
+    patterns, multiplied whole by the fp32 FMA unit) travel as tf32-format patterns, the format
+    ``models.unit`` builds 32-bit units for (``emu.simt.is_fp32_fma``: the FMA unit then takes
+    them whole)."""
+    return "tf32" if fmt == "fp32" else fmt
+
+
+def full_fp32(cap: Capture, unit: str) -> bool:
+    """Whether ``unit`` multiplies the capture's operands as whole fp32 values: the fp32 FMA unit
+    (``"fma32"``) on float32 operands (``emu.simt``: a CUDA-core kernel's FFMA chain), fp32 or tf32
+    captures alike (a CUDA-core kernel ignores TF32)."""
+    return unit == "fma32" and cap.input in ("fp32", "tf32")
 
 
 def restrict(job: GemmJob, rows, columns) -> GemmJob:
@@ -223,7 +303,7 @@ def model_unit(name: str, fmt: str = "fp16"):
     """``models.unit`` for a search unit name, ``NAME`` or ``NAME/fp16`` (the fp16-accumulator
     variant of an NVIDIA unit), with operands of ``fmt`` (the capture's input format)."""
     base, _, acc = name.partition("/")
-    return models.unit(base, output=acc or "fp32", input=fmt)
+    return models.unit(base, output=acc or "fp32", input=unit_input(fmt))
 
 
 def bits(x: np.ndarray) -> np.ndarray:
@@ -232,18 +312,26 @@ def bits(x: np.ndarray) -> np.ndarray:
 
 
 def run_candidate(cap: Capture, cand: Candidate) -> np.ndarray:
-    """The capture's whole output as the candidate computes it (through :func:`emu.gemm`)."""
+    """The capture's whole output as the candidate computes it (through :func:`emu.gemm`; fp32
+    operands through the fp32 FMA unit by :func:`emu.simt.fma_gemm`)."""
     unit = model_unit(cand.unit, cap.input)
+    whole = full_fp32(cap, cand.unit)
     out = np.zeros(cap.out.size, cap.out.dtype)
     for job in jobs_of(cap, cand.variant):
-        res = emu.gemm(job.A, job.B, job.C, unit, cand.schedule)
+        if whole:
+            res = fma_gemm(job.A, job.B, job.C, cand.schedule)
+        else:
+            res = emu.gemm(job.A, job.B, job.C, unit, cand.schedule)
         out[job.out_index.reshape(-1)] = res.reshape(-1)
     return out.reshape(cap.out.shape)
 
 
 def resolve_unit(cap: Capture, hw: str | None) -> str:
     """The unit to search with: ``hw`` (a unit name or alias) or the one the capture's ``gpu``
-    names; CaptureError when neither says."""
+    names; CaptureError when neither says. fp32 operands (no TF32, or a CUDA-core kernel): the
+    fp32 FMA unit, every GPU's IEEE ``fma`` (``emu.simt``)."""
+    if cap.input == "fp32":
+        return "fma32"
     if hw:
         try:
             models.unit(hw, input=cap.input)

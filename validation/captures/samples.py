@@ -17,11 +17,23 @@ import numpy as np
 from emu.dot import run_kernel
 from emu.formats import get_format
 from emu.gemm import chain_operands, chain_params, combine, operand_in_order, split_results
+from emu.jit import jit, prange
 from emu.operands import decode_flush, operand
 from emu.schedule import Chain, Schedule
+from emu.simt import FMA32_PARAMS, fma32_scalar
 
 from .capture import Capture, GemmJob
-from .gemms import Candidate, Variant, bits, gemm_dims, jobs_of, n_jobs, operand_values, search_unit_params
+from .gemms import (
+    Candidate,
+    Variant,
+    bits,
+    full_fp32,
+    gemm_dims,
+    jobs_of,
+    n_jobs,
+    operand_values,
+    search_unit_params,
+)
 
 __all__ = ["Sample", "boundary_distance"]
 
@@ -68,7 +80,10 @@ class Sample:
     def jobs(self, variant: Variant, params):
         """Per sampled GEMM: decoded rows of A (E, K) and columns of B as rows (E, K), one per
         sampled output, C per output (or None), and the GPU's outputs. ``params``: the unit's (its
-        input format is the capture's; its flushing decides the decode)."""
+        input format is the capture's; its flushing decides the decode); :data:`FP32` for fp32
+        operands taken whole (float32 values)."""
+        if params is FP32:
+            return self._fp32_jobs(variant)
         key = (variant, bool(params.flush_inputs))
         flush = decode_flush(params)
         if key not in self._jobs:
@@ -86,19 +101,43 @@ class Sample:
             self._jobs[key] = decoded
         return self._jobs[key]
 
+    def _fp32_jobs(self, variant: Variant):
+        key = (variant, "fp32")
+        if key not in self._jobs:
+            decoded = []
+            out = self.cap.out.reshape(-1)
+            for p, (m, n) in self.elements.items():
+                ur, li = np.unique(m, return_inverse=True)
+                uc, lj = np.unique(n, return_inverse=True)
+                (job,) = jobs_of(self.cap, variant, ur, uc, [p])
+                A = np.ascontiguousarray(job.A.view(np.float32)[li])
+                B = np.ascontiguousarray(job.B.view(np.float32).T[lj])
+                C = None if job.C is None else np.ascontiguousarray(job.C[li, lj], np.float32)
+                decoded.append((A, B, C, out[job.out_index[li, lj]]))
+            self._jobs[key] = decoded
+        return self._jobs[key]
+
+    def _params(self, unit: str):
+        """The unit's parameters, or :data:`FP32` where it takes the operands as whole fp32 values."""
+        return FP32 if full_fp32(self.cap, unit) else search_unit_params(unit, self.cap.input)
+
     def prepare(self, cands: list[Candidate]):
         """Compute, in batches, every chain the candidates need that is not cached yet."""
         need: dict = {}
         for c in cands:
-            params = search_unit_params(c.unit, self.cap.input)
+            params = self._params(c.unit)
             jobs = self.jobs(c.variant, params)
             chain = _chain(params, c.schedule.instruction_k)
             has_c = jobs[0][2] is not None
-            for key in _keys(c, chain, jobs[0][0].shape[1], has_c):
+            try:
+                keys = _keys(c, chain, jobs[0][0].shape[1], has_c)
+            except ValueError:  # a schedule drawn for another gemmK length (a variant that pads it)
+                continue
+            for key in keys:
                 if key not in self._chains:
                     need.setdefault((c.variant, c.unit, chain), set()).add(key)
         for (variant, unit, chain), keys in need.items():
-            jobs = self.jobs(variant, search_unit_params(unit, self.cap.input))
+            jobs = self.jobs(variant, self._params(unit))
             by_length: dict = {}
             for key in keys:
                 by_length.setdefault(key[3].length, []).append(key)
@@ -128,7 +167,11 @@ class Sample:
         a_all = np.ascontiguousarray(np.concatenate(a_cols, axis=1))
         b_all = np.ascontiguousarray(np.concatenate(b_cols, axis=1))
         c_all = np.ascontiguousarray(np.concatenate(c_cols, axis=1))
-        out = run_kernel(chain, a_all[None], b_all, c_all)[0]
+        if chain is FP32:
+            out = np.empty(a_all.shape[1], np.float32)
+            _fp32_chains(a_all, b_all, np.ascontiguousarray(c_all[0]), out)
+        else:
+            out = run_kernel(chain, a_all[None], b_all, c_all)[0]
         at, per_job = 0, []
         for E in sizes:
             per_job.append(out[at : at + len(keys) * E].reshape(len(keys), E))
@@ -138,11 +181,16 @@ class Sample:
 
     def identical(self, cand: Candidate) -> int:
         """Identical outputs of the candidate on this sample (of :attr:`size`)."""
-        params = search_unit_params(cand.unit, self.cap.input)
+        params = self._params(cand.unit)
         jobs = self.jobs(cand.variant, params)
         chain = _chain(params, cand.schedule.instruction_k)
+        if params is FP32:
+            params = FMA32_PARAMS
         s = cand.schedule
-        chains = _chains(s, jobs[0][0].shape[1])
+        try:
+            chains = _chains(s, jobs[0][0].shape[1])
+        except ValueError:  # a schedule drawn for another gemmK length (a variant that pads it): none
+            return 0
         keys = _keys(cand, chain, jobs[0][0].shape[1], jobs[0][2] is not None)
         same = 0
         for j, (_, _, C, want) in enumerate(jobs):
@@ -154,11 +202,30 @@ class Sample:
 
 #: chain_operands' schedule argument where the chain itself carries its residue tile
 _NO_RESIDUE = Schedule()
+#: the "unit parameters" and chain of the fp32 FMA unit on whole fp32 operands (``emu.simt``)
+FP32 = "fp32 fma"
+
+
+@jit(parallel=True)
+def _fp32_chains(a, b, c, out):
+    """out[j] = the chain acc ← RN32(a[k, j]·b[k, j] + acc), k = 0 … L−1, from acc = c[j]: one
+    fp32 FMA chain per column (``emu.simt.fma32_scalar``, the IEEE binary32 fusedMultiplyAdd);
+    parallel over columns."""
+    L, cols = a.shape
+    for j in prange(cols):
+        acc = c[j]
+        for k in range(L):
+            acc = fma32_scalar(a[k, j], b[k, j], acc)
+        out[j] = acc
+
+
 _CHAINS: dict = {}
 _PLANS: dict = {}
 
 
 def _chain(params, instruction_k: int):
+    if params is FP32:
+        return FP32
     key = (params, instruction_k)
     if key not in _CHAINS:
         _CHAINS[key] = chain_params(params, Schedule(instruction_k=instruction_k))
@@ -178,7 +245,13 @@ def _keys(cand: Candidate, chain, K: int, has_c: bool) -> list[tuple]:
     unit, group, the chain without its split index, from C); one chain is computed once for every
     candidate that runs it."""
     return [
-        (cand.variant, cand.unit, chain.group_size, ch._replace(split=0, from_c=False), ch.from_c and has_c)
+        (
+            cand.variant,
+            cand.unit,
+            1 if chain is FP32 else chain.group_size,
+            ch._replace(split=0, from_c=False),
+            ch.from_c and has_c,
+        )
         for ch in _chains(cand.schedule, K)
     ]
 

@@ -8,7 +8,12 @@ million outputs take seconds: every candidate on a tiny sample (a few outputs of
 survivors on every output through :func:`emu.gemm` itself. The search stops at the first tier
 in which a candidate reproduces every output. When nothing survives, the candidates nearest on
 the samples are run in full and the differing elements reported; for an fp16 output of a split
-schedule, whether every output is some order of fp32 atomic adds of its partials.
+schedule, whether every output is some order of fp32 atomic adds of its partials — asked only
+of a kernel whose output changes from run to run (the capture's ``repeat_differs`` > 0), and
+said as a hypothesis when the capture does not record it. When nothing reproduces and the
+kernels are of a family the search does not model (Winograd, FFT, or a kernel no named schedule
+of :mod:`models.libraries` covers: :func:`models.libraries.not_modelled_family`), the answer is
+``not-modelled`` with that family, the nearest order and its distance — never a kernel bug.
 
 A ``scaled_mm`` (fp8) capture is searched by :func:`validation.captures.scaled.search_scaled`.
 """
@@ -22,7 +27,7 @@ import numpy as np
 
 import emu
 from models.kernels import ATOMIC_ORDERS
-from models.libraries import matching, not_modelled
+from models.libraries import matching, not_modelled, not_modelled_family
 
 from .capture import Capture
 from .gemms import (
@@ -215,14 +220,43 @@ def search(
             if same > best_same:
                 best, best_same, best_out = c, same, got
         stages.append(("nearest candidates: every output", 3, 0))
-        # a split-K kernel with fp32 atomics: every output some add order's outcome?
+        # a split-K kernel with fp32 atomics: every output some add order's outcome? Only where the
+        # output changes from run to run (repeat_differs > 0), a hypothesis where that is unknown
+        repeat = cap.extra.get("repeat_differs")
         if cap.out_format == "fp16" and best is not None and best.schedule.splits >= 3:
-            ok, _ = _inside_ensemble(cap, best)
-            stages.append(("atomic add orders of the nearest schedule's partials", 1, int(ok)))
-            if ok:
-                inside = best
+            if repeat == 0:
+                hints.append(
+                    "the kernel repeats bit for bit (repeat_differs 0): not an atomic-add ensemble, not searched"
+                )
+            else:
+                ok, _ = _inside_ensemble(cap, best)
+                stages.append(("atomic add orders of the nearest schedule's partials", 1, int(ok)))
+                if ok:
+                    inside = best
+                    if repeat is None:
+                        hints.append(
+                            "hypothesis: inside the ensemble of atomic add orders; the capture does not record "
+                            "whether the kernel's output changes from run to run (repeat_differs)"
+                        )
+    family = None
+    distance = None
+    if not reproducing and best_out is not None:
+        distance = _distance(cap.out, best_out)
+        if inside is None:
+            family = not_modelled_family(cap.kernels, cap.op)
+        if family is not None:
+            hints.append(
+                f"not modelled: {family}; the nearest order gets {best_same} of {want.size} outputs "
+                f"({distance['n_differ']} differ, at most {distance['max_ulps']} ulps): {best.describe()}"
+            )
+    if reproducing:
+        answer = "identical"
+    elif inside is not None:
+        answer = "inside-ensemble"
+    else:
+        answer = "not-modelled" if family is not None else "differs"
     return SearchResult(
-        answer="identical" if reproducing else "inside-ensemble" if inside is not None else "differs",
+        answer=answer,
         n=int(want.size),
         n_identical=int(best_same),
         best=reproducing[0] if reproducing else best,
@@ -233,4 +267,22 @@ def search(
         stages=stages,
         hints=hints,
         unit=unit_name,
+        not_modelled=family,
+        nearest_distance=distance,
     )
+
+
+def _distance(gpu: np.ndarray, emulated: np.ndarray) -> dict:
+    """How far ``emulated`` lies from the GPU's output: elements that differ, and the largest and
+    median distance in units in the last place of the output format (ordered bit patterns)."""
+    got, want = np.ascontiguousarray(gpu), np.ascontiguousarray(emulated.astype(gpu.dtype))
+    signed = np.dtype(f"i{got.dtype.itemsize}")
+    top = np.int64(1) << (8 * got.dtype.itemsize - 1)
+    a, b = (x.view(signed).astype(np.int64).reshape(-1) for x in (got, want))
+    a, b = (np.where(x < 0, -top - x, x) for x in (a, b))
+    d = np.abs(a - b)[bits(got).reshape(-1) != bits(want).reshape(-1)]
+    return {
+        "n_differ": int(d.size),
+        "max_ulps": int(d.max()) if d.size else 0,
+        "median_ulps": float(np.median(d)) if d.size else 0.0,
+    }

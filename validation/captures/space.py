@@ -13,6 +13,13 @@ order where the family applies to the capture:
   partials (in split order, a pairwise or halving tree), each partial rounded to the output
   format or not; residue-first tiles; 8 products per instruction where the unit's group is 16;
   where C enters (chain, workspace, epilogue) — :func:`matrix_unit_candidates`;
+* ``simt-fp32`` (fp32 operands multiplied whole: fp32 captures, and the CUDA-core kernels of
+  tf32 ones): the fp32 FMA unit (``emu.simt``), few candidates — one k-ascending chain; 32 lanes
+  of a warp, lane j over k ≡ j (mod 32), reduced by the warp's halving tree (cuBLAS gemv,
+  cuDNN's grouped-direct wgrad), and the other lane counts; split-K over k tiles of 8 and its
+  multiples, ⌈tiles/splits⌉ per split, the partials added onto +0 in split order (CUTLASS
+  ``ReduceSplitK``, cuBLAS ``splitKreduce``); C and alpha/beta in the epilogue —
+  :func:`simt_candidates`;
 * ``fp8`` (``scaled_mm``): one chain of the unit (fast accumulation) or two-level accumulation at
   each promotion interval, times the scale orders and the bias's FMA or add —
   :func:`scaled_candidates`; when none reproduces, the fp8 search (:mod:`.scaled`) also runs
@@ -39,10 +46,10 @@ from dataclasses import dataclass, replace
 import emu
 from emu.implicit_gemm import K_ORDERS
 from emu.schedule import SCALE_ORDERS, Schedule
-from models.libraries import k_tile_from_name, matching
+from models.libraries import channel_tile_from_name, k_tile_from_name, matching
 
 from .capture import PASS_OF, Capture
-from .gemms import TF32_ROUNDINGS, Candidate, Variant, gemm_dims, image_tile, search_unit_params
+from .gemms import TF32_ROUNDINGS, Candidate, Variant, gemm_dims, image_tile, lane_layout, search_unit_params
 
 __all__ = [
     "BOUNDS",
@@ -54,6 +61,8 @@ __all__ = [
     "matrix_unit_candidates",
     "scaled_candidates",
     "scaled_split_schedules",
+    "simt_candidates",
+    "simt_schedules",
     "split_schedules",
     "variants",
     "with_epilogue",
@@ -84,6 +93,14 @@ class SpaceBounds:
     max_candidates: int = 60000
     #: the most candidates (fp8: accumulations) run on every output after the samples
     max_full: int = 6
+    #: k-tile widths of fp32 SIMT split-K (cuBLAS's simt sgemm splits in tiles of 4 on an H200;
+    #: CUTLASS's threadblock k tile of 8 and its multiples)
+    simt_k_tiles: tuple[int, ...] = (4, 8, 16, 32, 64, 128, 256)
+    #: CUDA-core lane layouts: lane counts, grains (consecutive k per lane and turn)
+    simt_lanes: tuple[int, ...] = (32, 16, 8, 4, 2, 64)
+    simt_grains: tuple[int, ...] = (1, 4, 8)
+    #: the most splits of 8-wide k tiles dealt round-robin (the xmma ffma GEMM's split_k kernel)
+    simt_round_robin: int = 32
 
 
 #: the bounds of the space (see :class:`SpaceBounds`)
@@ -93,9 +110,17 @@ BOUNDS = SpaceBounds()
 def variants(cap: Capture, named) -> list[Variant]:
     """How the capture becomes GEMMs: the kernel-name families' gemmK orders and channel blocks
     first, then every order, block and flip; a tf32 GEMM with and without the kernel's own RNE
-    rounding to tf32."""
+    rounding to tf32, a tf32 convolution with it (what the tf32 GEMMs measured; the fp32 FMA
+    unit of :func:`simt_candidates` takes the operands whole)."""
     if cap.conv is None:
         return [Variant(tf32_rounding=r) for r in TF32_ROUNDINGS] if cap.input == "tf32" else [Variant()]
+    if cap.input == "tf32":  # the operand rule of tf32 GEMMs (issue 37): rounded to tf32 to nearest even first
+        return [replace(v, tf32_rounding="rne") for v in conv_variants(cap, named)]
+    return conv_variants(cap, named)
+
+
+def conv_variants(cap: Capture, named) -> list[Variant]:
+    """A convolution's gemmK orders, channel blocks and flips (see :func:`variants`)."""
     pass_ = PASS_OF[cap.op]
     if cap.conv.R * cap.conv.S == 1 and pass_ != "bwd_weight":  # a 1×1 filter: every order is the channel order
         return [Variant(K_ORDERS[pass_][0])]
@@ -110,6 +135,11 @@ def variants(cap: Capture, named) -> list[Variant]:
             seen.add(key)
             out.append(Variant(order, block, flip))
 
+    tiled = channel_tile_from_name(cap.kernels) if pass_ != "bwd_weight" else None
+    if tiled:  # the k-tile rule of cuDNN's NHWC tensor-core kernels, first: (c // T, r, s, c % T), padded to T
+        T, rotated = tiled
+        out.append(Variant(K_ORDERS[pass_][0], T, rotated, channel_tile=T))
+        seen.add(("tile", T, rotated))
     for fam in named:
         for order in fam.k_orders or K_ORDERS[pass_]:
             if order in K_ORDERS[pass_]:
@@ -174,7 +204,8 @@ def matrix_unit_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     hinted_tile = k_tile_from_name(cap.kernels)
     kinds = variants(cap, named)
     _, _, K = gemm_dims(cap, kinds[0])
-    units = [unit_name, "fma32"]
+    # fp32 FMA on 32-bit operands multiplies them whole: the simt-fp32 family's
+    units = [unit_name] if cap.input in ("tf32", "fp32") else [unit_name, "fma32"]
     fp16_acc = cap.input == "fp16" and cap.out_format == "fp16"
     if fp16_acc and search_unit_params(unit_name, cap.input).family == emu.Family.TRUNCATED_FUSED:
         units.insert(1, f"{unit_name}/fp16")  # NVIDIA units also accumulate in fp16 (…_f16_s161616gemm_f16)
@@ -305,6 +336,105 @@ def with_epilogue(cap: Capture, acc: Schedule, order: str, fma: bool) -> Schedul
     )
 
 
+def simt_schedules(K: int, c_entries=("chain",), alpha: float = 1.0, beta: float = 1.0, splits: bool = True):
+    """The accumulations of the ``simt-fp32`` family, cheapest first: one chain; 32 lanes over
+    k ≡ j (mod 32) reduced by a halving tree (then a pairwise tree, then in order), the other
+    lane counts of ``BOUNDS.lanes`` halving; with ``splits``, ⌈tiles/splits⌉ k tiles of
+    ``BOUNDS.simt_k_tiles`` per split, 2 … ``BOUNDS.max_splits`` splits, partials added onto +0
+    in split order; each with every C entry (alpha, beta in the epilogue)."""
+    shapes: list[dict] = [{}]
+    for lanes in BOUNDS.lanes:
+        if 1 < lanes < K:
+            for red in ("halving", "tree", "sequential") if lanes == 32 else ("halving",):
+                shapes.append(dict(splits=lanes, split_rule="strided", reduction=red))
+    if splits:
+        seen = set()
+        for kt in BOUNDS.simt_k_tiles:
+            tiles = -(-K // kt)
+            for n in range(2, min(tiles, BOUNDS.max_splits) + 1):
+                try:
+                    sch = Schedule(k_tile=kt, splits=n, split_rule="ceil", reduction="workspace")
+                    ranges = tuple((r.start, r.stop) for r in sch.split_ranges(K))
+                except ValueError:
+                    continue
+                if ranges not in seen:
+                    seen.add(ranges)
+                    shapes.append(dict(k_tile=kt, splits=n, split_rule="ceil", reduction="workspace"))
+    out = []
+    for shape in shapes:
+        for ce in c_entries:
+            ab = dict(alpha=alpha, beta=beta) if ce == "epilogue" else {}
+            out.append(Schedule(**shape, c_entry=ce, output="fp32", **ab))
+    return out
+
+
+def simt_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
+    """The ``simt-fp32`` family (see the module docstring): the fp32 FMA unit on whole fp32
+    operands, every gemmK variant (without tf32 rounding) times :func:`simt_schedules`; splits of
+    K for GEMMs and weight gradients (a forward or backward-data convolution's cuDNN CUDA-core
+    kernels run one chain or lanes per output)."""
+    named = matching(cap.kernels, cap.op)
+    kinds = [Variant()] if cap.conv is None else conv_variants(cap, named)  # fp32 whole: no tf32 rounding
+    _, _, K = gemm_dims(cap, kinds[0])
+    has_c = cap.op == "addmm" or "bias" in cap.operands
+    c_entries = ("epilogue", "chain") if has_c else ("chain",)
+    if cap.alpha != 1 or cap.beta != 1:
+        c_entries = ("epilogue",)
+    splits = cap.conv is None or PASS_OF[cap.op] == "bwd_weight"
+    schedules = simt_schedules(K, c_entries, cap.alpha, cap.beta, splits)
+    out = [Candidate("fma32", v, sch) for v in kinds for sch in schedules]
+    if cap.conv is None:
+        out.extend(lane_candidates(K, c_entries, cap.alpha, cap.beta))
+    elif PASS_OF[cap.op] == "bwd_weight" and K < 32:  # grouped-direct wgrad: 32 lanes even when fewer have k
+        out.extend(lane_candidates(K, c_entries, cap.alpha, cap.beta, kinds[0]))
+    return out
+
+
+def lane_candidates(K: int, c_entries, alpha: float, beta: float, base: Variant | None = None) -> list[Candidate]:
+    """cuBLAS's CUDA-core GEMV and small-GEMM kernels (H200 captures, see
+    :mod:`emu.lanes`): gemmK dealt to lanes, strided (round-robin, ``grain`` consecutive k per
+    turn) or in contiguous chunks, each lane an fp32 FMA chain from +0, the lanes added by a
+    halving (shuffle-down) tree, in lane order or pairwise — ``gemvx`` (32 lanes, chunked for the
+    contiguous operand, strided for the other; fewer for short K), ``gemmSN`` (16 strided or 2
+    chunks, in order), ``gemvNSP`` (16 or 32 lanes of 4), ``gemv2T`` (16 strided, in order); and
+    the xmma ffma GEMM's ``split_k`` (8-wide k tiles dealt round-robin to 2 …
+    ``BOUNDS.simt_round_robin`` splits, added in order). Lanes without k keep a +0 partial."""
+    shapes = []
+    for layout in ("chunked", "strided"):
+        for n in BOUNDS.simt_lanes:
+            if n > max(K, 2) and n != 32:  # a warp's 32 lanes, some without k
+                continue
+            for grain in BOUNDS.simt_grains:
+                if grain > 1 and grain * n > K + grain * n // 2:
+                    continue
+                for red in ("halving", "sequential", "tree"):
+                    shapes.append((layout, n, grain, red))
+    for n in range(2, BOUNDS.simt_round_robin + 1):
+        if 8 * (n - 1) < K:
+            shapes.append(("strided", n, 8, "sequential"))
+    out, seen = [], set()
+    for layout, n, grain, red in shapes:
+        seq, bounds = lane_layout(K, layout, n, grain)
+        key = (bounds, tuple(seq.tolist()), red)
+        if key in seen:
+            continue
+        seen.add(key)
+        for ce in c_entries:
+            ab = dict(alpha=alpha, beta=beta) if ce == "epilogue" else {}
+            sch = Schedule(
+                k_tile=1,
+                splits=n,
+                split_rule="strided" if layout == "strided" else "ceil",
+                split_bounds=bounds,
+                reduction=red,
+                c_entry=ce,
+                output="fp32",
+                **ab,
+            )
+            out.append(Candidate("fma32", replace(base or Variant(), lanes=(layout, n, grain)), sch))
+    return out
+
+
 @dataclass(frozen=True)
 class Family:
     """A family of the space: ``candidates(cap, unit_name)`` lists its candidates for a capture
@@ -317,7 +447,8 @@ class Family:
 
 #: the families of the space, in the order they are listed (see the module docstring)
 FAMILIES: list[Family] = [
-    Family("matrix-unit", lambda cap: cap.op != "scaled_mm", matrix_unit_candidates),
+    Family("simt-fp32", lambda cap: cap.input in ("fp32", "tf32") and cap.op != "scaled_mm", simt_candidates),
+    Family("matrix-unit", lambda cap: cap.op != "scaled_mm" and cap.input != "fp32", matrix_unit_candidates),
     Family("fp8", lambda cap: cap.op == "scaled_mm", scaled_candidates),
 ]
 
