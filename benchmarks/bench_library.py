@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 import emu  # noqa: E402
 import models  # noqa: E402
-from validation.captures import Capture, load_capture, search  # noqa: E402
+from validation.captures import Capture, load_capture  # noqa: E402
+from validation.captures.search import search  # noqa: E402
 
 
 def million() -> Capture:

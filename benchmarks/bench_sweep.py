@@ -6,7 +6,7 @@ dtype. The captures come from ``benchmarks/captures/gpu_session.py`` (plan ``pla
 
 Each capture is loaded with :func:`validation.captures.load_capture` (a capture the search does
 not take is counted as ``refused`` with the loader's reason) and searched with
-:func:`validation.captures.search` on this machine's unit for the capture's ``gpu``. Prints a
+:func:`validation.captures.search_capture` on this machine's unit for the capture's ``gpu``. Prints a
 summary table (op × dtype: captures, identical, ensemble, differs, refused, median and worst
 seconds) and writes one CSV row per capture."""
 
@@ -32,13 +32,13 @@ def kind_of(path: Path) -> tuple[str, str]:
 
 
 def identify_one(path: str) -> dict:
-    from validation.captures import CaptureError, load_capture, search
+    from validation.captures import CaptureError, load_capture, search_capture
 
     t0 = time.perf_counter()
     row = {"capture": Path(path).name}
     try:
         cap = load_capture(path)
-        res = search(cap)
+        res = search_capture(cap)
         row["answer"] = res.answer
         row["schedule"] = (res.best.describe() if res.best else "")[:300]
         row["unit"] = res.unit
@@ -87,15 +87,18 @@ def main(argv=None) -> int:
     for r in rows:
         table[(r["op"], r["dtype"])][r["answer"]].append(r["seconds"])
     print(f"\n{len(rows)} captures from {args.folder} in {time.perf_counter() - t0:.0f} s on {args.jobs} processes")
-    print("| op | dtype | captures | identical | ensemble | differs | refused/error | median s | worst s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| op | dtype | captures | identical | ensemble | not modelled | differs | refused/error | median s | worst s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     totals = defaultdict(int)
     for (op, dt), by in sorted(table.items()):
         secs = [s for v in by.values() for s in v]
-        n = {a: len(by.get(a, [])) for a in ("identical", "inside-ensemble", "differs")}
+        n = {a: len(by.get(a, [])) for a in ("identical", "inside-ensemble", "not-modelled", "differs")}
         bad = len(by.get("refused", [])) + len(by.get("error", []))
         print(
-            f"| {op} | {dt} | {len(secs)} | {n['identical']} | {n['inside-ensemble']} | {n['differs']} | {bad} |"
+            f"| {op} | {dt} | {len(secs)} | {n['identical']} | {n['inside-ensemble']} | {n['not-modelled']} |"
+            f" {n['differs']} | {bad} |"
             f" {np.median(secs):.1f} | {max(secs):.1f} |"
         )
         totals["all"] += len(secs)

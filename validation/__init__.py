@@ -27,9 +27,8 @@ features and exported by none: ``engine`` (every sweep's jobs), ``progress`` (ba
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .captures import Capture, load_capture
+from .captures import Capture, load_capture, search_capture
 from .captures import SearchResult as CaptureSearch
-from .captures import search as search_capture
 from .design import DesignResult
 from .explain import Explanation
 from .identify import Identification

@@ -12,7 +12,7 @@ reports), ``plots``, ``cli`` (``fp16emu identify CAPTURE.npz``)."""
 from .capture import Capture, CaptureError, is_capture, load_capture
 from .gemms import SearchResult
 from .report import CaptureReading, read_capture
-from .search import search
+from .search import search as search_capture
 
 __all__ = [
     "Capture",
@@ -22,5 +22,5 @@ __all__ = [
     "is_capture",
     "load_capture",
     "read_capture",
-    "search",
+    "search_capture",
 ]

@@ -138,6 +138,13 @@ class SearchResult:
     not_modelled: str | None = None
     nearest_distance: dict | None = None
 
+    def __repr__(self) -> str:  # the dataclass's own would print the whole emulated array
+        best = self.best.describe() if self.best is not None else "none"
+        return (
+            f"<SearchResult {self.answer}: {self.n_identical} of {self.n} outputs, unit {self.unit or '?'}, "
+            f"{self.searched} schedules in {self.seconds:.1f} s; best: {best}>"
+        )
+
 
 def lane_layout(K: int, layout: str, lanes: int, grain: int = 1) -> tuple[np.ndarray, tuple[int, ...]]:
     """gemmK dealt to ``lanes`` lanes (:func:`emu.lanes.lane_of_k`: ``"strided"``, lane (k //

@@ -374,8 +374,9 @@ def _text(rd: CaptureReading) -> str:
             "from an exact reference are rounding."
         )
         return "\n".join(lines + [tail])
+    head = "NOT MODELLED" if reading == "not-modelled" else "DIFFERS"
     lines.append(
-        f"DIFFERS: no schedule reproduces every output; the nearest gets {r.n_identical} of {r.n} "
+        f"{head}: no schedule reproduces every output; the nearest gets {r.n_identical} of {r.n} "
         f"({s['n_differ']} differ, {s['pattern']}, at most {_ulps_text(s['ulps']['max'])}{_size_text(s)}):"
     )
     lines.append(f"  {r.best.describe()}")

@@ -9,8 +9,8 @@ import pytest
 
 import emu
 import models
-from validation.captures import search
 from validation.captures.capture import CaptureError, load_capture
+from validation.captures.search import search
 from validation.captures.space import scaled_split_schedules
 
 M, K, N = 12, 384, 8

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from validation.captures import load_capture, read_capture, search
+from validation.captures import load_capture, read_capture
 from validation.captures.cli import identify_capture
 from validation.captures.report import to_json
+from validation.captures.search import search
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "captures"
 
@@ -40,6 +41,8 @@ def test_the_search_finds_each_family_from_the_output(case):
     cap = load_capture(DATA / f"{case}.npz")
     r = search(cap)
     assert r.answer == "identical" and r.n_identical == r.n == cap.out.size
+    # printed, a result is one line naming the answer and the schedule, not its arrays (issue 38)
+    assert repr(r).startswith("<SearchResult identical:") and "\n" not in repr(r) and "array(" not in repr(r)
     fields = r.best.fields()
     for key, want in CASES[case].items():
         assert fields.get(key, 1.0 if key == "alpha" else None) == want, (key, fields)

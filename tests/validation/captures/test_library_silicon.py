@@ -12,8 +12,8 @@ import emu
 import models
 from emu.schedule import Schedule
 from tests import silicon
-from validation.captures import search
 from validation.captures.gemms import Candidate, Variant, run_candidate
+from validation.captures.search import search
 
 pytestmark = pytest.mark.skipif(not silicon.available(), reason="../shared/silicon is absent")
 

@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from validation.captures import load_capture, read_capture, search
+from validation.captures import load_capture, read_capture
 from validation.captures.cli import identify_capture
 from validation.captures.format import complete
 from validation.captures.report import ulps_between
+from validation.captures.search import search
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "captures"
 
