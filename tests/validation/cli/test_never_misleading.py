@@ -90,7 +90,7 @@ def test_nan_inf_and_a_large_error_get_a_verdict_from_compare(tmp_path, capsys):
     np.save(tmp_path / "nan.npy", nan)
     code, out, _ = _run(capsys, "compare", str(tmp_path / "v.npy"), str(tmp_path / "nan.npy"))
     assert code == 1
-    assert "verifier: rocmlir (default for compare)" in out
+    assert "verifier: rocmlir (default for compare: rocMLIR's limits for fp16)" in out
     assert "nonfinite mismatches: 1 (NaN 1, unequal inf 0) > 0 FAIL" in out
     # each check line reflects its own metric: the finite maxAbsDiff is within its limit
     line = next(ln for ln in out.splitlines() if ln.startswith("max_abs_diff (absDiff):"))

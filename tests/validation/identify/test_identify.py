@@ -171,7 +171,9 @@ def test_measured_nvidia_rows(gpu):
             assert np.array_equal(rows.d.view(np.float16).astype(np.float32).view(np.uint32), hw.d_fp16)
         result = ident.identify(rows, next_count=0)
         assert _point(name, output) in result.consistent, f"{gpu} {output}: the named unit does not fit"
-        assert result.seconds < 30
+        # a guard against a runaway search, not a speed test (speed is measured in benchmarks/):
+        # 30 s failed at 30.2 s on a loaded 2-core VM whose numba cache was being filled
+        assert result.seconds < 600
         paths[output] = _datapaths(result)
     # the datapath (family, group, F, alignment) both output formats agree on is the named unit's
     named = tuple(space.as_dict(_point(name, "fp32")).get(f) for f in DATAPATH)
