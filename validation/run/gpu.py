@@ -83,7 +83,7 @@ class GpuComparison:
             head = (
                 f"GPU output: all {self.n} elements identical to the emulated kernel, bit for bit: any "
                 f"difference from the validation is the kernel's arithmetic (rounding), not a bug "
-                f"(the verdict below; `fp16emu explain CONFIG` attributes it to its sources)"
+                f"(`fp16emu explain CONFIG` attributes it to its sources)"
             )
         elif self.answer == "inside-ensemble":
             head = (
