@@ -257,6 +257,12 @@ def load_capture(path) -> Capture:
         kernels = tuple(str(x) for x in np.atleast_1d(k))
     out = _as_dtype(m["out"], _text(m, "out_dtype", "") or _text(m, "dtype", ""))
     if out.dtype.name not in ("float16", "float32", "bfloat16"):
+        if out.dtype.itemsize == 2 and out.dtype.kind in "Vu":  # np.savez writes bfloat16 as 2-byte voids
+            _fail(
+                "out",
+                f"2-byte values of no float type ({out.dtype}): np.savez stores bfloat16 so; add the field "
+                'dtype = "bfloat16" (or out_dtype) to the capture',
+            )
         _fail("out", f"expected float16, float32 or bfloat16 values, got {out.dtype} (fp8 outputs: not modelled)")
     if op == "scaled_mm":
         cap = _scaled_mm(m, str(path), out, kernels)

@@ -231,3 +231,18 @@ def test_bf16_and_tf32_captures_load_as_their_formats_bit_patterns(tmp_path):
         out=np.zeros((1, 3, 4, 4), np.float32),
     )
     assert load_capture(conv).input == "bf16"  # convolutions of bf16, tf32 and fp32 operands load (issue 37)
+
+
+def test_a_bf16_output_without_its_dtype_names_the_field_to_add(tmp_path):
+    """Issue 38.5: np.savez writes bfloat16 as 2-byte voids; a capture without ``dtype`` was told
+    "got |V2 (fp8 outputs: not modelled)". Now the error names the field to add."""
+    import ml_dtypes
+
+    from validation.captures import CaptureError, load_capture
+
+    a = np.ones((2, 3), ml_dtypes.bfloat16)
+    path = tmp_path / "bf16.npz"
+    np.savez(path, op="mm", A=a, B=np.ones((3, 2), ml_dtypes.bfloat16), out=np.ones((2, 2), ml_dtypes.bfloat16))
+    with pytest.raises(CaptureError, match='add the field dtype = "bfloat16"') as err:
+        load_capture(path)
+    assert "fp8" not in str(err.value)
