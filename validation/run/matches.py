@@ -267,7 +267,8 @@ def describe_differences(result, gpu) -> dict:
     e = emulated[where].astype(np.float64)
     g = g16[where].astype(np.float64)
     finite = np.isfinite(e) & np.isfinite(g)
-    ulps = np.abs(g[finite] - e[finite]) / ulp(e[finite], fmt)
+    # ulps at the larger magnitude, as identify counts them: a sign change is as far as its size
+    ulps = np.abs(g[finite] - e[finite]) / ulp(np.maximum(np.abs(e[finite]), np.abs(g[finite])), fmt)
     hist = {label: int(np.count_nonzero((ulps > lo) & (ulps <= hi))) for label, lo, hi in ULP_BINS}
     hist["non-finite"] = int(np.count_nonzero(~finite))
     doc["ulps"] = hist

@@ -230,3 +230,16 @@ def test_a_raw_dump_read_in_the_wrong_element_format_is_told_the_right_one(tmp_p
     np.zeros(64 * 5 * 5 * 64, "<f4").tofile(dump)
     assert main(["run", FWD, "--gpu-output", str(dump), "--gpu-output-format", "fp16"]) == 2
     assert "read as fp32 it holds exactly the tensor's 102400 elements" in capsys.readouterr().err
+
+
+def test_ulps_are_counted_at_the_larger_magnitude(fwd):
+    """Issue 38.3: ulps are counted in the larger magnitude's spacing (as identify counts them):
+    an element x read back as −4x is 5|x| apart, 5|x| / ulp(4|x|) = 5|x| / (4 ulp(|x|)) ulps
+    (counted at x, as before, it was four times that)."""
+    gpu = np.array(fwd.kernel_output, copy=True).reshape(-1)
+    i = int(np.flatnonzero(np.abs(gpu.astype(np.float64)) >= 0.5)[0])
+    x = float(gpu[i])
+    gpu[i] = np.float16(-4 * x)
+    d = describe_differences(fwd, gpu.reshape(np.shape(fwd.kernel_output)))
+    spacing = 2.0 ** (np.floor(np.log2(abs(x))) - 10)  # fp16: 10 fraction bits
+    assert d["n_differ"] == 1 and d["max_ulps"] == 5 * abs(x) / (4 * spacing)
