@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from .gemm import fma32
+from .simt import fp32_values
 
 __all__ = ["LAYOUTS", "LANE_REDUCTIONS", "lane_of_k", "lane_partials", "reduce_lanes", "lane_gemm"]
 
@@ -53,19 +54,10 @@ def lane_of_k(K: int, lanes: int, grain: int = 1, layout: str = "strided") -> np
     raise ValueError(f"layout: {layout!r} is not one of {', '.join(map(repr, LAYOUTS))}")
 
 
-def _fp32(x, name):
-    x = np.asarray(x)
-    if x.dtype == np.uint32:
-        return x.view(np.float32)
-    if x.dtype != np.float32:
-        raise TypeError(f"{name}: expected float32 values or uint32 bit patterns, got dtype {x.dtype}")
-    return x
-
-
 def lane_partials(A, B, lanes: int, grain: int = 1, layout: str = "strided") -> np.ndarray:
     """(lanes, M, N) float32: lane l's chain of fp32 FMAs from +0 over its k (ascending) for
     every output of A (M, K) · B (K, N); +0 for a lane without k."""
-    A, B = _fp32(A, "A"), _fp32(B, "B")
+    A, B = fp32_values(A, "A"), fp32_values(B, "B")
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"A, B: need (M, K) and (K, N), got {A.shape} and {B.shape}")
     M, K = A.shape
@@ -127,12 +119,12 @@ def lane_gemm(
     cuBLAS's ``internal::gemvx::kernel`` on an H200 (PyTorch 2.11, CUDA 13.0): with the
     contiguous operand along k (torch's N = 1) ``lanes=32, layout="chunked"``; with the strided
     one (torch's M = 1) ``lanes=32, layout="strided"``; both ``reduction="halving"``."""
-    A, B = _fp32(A, "A"), _fp32(B, "B")
+    A, B = fp32_values(A, "A"), fp32_values(B, "B")
     acc = reduce_lanes(lane_partials(A, B, lanes, grain, layout), reduction)
     a = np.float32(alpha)
     if C is None:
         return acc if a == 1 else (a * acc).astype(np.float32)
-    C = _fp32(C, "C")
+    C = fp32_values(C, "C")
     if np.broadcast_shapes(C.shape, acc.shape) != acc.shape:
         raise ValueError(f"C: shape {C.shape} does not broadcast to the output's {acc.shape}")
     with np.errstate(over="ignore", invalid="ignore"):
