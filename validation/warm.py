@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -26,7 +27,7 @@ from multiprocessing import get_context
 
 import numpy as np
 
-__all__ = ["JOBS", "Job", "run_job", "warm", "command_estimate", "main"]
+__all__ = ["JOBS", "Job", "run_job", "warm", "command_estimate", "jobs_for_units", "missing_jobs", "prepare", "main"]
 
 #: one unit of each arithmetic family (emu.units.Family), named as models.unit takes them
 FAMILY_UNITS = {
@@ -149,6 +150,81 @@ def command_estimate() -> float:
     return float(COMMAND_SECONDS)
 
 
+def jobs_for_units(units, *, gemm: bool = False) -> list[str]:
+    """The names of the warm-up jobs that compile what ``units`` (unit names) run: the batched
+    rows of each one's arithmetic family, with ``gemm`` also its GEMM layout and the operand
+    decode (what ``identify`` of a capture and ``emu.gemm`` compile)."""
+    import models
+
+    by_family = {int(models.unit(u).family): u for u in FAMILY_UNITS.values()}
+    names = []
+    for u in units:
+        rep = by_family[int(models.unit(u).family)]
+        fam = next(f for f, v in FAMILY_UNITS.items() if v == rep)
+        names.append(f"{fam} ({rep}) rows")
+        if gemm:
+            names.append(f"{fam} ({rep}) gemm")
+    if gemm:
+        names.append("operand decode (C- and F-ordered)")
+    return list(dict.fromkeys(names))
+
+
+def _marker(index: int):
+    """The file that says ``JOBS[index]`` ran to the end with this cache (None: no cache). It lives
+    in the cache folder of this version of the emu sources, so an upgrade or an emptied cache
+    forgets it with the kernels."""
+    import emu.jit
+
+    if not emu.jit.CACHE or not emu.jit.numba.config.CACHE_DIR:
+        return None
+    slug = re.sub(r"[^a-z0-9]+", "-", JOBS[index].name.lower()).strip("-")
+    return os.path.join(emu.jit.numba.config.CACHE_DIR, f"warm-{slug}.done")
+
+
+def _mark(index: int) -> None:
+    path = _marker(index)
+    if path is None:
+        return
+    try:  # a plain new file of ours, never through a link; an existing one is already the mark
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
+    except OSError:
+        pass
+
+
+def missing_jobs(names) -> list[str]:
+    """Those of the job ``names`` this machine's cache has not run to the end (all of them when
+    the cache is off: nothing can be known)."""
+    out = []
+    for name in names:
+        index = next(i for i, j in enumerate(JOBS) if j.name == name)
+        path = _marker(index)
+        if path is None or not os.path.isfile(path):
+            out.append(name)
+    return out
+
+
+def prepare(names, *, out=sys.stderr, jobs: int | None = None) -> dict | None:
+    """Before a command: the warm-up jobs ``names`` that this machine has not compiled yet, run in
+    parallel processes (one per core, at most one per job) with the progress bar of
+    :func:`warm`, so that a first call on a 2-core machine compiles in about half the time it
+    would on its own. None (nothing done) when all are compiled, the cache is off (the workers'
+    kernels would be lost) or there is one core (the command compiles as it goes)."""
+    import emu.jit
+
+    n = jobs or os.cpu_count() or 1
+    todo = missing_jobs(names)
+    if not todo or n < 2 or not emu.jit.CACHE:
+        return None
+    exact = [f"^{re.escape(t)}$" for t in todo]
+    print(
+        f"fp16emu: first use on this machine: compiling the {len(todo)} groups of kernels this command needs "
+        f"in parallel (once; `fp16emu warm` compiles every command's)",
+        file=out,
+        flush=True,
+    )
+    return warm(min(n, len(todo)), out=out, patterns=exact)
+
+
 def run_job(index: int) -> tuple[int, float, float, int, float]:
     """Run ``JOBS[index]`` in this process: (index, wall seconds, seconds spent compiling,
     number of functions compiled, CPU seconds of this process)."""
@@ -189,16 +265,27 @@ def _bar(done: int, total: int, elapsed: float, width: int = 24) -> str:
     return f"[{'#' * fill}{'.' * (width - fill)}] {done}/{total} jobs, {elapsed:5.1f} s"
 
 
-def warm(jobs: int | None = None, *, out=sys.stderr, names: list[str] | None = None) -> dict:
-    """Run the warm-up jobs (all, or those whose name contains one of ``names``) in ``jobs``
-    processes (default: the cores, at most the jobs), longest first, printing a progress bar to
-    ``out``. Returns {"wall": s, "compile": s summed over jobs, "cpu": CPU s summed over jobs,
-    "jobs": [(name, wall, compile s, functions compiled, CPU s)]}."""
-    chosen = [i for i, j in enumerate(JOBS) if not names or any(n in j.name for n in names)]
+def warm(
+    jobs: int | None = None, *, out=sys.stderr, names: list[str] | None = None, patterns: list[str] | None = None
+) -> dict:
+    """Run the warm-up jobs (all, or those whose name contains one of ``names``, or matches one of
+    the regular expressions ``patterns``) in ``jobs`` processes (default: the cores, at most the
+    jobs), longest first, printing a progress bar to ``out``; each job that ends is marked as
+    compiled in the cache (:func:`missing_jobs`). Returns {"wall": s, "compile": s summed over
+    jobs, "cpu": CPU s summed over jobs, "jobs": [(name, wall, compile s, functions compiled, CPU s)]}."""
+    chosen = [
+        i
+        for i, j in enumerate(JOBS)
+        if (not names or any(n in j.name for n in names))
+        and (not patterns or any(re.search(p, j.name) for p in patterns))
+    ]
     chosen.sort(key=lambda i: -JOBS[i].seconds)
     n = max(1, min(jobs or os.cpu_count() or 1, len(chosen)))
     tty = hasattr(out, "isatty") and out.isatty()
-    estimate = sum(JOBS[i].seconds for i in chosen) / n
+    loads = [0.0] * n  # longest first onto the least-loaded process: the wall time to expect
+    for i in chosen:
+        loads[loads.index(min(loads))] += JOBS[i].seconds
+    estimate = max(loads)
     print(
         f"fp16emu warm: compiling the emulator's kernels for this machine: {len(chosen)} jobs in {n} processes "
         f"(about {estimate:.0f} s on an idle 2-core machine)",
@@ -211,6 +298,7 @@ def warm(jobs: int | None = None, *, out=sys.stderr, names: list[str] | None = N
         futures = [pool.submit(run_job, i) for i in chosen]
         for fut in as_completed(futures):
             i, wall, comp, count, cpu = fut.result()
+            _mark(i)
             results.append((JOBS[i].name, wall, comp, count, cpu))
             line = f"{_bar(len(results), len(chosen), time.perf_counter() - t0)}  {JOBS[i].name}: {wall:.1f} s"
             line += f" ({count} compiled, {cpu:.1f} s of CPU)" if count else " (cached)"

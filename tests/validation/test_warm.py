@@ -59,3 +59,36 @@ def test_the_command_refuses_no_workers(tmp_path):
     cmd = [sys.executable, "-m", "validation.cli", "warm", "--jobs", "0"]
     r = subprocess.run(cmd, cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True)
     assert r.returncode == 2 and "--jobs" in r.stderr, r.stderr
+
+
+def test_a_command_on_a_cold_cache_compiles_its_jobs_first_in_parallel_then_never_again(tmp_path):
+    """``fp16emu units`` on an empty cache runs the warm-up jobs of its units' families in worker
+    processes (the progress bar of ``warm``), marks them in the cache, and a second call finds the
+    marks and compiles nothing; the table is the same both times."""
+    cache = tmp_path / "numba"
+    cache.mkdir(mode=0o700)
+    cmd = [sys.executable, "-m", "validation.cli", "units", "--units", "fp64,fma32"]
+    first = subprocess.run(cmd, cwd=tmp_path, env=_env(cache), capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert "in parallel" in first.stderr and "2/2 jobs" in first.stderr, first.stderr
+    marks = sorted(p.name for p in cache.glob("*/warm-*.done"))
+    assert marks == ["warm-fma-fma32-rows.done", "warm-fp64-fp64-rows.done"], marks
+    second = subprocess.run(cmd, cwd=tmp_path, env=_env(cache), capture_output=True, text=True)
+    assert second.returncode == 0 and second.stderr == "", second.stderr  # no notice: nothing compiled
+    assert second.stdout == first.stdout
+
+
+def test_the_jobs_of_units_are_their_families_rows_and_with_gemm_the_decode():
+    from validation.warm import jobs_for_units
+
+    assert jobs_for_units(["h100", "a100", "v100"]) == ["truncated (h100) rows"]  # one family, one job
+    assert jobs_for_units(["mi300"], gemm=True) == [
+        "two-stage (mi300) rows",
+        "two-stage (mi300) gemm",
+        "operand decode (C- and F-ordered)",
+    ]
+    names = {j.name for j in JOBS}
+    import models
+
+    for unit in models.UNIT_NAMES:  # every named unit maps onto jobs that exist
+        assert set(jobs_for_units([unit], gemm=True)) <= names, unit

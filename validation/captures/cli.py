@@ -11,8 +11,11 @@ import json
 import re
 import sys
 
-from .capture import CaptureError
-from .report import read_capture
+from .. import warm
+from .capture import CaptureError, load_capture
+from .gemms import resolve_unit
+from .report import reading_of
+from .search import search
 
 __all__ = ["identify_capture"]
 
@@ -38,6 +41,18 @@ def _transposed_hint(message: str) -> str:
     return ""
 
 
+def _compile_first(cap, hw, err) -> None:
+    """On a machine that has not compiled the search's kernels for this capture's unit: compile
+    them first in parallel processes (:func:`validation.warm.prepare`), about half the wall time
+    of compiling them as the search goes on 2 cores. A unit that cannot be resolved is left to the
+    search, which says why."""
+    try:
+        unit = resolve_unit(cap, hw)
+    except CaptureError:
+        return
+    warm.prepare(warm.jobs_for_units([unit], gemm=True), out=err)
+
+
 def identify_capture(
     path, hw: str | None = None, fmt: str = "text", plot: str | None = None, out=None, err=None
 ) -> int:
@@ -49,7 +64,10 @@ def identify_capture(
         print(f"fp16emu identify: error: --format: {fmt!r} is not one of text, json", file=err)
         return 2
     try:
-        reading = read_capture(path, hw=hw, progress=_progress_printer(err))
+        cap = load_capture(path)
+        _compile_first(cap, hw, err)
+        progress = _progress_printer(err)
+        reading = reading_of(cap, search(cap, hw=hw, progress=progress), hw=hw, progress=progress)
     except CaptureError as exc:
         print(f"fp16emu identify: error: {exc}{_transposed_hint(str(exc))}", file=err)
         return 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import models
 from emu.operands import input_name
 
+from .. import warm
 from ..identify.unit_table import INPUT_FIELDS, TITLE, UNITS, fmt_value, input_table, probe_table, unit_names
 
 __all__ = ["register_cli"]
@@ -74,5 +75,7 @@ def _cmd_units(args) -> int:
     if args.input is not None:
         _print_input_table(args.input, names)
         return 0
-    _print_table(names if names is not None else UNITS)
+    names = names if names is not None else UNITS
+    warm.prepare(warm.jobs_for_units(names))  # a first use: the families' kernels compiled in parallel
+    _print_table(names)
     return 0
