@@ -698,22 +698,34 @@ def save(path, probes: ProbeSet, d=None, option: str = "--out", **extra) -> None
     write_atomically(path, lambda fh: np.savez(fh, **arrays), option)
 
 
-def file_input(data, path, given: str | None = None) -> str:
+def file_input(data, path, given: str | None = None, named: str | None = None) -> str:
     """The operand format of a probe file's arrays ``data``: ``given`` (an --input option) if
-    set, else its ``input`` entry, else fp16 (files of earlier releases). ValueError naming the
-    field for an unknown name."""
+    set, else its ``input`` entry (or ``named``: the format a file name states), else fp16 (files
+    of earlier releases). ValueError naming the field for an unknown name, and for a ``given``
+    that contradicts what the file records (bf16 rows read as fp16 would be other numbers)."""
+    recorded = None
+    if "input" in data:
+        entry = data["input"]
+        try:
+            recorded = input_name(str(entry.item() if hasattr(entry, "item") else entry))
+        except (ValueError, TypeError):
+            raise ValueError(f"{path}: input: {str(entry)[:40]!r} is not one of {', '.join(INSTRUCTION_K)}") from None
+        where = "its input entry"
+    elif named is not None:
+        recorded = input_name(named)
+        where = "its file name"
     if given is not None:
         try:
-            return input_name(given)
+            chosen = input_name(given)
         except ValueError:
             raise ValueError(f"--input: {given!r} is not one of {', '.join(INSTRUCTION_K)}") from None
-    if "input" not in data:
-        return "fp16"
-    entry = data["input"]
-    try:
-        return input_name(str(entry.item() if hasattr(entry, "item") else entry))
-    except (ValueError, TypeError):
-        raise ValueError(f"{path}: input: {str(entry)[:40]!r} is not one of {', '.join(INSTRUCTION_K)}") from None
+        if recorded is not None and chosen != recorded:
+            raise ValueError(
+                f"--input: {chosen}, but {path} records {recorded} operands ({where}); its bit patterns read as "
+                f"{chosen} would be other numbers: leave --input out"
+            )
+        return chosen
+    return recorded or "fp16"
 
 
 def load_inputs(path, input: str | None = None) -> ProbeSet:

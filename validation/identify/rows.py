@@ -285,7 +285,7 @@ def _load_directory(path: Path, output, input):
     output = output or "fp32"
     a_path = one("a_*.txt")
     named = a_path.stem.rsplit("_", 1)[-1].lower()  # a_<GPU>_<format>.txt
-    fmt = file_input({}, path, input if input is not None else (named if named in INSTRUCTION_K else None))
+    fmt = file_input({}, path, input, named if named in INSTRUCTION_K else None)
     a_words = _read_matrix(a_path)
     b_words = _read_matrix(one("b_*.txt"))
     c_words = [r[0] for r in _read_matrix(one("c_*_fp32.txt"))]

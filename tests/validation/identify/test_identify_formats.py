@@ -106,6 +106,11 @@ def test_cli_probe_identify_round_trip_and_next_out(tmp_path):
     if doc["next_probes"]:
         again = probe.load_inputs(nxt)
         assert again.input == "bf16" and again.a.dtype == np.uint16
+    # the same bf16 rows read as fp16 would be other numbers: refused, naming both (issue 38.5)
+    code, out, err = _run_cli(["identify", str(path), "--input", "fp16"])
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "--input: fp16, but" in err and "records bf16 operands" in err, err
+    assert _run_cli(["identify", str(path), "--input", "bf16", "--format", "json"])[0] == 0  # what it records
 
 
 def test_cli_default_k_is_the_instruction_k(tmp_path):
