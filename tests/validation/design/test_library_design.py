@@ -1,0 +1,123 @@
+"""``fp16emu design`` for library ops: the legal schedules, the mutants, the rules and --check."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from validation.cli import main
+from validation.design import LIBRARY_MUTANTS, design_json, design_library, problem_from_op
+from validation.design.library import reference
+from validation.design.mutants import NotApplicable, run_mutant
+from validation.design.tolerance import ASSERT_CLOSE_DEFAULTS, parse_tolerance
+
+ARGS = ["--max-schedules", "6", "--operand-sets", "2", "--mutant-bases", "1", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def linear():
+    p = problem_from_op("linear", (16, 32, 512), "bf16", ["h100", "h200"])
+    return design_library(p, max_schedules=6, n_operands=2, mutant_bases=1)
+
+
+def test_reference_is_the_exact_product(linear):
+    cap = linear.problem.cap
+    x = cap.operands["input"].view(np.uint16).astype(np.uint32) << 16
+    w = cap.operands["weight"].view(np.uint16).astype(np.uint32) << 16
+    b = cap.operands["bias"].view(np.uint16).astype(np.uint32) << 16
+    want = x.view(np.float32).astype(np.float64) @ w.view(np.float32).astype(np.float64).T + b.view(np.float32)
+    assert np.array_equal(reference(cap), want)
+
+
+def test_the_recommended_rule_passes_every_legal_schedule_and_is_never_zero(linear):
+    rtol, atol = linear.recommended
+    assert rtol > 0 and atol > 0
+    rec = next(r for r in linear.rules if r.name == "recommended")
+    assert linear.false_alarms(rec).failed == 0 and linear.false_alarms(rec).runs == len(linear.legal)
+    j = design_json(linear)
+    assert j["rule"] == {"rtol": rtol, "atol": atol}
+    assert j["schedules"]["count"] == 6 and j["schedules"]["sampled"] and len(j["schedules"]["which"]) == 6
+    assert {"name", "detected"} <= set(j["mutants"][0])
+    assert {r["name"] for r in j["rules"]} >= {"assert_close defaults", "FlashAttention 2x", "rocBLAS K·tol"}
+    assert j["units"] == ["h100"] and j["gpus"] == ["h100", "h200"]
+
+
+def test_split_mutants_are_caught_by_the_recommended_rule(linear):
+    j = {m["name"]: m for m in design_json(linear)["mutants"]}
+    for name in ("k-tile-dropped", "split-lost", "operand-transposed", "stale-tile", "bias-twice"):
+        assert j[name]["detected"], name
+    assert "scale-twice" in linear.not_applicable  # a linear has no scale
+
+
+def test_rocblas_k_rule_is_far_looser_than_the_legal_errors(linear):
+    rule = next(r for r in linear.rules if r.name == "rocBLAS K·tol")
+    assert rule.atol == pytest.approx(512 / 100)
+    assert rule.atol > 10 * linear.recommended[1]
+    assert linear.false_alarms(rule).failed == 0
+
+
+def test_check_names_what_a_tolerance_fails_and_misses(linear):
+    loose = linear.check(0.0, 100.0)
+    assert not loose["ok"] and not loose["fails_legal"]
+    assert {m["mutant"] for m in loose["misses_mutants"]} >= {"k-tile-dropped", "split-lost"}
+    tight = linear.check(0.0, 0.0)
+    assert tight["fails_legal"] and not tight["ok"]
+    rtol, atol = linear.recommended
+    assert linear.check(rtol, atol)["fails_legal"] == []
+
+
+def test_a_mutant_without_its_target_says_why(linear):
+    cap = linear.problem.cap
+    plain = next(c for c in linear.schedules if c.schedule.splits == 1)
+    with pytest.raises(NotApplicable, match="one split"):
+        run_mutant("split-lost", cap, plain, np.zeros_like(cap.out))
+    assert set(LIBRARY_MUTANTS) >= {"k-tile-dropped", "partials-rounded", "fast-accumulation", "stale-tile"}
+
+
+def test_assert_close_defaults_are_torchs():
+    assert ASSERT_CLOSE_DEFAULTS == {"fp16": (1e-3, 1e-5), "bf16": (1.6e-2, 1e-5), "fp32": (1.3e-6, 1e-5)}
+
+
+@pytest.mark.parametrize(
+    "text, want", [("rtol=1e-2,atol=1e-3", (1e-2, 1e-3)), ("atol=0.5", (0.0, 0.5)), (" rtol=0 , atol=2 ", (0, 2))]
+)
+def test_parse_tolerance(text, want):
+    assert parse_tolerance(text) == want
+
+
+@pytest.mark.parametrize("bad", ["rtol", "tol=1", "rtol=x", "atol=-1", ""])
+def test_parse_tolerance_refuses(bad):
+    with pytest.raises(ValueError, match="--check"):
+        parse_tolerance(bad)
+
+
+def test_cli_json_and_check_exit_codes(capsys):
+    base = ["design", "--op", "mm", "--shape", "8", "16", "256", "--dtype", "fp16", "--gpus", "h100,a100"] + ARGS
+    assert main(base + ["--format", "json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert j["units"] == ["h100", "a100"] and j["rule"]["atol"] > 0
+    rtol, atol = j["rule"]["rtol"], j["rule"]["atol"]
+    assert main(base + ["--check", f"rtol={rtol},atol={atol}"]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "check rtol=" in out
+    assert main(base + ["--check", "rtol=0,atol=1000"]) == 1
+    assert "MISSES" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (["--op", "conv9", "--shape", "1", "2", "3", "--dtype", "fp16"], "--op"),
+        (["--op", "mm", "--shape", "1", "2", "--dtype", "fp16"], "--shape"),
+        (["--op", "mm", "--shape", "1", "2", "3", "--dtype", "fp64"], "--dtype"),
+        (["--op", "mm", "--shape", "1", "2", "3", "--dtype", "fp16", "--gpus", "h900"], "--gpus"),
+        (["--op", "mm", "--shape", "1", "2", "3", "--dtype", "fp16", "--check", "rtol"], "--check"),
+        (["--op", "mm", "--dtype", "fp16"], "--op needs --shape"),
+    ],
+)
+def test_cli_errors_name_the_field(argv, field, capsys):
+    assert main(["design", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fp16emu design: error:") and field in err and err.count("\n") == 1
