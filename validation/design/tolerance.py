@@ -12,7 +12,7 @@ float64, over every element):
 * ``recommended``: the same form with ``rtol`` the output format's unit roundoff (2^-8 bf16,
   2^-11 fp16, 2^-24 fp32: its own last rounding) and ``atol`` ``margin`` times the largest
   ``|out − ref| − rtol·|ref|`` over every legal schedule and operand set, never below
-  ``rtol·rms(ref)`` (never zero for float inputs).
+  ``K·2^-24·rms(ref)`` (the fp32 accumulation's own scale: never zero for float inputs).
 * ``FlashAttention 2x``: ``max|out − ref| ≤ 2·max|plain − ref|``, ``plain`` the same op in the
   same dtype by one plain schedule (one chain of the first GPU's unit) — Dao-AILab/flash-attention
   ``tests/test_flash_attn.py``.
@@ -184,7 +184,8 @@ def _recommended(problem: LibraryProblem, legal: list[Run], refs, margin: float)
         e = r.error(ref) - rtol * np.abs(ref)
         if e.size:
             excess = max(excess, float(np.nanmax(e)))
-    floor = rtol * max(float(np.sqrt(np.mean(np.square(ref)))) for ref in refs)
+    # the fp32 accumulation's own scale: K products' rounding at 2^-24 of the typical magnitude
+    floor = problem.K * 2.0**-24 * max(float(np.sqrt(np.mean(np.square(ref)))) for ref in refs)
     atol = max(margin * excess, floor, np.finfo(np.float32).tiny)
     return rtol, float(f"{atol:.3g}") if atol < 1e300 else atol
 
