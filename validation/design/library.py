@@ -133,7 +133,8 @@ def problem_from_op(
 ) -> LibraryProblem:
     """A problem from an op description: ``mm``/``addmm`` (M, N, K), ``linear`` (M, N, K: input
     (M, K), weight (N, K), a bias (N) unless ``bias=False``), ``bmm`` (B, M, N, K); ``e4m3``
-    makes ``mm`` a ``torch._scaled_mm`` (unit scales, bf16 output). Operands drawn uniform in
+    makes ``mm`` a ``torch._scaled_mm`` (per-tensor scales 0.75 and 1.25, a bf16 bias unless
+    ``bias=False``, a bf16 output, exact accumulation asked). Operands drawn uniform in
     ``value_range`` from ``seed`` as the capture kit draws them."""
     dtype = str(dtype).lower()
     if dtype not in DESIGN_DTYPES:
@@ -172,7 +173,9 @@ def problem_from_op(
         if op == "scaled_mm":
             from ..captures.format import generate_operands, scaled_capture_fields
 
-            spec = {**spec, "out_dtype": "bfloat16"}
+            # scales that are not 1 and a bias, so that the scale and bias mutants have something to act on
+            spec = {**spec, "out_dtype": "bfloat16", "scale_a": 0.75, "scale_b": 1.25, "bias": bias}
+            spec["shapes"] = {k: v for k, v in shapes.items() if k in ("A", "B")}
             ops = generate_operands(spec)
             fields = scaled_capture_fields(spec, ops, np.zeros((M, N), np.uint16))
         else:
