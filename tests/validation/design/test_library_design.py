@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from emu.schedule import Schedule
+from validation.captures.format import complete, save
+from validation.captures.gemms import Candidate, Variant, bits
 from validation.cli import main
-from validation.design import LIBRARY_MUTANTS, design_json, design_library, problem_from_op
-from validation.design.library import reference
+from validation.design import LIBRARY_MUTANTS, design_json, design_library, problem_from_capture, problem_from_op
+from validation.design.library import reference, run_schedule
 from validation.design.mutants import NotApplicable, run_mutant
 from validation.design.tolerance import ASSERT_CLOSE_DEFAULTS, parse_tolerance
+from validation.diff import diff_captures
 
 ARGS = ["--max-schedules", "6", "--operand-sets", "2", "--mutant-bases", "1", "--no-progress"]
 
@@ -121,3 +126,44 @@ def test_cli_errors_name_the_field(argv, field, capsys):
     assert main(["design", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("fp16emu design: error:") and field in err and err.count("\n") == 1
+
+
+H200 = Path(__file__).resolve().parents[2] / "data" / "captures" / "h200_s16"
+
+
+def test_an_h200_captures_rule_passes_another_split_count_and_fails_planted_bugs(tmp_path):
+    """Issue 40's acceptance on a kept H200 capture (3 splits of 64-wide k tiles): the rule designed
+    for H100 and H200 passes the same mm with 2 splits (what an H100 may pick; emulated here) and
+    fails the H200 output with the last k tile of one output tile dropped or one split lost; and
+    diff reads the two outputs as rounding, naming both schedules."""
+    path = H200 / "t_mm_128x4096x64_bf16.npz"
+    p = problem_from_capture(path, ["h100", "h200"])
+    d = design_library(p, max_schedules=3, n_operands=1, mutant_bases=1, mutants=["split-lost"])
+    assert d.identified is not None and "3 splits of 64-wide k tiles" in d.identified
+    rtol, atol = d.recommended
+    ref = d.refs[0]
+
+    def passes(out):
+        return bool(np.all(np.abs(out.astype(np.float64) - ref) <= atol + rtol * np.abs(ref)))
+
+    assert passes(p.cap.out)
+    two = Schedule(k_tile=64, splits=2, split_rule="ceil", output="bf16")
+    other = run_schedule(p.cap, Candidate("h100", Variant(), two))
+    assert not np.array_equal(bits(other), bits(p.cap.out))  # another split count: other bits
+    assert passes(other)
+    pinned = d.schedules[0]
+    for name in ("k-tile-dropped", "split-lost"):
+        assert not passes(run_mutant(name, p.cap, pinned, p.cap.out)), name
+    fields = complete(dict(np.load(path)))
+    save(tmp_path / "h100.npz", {**fields, "out": other, "gpu": "NVIDIA H100 80GB HBM3"})
+    pair = diff_captures(path, tmp_path / "h100.npz")
+    assert pair.reading == "rounding" and pair.n_differ > 0
+    assert "3 splits" in pair.json()["schedules"]["a"] and "2 splits" in pair.json()["schedules"]["b"]
+
+
+def test_a_bf16_convolution_never_gets_a_zero_tolerance():
+    p = problem_from_capture(H200 / "t_conv2d_n2c16k16h12r5s1p2_conti_bf16.npz", ["h100"])
+    d = design_library(p, max_schedules=2, n_operands=1, mutant_bases=1, mutants=["stale-tile"], identify=False)
+    rtol, atol = d.recommended
+    assert rtol > 0 and atol > 0
+    assert d.false_alarms(next(r for r in d.rules if r.name == "recommended")).failed == 0
