@@ -231,14 +231,19 @@ def _cmd_library(args, is_capture) -> int:
         from tqdm import tqdm
 
         bar = tqdm(total=0, desc="design", unit="run", leave=False, file=sys.stderr, **bar_width(sys.stderr))
+    # no terminal (a log, nohup, CI): a plain line every HEARTBEAT_S instead of the bar
+    beat = Heartbeat(HEARTBEAT_S, unit="runs") if bar is None and not args.no_progress else None
 
     def total(n):
         if bar is not None:
             bar.total = n
             bar.refresh()
+        if beat is not None:
+            beat.total = n
 
+    progress = bar.update if bar is not None else None if beat is None else beat.update
     try:
-        d = design_library(problem, progress=bar.update if bar is not None else None, total=total, **kw)
+        d = design_library(problem, progress=progress, total=total, **kw)
     finally:
         if bar is not None:
             bar.close()

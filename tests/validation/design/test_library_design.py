@@ -98,7 +98,7 @@ def test_parse_tolerance_refuses(bad):
         parse_tolerance(bad)
 
 
-def test_cli_json_and_check_exit_codes(capsys):
+def test_cli_json_and_check_exit_codes(capsys, tmp_path):
     base = ["design", "--op", "mm", "--shape", "8", "16", "256", "--dtype", "fp16", "--gpus", "h100,a100"] + ARGS
     assert main(base + ["--format", "json"]) == 0
     j = json.loads(capsys.readouterr().out)
@@ -107,8 +107,10 @@ def test_cli_json_and_check_exit_codes(capsys):
     assert main(base + ["--check", f"rtol={rtol},atol={atol}"]) in (0, 1)
     out = capsys.readouterr().out
     assert "check rtol=" in out
-    assert main(base + ["--check", "rtol=0,atol=1000"]) == 1
-    assert "MISSES" in capsys.readouterr().out
+    assert main(base + ["--check", "rtol=0,atol=1000", "--plot", str(tmp_path / "tol.png")]) == 1
+    out = capsys.readouterr().out
+    assert "MISSES" in out and f"plot: {tmp_path / 'tol.png'}" in out
+    assert (tmp_path / "tol.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize(
