@@ -54,6 +54,9 @@ def register_cli(subparsers):
         "--operand-sets", default="2", help="operand sets: the op's own, then generated ones of its range (default 2)"
     )
     lib.add_argument("--mutant-bases", default="2", help="legal schedules each mutant is planted in (default 2)")
+    lib.add_argument(
+        "--max-outputs", default="65536", help="outputs judged at most: the op's first rows (default 65536)"
+    )
     lib.add_argument("--margin", default="2", help="the recommended atol's margin over the legal errors (default 2)")
     p.add_argument(
         "--validators",
@@ -224,6 +227,7 @@ def _cmd_library(args, is_capture) -> int:
         n_operands=_number(args.operand_sets, "operand-sets", int, 1, 1000),
         mutant_bases=_number(args.mutant_bases, "mutant-bases", int, 1, 1000),
         margin=_number(args.margin, "margin", float, 1.0, 1e6),
+        max_outputs=_number(args.max_outputs, "max-outputs", int, 1, 1 << 30),
     )
     show = not args.no_progress and (args.progress or sys.stderr.isatty())
     bar = None

@@ -43,6 +43,7 @@ __all__ = [
     "DESIGN_DTYPES",
     "DESIGN_OPS",
     "LibraryProblem",
+    "bounded",
     "legal_schedules",
     "problem_json",
     "operand_sets",
@@ -109,7 +110,7 @@ def units_of(gpus, fmt: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def _value_range(cap: Capture) -> tuple[float, float]:
-    vals = [_values(cap, v, n) for n, v in cap.operands.items() if n in ("A", "B", "input", "weight")]
+    vals = [_values(cap, v, n) for n, v in cap.operands.items() if n in ("A", "B", "input", "weight", "grad_output")]
     lo = min(float(v.min()) for v in vals)
     hi = max(float(v.max()) for v in vals)
     return (lo, hi) if hi > lo else (lo - 1.0, hi + 1.0)
@@ -190,6 +191,38 @@ def problem_from_op(
     cap.path = f"{op} {'×'.join(map(str, dims))} {dtype} (described; operands uniform in [{lo:g}, {hi:g}], seed {seed})"
     _, units = units_of(names, dtype)
     return LibraryProblem(cap, names, units, "described", False, (lo, hi))
+
+
+def bounded(problem: LibraryProblem, max_outputs: int) -> tuple[LibraryProblem, str | None]:
+    """``problem`` cut to at most ``max_outputs`` outputs where its rows are independent GEMM rows
+    (mm, addmm, linear, scaled_mm: the first rows of A or the input, C, scales and the output;
+    bmm: the first batches): every output keeps its K products and schedule, so the errors and
+    rules judged are those of the whole op's rows kept. A note saying so, or None when uncut."""
+    cap = problem.cap
+    if cap.out.size <= max_outputs or cap.conv is not None:
+        return problem, None
+    ops = dict(cap.operands)
+    extra = dict(cap.extra)
+    if cap.op == "bmm":
+        keep = max(1, max_outputs // (cap.out.shape[1] * cap.out.shape[2]))
+        ops = {k: v[:keep] for k, v in ops.items()}
+        out = cap.out[:keep]
+        what = f"the first {keep} of {cap.out.shape[0]} batches"
+    else:
+        N = cap.out.shape[-1]
+        out2 = cap.out.reshape(-1, N)
+        keep = max(1, max_outputs // N)
+        name = "input" if cap.op == "linear" else "A"
+        ops[name] = ops[name].reshape(-1, ops[name].shape[-1])[:keep]
+        if "C" in ops:
+            ops["C"] = np.broadcast_to(ops["C"], cap.out.shape).reshape(-1, N)[:keep].copy()
+        if cap.op == "scaled_mm" and extra["scale_a"].shape[0] > 1:
+            extra["scale_a"] = extra["scale_a"][:keep]
+        out = out2[:keep]
+        what = f"the first {keep} of {out2.shape[0]} rows"
+    cut = dataclasses.replace(cap, operands=ops, out=out, extra=extra)
+    note = f"{what} kept ({out.size} of {cap.out.size} outputs, --max-outputs): rows are independent GEMM rows"
+    return dataclasses.replace(problem, cap=cut), note
 
 
 def _fp8_names(cap: Capture) -> tuple[str, str]:

@@ -35,8 +35,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from models.libraries import unit_from_gpu
+
 from ..captures.gemms import Candidate, bits
-from .library import LibraryProblem, legal_schedules, operand_sets, reference, run_schedule
+from .library import LibraryProblem, bounded, legal_schedules, operand_sets, reference, run_schedule
 from .mutants import LIBRARY_MUTANTS, NotApplicable, run_mutant
 from .stats import Rate
 
@@ -187,7 +189,8 @@ def _recommended(problem: LibraryProblem, legal: list[Run], refs, margin: float)
     # the fp32 accumulation's own scale: K products' rounding at 2^-24 of the typical magnitude
     floor = problem.K * 2.0**-24 * max(float(np.sqrt(np.mean(np.square(ref)))) for ref in refs)
     atol = max(margin * excess, floor, np.finfo(np.float32).tiny)
-    return rtol, float(f"{atol:.3g}") if atol < 1e300 else atol
+    step = 10.0 ** (math.floor(math.log10(atol)) - 2)  # three significant digits, rounded up
+    return rtol, float(f"{math.ceil(atol / step * (1 - 1e-12)) * step:.3g}")
 
 
 def rules_for(problem: LibraryProblem, recommended: tuple[float, float], c: float = 1.0) -> list[ToleranceRule]:
@@ -231,6 +234,7 @@ def design_library(
     margin: float = 2.0,
     seed: int = 0,
     identify: bool = True,
+    max_outputs: int = 1 << 16,
     progress=None,
     total=None,
 ) -> LibraryDesign:
@@ -238,22 +242,28 @@ def design_library(
     docstring): at most ``max_schedules`` schedules (sampled), on ``n_operands`` operand sets
     (the problem's own and generated ones), each mutant planted in ``mutant_bases`` legal
     schedules (split ones first) on every operand set. ``identify``: search the capture's own
-    schedule first (it is pinned, and legal). ``progress(n)`` after each run; ``total(n)`` once."""
+    schedule first (it is pinned, and legal). An op of more than ``max_outputs`` outputs keeps its
+    first rows (:func:`validation.design.library.bounded`; the report says so). ``progress(n)`` after each run; ``total(n)`` once."""
     import time
 
     t0 = time.perf_counter()
     names = list(LIBRARY_MUTANTS) if mutants is None else list(mutants)
     first, identified, notes = [], None, []
-    if problem.measured and identify:
+    if problem.measured and identify:  # on the whole capture: the GPU's schedule is the whole shape's
         from ..captures.report import reading_of
         from ..captures.search import search
 
-        rd = reading_of(problem.cap, search(problem.cap, hw=problem.units[0] if problem.cap.input != "fp32" else None))
+        own = problem.cap.gpu and unit_from_gpu(problem.cap.gpu)  # the GPU that ran it, named or not
+        hw = None if own or problem.cap.input == "fp32" else problem.units[0]
+        rd = reading_of(problem.cap, search(problem.cap, hw=hw))
         if rd.reading == "rounding" and rd.result.best is not None:
             first = [rd.result.best]
             identified = rd.result.best.describe()
         else:
             notes.append(f"the capture's output is not reproduced by any schedule (identify reads {rd.reading})")
+    problem, cut = bounded(problem, max_outputs)
+    if cut:
+        notes.append(cut)
     schedules, n_total, more = legal_schedules(problem, max_schedules, first, seed)
     notes += more
     sets = operand_sets(problem, n_operands)

@@ -169,3 +169,17 @@ def test_a_bf16_convolution_never_gets_a_zero_tolerance():
     rtol, atol = d.recommended
     assert rtol > 0 and atol > 0
     assert d.false_alarms(next(r for r in d.rules if r.name == "recommended")).failed == 0
+
+
+def test_a_large_op_keeps_its_first_rows_and_says_so():
+    from validation.design.library import bounded, legal_schedules
+
+    p = problem_from_op("linear", (64, 16, 96), "fp16", ["h100"])
+    cut, note = bounded(p, 128)
+    assert cut.cap.out.shape == (8, 16) and cut.cap.operands["input"].shape == (8, 96) and "first 8 of 64 rows" in note
+    assert bounded(p, 64 * 16) == (p, None)
+    (cand,) = [c for c in legal_schedules(p, 3)[0] if c.schedule.splits > 1][:1]
+    whole = run_schedule(p.cap, cand)
+    assert np.array_equal(bits(run_schedule(cut.cap, cand)), bits(whole[:8]))  # rows are independent
+    d = design_library(p, max_schedules=2, n_operands=1, mutant_bases=1, mutants=["split-lost"], max_outputs=128)
+    assert any("first 8 of 64 rows" in n for n in d.notes) and d.refs[0].shape == (8, 16)
