@@ -37,8 +37,14 @@ def register_cli(subparsers):
         "library ops (a capture, or --op): the legal schedules of the GPUs named, library bug mutants, and the "
         "rules people paste (docs/design.md, 'Library ops')"
     )
-    lib.add_argument("--op", default=None, help="mm, linear, bmm, addmm (scaled_mm: --dtype e4m3)")
-    lib.add_argument("--shape", nargs="+", default=None, metavar="N", help="M N K (bmm: B M N K)")
+    lib.add_argument("--op", default=None, help="mm, linear, bmm, addmm, conv2d (scaled_mm: --dtype e4m3)")
+    lib.add_argument(
+        "--shape",
+        nargs="+",
+        default=None,
+        metavar="N",
+        help="M N K (bmm: B M N K; conv2d: N C H W K R S, stride 1, no padding)",
+    )
     lib.add_argument("--dtype", default=None, help="fp16, bf16, fp32, tf32 (allow_tf32 on) or e4m3 (scaled_mm)")
     lib.add_argument(
         "--gpus", default=None, help="GPUs the test runs on, e.g. h100,h200,a100,mi300 (default: the capture's)"

@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 #: the ops ``fp16emu design --op`` describes (``scaled_mm`` is the fp8 form of ``mm``)
-DESIGN_OPS = ("mm", "linear", "bmm", "addmm", "scaled_mm")
+DESIGN_OPS = ("mm", "linear", "bmm", "addmm", "scaled_mm", "conv2d")
 #: the dtypes it takes: operands (and outputs, but fp8's bf16)
 DESIGN_DTYPES = ("fp16", "bf16", "fp32", "tf32", "e4m3")
 _DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "tf32": "float32", "e4m3": "float8_e4m3fn"}
@@ -141,21 +141,28 @@ def problem_from_op(
     if dtype not in DESIGN_DTYPES:
         raise ValueError(f"--dtype: {dtype!r} is not one of {', '.join(DESIGN_DTYPES)}")
     if op not in DESIGN_OPS:
-        extra = " (convolutions: design a capture of one)" if op in OPS else ""
+        extra = " (backward convolutions: design a capture of one)" if op in OPS else ""
         raise ValueError(f"--op: {op!r} is not one of {', '.join(DESIGN_OPS)}{extra}")
     if dtype == "e4m3" and op in ("mm", "scaled_mm"):
         op = "scaled_mm"
     elif dtype == "e4m3" or op == "scaled_mm":
         raise ValueError(f"--dtype: fp8 (e4m3) is designed for mm (torch._scaled_mm), not {op}")
     dims = [int(x) for x in shape]
-    want = 4 if op == "bmm" else 3
+    want = {"bmm": 4, "conv2d": 7}.get(op, 3)
     if len(dims) != want or min(dims) < 1:
-        names = "B M N K" if op == "bmm" else "M N K"
+        names = {"bmm": "B M N K", "conv2d": "N C H W K R S"}.get(op, "M N K")
         raise ValueError(f"--shape: {op} takes {want} sizes ≥ 1 ({names}), got {' '.join(map(str, shape))}")
     if np.prod(dims, dtype=np.int64) > 1 << 28:
         raise ValueError(f"--shape: {'×'.join(map(str, dims))} is too large to emulate here (at most 2^28 products)")
     names, _ = units_of(gpus, dtype)
-    if op == "bmm":
+    conv = {}
+    if op == "conv2d":
+        n, c, h, w, k, r, s_ = dims
+        if r > h or s_ > w:
+            raise ValueError(f"--shape: a {r}×{s_} filter does not fit a {h}×{w} image (stride 1, no padding)")
+        shapes = {"input": [n, c, h, w], "weight": [k, c, r, s_]} | ({"bias": [k]} if bias else {})
+        conv = {"stride": np.array([1, 1]), "padding": np.array([0, 0]), "dilation": np.array([1, 1]), "groups": 1}
+    elif op == "bmm":
         b, M, N, K = dims
         shapes = {"A": [b, M, K], "B": [b, K, N]}
     elif op == "linear":
@@ -183,9 +190,12 @@ def problem_from_op(
             from ..captures.format import generate_operands
 
             ops = generate_operands(spec)
-            out_shape = {"bmm": (dims[0], dims[1], dims[2])}.get(op, (dims[0], dims[1]))
+            out_shape = {
+                "bmm": (dims[0], dims[1], dims[2]),
+                "conv2d": (dims[0], dims[4], dims[2] - dims[5] + 1, dims[3] - dims[6] + 1),
+            }.get(op, (dims[0], dims[1]))
             out = np.zeros(out_shape, np.dtype(ml_dtypes.bfloat16) if dtype == "bf16" else ops[next(iter(ops))].dtype)
-            fields = {"op": op, **ops, "out": out, "dtype": _DTYPE[dtype], "allow_tf32": dtype == "tf32"}
+            fields = {"op": op, **ops, **conv, "out": out, "dtype": _DTYPE[dtype], "allow_tf32": dtype == "tf32"}
         save(path, fields)
         cap = load_capture(path)
     cap.path = f"{op} {'×'.join(map(str, dims))} {dtype} (described; operands uniform in [{lo:g}, {hi:g}], seed {seed})"

@@ -183,3 +183,20 @@ def test_a_large_op_keeps_its_first_rows_and_says_so():
     assert np.array_equal(bits(run_schedule(cut.cap, cand)), bits(whole[:8]))  # rows are independent
     d = design_library(p, max_schedules=2, n_operands=1, mutant_bases=1, mutants=["split-lost"], max_outputs=128)
     assert any("first 8 of 64 rows" in n for n in d.notes) and d.refs[0].shape == (8, 16)
+
+
+def test_a_described_conv2d_is_a_capture_of_its_shape_and_its_reference_is_the_convolution():
+    p = problem_from_op("conv2d", (2, 3, 5, 6, 4, 3, 2), "fp16", ["h100"])
+    cap = p.cap
+    assert cap.out.shape == (2, 4, 3, 5) and p.K == 3 * 3 * 2
+    x = cap.operands["input"].view(np.float16).astype(np.float64)
+    w = cap.operands["weight"].view(np.float16).astype(np.float64)
+    b = cap.operands["bias"].view(np.float16).astype(np.float64)
+    want = np.zeros((2, 4, 3, 5))
+    for i in range(3):
+        for j in range(5):
+            want[:, :, i, j] = np.einsum("ncrs,kcrs->nk", x[:, :, i : i + 3, j : j + 2], w)
+    want += b[None, :, None, None]
+    np.testing.assert_allclose(reference(cap), want, rtol=1e-12, atol=1e-12)  # fp64 sums in another order
+    with pytest.raises(ValueError, match="--shape: a 7×2 filter does not fit"):
+        problem_from_op("conv2d", (1, 3, 5, 6, 4, 7, 2), "fp16", ["h100"])
