@@ -30,7 +30,10 @@ def register_cli(subparsers):
         "names or config texts. For each, the correct kernel's metrics over seeds (noise model, analytic bounds, "
         "recommended thresholds) and every validation function on the correct kernel and on every bug mutant "
         "(models.bugs). The tests share one data type, fp16 (-t f16) or bf16 (-t bf16): its inputs, output "
-        "rounding, ulps, preset limits and mutants. See docs/design.md.",
+        "rounding, ulps, preset limits and mutants. Or a library op: a capture (CAPTURE.npz) or --op/--shape/--dtype, "
+        "judged over the legal schedules of --gpus against library bug mutants and the rules people paste, with a "
+        "recommended assert_close tolerance (exit 1 when --check's tolerance fails a legal schedule or misses a "
+        "mutant). See docs/design.md.",
     )
     p.add_argument("tests", nargs="*", metavar="SUITE|CONFIG|CAPTURE.npz")
     lib = p.add_argument_group(
@@ -106,7 +109,12 @@ def register_cli(subparsers):
         "results do not depend on it",
     )
     add_format_option(p)
-    p.add_argument("--plot", default=None, metavar="FILE.png", help="false alarms vs detection, and the noise")
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE.png",
+        help="suites: false alarms vs detection, and the noise; library ops: every run's error against each rule's threshold",
+    )
     p.add_argument("--progress", action="store_true", help="show a progress bar even when not on a terminal")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_design)
