@@ -190,10 +190,10 @@ def problem_from_op(
             from ..captures.format import generate_operands
 
             ops = generate_operands(spec)
-            out_shape = {
-                "bmm": (dims[0], dims[1], dims[2]),
-                "conv2d": (dims[0], dims[4], dims[2] - dims[5] + 1, dims[3] - dims[6] + 1),
-            }.get(op, (dims[0], dims[1]))
+            if op == "conv2d":
+                out_shape = (dims[0], dims[4], dims[2] - dims[5] + 1, dims[3] - dims[6] + 1)
+            else:
+                out_shape = tuple(dims[:3]) if op == "bmm" else (dims[0], dims[1])
             out = np.zeros(out_shape, np.dtype(ml_dtypes.bfloat16) if dtype == "bf16" else ops[next(iter(ops))].dtype)
             fields = {"op": op, **ops, **conv, "out": out, "dtype": _DTYPE[dtype], "allow_tf32": dtype == "tf32"}
         save(path, fields)
