@@ -1,4 +1,4 @@
-"""Every example in README.md and docs/ (guide, identify, design) runs: ```python blocks are executed in order in one
+"""Every example in README.md and docs/ (guide, identify, design, diff) runs: ```python blocks are executed in order in one
 namespace per file, and each ``fp16emu`` command of a ```console / ```bash / ```sh block is run
 through :func:`validation.cli.main` (exit code 0, or the ``# exit N`` its line ends with). A block
 preceded by ``<!-- slow -->`` is marked slow; commands naming ``../shared`` skip without it.
@@ -17,7 +17,13 @@ SHARED = ROOT.parent / "shared"
 # a GPU's probe outputs are shown with fp16emu's emulation standing in for the device
 # (`fp16emu probe --emulate UNIT`, probe_gpu.run_file with an emulated backend); the GPU commands
 # themselves sit in ```text blocks, which are not run
-DOCS = [ROOT / "README.md", ROOT / "docs" / "guide.md", ROOT / "docs" / "identify.md", ROOT / "docs" / "design.md"]
+DOCS = [
+    ROOT / "README.md",
+    ROOT / "docs" / "guide.md",
+    ROOT / "docs" / "identify.md",
+    ROOT / "docs" / "design.md",
+    ROOT / "docs" / "diff.md",
+]
 FENCE = re.compile(r"(<!-- slow -->\s*\n)?```(\w+)\n(.*?)```", re.S)
 
 
@@ -78,7 +84,7 @@ def test_every_example_runs(path, tmp_path, monkeypatch, capsys):
 def test_examples_are_found():
     readme = blocks(ROOT / "README.md")
     assert sum(k == "cli" for k, _, _ in readme) >= 8 and sum(k == "python" for k, _, _ in readme) >= 2
-    for name, python, cli in (("identify.md", 1, 6), ("design.md", 1, 5)):
+    for name, python, cli in (("identify.md", 1, 6), ("design.md", 1, 7), ("diff.md", 1, 3)):
         found = blocks(ROOT / "docs" / name)
         assert sum(k == "python" for k, _, _ in found) >= python and sum(k == "cli" for k, _, _ in found) >= cli, name
     assert sys.version_info >= (3, 10) and os.sep

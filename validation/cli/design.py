@@ -30,9 +30,43 @@ def register_cli(subparsers):
         "names or config texts. For each, the correct kernel's metrics over seeds (noise model, analytic bounds, "
         "recommended thresholds) and every validation function on the correct kernel and on every bug mutant "
         "(models.bugs). The tests share one data type, fp16 (-t f16) or bf16 (-t bf16): its inputs, output "
-        "rounding, ulps, preset limits and mutants. See docs/design.md.",
+        "rounding, ulps, preset limits and mutants. Or a library op: a capture (CAPTURE.npz) or --op/--shape/--dtype, "
+        "judged over the legal schedules of --gpus against library bug mutants and the rules people paste, with a "
+        "recommended assert_close tolerance (exit 1 when --check's tolerance fails a legal schedule or misses a "
+        "mutant). See docs/design.md.",
     )
-    p.add_argument("tests", nargs="+", metavar="SUITE|CONFIG")
+    p.add_argument("tests", nargs="*", metavar="SUITE|CONFIG|CAPTURE.npz")
+    lib = p.add_argument_group(
+        "library ops (a capture, or --op): the legal schedules of the GPUs named, library bug mutants, and the "
+        "rules people paste (docs/design.md, 'Library ops')"
+    )
+    lib.add_argument("--op", default=None, help="mm, linear, bmm, addmm, conv2d (scaled_mm: --dtype e4m3)")
+    lib.add_argument(
+        "--shape",
+        nargs="+",
+        default=None,
+        metavar="N",
+        help="M N K (bmm: B M N K; conv2d: N C H W K R S, stride 1, no padding)",
+    )
+    lib.add_argument("--dtype", default=None, help="fp16, bf16, fp32, tf32 (allow_tf32 on) or e4m3 (scaled_mm)")
+    lib.add_argument(
+        "--gpus", default=None, help="GPUs the test runs on, e.g. h100,h200,a100,mi300 (default: the capture's)"
+    )
+    lib.add_argument(
+        "--check",
+        default=None,
+        metavar="rtol=…,atol=…",
+        help="does this tolerance fail a legal schedule or miss a mutant? (exit 1 if so)",
+    )
+    lib.add_argument("--max-schedules", default="16", help="legal schedules run at most, sampled (default 16)")
+    lib.add_argument(
+        "--operand-sets", default="2", help="operand sets: the op's own, then generated ones of its range (default 2)"
+    )
+    lib.add_argument("--mutant-bases", default="2", help="legal schedules each mutant is planted in (default 2)")
+    lib.add_argument(
+        "--max-outputs", default="65536", help="outputs judged at most: the op's first rows (default 65536)"
+    )
+    lib.add_argument("--margin", default="2", help="the recommended atol's margin over the legal errors (default 2)")
     p.add_argument(
         "--validators",
         nargs="+",
@@ -75,7 +109,12 @@ def register_cli(subparsers):
         "results do not depend on it",
     )
     add_format_option(p)
-    p.add_argument("--plot", default=None, metavar="FILE.png", help="false alarms vs detection, and the noise")
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE.png",
+        help="suites: false alarms vs detection, and the noise; library ops: every run's error against each rule's threshold",
+    )
     p.add_argument("--progress", action="store_true", help="show a progress bar even when not on a terminal")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_design)
@@ -93,6 +132,16 @@ def _number(value: str, name: str, kind, lo, hi):
 
 
 def _cmd_design(args) -> int:
+    from ..captures import is_capture
+
+    library = args.op is not None or (len(args.tests) == 1 and str(args.tests[0]).endswith(".npz"))
+    if library:
+        return _cmd_library(args, is_capture)
+    for name in ("shape", "dtype", "gpus", "check"):
+        if getattr(args, name) is not None:
+            raise ValueError(f"--{name}: only for a library op (a capture .npz or --op)")
+    if not args.tests:
+        raise ValueError("give a suite, configs, a capture (.npz) or --op (see fp16emu design --help)")
     fmt = str(args.format).lower()
     if args.plot and not str(args.plot).lower().endswith((".png", ".svg", ".pdf")):
         raise ValueError(f"--plot: {args.plot!r} must end in .png, .svg or .pdf")
@@ -160,6 +209,74 @@ def _cmd_design(args) -> int:
         plot(result, args.plot)
     print(format_json(result) if fmt == "json" else format_text(result))
     return 0
+
+
+def _cmd_library(args, is_capture) -> int:
+    from ..design.library import problem_from_capture, problem_from_op
+    from ..design.library_report import design_json, design_plot, design_text
+    from ..design.tolerance import design_library, parse_tolerance
+
+    fmt = str(args.format).lower()
+    gpus = None if args.gpus is None else [g for g in str(args.gpus).split(",") if g.strip()]
+    check = None if args.check is None else parse_tolerance(args.check)
+    if args.plot and not str(args.plot).lower().endswith((".png", ".svg", ".pdf")):
+        raise ValueError(f"--plot: {args.plot!r} must end in .png, .svg or .pdf")
+    if args.op is not None:
+        if args.tests:
+            raise ValueError("--op describes the op: give no capture or suite beside it")
+        if args.shape is None or args.dtype is None:
+            raise ValueError("--op needs --shape M N K (bmm: B M N K) and --dtype (fp16, bf16, fp32, tf32, e4m3)")
+        shape = [_number(x, "shape", int, 1, 1 << 24) for x in args.shape]
+        problem = problem_from_op(args.op, shape, args.dtype, gpus or ["h100"])
+    else:
+        path = args.tests[0]
+        if not is_capture(path):
+            raise ValueError(f"{path}: not a library capture (an .npz with an 'op' member)")
+        for name in ("shape", "dtype"):
+            if getattr(args, name) is not None:
+                raise ValueError(f"--{name}: the capture records it; give it only with --op")
+        problem = problem_from_capture(path, gpus)
+    kw = dict(
+        max_schedules=_number(args.max_schedules, "max-schedules", int, 1, 100_000),
+        n_operands=_number(args.operand_sets, "operand-sets", int, 1, 1000),
+        mutant_bases=_number(args.mutant_bases, "mutant-bases", int, 1, 1000),
+        margin=_number(args.margin, "margin", float, 1.0, 1e6),
+        max_outputs=_number(args.max_outputs, "max-outputs", int, 1, 1 << 30),
+    )
+    show = not args.no_progress and (args.progress or sys.stderr.isatty())
+    bar = None
+    if show:
+        from tqdm import tqdm
+
+        bar = tqdm(total=0, desc="design", unit="run", leave=False, file=sys.stderr, **bar_width(sys.stderr))
+    # no terminal (a log, nohup, CI): a plain line every HEARTBEAT_S instead of the bar
+    beat = Heartbeat(HEARTBEAT_S, unit="runs") if bar is None and not args.no_progress else None
+
+    def total(n):
+        if bar is not None:
+            bar.total = n
+            bar.refresh()
+        if beat is not None:
+            beat.total = n
+
+    progress = bar.update if bar is not None else None if beat is None else beat.update
+    try:
+        d = design_library(problem, progress=progress, total=total, **kw)
+    finally:
+        if bar is not None:
+            bar.close()
+    result = None if check is None else d.check(*check)
+    if args.plot:
+        design_plot(d, args.plot)
+    if fmt == "json":
+        import json
+
+        print(json.dumps(design_json(d, result), indent=1))
+    else:
+        print(design_text(d, result))
+        if args.plot:
+            print(f"plot: {args.plot}")
+    return 0 if result is None or result["ok"] else 1
 
 
 def _sources(items, dtype: str = "fp16") -> list[bool]:

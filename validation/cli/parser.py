@@ -12,7 +12,7 @@ import errno
 import sys
 
 from ..plots import check_path
-from . import design, explain, listing, study, units, warm
+from . import design, diff, explain, listing, study, units, warm
 from . import identify as identify_cli
 from . import run as run_cli
 from .common import Parser, UsageError, error_line
@@ -21,7 +21,7 @@ __all__ = ["main", "UsageError", "COMMANDS"]
 
 
 #: every subcommand, in the order of ``fp16emu --help``
-COMMANDS = ("run", "compare", "units", "study", "explain", "probe", "identify", "design", "list", "warm")
+COMMANDS = ("run", "compare", "units", "study", "explain", "probe", "identify", "design", "diff", "list", "warm")
 
 
 def _build_parser():
@@ -36,6 +36,7 @@ def _build_parser():
     explain.register_cli(sub)
     identify_cli.register_cli(sub)
     design.register_cli(sub)
+    diff.register_cli(sub)
     listing.register_cli(sub)
     warm.register_cli(sub)
     return parser
