@@ -114,6 +114,30 @@ class ProbeError(Exception):
     """A bad input file or an unavailable backend: one line on stderr, exit 2."""
 
 
+def _save_atomically(path, arrays: dict) -> None:
+    """``np.savez`` into a temporary file of a random name made exclusively beside ``path``
+    (``O_EXCL``), then renamed over it: a link at ``path`` is replaced, never written through, a
+    failed write leaves the old file whole, and the mode follows the umask (as
+    ``validation.files.write_atomically``; this script runs without fp16emu)."""
+    import contextlib
+    import os
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)[:80]}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def pack(
     a: np.ndarray, b: np.ndarray, c: np.ndarray, order: np.ndarray | None = None, *, tile: int = TILE, input="fp16"
 ):
@@ -416,7 +440,7 @@ def run_file(path: str, out: str, backend_name: str, device: str = "cuda", backe
         differing_rows=differing.astype(np.int64),
     )
     try:
-        np.savez(out, **arrays)
+        _save_atomically(out, arrays)
     except OSError as err:
         raise ProbeError(f"--out: cannot write {out!r} ({err.strerror or err})") from None
     return {

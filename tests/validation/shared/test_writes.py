@@ -204,3 +204,45 @@ def test_append_never_through_a_link_nor_into_a_fifo(tmp_path):
     append_text(tmp_path / "jobs.tsv", "a\n", "--out")
     append_text(tmp_path / "jobs.tsv", "b\n", "--out")
     assert (tmp_path / "jobs.tsv").read_text() == "a\nb\n"
+
+
+def _writers():
+    """The writers of the two scripts that run on a GPU machine without fp16emu (the capture kit's
+    ``format.save`` and ``probe_gpu``'s), which keep their own copy of the same steps, and the one
+    writer of fp16emu itself: each given the same planted names."""
+    import numpy as np
+
+    from validation.captures import format as capture_format
+    from validation.identify import probe_gpu
+
+    return {
+        "validation.files": lambda p, arrays: write_atomically(p, lambda fh: np.savez(fh, **arrays), "--out"),
+        "captures.format.save": capture_format.save,
+        "probe_gpu": probe_gpu._save_atomically,
+    }
+
+
+@pytest.mark.parametrize("writer", ["validation.files", "captures.format.save", "probe_gpu"])
+@pytest.mark.parametrize("plant", ["link", "dangling link", "fifo"])
+def test_every_writer_replaces_what_is_planted_at_the_name(tmp_path, writer, plant):
+    import numpy as np
+
+    victim, target = tmp_path / "victim.npz", tmp_path / "out.npz"
+    victim.write_bytes(b"precious")
+    if plant == "link":
+        target.symlink_to(victim)
+    elif plant == "dangling link":
+        target.symlink_to(tmp_path / "created.npz")
+    else:
+        os.mkfifo(target)
+    old = os.umask(0o027)
+    try:
+        _writers()[writer](target, {"a": np.arange(3)})
+    except ValueError as err:  # fp16emu's writer refuses a FIFO; the scripts replace it
+        assert writer == "validation.files" and plant == "fifo" and "FIFO" in str(err)
+        return
+    finally:
+        os.umask(old)
+    assert victim.read_bytes() == b"precious" and not (tmp_path / "created.npz").exists()
+    assert not target.is_symlink() and target.is_file() and (target.stat().st_mode & 0o777) == 0o640
+    assert np.load(target)["a"].tolist() == [0, 1, 2] and _leftovers(tmp_path) == []
