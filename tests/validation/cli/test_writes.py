@@ -169,3 +169,36 @@ def test_sigterm_while_design_runs_is_exit_143(capsys, monkeypatch):
     monkeypatch.setattr(design_cli, "design", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
     code, out, err = _cli(capsys, "design", SMALL, "--seeds", "1", "--validators", "exact", "--no-progress")
     assert code == 130 and err == "fp16emu design: interrupted\n", err
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")
+def test_sigterm_to_a_running_design_exits_143(tmp_path):
+    """The process itself: ``design --jobs 2`` with its pool's workers started, then SIGTERM."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+
+    def children(pid):
+        kids = set()
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                kids |= {int(x) for x in (task / "children").read_text().split()}
+            except OSError:
+                pass
+        return kids
+
+    cmd = [sys.executable, "-m", "validation.cli", "design", "k-sweep:1", "--seeds", "400", "--jobs", "2"]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    p = subprocess.Popen([*cmd, "--no-progress"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while len(children(p.pid)) < 2 and time.time() < deadline and p.poll() is None:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "fp16emu design: terminated", err
