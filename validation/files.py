@@ -325,7 +325,7 @@ def check_output_file(path, option: str = "output") -> Path:
         raise ValueError(f"{option}: {str(path)!r} cannot be written ({err.strerror})") from None
     if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
         kind = next((v for k, v in _KINDS.items() if k(st.st_mode)), "not a regular file")
-        raise ValueError(f"{option}: {str(path)!r} is {kind}; give a file name")
+        raise ValueError(f"{option}: {str(path)!r} is not a regular file ({kind}); give a file name")
     parent = path.parent
     if not parent.is_dir():
         why = "is not a folder" if os.path.lexists(parent) else "does not exist"
@@ -387,7 +387,7 @@ def append_text(path, text: str, option: str = "output") -> None:
     def refuse(st):
         if not stat.S_ISREG(st.st_mode):
             kind = next((v for k, v in _KINDS.items() if k(st.st_mode)), "a symbolic link (not followed)")
-            raise ValueError(f"{option}: {str(path)!r} is {kind}, not a regular file")
+            raise ValueError(f"{option}: {str(path)!r} is not a regular file ({kind})")
 
     with contextlib.suppress(FileNotFoundError):
         refuse(os.lstat(path))

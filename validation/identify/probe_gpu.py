@@ -116,25 +116,23 @@ class ProbeError(Exception):
 
 def _save_atomically(path, arrays: dict) -> None:
     """``np.savez`` into a temporary file of a random name made exclusively beside ``path``
-    (``O_EXCL``), then renamed over it: a link at ``path`` is replaced, never written through, a
-    failed write leaves the old file whole, and the mode follows the umask (as
-    ``validation.files.write_atomically``; this script runs without fp16emu)."""
-    import contextlib
+    (mode ``"x"``: ``O_CREAT|O_EXCL``, never an existing file or link), its mode the umask's, then
+    renamed over it: a link at ``path`` is replaced, never written through, and a failed write
+    leaves the old file whole (as ``validation.files.write_atomically``; this script runs
+    without fp16emu)."""
     import os
-    import tempfile
 
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)[:80]}.", suffix=".tmp", dir=folder)
+    tmp = os.path.join(folder, f".{os.path.basename(path)[:80]}.{os.urandom(6).hex()}.tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with open(tmp, "xb") as fh:
             np.savez(fh, **arrays)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(OSError):
+        try:
             os.unlink(tmp)
+        except OSError:
+            pass
         raise
 
 

@@ -70,12 +70,12 @@ def test_a_folder_at_the_target_is_refused(tmp_path, kind):
     target.mkdir()
     if kind == "folder with files":
         (target / "inside").write_text("keep")
-    assert "is a folder" in _refusal(target)
+    assert "(a folder)" in _refusal(target)
     assert target.is_dir() and _leftovers(tmp_path) == []
 
 
 def test_devices_are_refused():
-    assert "is a device" in _refusal("/dev/null")
+    assert "(a device)" in _refusal("/dev/null")
 
 
 @pytest.mark.parametrize("where", ["missing folder", "under a file", "empty"])

@@ -51,7 +51,7 @@ def test_a_save_folder_with_a_bad_name_is_refused_before_computing(capsys, tmp_p
         (d / name).mkdir()
     code, out, err = _cli(capsys, "run", SMALL, "--no-progress", "--save", str(d))
     assert code == 2 and err.count("\n") == 1 and err.startswith("fp16emu run: error: --save: "), err
-    assert ("FIFO" if what == "fifo" else "is a folder") in err and name in err
+    assert ("FIFO" if what == "fifo" else "(a folder)") in err and name in err
     assert (d / "kernel.npy").read_bytes() == b"the previous run's kernel output"
 
 
