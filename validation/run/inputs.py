@@ -400,7 +400,8 @@ def save_run(result, directory, *, command: str | None = None) -> dict[str, str]
         "command": command,
         "produced_by": "fp16emu run",
     }
-    writers[d / "run.json"] = lambda fh: fh.write(json.dumps(doc, indent=1).encode())
+    text = json.dumps(doc, indent=1).encode()  # its "files": the data files, as before
+    writers[d / "run.json"] = lambda fh: fh.write(text)
     written["run.json"] = "what produced these files"
     write_files_atomically(writers, "--save")
     return written
