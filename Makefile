@@ -90,6 +90,8 @@ reproduce-quick: $(STAMP)
 # out/fuzz-counts.json, quoted in RELIABILITY.md.
 FUZZ_SCALE ?= 50
 FUZZ_TESTS ?= tests/validation/cli/test_fuzz.py tests/validation/cli/test_fuzz_arrays.py tests/validation/identify/test_fuzz_identify.py tests/emu/test_fuzz_threads.py
+# issue 41: the one writer of every output (links, FIFOs, folders, umasks, a write failing midway)
+FUZZ_TESTS += tests/validation/shared/test_fuzz_writes.py
 fuzz: $(STAMP)
 	mkdir -p out
 	FP16EMU_FUZZ_SCALE=$(FUZZ_SCALE) FP16EMU_FUZZ_REPORT=out/fuzz-counts.json $(BIN)/python -m pytest -q $(FUZZ_TESTS)

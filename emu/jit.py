@@ -7,8 +7,10 @@ Every kernel is compiled with ``cache=True`` (compile once per machine), ``fastm
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import secrets
 import shutil
 import stat
 import tempfile
@@ -32,30 +34,86 @@ def _writable(path) -> bool:
     return True
 
 
-def _private(path: Path, create: bool) -> str | None:
-    """None when ``path`` is a folder numba may load from: a real folder (no link), owned by this
-    user, that nobody else can write to (created 0700 when ``create``); else why not. Numba
-    unpickles its index files, so a folder another user can write is code they can run as us."""
-    try:
-        if create:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                path.mkdir(mode=0o700)
-            except FileExistsError:
-                pass
-        st = os.lstat(path)
-    except OSError as exc:
-        return f"{path} cannot be made ({exc.strerror})"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"{path} is not a folder (a link or a file)"
+def _why_unsafe(path, st) -> str | None:
+    """Why the entry ``path`` (its ``lstat`` is ``st``) cannot be trusted; None when it can: a
+    real folder or regular file (no link), this user's, that nobody else can write."""
+    if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+        return f"{path} is not a folder or a regular file (a link?)"
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
         return f"{path} belongs to another user (uid {st.st_uid})"
     if st.st_mode & 0o022:
-        if create and hasattr(os, "getuid"):
-            os.chmod(path, 0o700)  # ours, made too open by an old umask: close it
-            return None
         return f"{path} can be written by others (mode {stat.S_IMODE(st.st_mode):o})"
     return None
+
+
+def _unsafe_tree(path: Path) -> str | None:
+    """Why the folder ``path`` or anything in it cannot be trusted (:func:`_why_unsafe` of every
+    folder and file, links never followed); None when all can."""
+    st = os.lstat(path)
+    why = _why_unsafe(path, st)
+    if why is not None or not stat.S_ISDIR(st.st_mode):
+        return why or f"{path} is not a folder"
+    folders = [path]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    why = _why_unsafe(entry.path, entry.stat(follow_symlinks=False))
+                    if why is not None:
+                        return why
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(Path(entry.path))
+        except OSError as exc:
+            return f"{folder} cannot be read ({exc.strerror})"
+    return None
+
+
+def _replace(path: Path) -> str | None:
+    """Move ``path`` (a folder, file or link) aside, remove it, and make a new empty folder 0700
+    in its place; None when done, else why not. What was there is never read."""
+    aside = path.with_name(f".{path.name}.unsafe.{secrets.token_hex(4)}")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        return f"{path} is unsafe and cannot be moved aside ({exc.strerror})"
+    if os.path.isdir(aside) and not os.path.islink(aside):
+        shutil.rmtree(aside, ignore_errors=True)  # never follows a link inside
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(aside)
+    try:
+        os.mkdir(path, 0o700)
+        os.chmod(path, 0o700)
+    except OSError as exc:
+        return f"{path} cannot be made ({exc.strerror})"
+    return None
+
+
+def _private(path: Path, create: bool, replace: bool, deep: bool) -> str | None:
+    """None when ``path`` is a folder numba may load from: a real folder (no link), this user's,
+    that nobody else can write, and (``deep``) every folder and file in it the same; else why
+    not. With ``create`` it is made 0700 when missing; with ``replace`` a folder that is not safe
+    is moved aside, removed and made anew, empty: never adopted (numba unpickles its index files,
+    so a file another user could plant or write is code run as us)."""
+    try:
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path, 0o700)
+        why = _unsafe_tree(path) if deep else _why_unsafe(path, os.lstat(path))
+    except OSError as exc:
+        return f"{path} cannot be made ({exc.strerror})"
+    if why is None and not path.is_dir():
+        why = f"{path} is not a folder"
+    if why is not None and replace:
+        warnings.warn(
+            f"fp16emu: numba's cache: {why}; {path} is replaced by an empty folder", RuntimeWarning, stacklevel=4
+        )
+        return _replace(path)
+    return why
 
 
 def default_cache_dir() -> Path:
@@ -107,19 +165,24 @@ def _choose_cache() -> bool:
     """Give numba one safe, writable cache folder before any kernel is decorated, the same for
     the command line, Python, ``make`` and notebooks: the user's ``NUMBA_CACHE_DIR`` when set,
     else :func:`default_cache_dir`, in a subfolder named by :func:`source_digest`. Both must be
-    folders of this user's that nobody else can write (created 0700); otherwise the kernels are compiled in memory in every
-    process, with a warning saying why (never a shared or predictable folder such as ``/tmp``)."""
+    this user's folders that nobody else can write (created 0700), and so must every folder and
+    file in the subfolder, checked now, before numba reads any; a subfolder (or the default
+    folder) that is not is replaced by an empty one. A ``NUMBA_CACHE_DIR`` that is not safe is
+    left alone: the kernels are compiled in memory in every process, with a warning saying why
+    (never a shared or predictable folder such as ``/tmp``)."""
     configured = numba.config.CACHE_DIR
     place = Path(configured) if configured else default_cache_dir()
-    why = _private(place, create=not configured or not os.path.exists(configured))
+    ours = not configured or not os.path.exists(configured)  # made by us: replaced when unsafe
+    why = _private(place, create=ours, replace=ours, deep=False)
     digest = source_digest()
     if why is None:  # one subfolder per version of the emu sources (source_digest says why)
-        fresh = not (place / digest).exists()
-        why = _private(place / digest, create=True)
+        fresh = not os.path.lexists(place / digest)
+        why = _private(place / digest, create=True, replace=True, deep=True)
         if why is None and fresh:
             _prune_versions(place, digest)
     if why is None and _writable(place / digest):
         numba.config.CACHE_DIR = str(place / digest)
+        _private_writes(place / digest)
         return True
     why = why or f"{place} is not writable"
     numba.config.CACHE_DIR = ""
@@ -127,6 +190,42 @@ def _choose_cache() -> bool:
         f"fp16emu: numba's cache is off ({why}); kernels are compiled in every process", RuntimeWarning, stacklevel=3
     )
     return False
+
+
+def _private_writes(folder: Path) -> None:
+    """Make numba create its cache folders 0700 and files 0600 under ``folder`` (it follows the
+    umask: 0775 and 0664 under umask 002), each made with that mode, so that :func:`_choose_cache`
+    never finds this user's own entries group-writable, even while another process writes them."""
+    from numba.core import caching
+
+    locator, files = getattr(caching, "_CacheLocator", None), getattr(caching, "IndexDataCacheFile", None)
+    if locator is None or not hasattr(files, "_open_for_write") or getattr(files, "_fp16emu", False):
+        return
+    ensure, open_for_write, root = locator.ensure_cache_path, files._open_for_write, str(folder) + os.sep
+
+    def ensure_cache_path(self):
+        if str(self.get_cache_path()).startswith(root):
+            os.makedirs(self.get_cache_path(), mode=0o700, exist_ok=True)
+        ensure(self)
+
+    @contextlib.contextmanager
+    def _open_for_write(self, filepath):
+        if not str(filepath).startswith(root):
+            with open_for_write(self, filepath) as fh:
+                yield fh
+            return
+        tmp = f"{filepath}.tmp.{secrets.token_hex(8)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                yield fh
+            os.replace(tmp, filepath)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    locator.ensure_cache_path, files._open_for_write, files._fp16emu = ensure_cache_path, _open_for_write, True
 
 
 #: whether compiled kernels are cached on disk (see :func:`_choose_cache`)

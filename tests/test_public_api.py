@@ -128,6 +128,7 @@ PUBLIC = {
         "UserFileError",
         "ZIP_ERRORS",
         "ZIP_MAGIC",
+        "append_text",
         "check_output_file",
         "load_npz_file",
         "open_user_file",
@@ -135,6 +136,7 @@ PUBLIC = {
         "read_npz",
         "read_text",
         "write_atomically",
+        "write_files_atomically",
     ],
     "validation.identify": [
         "Identification",

@@ -12,8 +12,11 @@ deflate's largest ratio of the stored bytes) and within the memory limit
 (:func:`validation.configs.limits.memory_limit`); two members of one name are refused. Every
 refusal is a ``ValueError`` (:class:`UserFileError` unless the caller asks for its own kind).
 
-Writing (:func:`write_atomically`): a temporary file in the same folder, then a rename, never
-through a link, never onto something that is not a regular file."""
+Writing (:func:`write_atomically`, :func:`write_files_atomically`, :func:`check_output_file`):
+the one writer of every output. A temporary file of a random name, made exclusively in the
+target's folder with the user's umask, then renamed over the target: never through a link,
+never onto something that is not a regular file (a FIFO is never opened), the folder checked
+before any work, and the files of one output written all before any is renamed."""
 
 from __future__ import annotations
 
@@ -21,9 +24,9 @@ import contextlib
 import io
 import math
 import os
+import secrets
 import stat
 import struct
-import tempfile
 import tokenize
 import zipfile
 import zlib
@@ -35,6 +38,8 @@ import numpy as np
 __all__ = [
     "check_output_file",
     "write_atomically",
+    "write_files_atomically",
+    "append_text",
     "UserFileError",
     "open_user_file",
     "read_npy",
@@ -283,41 +288,117 @@ def read_npz(fh, fail, *, check=None, select=None, limit: int | None = None, mem
     return out
 
 
+_KINDS = {
+    stat.S_ISDIR: "a folder",
+    stat.S_ISFIFO: "a FIFO (named pipe)",
+    stat.S_ISCHR: "a device",
+    stat.S_ISBLK: "a device",
+}
+
+
+def _temporary(path: Path) -> tuple[int, str]:
+    """(descriptor, name) of a new temporary file beside ``path``: a random name, made
+    exclusively (``O_EXCL``, ``O_NOFOLLOW``: never an existing file or link), its mode the
+    user's umask applied to 0666 (what ``open(path, "w")`` would give)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = str(path.parent / f".{path.name[:80]}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
 def check_output_file(path, option: str = "output") -> Path:
-    """``path`` as a file :func:`write_atomically` can write, checked before any work."""
+    """``path`` as a file :func:`write_atomically` can write, checked before any work: a name
+    that is missing, a regular file or a link (replaced, never followed), in a folder that exists
+    and takes a new file (tried: a temporary file is made and removed). ValueError naming
+    ``option`` otherwise (a folder, FIFO or device at the name, a missing or read-only folder)."""
     if path is None or not str(path).strip():
         raise ValueError(f"{option}: give a file name (got an empty path)")
     path = Path(path)
-    with contextlib.suppress(FileNotFoundError):
+    try:
         st = os.lstat(path)
-        if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-            raise ValueError(f"{option}: {str(path)!r} is not a regular file")
-    if not path.parent.is_dir():
-        raise ValueError(f"{option}: the folder {str(path.parent)!r} does not exist")
-    if not os.access(path.parent, os.W_OK | os.X_OK):
-        raise ValueError(f"{option}: the folder {str(path.parent)!r} is not writable")
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    except OSError as err:  # a folder on the way this user cannot search, a name too long
+        raise ValueError(f"{option}: {str(path)!r} cannot be written ({err.strerror})") from None
+    if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        kind = next((v for k, v in _KINDS.items() if k(st.st_mode)), "not a regular file")
+        raise ValueError(f"{option}: {str(path)!r} is not a regular file ({kind}); give a file name")
+    parent = path.parent
+    if not parent.is_dir():
+        why = "is not a folder" if os.path.lexists(parent) else "does not exist"
+        raise ValueError(f"{option}: the folder {str(parent)!r} {why}")
+    try:
+        fd, tmp = _temporary(path)
+    except OSError as err:
+        raise ValueError(f"{option}: the folder {str(parent)!r} is not writable ({err.strerror})") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
     return path
 
 
 def write_atomically(path, write: Callable, option: str = "output") -> Path:
-    """Write ``path`` through ``write(binary file object)``: into a temporary file beside it, then
-    renamed over it, so a failed write leaves the old file intact and a link at ``path`` is
-    replaced, not followed. ValueError naming ``option`` when ``path`` is empty, lies in a folder
-    that does not exist, or is a device, a folder or a FIFO (``/dev/null`` included)."""
-    path = check_output_file(path, option)
+    """Write ``path`` through ``write(binary file object)``: into a temporary file beside it
+    (:func:`write_files_atomically`), then renamed over it, so a failed or cut-short write (a
+    full disk, ``ulimit -f``) leaves the old file intact and a link at ``path`` is replaced, not
+    followed (a dangling one creates nothing where it points). ValueError naming ``option`` when
+    ``path`` is empty, lies in a folder that does not exist or cannot be written, or is a device,
+    a folder or a FIFO (``/dev/null`` included); the write's own OSError otherwise."""
+    return write_files_atomically({path: write}, option)[0]
+
+
+def write_files_atomically(files: dict, option: str = "output") -> list[Path]:
+    """Write every ``{path: write}`` as :func:`write_atomically` does, all or none: each into its
+    own temporary file first, and only when all of them are complete, each renamed over its
+    target; a refusal or a failed write leaves every target as it was. The one writer of every
+    output file (plots, saves, reports, probe files, study logs and cache entries)."""
+    paths = [check_output_file(p, option) for p in files]
+    temps: list[str] = []
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        for path, write in zip(paths, files.values()):
+            try:
+                fd, tmp = _temporary(path)
+            except OSError as err:
+                raise ValueError(f"{option}: cannot write in {str(path.parent)!r} ({err.strerror})") from None
+            temps.append(tmp)
+            with os.fdopen(fd, "wb") as fh:
+                write(fh)
+        for path in paths:  # checked again: something put at a name while the files were written
+            check_output_file(path, option)
+        for path, tmp in zip(paths, list(temps)):
+            os.replace(tmp, path)
+            temps.remove(tmp)
+    finally:
+        for tmp in temps:  # not renamed: removed
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return paths
+
+
+def append_text(path, text: str, option: str = "output") -> None:
+    """Append ``text`` to the log file ``path`` (created with the user's umask when missing):
+    opened without following a link and without blocking, and written only when that
+    descriptor is a regular file. ValueError naming ``option`` for a link, FIFO, folder or
+    device at ``path``; the write's own OSError otherwise (a full disk, ``ulimit -f``)."""
+
+    def refuse(st):
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((v for k, v in _KINDS.items() if k(st.st_mode)), "a symbolic link (not followed)")
+            raise ValueError(f"{option}: {str(path)!r} is not a regular file ({kind})")
+
+    with contextlib.suppress(FileNotFoundError):
+        refuse(os.lstat(path))
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o666)
     except OSError as err:
-        raise ValueError(f"{option}: cannot write in {str(path.parent)!r} ({err.strerror})") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return path
+        raise ValueError(f"{option}: cannot append to {str(path)!r} ({err.strerror})") from None
+    with os.fdopen(fd, "ab") as fh:
+        refuse(os.fstat(fd))  # what was opened, whatever the name held a moment before
+        fh.write(text.encode("utf-8"))
 
 
 def load_npz_file(

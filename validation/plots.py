@@ -11,15 +11,15 @@ the kernel's format at the validation value drawn for scale), and a heat map of 
 in ulps of that format (fp16 unless the caller says) at the validation value, per channel (rows) and per tap or output position (columns), the other axes
 reduced by their maximum.
 
-:func:`check_path` is called before any computation: a missing or unwritable folder, or a file
-type matplotlib cannot write here, is a usage error (exit 2).
+:func:`check_path` is called before any computation: a missing or unwritable folder, a folder or
+FIFO at the name, or a file type matplotlib cannot write here, is a usage error (exit 2).
+:func:`save` writes through :func:`validation.files.write_atomically`.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import struct
 import textwrap
 import zlib
@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from emu.formats import spacing
+
+from .files import check_output_file, write_atomically
 
 __all__ = [
     "TITLE_FIELDS",
@@ -47,18 +49,13 @@ MAX_POINTS = 20_000  # scatter points drawn (an evenly spaced subset beyond this
 
 
 def check_path(path, option: str = "--plot") -> Path:
-    """``path`` as a Path when a figure can be written there; ValueError naming ``option`` otherwise."""
+    """``path`` as a Path when a figure can be written there (a known suffix, and
+    :func:`validation.files.check_output_file`: a folder that exists and takes a new file, no
+    folder, FIFO or device at the name); ValueError naming ``option`` otherwise."""
     p = Path(path)
     if p.suffix.lower() not in SUFFIXES:
         raise ValueError(f"{option}: {str(path)!r} must end in {', '.join(SUFFIXES)}")
-    if p.is_dir():
-        raise ValueError(f"{option}: {str(path)!r} is a folder; give a file name")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise ValueError(f"{option}: folder {str(parent)!r} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise ValueError(f"{option}: folder {str(parent)!r} is not writable")
-    return p
+    return check_output_file(p, option)
 
 
 #: characters of a 9-point title line per inch of figure width (DejaVu Sans, a margin kept)
@@ -104,7 +101,9 @@ def _png_bytes(fig) -> bytes:
 
 
 def save(fig, path) -> Path:
-    """Write ``fig`` to ``path`` (PNG: the title and the fields as text chunks)."""
+    """Write ``fig`` to ``path`` (PNG: the title and the fields as text chunks) with
+    :func:`validation.files.write_atomically`: never through a link, the old file kept whole
+    when the write fails."""
     p = Path(path)
     kw = {}
     if p.suffix.lower() == ".png":
@@ -113,8 +112,8 @@ def save(fig, path) -> Path:
             "Description": json.dumps(getattr(fig, "fp16emu_fields", {}), default=str),
             "Software": "fp16emu",
         }
-    try:
-        fig.savefig(p, dpi=110, **kw)
+    try:  # a temporary file then a rename: a link at ``p`` is replaced, a cut-short write leaves the old file
+        write_atomically(p, lambda fh: fig.savefig(fh, format=p.suffix[1:].lower() or "png", dpi=110, **kw), "--plot")
     except OSError as err:
         raise ValueError(f"--plot: cannot write {str(p)!r} ({err.strerror or err})") from None
     return p

@@ -113,3 +113,107 @@ def test_the_command_line_says_when_it_compiles(tmp_path):
     assert "s of it was compiling (once)" in r.stderr.splitlines()[-1]  # and, at the end, for how long
     r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert r.returncode == 0 and "compiling" not in r.stderr, r.stderr  # the second run loads the cache
+
+
+# -- a planted index file (issue 41.1): numba unpickles ``.nbi`` files, so one planted by another
+# user, or written through a folder or file others can write, would run as the caller. A tiny
+# kernel of its own (not the emulator's) is compiled once into a fresh cache, its index replaced
+# by a pickle that would create a marker file, and the kernel run again.
+
+KERNEL = "from emu.jit import jit\n\n\n@jit\ndef plus_one(x):\n    return x + 1\n"
+RUN = (
+    "import sys, warnings; warnings.simplefilter('always'); sys.path.insert(0, sys.argv[1]); "
+    "import numba, tiny_kernel; print(tiny_kernel.plus_one(41), numba.config.CACHE_DIR)"
+)
+
+
+class _Plant:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _tiny(tmp_path, env_extra: dict) -> subprocess.CompletedProcess:
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    (src / "tiny_kernel.py").write_text(KERNEL)
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
+    env.update(PYTHONPATH=str(ROOT), **env_extra)
+    return subprocess.run([sys.executable, "-c", RUN, str(src)], cwd=tmp_path, env=env, capture_output=True, text=True)
+
+
+def _plant(tmp_path, how: str):
+    """A compiled, cached tiny kernel whose index is then replaced by a pickle that would create
+    ``marker``, the folder or file spoiled as ``how`` says; returns (env, marker, index)."""
+    import pickle
+
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    r = _tiny(tmp_path, env)
+    assert r.returncode == 0 and r.stdout.split()[0] == "42", r.stderr
+    folder = Path(r.stdout.split()[1])
+    (index,) = folder.rglob("tiny_kernel.plus_one-*.nbi")
+    marker = tmp_path / "marker"
+    index.write_bytes(pickle.dumps(_Plant(marker)))
+    if how == "another user's file":
+        os.chown(index, 12345, 12345)
+    elif how == "open folder":
+        os.chmod(folder, 0o777)
+    elif how == "open subfolder":
+        os.chmod(index.parent, 0o775)
+    elif how == "group-writable file":
+        os.chmod(index, 0o664)
+    elif how == "link":
+        real = tmp_path / "elsewhere.nbi"
+        index.rename(real)
+        index.symlink_to(real)
+    elif how == "open cache root":
+        os.chmod(folder.parent, 0o777)
+        os.chown(index, 12345, 12345)
+    return env, marker, index
+
+
+SPOILED = ["another user's file", "open folder", "open subfolder", "group-writable file", "link", "open cache root"]
+
+
+@pytest.mark.parametrize("how", SPOILED)
+def test_a_planted_index_never_runs(tmp_path, how):
+    if "another user" in how or "root" in how:
+        if not hasattr(os, "getuid") or os.getuid() != 0:
+            pytest.skip("needs root to give a file to another user")
+    env, marker, index = _plant(tmp_path, how)
+    r = _tiny(tmp_path, env)
+    assert r.returncode == 0 and r.stdout.split()[0] == "42", r.stderr
+    assert not marker.exists()  # the planted pickle was never loaded
+    assert "is replaced by an empty folder" in r.stderr and r.stdout.split()[1] == str(index.parents[1])
+    folder = index.parents[1]
+    assert (folder.stat().st_mode & 0o777) == 0o700 and (folder.parent.stat().st_mode & 0o777) == 0o700
+    planted = list(folder.rglob("*.nbi"))
+    assert planted == [index] and index.stat().st_uid == os.getuid()  # the kernel's fresh index, ours
+    assert not list(folder.parent.glob(".*unsafe*"))  # the folder moved aside is gone
+
+
+def test_the_planted_index_would_run_from_a_trusted_folder(tmp_path):
+    """The control: the same planted file, left in a private folder of this user's, is loaded (so
+    the tests above would see it run if the checks let it through)."""
+    env, marker, _ = _plant(tmp_path, "none")
+    _tiny(tmp_path, env)
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("umask", [0o002, 0o000])
+def test_a_loose_umask_still_keeps_the_cache(tmp_path, umask):
+    """numba's own folders and files are made 0700 and 0600 whatever the umask, so they are not
+    taken for planted ones and the second run loads the cache instead of replacing it."""
+    old = os.umask(umask)
+    try:
+        first = _tiny(tmp_path, {"XDG_CACHE_HOME": str(tmp_path / "xdg")})
+        second = _tiny(tmp_path, {"XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    finally:
+        os.umask(old)
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    assert "replaced" not in first.stderr + second.stderr, second.stderr
+    folder = Path(second.stdout.split()[1])
+    modes = {p.name: p.stat().st_mode & 0o777 for p in folder.rglob("*")}
+    assert modes and all(m in (0o700, 0o600) for m in modes.values()), modes

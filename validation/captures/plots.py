@@ -4,9 +4,11 @@ nearest one), in ulps, over the output laid out as a matrix."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import numpy as np
 
+from ..files import write_atomically
 from .capture import Capture
 from .gemms import SearchResult
 from .report import suspects, ulps_between
@@ -89,5 +91,10 @@ def plot_capture(cap: Capture, result: SearchResult, path, reading=None) -> None
     sub = textwrap.fill(f"{label}: {schedule}", 150)
     fig.suptitle(title + "\n" + sub, fontsize=8.5)
     fig.tight_layout(rect=(0, 0, 1, 0.86))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:  # the one writer (validation.files): a temporary file then a rename, never through a link
+        fmt = Path(path).suffix[1:].lower() or "png"
+        write_atomically(path, lambda fh: fig.savefig(fh, format=fmt, dpi=110), "--plot")
+    except OSError as err:
+        raise ValueError(f"--plot: cannot write {str(path)!r} ({err.strerror or err})") from None
+    finally:
+        plt.close(fig)

@@ -104,6 +104,7 @@ def main(argv=None) -> int:
         where = f" ({err.filename})" if err.filename else ""
         print(error_line(command, f"cannot go on: {err.strerror}{where}"), file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"fp16emu{' ' + command if command else ''}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:  # Ctrl-C: 130; SIGTERM while an engine ran (engine.Terminated): 143
+        what = "terminated" if getattr(err, "exit_code", 130) == 143 else "interrupted"
+        print(f"fp16emu{' ' + command if command else ''}: {what}", file=sys.stderr)
+        return getattr(err, "exit_code", 130)

@@ -12,7 +12,7 @@ from ..configs import ConfigError, check_rand_bound, check_seed, parse_config
 from ..plots import save
 from ..run import load_gpu_output, load_pair, plan, run, save_run
 from ..run.arrays import RAW_FORMATS
-from ..run.inputs import check_save_dir, resolve_inputs
+from ..run.inputs import check_save_dir, resolve_inputs, save_names
 from ..run.plots import compare_figure, run_figure
 from ..run.runner import check_overrides, gemm_order_note, plan_gemms
 from ..verify import compare_default, measure
@@ -215,8 +215,8 @@ def _cmd_run(args) -> int:
     if args.inputs is not None and config.random.mode != "miopen_driver" and not args.inputs.strip():
         raise UsageError("--inputs: give a folder or x.npy,w.npy[,dy.npy]")
     loaded = None
-    if args.save is not None:  # a folder that cannot be written is exit 2 before any computation
-        check_save_dir(args.save)
+    if args.save is not None:  # a folder, or a file name in it, that cannot be written: exit 2 before computing
+        check_save_dir(args.save, names=save_names(config.problem))
     if args.gpu_output is not None:  # read and check the GPU's file before the emulation spends its compute
         loaded = load_gpu_output(args.gpu_output, config.problem, "--gpu-output", raw_format=args.gpu_output_format)
     elif args.layout is not None or args.gpu_output_format is not None:

@@ -114,6 +114,28 @@ class ProbeError(Exception):
     """A bad input file or an unavailable backend: one line on stderr, exit 2."""
 
 
+def _save_atomically(path, arrays: dict) -> None:
+    """``np.savez`` into a temporary file of a random name made exclusively beside ``path``
+    (mode ``"x"``: ``O_CREAT|O_EXCL``, never an existing file or link), its mode the umask's, then
+    renamed over it: a link at ``path`` is replaced, never written through, and a failed write
+    leaves the old file whole (as ``validation.files.write_atomically``; this script runs
+    without fp16emu)."""
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)[:80]}.{os.urandom(6).hex()}.tmp")
+    try:
+        with open(tmp, "xb") as fh:
+            np.savez(fh, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def pack(
     a: np.ndarray, b: np.ndarray, c: np.ndarray, order: np.ndarray | None = None, *, tile: int = TILE, input="fp16"
 ):
@@ -416,7 +438,7 @@ def run_file(path: str, out: str, backend_name: str, device: str = "cuda", backe
         differing_rows=differing.astype(np.int64),
     )
     try:
-        np.savez(out, **arrays)
+        _save_atomically(out, arrays)
     except OSError as err:
         raise ProbeError(f"--out: cannot write {out!r} ({err.strerror or err})") from None
     return {

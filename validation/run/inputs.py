@@ -29,7 +29,7 @@ import numpy as np
 from models.harness import harness_range
 
 from ..configs import ConfigError
-from ..files import write_atomically
+from ..files import check_output_file, write_files_atomically
 from .arrays import as_typed, convert_exactly, load_array
 
 __all__ = ["InputsInfo", "resolve_inputs", "user_tensors", "save_run", "ROLE_NAMES", "MIOPEN_DRIVER_HINT"]
@@ -327,9 +327,17 @@ def user_tensors(spec, problem, fmt: str = "fp16") -> tuple[dict[str, np.ndarray
     return out, files
 
 
-def check_save_dir(directory, option: str = "--save") -> Path:
+def save_names(problem) -> list[str]:
+    """The files :func:`save_run` writes for ``problem``: the two outputs, its input tensors and
+    ``run.json``."""
+    return ["kernel.npy", "validation.npy", *(f"{ROLE_NAMES[r]}.npy" for r in _NEEDS[problem.direction]), "run.json"]
+
+
+def check_save_dir(directory, option: str = "--save", names=()) -> Path:
     """The folder ``save_run`` will write, checked before any work: a non-empty path that is a
-    folder (or can be made one) this process can write; ValueError naming ``option`` otherwise."""
+    folder (or can be made one) this process can write, and where it exists, each of ``names``
+    a name :func:`validation.files.check_output_file` accepts (no folder or FIFO there);
+    ValueError naming ``option`` otherwise."""
     if directory is None or not str(directory).strip():
         raise ValueError(f"{option}: give a folder to write into (got an empty path)")
     d = Path(directory)
@@ -341,6 +349,9 @@ def check_save_dir(directory, option: str = "--save") -> Path:
             if not os.access(parent, os.W_OK | os.X_OK):
                 raise ValueError(f"{option}: {str(parent)!r} is not writable")
             break
+    if d.is_dir():
+        for name in names:
+            check_output_file(d / name, option)
     return d
 
 
@@ -348,15 +359,18 @@ def save_run(result, directory, *, command: str | None = None) -> dict[str, str]
     """Write ``result``'s outputs and inputs under ``directory`` (created): ``kernel.npy`` (the
     kernel's output in the result tensor's shape and the kernel's format, fp16), ``validation.npy``
     (the validation function's fp32 output, same shape), one ``.npy`` per input tensor (``x``,
-    ``w``, ``dy``, in their tensors' shapes) and ``run.json`` (what produced them). Returns
-    ``{file: what}``."""
-    d = check_save_dir(directory)
-    d.mkdir(parents=True, exist_ok=True)
+    ``w``, ``dy``, in their tensors' shapes) and ``run.json`` (what produced them). Every file is
+    written (:func:`validation.files.write_files_atomically`) before any is renamed into place: a
+    refusal or a failed write leaves the folder as it was, never half of one run and half of
+    another. Returns ``{file: what}``."""
     p = result.problem
+    d = check_save_dir(directory, names=save_names(p))
+    d.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}
+    writers: dict = {}
 
     def save(name, array):
-        write_atomically(d / name, lambda fh: np.save(fh, array), "--save")
+        writers[d / name] = lambda fh: np.save(fh, array)
 
     save("kernel.npy", np.asarray(result.kernel_output).reshape(result.shape))
     written["kernel.npy"] = f"{result.kernel.key} output, fp16, {p.result_role} tensor {p.layout(p.result_role)}"
@@ -386,6 +400,8 @@ def save_run(result, directory, *, command: str | None = None) -> dict[str, str]
         "command": command,
         "produced_by": "fp16emu run",
     }
-    write_atomically(d / "run.json", lambda fh: fh.write(json.dumps(doc, indent=1).encode()), "--save")
+    text = json.dumps(doc, indent=1).encode()  # its "files": the data files, as before
+    writers[d / "run.json"] = lambda fh: fh.write(text)
     written["run.json"] = "what produced these files"
+    write_files_atomically(writers, "--save")
     return written

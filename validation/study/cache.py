@@ -11,24 +11,25 @@ used; keep the cache in a folder only you can write (the default is under ``--ou
 An entry is read without following a link, without blocking (a FIFO) and up to
 :data:`MAX_ENTRY_BYTES`. An entry that is not what :func:`read_entry` expects (not JSON, the wrong shape, another
 key, a checksum that does not match, a directory in its place) is recomputed, with one warning
-line on stderr naming the file. Writes go to a temporary file in the same folder, then
-``os.replace``: a killed run never leaves a half-written entry.
+line on stderr naming the file. Writes go through :func:`validation.files.write_atomically` (a
+temporary file in the same folder, then a rename; never through a link): a killed run never
+leaves a half-written entry.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import os
 import sys
-import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
 from models.kernels import ATOMIC_ORDERS
 
-from ..files import open_user_file
+from ..files import open_user_file, write_atomically
 from ..verify.study2022 import resolve_study_quirks
 from .measured import RANGES
 from .recipes import Recipe
@@ -177,27 +178,25 @@ class Cache:
         doc = {"schema": CACHE_VERSION, "key": key, "sha256": entry_checksum(value), "value": value}
         try:
             self._write(p, doc)
-        except OSError as err:  # the result is kept in memory; only its cache copy is lost
+        except (OSError, ValueError) as err:  # the result is kept in memory; only its cache copy is lost
+            why = (err.strerror or type(err).__name__) if isinstance(err, OSError) else str(err).split(": ", 1)[-1]
             print(
-                f"fp16emu: warning: cache entry {p}: cannot be written ({err.strerror or type(err).__name__}); not cached",
+                f"fp16emu: warning: cache entry {p}: cannot be written ({why}); not cached",
                 file=sys.stderr,
                 flush=True,
             )
 
-    @staticmethod
-    def _write(p: Path, doc: dict) -> None:
+    def _write(self, p: Path, doc: dict) -> None:
+        if p.parent.is_symlink():  # the entry's subfolder is the cache's own: never through a link
+            raise ValueError(f"{p.parent} is a symbolic link, which is not followed")
         p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.stem[:16]}.", suffix=".tmp", dir=p.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh)
-            if p.is_dir():
-                p.rmdir()  # an empty folder in the entry's place; OSError when it holds files
-            os.replace(tmp, p)
-            tmp = None
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
+        if p.is_dir() and not p.is_symlink():
+            p.rmdir()  # an empty folder in the entry's place; OSError when it holds files
+
+        def write(binary):
+            text = io.TextIOWrapper(binary, encoding="utf-8")
+            json.dump(doc, text)
+            text.flush()
+            text.detach()
+
+        write_atomically(p, write, "cache entry")

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..engine import Engine
+from ..files import append_text
 from ..progress import Heartbeat
 from .cache import Cache
 from .emulate import Job, run_job
@@ -81,18 +82,17 @@ def execute(
         n_done += 1
         results.update(res)
         if log_path is not None:
-            try:
-                with open(log_path, "a", encoding="utf-8") as fh:
-                    fh.write(
-                        f"{job.test}\t{job.range}\t{job.seed}\t{job.rand_type}\t{len(job.requests)}\t{seconds:.1f}\n"
-                    )
-            except OSError as err:
+            try:  # never through a link, never blocking on a FIFO (validation.files.append_text)
+                append_text(
+                    log_path,
+                    f"{job.test}\t{job.range}\t{job.seed}\t{job.rand_type}\t{len(job.requests)}\t{seconds:.1f}\n",
+                    "--out",
+                )
+            except (OSError, ValueError) as err:
                 if log_errors is None:
                     raise
-                log_errors.append(
-                    f"--out: cannot append to {str(log_path)!r} ({err.strerror or type(err).__name__}); "
-                    "the job log stopped there"
-                )
+                why = err.strerror or type(err).__name__ if isinstance(err, OSError) else str(err).split(": ", 1)[-1]
+                log_errors.append(f"--out: cannot append to {str(log_path)!r} ({why}); the job log stopped there")
                 log_path = None
         if bar is not None:
             bar.update(int(job.weight))

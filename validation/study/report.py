@@ -11,7 +11,7 @@ from pathlib import Path
 
 from models.kernels import ATOMIC_ORDERS
 
-from ..files import write_atomically
+from ..files import write_atomically, write_files_atomically
 from .cache import fp16emu_version
 from .judge import LineResult, num, seed_position
 from .measured import RUN_SETS
@@ -440,8 +440,7 @@ class Report:
         d.mkdir(parents=True, exist_ok=True)
         md, cs = d / "report.md", d / "reproduce.csv"
         text = self.markdown().encode("utf-8")
-        write_atomically(md, lambda fh: fh.write(text), "--out")
-        self.write_csv(cs)
+        write_files_atomically({md: lambda fh: fh.write(text), cs: self._write_csv}, "--out")  # both or neither
         return md, cs
 
 

@@ -13,6 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..engine import check_scheduler
+from ..files import check_output_file
 from ..suites import suite_config, suite_entry
 from .cache import Cache, request_key
 from .diagnose import diagnose
@@ -27,11 +28,20 @@ from .selection import Selection
 __all__ = ["reproduce", "plan_jobs", "check_out_dir"]
 
 
-def check_out_dir(path, option: str = "--out") -> Path:
+#: what a reproduction writes in ``--out``: replaced atomically (a link there is replaced), and
+#: appended to (never through a link)
+OUT_FILES, OUT_LOG = ("report.md", "reproduce.csv"), "jobs.tsv"
+
+
+def check_out_dir(path, option: str = "--out", *, files=(), log=None, link=True) -> Path:
     """``path`` as a folder the run can write into, created if needed; checked before any
     compute starts. ValueError (one line naming ``option``) for a path that is a file, lies under
-    a file, cannot be created or is not writable."""
+    a file, cannot be created or is not writable, is a symbolic link when ``link`` is False, or
+    holds something other than a regular file or link at one of ``files`` (written by
+    :func:`validation.files.write_atomically`), or other than a regular file at ``log`` (appended to)."""
     p = Path(path)
+    if not link and p.is_symlink():
+        raise ValueError(f"{option}: {str(p)!r} is a symbolic link, which is not followed; remove it")
     if p.exists() and not p.is_dir():
         raise ValueError(f"{option}: {str(p)!r} is a file, not a folder")
     anc = p
@@ -53,6 +63,11 @@ def check_out_dir(path, option: str = "--out") -> Path:
         raise ValueError(
             f"{option}: the folder {str(p)!r} is not writable ({err.strerror or type(err).__name__})"
         ) from None
+    for name in files:
+        check_output_file(p / name, option)
+    if log is not None and os.path.lexists(p / log) and ((p / log).is_symlink() or not (p / log).is_file()):
+        what = "a symbolic link, which is not followed" if (p / log).is_symlink() else "not a regular file"
+        raise ValueError(f"{option}: {str(p / log)!r} is {what}; remove it")
     return p
 
 
@@ -119,11 +134,12 @@ def reproduce(
     if show not in ("all", "mismatches", "none"):
         raise ValueError(f"--show: {show!r} is not one of all,mismatches,none")
     if out is not None:
-        check_out_dir(out, "--out")
-    if cache_dir is None and out is not None:
+        check_out_dir(out, "--out", files=OUT_FILES, log=OUT_LOG)
+    default_cache = cache_dir is None and out is not None
+    if default_cache:
         cache_dir = str(Path(out) / ".cache")
     if cache_dir:
-        check_out_dir(cache_dir, "cache folder")
+        check_out_dir(cache_dir, "cache folder", link=not default_cache)
     measured_dir = ""
     missing: list[tuple[Path, str]] = []
     if isinstance(measured, (str, os.PathLike)):
@@ -215,7 +231,7 @@ def reproduce(
     log_path = None
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
-        log_path = Path(out) / "jobs.tsv"
+        log_path = Path(out) / OUT_LOG
     log_errors: list[str] = []
     execute(jobs_list, jobs, cache_dir, progress, on_done, log_path, scheduler, heartbeat_s, log_errors)
     lines = [judge_line(i) for i in range(len(selected))]
