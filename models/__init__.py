@@ -4,11 +4,13 @@ from .units import (
     ALIASES,
     SCALED_INPUT_NAMES,
     SCALED_KINDS,
+    SCALED_RECIPES,
     SCALED_UNIT_NAMES,
     UNIT_INPUTS,
     UNIT_MIXED_INPUTS,
     UNIT_NAMES,
     Unit,
+    scaled_input,
     unit,
 )
 
@@ -22,4 +24,6 @@ __all__ = [
     "SCALED_UNIT_NAMES",
     "SCALED_KINDS",
     "SCALED_INPUT_NAMES",
+    "SCALED_RECIPES",
+    "scaled_input",
 ]

@@ -39,6 +39,8 @@ __all__ = [
     "SCALED_UNIT_NAMES",
     "SCALED_KINDS",
     "SCALED_INPUT_NAMES",
+    "SCALED_RECIPES",
+    "scaled_input",
 ]
 
 # Short citations of the published unit models and hardware measurements.
@@ -511,6 +513,37 @@ SCALED_KINDS = MappingProxyType(
 )
 PTX_SCALED = "NVIDIA PTX ISA 8.7, tcgen05.mma / mma.sync with .block_scale (kind::mxf8f6f4, kind::mxf4, kind::mxf4nvf4)"
 OCP_MX = "OCP Microscaling Formats (MX) Specification v1.0 (2023): E8M0 scale per 32 values; fp8, fp6, fp4 elements"
+
+
+#: Names of block-scaled operand recipes (``fp16emu units --input NAME``): name → (A's format,
+#: B's format, scale, block, kind). "mx" before a format or a pair (``mxe4m3``, ``mxe5m2xe2m1``)
+#: names kind::mxf8f6f4 with UE8M0 per 32 (:func:`scaled_input`).
+SCALED_RECIPES = MappingProxyType(
+    {
+        "mxf4": ("e2m1", "e2m1", "ue8m0", 32, "mxf4"),
+        "mxfp4": ("e2m1", "e2m1", "ue8m0", 32, "mxf4"),
+        "nvf4": ("e2m1", "e2m1", "ue4m3", 16, "mxf4nvf4"),
+        "nvfp4": ("e2m1", "e2m1", "ue4m3", 16, "mxf4nvf4"),
+        "mxf4nvf4": ("e2m1", "e2m1", "ue8m0", 16, "mxf4nvf4"),
+    }
+)
+
+
+def scaled_input(name: str) -> tuple[str, str, str, int, str] | None:
+    """(A's format, B's format, scale, block, kind) of a block-scaled recipe name
+    (:data:`SCALED_RECIPES`, or ``"mx"`` + a format or pair of :data:`SCALED_INPUT_NAMES`:
+    ``"mxe4m3"``, ``"mxe5m2xe2m1"``), None for a name that is neither."""
+    key = str(name).strip().lower()
+    if key in SCALED_RECIPES:
+        return SCALED_RECIPES[key]
+    if key.startswith("mx"):
+        try:
+            fa, fb = input_pair(key[2:])
+        except ValueError:
+            return None
+        if input_name(fa) in SCALED_INPUT_NAMES and input_name(fb) in SCALED_INPUT_NAMES:
+            return input_name(fa), input_name(fb), "ue8m0", 32, "mxf8f6f4"
+    return None
 
 
 def _scaled_unit(key: str, fa: InputFormat, fb: InputFormat, scale: str, block: int, kind: str | None) -> Unit:
