@@ -23,7 +23,16 @@ import numpy as np
 
 from .kernels.scaled import scaled_dot
 from .operands import PATTERN_BITS, input_name, pattern_dtype, value_dtype
-from .units import BLOCK_SCALED, INPUT_EMIN, InputFormat, ScaleFormat, UnitParams, kernel_vector, operand_formats
+from .units import (
+    BLOCK_SCALED,
+    INPUT_EMIN,
+    Family,
+    InputFormat,
+    ScaleFormat,
+    UnitParams,
+    kernel_vector,
+    operand_formats,
+)
 
 __all__ = [
     "SCALE_DTYPES",
@@ -46,36 +55,36 @@ def is_block_scaled(params: UnitParams) -> bool:
     return params.family in BLOCK_SCALED
 
 
-def _field_exponents(v: np.ndarray, emin: int) -> np.ndarray:
-    """floor(log2|v|), ``emin`` for values below 2^emin (subnormals) and zero; 0 for inf/NaN."""
+def _powers(v: np.ndarray, emin: int) -> np.ndarray:
+    """2^floor(log2|v|), 2^emin for values below it (subnormals), 0 for zero, 1 for inf / NaN."""
     finite = np.isfinite(v) & (v != 0)
-    e = np.floor(np.log2(np.where(finite, np.abs(v), 1.0))).astype(np.int64)  # exact on powers of two
-    e = np.where(v == 0, emin, np.maximum(e, emin))
-    return np.where(np.isfinite(v), e, 0).astype(np.int64)
+    e = np.floor(np.log2(np.where(finite, np.abs(v), 1.0)))  # exact: |v| is a power of two times an odd integer < 2^8
+    p = np.exp2(np.maximum(e, emin))
+    return np.where(v == 0, 0.0, np.where(np.isfinite(v), p, 1.0))
 
 
 def operand_table(fmt) -> tuple[np.ndarray, np.ndarray]:
-    """(values, field exponents) of every pattern of an operand format, indexed by the pattern:
-    float64 values (inf, NaN included), int64 exponents (:mod:`emu.kernels.scaled`)."""
+    """(values, powers) of every pattern of an operand format, indexed by the pattern (float64;
+    :mod:`emu.kernels.scaled`: the power of x is 2^(its field exponent), 0 for zero, 1 for inf
+    and NaN)."""
     fmt = InputFormat(fmt)
     n = 1 << PATTERN_BITS.get(fmt, 8)
     v = np.arange(n, dtype=np.uint8).view(value_dtype(fmt)).astype(np.float64)
-    return v, _field_exponents(v, INPUT_EMIN[fmt])
+    return v, _powers(v, INPUT_EMIN[fmt])
 
 
 def scale_table(scale: ScaleFormat) -> tuple[np.ndarray, np.ndarray]:
-    """(significands, field exponents) of every scale pattern (0 … 255): UE8M0 2^(x − 127) is
-    (1, x − 127) and 0xFF (NaN, 0); UE4M3 is e4m3 without its sign bit (the pattern's low seven
-    bits), subnormals at exponent −6, zero (0, −6), 0x7F NaN (MMA-Sim frexp_and_normalize)."""
+    """(values, powers) of every scale pattern (0 … 255), float64: UE8M0 x is 2^(x − 127) with
+    power 2^(x − 127), 0xFF NaN (power 1); UE4M3 is e4m3 without its sign bit (the pattern's low
+    seven bits), its power 2^(field exponent) (2^-6 for subnormals), 0 for zero, 0x7F NaN
+    (power 1) (MMA-Sim frexp_and_normalize)."""
     scale = ScaleFormat(scale)
     if scale == ScaleFormat.UE8M0:
         x = np.arange(256, dtype=np.int64)
-        sig = np.where(x == 255, np.nan, 1.0)
-        return sig, np.where(x == 255, 0, x - 127).astype(np.int64)
+        v = np.where(x == 255, np.nan, np.exp2((x - 127).astype(np.float64)))
+        return v, np.where(x == 255, 1.0, v)
     v = (np.arange(256, dtype=np.int64) & 0x7F).astype(np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
-    e = _field_exponents(v, -6)
-    sig = np.where(np.isfinite(v), v / 2.0**e, np.nan)
-    return sig, e
+    return v, _powers(v, -6)
 
 
 def _patterns(x, name: str, fmt: InputFormat) -> np.ndarray:
@@ -112,8 +121,8 @@ def _scale_patterns(s, name: str, params: UnitParams) -> np.ndarray:
 
 
 def _rows(x, s, x_name, s_name, params, side):
-    """(values, exponents, scale significands, scale exponents, batch shape): the distinct rows
-    of one operand with its scales, broadcast against each other."""
+    """(values, powers, scale values, scale powers, batch shape): the distinct rows of one
+    operand with its scales ((n, K) and (n, K // block)), broadcast against each other."""
     fmt = operand_formats(params)[side == "b"]
     bits = _patterns(x, x_name, fmt)
     sbits = _scale_patterns(s, s_name, params)
@@ -133,32 +142,63 @@ def _rows(x, s, x_name, s_name, params, side):
     n = int(np.prod(batch))
     bits = np.broadcast_to(bits, batch + (K,)).reshape(n, K)
     sbits = np.broadcast_to(sbits, batch + (K // blk,)).reshape(n, K // blk)
-    vt, et = operand_table(fmt)
-    st, se = scale_table(ScaleFormat(params.scale_format))
-    return vt[bits], et[bits], st[sbits], se[sbits], batch
+    vt, pt = operand_table(fmt)
+    st, sp = scale_table(ScaleFormat(params.scale_format))
+    return vt[bits], pt[bits], st[sbits], sp[sbits], batch
 
 
-def _run(params, ia, ib, A, B, c1) -> np.ndarray:
-    out = np.empty(ia.shape[0], np.float32)
+_NONE = np.empty((1, 1), np.float64)
+
+
+def _kernel_arrays(params, rows, lanes: bool) -> tuple:
+    """(W, P, SV, SP) as :func:`emu.kernels.scaled.scaled_dot` takes one operand: rows (n, K)
+    with their scales; ``lanes``: transposed, (K, n). SCALED_FUSED: values and powers with the
+    block's scale applied, no scale arrays; GROUPED_SCALED: values and the scales apart."""
+    V, P, SV, SP = rows
+    if params.family == Family.SCALED_FUSED:
+        blk = params.block_size
+        with np.errstate(invalid="ignore"):
+            W = V * np.repeat(SV, blk, axis=1)
+        P = P * np.repeat(SP, blk, axis=1)
+        out = (W, P, _NONE, _NONE)
+    else:
+        out = (V, _NONE, SV, SP)
+    if lanes:
+        out = tuple(x if x is _NONE else x.T for x in out)
+    return tuple(np.ascontiguousarray(x) for x in out)
+
+
+def _run(params, A, B, C: np.ndarray, a_lanes: bool) -> np.ndarray:
+    """(M, N) float32 from kernel arrays A (GEMM: rows; a_lanes: lanes) and B (lanes)."""
+    M, N = (1 if a_lanes else A[0].shape[0]), B[0].shape[1]
+    out = np.empty((M, N), np.float32)
     if out.size:
-        AV, AE, SAS, SAE = A
-        BV, BE, SBS, SBE = B
-        scaled_dot(ia, ib, AV, AE, BV, BE, SAS, SAE, SBS, SBE, c1, out, kernel_vector(params))
+        C = np.ascontiguousarray(np.broadcast_to(C, (M, N)), np.float32)
+        scaled_dot(*A[:2], *B[:2], *A[2:], *B[2:], C, out, kernel_vector(params), a_lanes)
     return out
 
 
 def scaled_dot_add(params: UnitParams, a, b, c32: np.ndarray, scale_a, scale_b) -> np.ndarray:
     """float32 d = c + Σ a_k·b_k·(block scales) of the broadcast batch shape (the block-scaled
     case of :func:`emu.dot_add`; ``c32`` float32 values)."""
-    *A, a_batch = _rows(a, scale_a, "a", "scale_a", params, "a")
-    *B, b_batch = _rows(b, scale_b, "b", "scale_b", params, "b")
-    if A[0].shape[1] != B[0].shape[1]:
-        raise ValueError(f"a, b: K differs ({A[0].shape[1]} vs {B[0].shape[1]})")
+    *RA, a_batch = _rows(a, scale_a, "a", "scale_a", params, "a")
+    *RB, b_batch = _rows(b, scale_b, "b", "scale_b", params, "b")
+    if RA[0].shape[1] != RB[0].shape[1]:
+        raise ValueError(f"a, b: K differs ({RA[0].shape[1]} vs {RB[0].shape[1]})")
     batch = np.broadcast_shapes(a_batch, b_batch, c32.shape)
-    ia = np.broadcast_to(np.arange(A[0].shape[0]).reshape(a_batch), batch).reshape(-1)
-    ib = np.broadcast_to(np.arange(B[0].shape[0]).reshape(b_batch), batch).reshape(-1)
-    c1 = np.ascontiguousarray(np.broadcast_to(c32, batch).reshape(-1), np.float32)
-    return _run(params, np.ascontiguousarray(ia), np.ascontiguousarray(ib), A, B, c1).reshape(batch)
+    ia = np.broadcast_to(np.arange(RA[0].shape[0]).reshape(a_batch), batch)
+    ib = np.broadcast_to(np.arange(RB[0].shape[0]).reshape(b_batch), batch)
+    if batch and batch[-1] > 1 and ia.strides[-1] == 0 and all(st == 0 for st in ib.strides[:-1]):
+        # a GEMM: A's row varies over the leading dimensions only, B's over the last only
+        N = batch[-1]
+        rows_a = ia[..., 0].reshape(-1)
+        A = _kernel_arrays(params, [x[rows_a] for x in RA], False)
+        B = _kernel_arrays(params, [x[ib.reshape(-1, N)[0]] for x in RB], True)
+        C = np.broadcast_to(c32, batch).reshape(-1, N)
+        return _run(params, A, B, C, False).reshape(batch)
+    A = _kernel_arrays(params, [x[ia.reshape(-1)] for x in RA], True)
+    B = _kernel_arrays(params, [x[ib.reshape(-1)] for x in RB], True)
+    return _run(params, A, B, np.broadcast_to(c32, batch).reshape(1, -1), True).reshape(batch)
 
 
 def scaled_gemm(params: UnitParams, A, B, c32: np.ndarray, scale_a, scale_b) -> np.ndarray:
@@ -169,19 +209,17 @@ def scaled_gemm(params: UnitParams, A, B, c32: np.ndarray, scale_a, scale_b) -> 
         raise ValueError(f"A, B: need (M, K) and (K, N), got {A.shape} and {B.shape}")
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"A, B: K differs ({A.shape[1]} vs {B.shape[0]})")
-    sb = None if scale_b is None else np.asarray(scale_b)
-    if sb is not None and sb.ndim != 2:
-        raise ValueError(f"scale_b: need (K // block, N), got shape {sb.shape}")
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if s is not None and np.ndim(s) != 2:
+            need = "(M, K // block)" if name == "scale_a" else "(K // block, N)"
+            raise ValueError(f"{name}: need {need}, got shape {np.shape(s)}")
     M, N = A.shape[0], B.shape[1]
-    if scale_a is not None and np.ndim(scale_a) != 2:
-        raise ValueError(f"scale_a: need (M, K // block), got shape {np.shape(scale_a)}")
+    sb = None if scale_b is None else np.asarray(scale_b).T
     *RA, a_batch = _rows(A, scale_a, "A", "scale_a", params, "a")
-    *RB, b_batch = _rows(B.T, None if sb is None else sb.T, "B", "scale_b", params, "b")
+    *RB, b_batch = _rows(B.T, sb, "B", "scale_b", params, "b")
     if a_batch != (M,) or b_batch != (N,):
         raise ValueError(
-            f"scale_a, scale_b: shapes {np.shape(scale_a)} and {sb.shape} do not fit A {A.shape} and B {B.shape}"
+            f"scale_a, scale_b: shapes {np.shape(scale_a)} and {np.shape(scale_b)} do not fit A {A.shape} and B {B.shape}"
         )
-    ia = np.repeat(np.arange(M), N)
-    ib = np.tile(np.arange(N), M)
-    c1 = np.ascontiguousarray(np.broadcast_to(c32, (M, N)).reshape(-1), np.float32)
-    return _run(params, ia, ib, RA, RB, c1).reshape(M, N)
+    out = _run(params, _kernel_arrays(params, RA, False), _kernel_arrays(params, RB, True), c32, False)
+    return out

@@ -2,10 +2,16 @@
 
 One kernel, :func:`scaled_dot`, for both block-scaled families; the family, the formats and every
 other parameter arrive in the parameter vector (:func:`emu.units.kernel_vector`), so it is
-compiled once. Its operands are decoded beforehand (:mod:`emu.blockscale`): each operand value
-as float64 with its field exponent (``floor(log2|x|)``, the format's subnormal exponent for its
-subnormals), each scale as its significand (float64; 1 for UE8M0, NaN for a NaN scale, 0 for a
-zero UE4M3 scale) and its field exponent (UE8M0: x − 127; UE4M3: as e4m3's, −6 for subnormals).
+compiled once. Its operands are decoded beforehand (:mod:`emu.blockscale`) into values and
+*powers* (2^(field exponent), float64): an operand's power is 2^floor(log2|x|), the format's
+2^emin for its subnormals, 0 for zero; a scale's value is its float64 value (NaN for a NaN
+scale), its power 2^(its field exponent) (UE8M0: 2^(x − 127); UE4M3: as e4m3's, 2^-6 for
+subnormals; 0 for a zero scale). For SCALED_FUSED the operands arrive with their block's scale
+applied (value·scale, power·scale power); for GROUPED_SCALED the operands and the scales apart.
+
+Layout: the output is (M, N); a task is one row m and up to LANES columns, the lanes of every
+loop. B's arrays are (K, N) (scales (K // block, N)); A's are (M, K) (one A row per output row,
+a GEMM) or, with ``a_lanes``, (K, N) like B's (one A vector per output: M = 1).
 
 Contract (``SCALED_FUSED``, MMA-Sim's ST-FDPA, mmasim/arithmetic/fdpa.py st_fdpa), per group of
 ``L`` products and the accumulator c:
@@ -30,8 +36,13 @@ times two scale significands of at most 4); a cut term is an integer below 2^(F+
 Exponents: operands −14 … 15, scales −127 … 127 each (UE8M0), c −126 … 127 (inf/NaN: 200, any
 finite value does), zero terms within ±400 (check_params): every power of two below lies in
 float64's normal range, so each scaling is exact (a term scaled below 1 cuts to ±0 whatever its
-float64 rounding). A NaN or infinite factor gets the exponent 0 (its term is NaN or ±inf,
-whatever it is aligned to, and so is the sum).
+float64 rounding). A NaN or infinite factor gets the power 1 (its term is NaN or ±inf, whatever it
+is aligned to, and so is the sum); a zero factor whose product is NaN (0·inf, a NaN scale) takes
+the zero's power, for the same reason.
+
+A term's cut value is value·2^F/2^e_max (one exact power-of-two scaling of the exact product of
+values, below 2^(F+4) in magnitude), so exponents enter only through e_max: the largest term
+power, a zero product's being 2^zero_exponent.
 """
 
 from __future__ import annotations
@@ -40,7 +51,8 @@ import numpy as np
 
 from ..jit import jit, prange
 from ..units import UnitParams
-from ._scalar import RD, RZ, field_exponent, pow2, round_to_fp32_bf
+from ._scalar import RD, RZ, exp_pow64, inv_pow2, pow2, round_to_fp32_bf
+from ._tiles import LANES
 from .truncated import rz_wide
 
 _F = UnitParams._fields
@@ -59,8 +71,7 @@ P_SUBGROUP = _F.index("subgroup_size") + 2
 assert P_BLOCK >= _TAIL and P_SUBGROUP >= _TAIL
 #: emu.units.Family.GROUPED_SCALED
 GROUPED = 7
-#: outputs per parallel task
-TASK = 256
+C_PMIN, C_PMAX = 2.0**-126, 2.0**200  # c's power: fp32's subnormal floor; inf / NaN (any finite)
 
 
 @jit(inline="always")
@@ -76,99 +87,213 @@ def _round(v, mode, fb):
     return np.float64(round_to_fp32_bf(v, mode)) + 0.0
 
 
-@jit
-def _scaled_row(av, ae, bv, be, sas, sae, sbs, sbe, c, K, L, blk, F, ezero, align, mode, fb):
-    """SCALED_FUSED over one row: c after every group of L (module docstring)."""
-    for g0 in range(0, K, L):
-        g1 = min(K, g0 + L)
-        emax = ezero if c == 0.0 else field_exponent(c, -126)
-        zero = False
-        k = g0
-        while k < g1:  # the exponents, a block at a time
-            b = k // blk
-            k1 = min(g1, (b + 1) * blk)
-            ss = sas[b] * sbs[b]
-            es = sae[b] + sbe[b]
-            for i in range(k, k1):
-                if av[i] * bv[i] * ss == 0.0:
-                    zero = True
-                else:
-                    e = ae[i] + be[i] + es
-                    emax = e if e > emax else emax
-            k = k1
-        if zero and ezero > emax:
-            emax = ezero
-        total = _cut(c * pow2(F - emax), align)
-        k = g0
-        while k < g1:  # the cut terms
-            b = k // blk
-            k1 = min(g1, (b + 1) * blk)
-            ss = sas[b] * sbs[b]
-            f = pow2(sae[b] + sbe[b] - emax + F)
-            for i in range(k, k1):
-                total += _cut(av[i] * bv[i] * ss * f, align)
-            k = k1
-        c = _round(total * pow2(emax - F), mode, fb)
-    return c
+@jit(inline="always")
+def _a(X, m, k, j, a_lanes):
+    """A's entry for output lane j: X[k, j] (one A vector per output) or X[m, k] (GEMM)."""
+    return X[k, j] if a_lanes else X[m, k]
 
 
-@jit
-def _grouped_row(av, bv, sas, sae, sbs, sbe, c, K, L, blk, G, F, ezero, align, mode, fb, ts, te):
-    """GROUPED_SCALED over one row: c after every group of L (module docstring); ``ts``, ``te``
-    hold the group's subgroup terms and exponents."""
-    for g0 in range(0, K, L):
-        g1 = min(K, g0 + L)
-        emax = ezero if c == 0.0 else field_exponent(c, -126)
-        n = 0
-        for s0 in range(g0, g1, G):
-            b = s0 // blk
-            ps = 0.0
-            nonzero = False
-            for i in range(s0, min(g1, s0 + G)):
-                p = av[i] * bv[i]
-                ps += p
-                nonzero |= p != 0.0
-            ss = sas[b] * sbs[b]
-            e = sae[b] + sbe[b] if nonzero and ss != 0.0 else ezero
-            ts[n] = ps * ss
-            te[n] = e
-            emax = e if e > emax else emax
-            n += 1
-        total = _cut(c * pow2(F - emax), align)
-        for i in range(n):
-            total += _cut(ts[i] * pow2(te[i] - emax + F), align)
-        c = _round(total * pow2(emax - F), mode, fb)
-    return c
+@jit(inline="always")
+def _c_power(c, zpow):
+    return zpow if c == 0.0 else exp_pow64(c, C_PMIN, C_PMAX)
+
+
+@jit(inline="always")
+def _scaled_group(AW, AP, BW, BP, m, n0, w, g0, g1, acc, emax, sc, tot, zpow, two_f, two_mf, align, mode, fb, a_lanes):
+    """SCALED_FUSED over one group for the task's lanes (acc updated)."""
+    for j in range(w):
+        emax[j] = _c_power(acc[j], zpow)
+    for k in range(g0, g1):
+        BPk = BP[k, n0 : n0 + w]
+        for j in range(w):
+            p = _a(AP, m, k, n0 + j, a_lanes) * BPk[j]
+            x = p if p != 0.0 else zpow
+            e = emax[j]
+            emax[j] = (x if x > e else e) + 0.0  # + 0: no masked store (emu.kernels.truncated._max_power)
+    for j in range(w):
+        sc[j] = two_f * inv_pow2(emax[j])
+        tot[j] = _cut(acc[j] * sc[j], align)
+    for k in range(g0, g1):
+        BWk = BW[k, n0 : n0 + w]
+        for j in range(w):
+            tot[j] += _cut(_a(AW, m, k, n0 + j, a_lanes) * BWk[j] * sc[j], align)
+    for j in range(w):
+        acc[j] = _round(tot[j] * (emax[j] * two_mf), mode, fb)
+
+
+@jit(inline="always")
+def _grouped_group(
+    AW,
+    BW,
+    SAV,
+    SAP,
+    SBV,
+    SBP,
+    m,
+    n0,
+    w,
+    g0,
+    g1,
+    blk,
+    G,
+    acc,
+    emax,
+    sc,
+    tot,
+    ps,
+    pa,
+    TS,
+    zpow,
+    two_f,
+    two_mf,
+    align,
+    mode,
+    fb,
+    a_lanes,
+):
+    """GROUPED_SCALED over one group for the task's lanes (acc updated); TS holds the
+    subgroups' terms."""
+    for j in range(w):
+        emax[j] = _c_power(acc[j], zpow)
+    n = 0
+    for s0 in range(g0, g1, G):
+        b = s0 // blk
+        for j in range(w):
+            ps[j] = 0.0
+            pa[j] = 0.0
+        for k in range(s0, min(g1, s0 + G)):
+            BWk = BW[k, n0 : n0 + w]
+            for j in range(w):
+                p = _a(AW, m, k, n0 + j, a_lanes) * BWk[j]
+                ps[j] += p
+                pa[j] += abs(p)
+        SBVb, SBPb = SBV[b, n0 : n0 + w], SBP[b, n0 : n0 + w]
+        TSn = TS[n]
+        for j in range(w):
+            sv = _a(SAV, m, b, n0 + j, a_lanes) * SBVb[j]
+            spow = _a(SAP, m, b, n0 + j, a_lanes) * SBPb[j]
+            x = spow if (pa[j] != 0.0) & (spow != 0.0) else zpow
+            TSn[j] = ps[j] * sv
+            e = emax[j]
+            emax[j] = (x if x > e else e) + 0.0
+        n += 1
+    for j in range(w):
+        sc[j] = two_f * inv_pow2(emax[j])
+        tot[j] = _cut(acc[j] * sc[j], align)
+    for i in range(n):
+        TSi = TS[i]
+        for j in range(w):
+            tot[j] += _cut(TSi[j] * sc[j], align)
+    for j in range(w):
+        acc[j] = _round(tot[j] * (emax[j] * two_mf), mode, fb)
 
 
 @jit(parallel=True)
-def scaled_dot(ia, ib, AV, AE, BV, BE, SAS, SAE, SBS, SBE, C, out, prm):
-    """out[p] = the unit's d for row ia[p] of A (AV values, AE exponents, SAS / SAE its block
-    scales), row ib[p] of B (BV, BE, SBS, SBE) and accumulator C[p] (float32, (P,))."""
-    P = out.shape[0]
-    K = AV.shape[1]
+def scaled_dot(AW, AP, BW, BP, SAV, SAP, SBV, SBP, C, out, prm, a_lanes):
+    """out (M, N) = the unit's d for A (AW values, AP powers; SAV / SAP its scales' values and
+    powers), B (BW, BP; SBV, SBP) and the accumulator C (float32, (M, N)); module docstring."""
+    M, N = out.shape
+    K = BW.shape[0]
     L = prm[P_GROUP]
     F = prm[P_F]
     align = prm[P_ALIGN]
     mode = prm[P_OUT_ROUND]
-    ezero = prm[P_ZERO_EXP]
+    zpow = pow2(prm[P_ZERO_EXP])
     fb = prm[P_OUT_FB]
     blk = prm[P_BLOCK]
-    G = prm[P_SUBGROUP]
+    G = max(prm[P_SUBGROUP], 1)
     grouped = prm[P_FAMILY] == GROUPED
-    n_tasks = -(-P // TASK)
-    for t in prange(n_tasks):
-        ts = np.empty(max(1, L // max(G, 1) + 1), np.float64)
-        te = np.empty(max(1, L // max(G, 1) + 1), np.int64)
-        for p in range(t * TASK, min(P, (t + 1) * TASK)):
-            i, j = ia[p], ib[p]
-            c = np.float64(C[p])
+    two_f, two_mf = pow2(F), pow2(-F)
+    n_cb = (N + LANES - 1) // LANES
+    for t in prange(M * n_cb):
+        m = t // n_cb
+        n0 = (t - m * n_cb) * LANES
+        w = min(LANES, N - n0)
+        acc = np.empty(LANES, np.float64)
+        emax = np.empty(LANES, np.float64)
+        sc = np.empty(LANES, np.float64)
+        tot = np.empty(LANES, np.float64)
+        ps = np.empty(LANES, np.float64)
+        pa = np.empty(LANES, np.float64)
+        TS = np.empty((L // G + 1, LANES), np.float64)
+        for j in range(w):
+            acc[j] = np.float64(C[m, n0 + j])
+        for g0 in range(0, K, L):
+            g1 = min(K, g0 + L)
+            # literal flags where they matter, so that the inlined loops are specialised
             if grouped:
-                c = _grouped_row(
-                    AV[i], BV[j], SAS[i], SAE[i], SBS[j], SBE[j], c, K, L, blk, G, F, ezero, align, mode, fb, ts, te
+                if a_lanes:
+                    _grouped_group(
+                        AW,
+                        BW,
+                        SAV,
+                        SAP,
+                        SBV,
+                        SBP,
+                        m,
+                        n0,
+                        w,
+                        g0,
+                        g1,
+                        blk,
+                        G,
+                        acc,
+                        emax,
+                        sc,
+                        tot,
+                        ps,
+                        pa,
+                        TS,
+                        zpow,
+                        two_f,
+                        two_mf,
+                        align,
+                        mode,
+                        fb,
+                        True,
+                    )
+                else:
+                    _grouped_group(
+                        AW,
+                        BW,
+                        SAV,
+                        SAP,
+                        SBV,
+                        SBP,
+                        m,
+                        n0,
+                        w,
+                        g0,
+                        g1,
+                        blk,
+                        G,
+                        acc,
+                        emax,
+                        sc,
+                        tot,
+                        ps,
+                        pa,
+                        TS,
+                        zpow,
+                        two_f,
+                        two_mf,
+                        align,
+                        mode,
+                        fb,
+                        False,
+                    )
+            elif align == RZ and not a_lanes:
+                _scaled_group(
+                    AW, AP, BW, BP, m, n0, w, g0, g1, acc, emax, sc, tot, zpow, two_f, two_mf, RZ, mode, fb, False
+                )
+            elif align == RZ:
+                _scaled_group(
+                    AW, AP, BW, BP, m, n0, w, g0, g1, acc, emax, sc, tot, zpow, two_f, two_mf, RZ, mode, fb, True
                 )
             else:
-                c = _scaled_row(
-                    AV[i], AE[i], BV[j], BE[j], SAS[i], SAE[i], SBS[j], SBE[j], c, K, L, blk, F, ezero, align, mode, fb
+                _scaled_group(
+                    AW, AP, BW, BP, m, n0, w, g0, g1, acc, emax, sc, tot, zpow, two_f, two_mf, align, mode, fb, a_lanes
                 )
-            out[p] = np.float32(c)
+        outm = out[m, n0 : n0 + w]
+        for j in range(w):
+            outm[j] = np.float32(acc[j])

@@ -220,3 +220,21 @@ def test_zero_exponent_decides(kind):
     assert got[1] == np.float32(2.0**-142 - 2.0**-149)
     for x, g in zip((u, far), got):
         assert _bits(g) == reference_scaled_dot(a, b, sa, sb, 0, x.params)
+
+
+@pytest.mark.parametrize("kind, fa, fb, scale, block", [CONFIGS[1], CONFIGS[-1], CONFIGS[-4]], ids=str)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_gemm_layout_equals_rows(kind, fa, fb, scale, block, family):
+    """The GEMM layout (one A row per output row) gives the bits of the rows layout (one A vector
+    per output), checked against the reference: every family, both families of units."""
+    u = models.unit("b200", input=(fa, fb), scale=scale, block=block, kind=kind)
+    a, b, sa, sb, c = family_rows(family, fa, fb, scale, block, 12, K, 11)
+    M, N = 4, 3
+    A, SA, B, SB = a[:M], sa[:M], b[M : M + N].T, sb[M : M + N].T
+    C = c[: M * N].reshape(M, N)
+    g = _bits(emu.gemm(A, B, C, u, scale_a=SA, scale_b=SB))
+    want = [
+        [reference_scaled_dot(A[m], B[:, n], SA[m], SB[:, n], fp32_bits(C[m, n]), u.params) for n in range(N)]
+        for m in range(M)
+    ]
+    assert np.array_equal(g, _bits(np.array(want, np.uint32).view(np.float32)))
