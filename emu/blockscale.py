@@ -26,7 +26,6 @@ from .operands import PATTERN_BITS, input_name, pattern_dtype, value_dtype
 from .units import (
     BLOCK_SCALED,
     INPUT_EMIN,
-    Family,
     InputFormat,
     ScaleFormat,
     UnitParams,
@@ -147,24 +146,14 @@ def _rows(x, s, x_name, s_name, params, side):
     return vt[bits], pt[bits], st[sbits], sp[sbits], batch
 
 
-_NONE = np.empty((1, 1), np.float64)
-
-
-def _kernel_arrays(params, rows, lanes: bool) -> tuple:
-    """(W, P, SV, SP) as :func:`emu.kernels.scaled.scaled_dot` takes one operand: rows (n, K)
-    with their scales; ``lanes``: transposed, (K, n). SCALED_FUSED: values and powers with the
-    block's scale applied, no scale arrays; GROUPED_SCALED: values and the scales apart."""
+def _kernel_arrays(rows, lanes: bool) -> tuple:
+    """(V, P, SV, SP) as :func:`emu.kernels.scaled.scaled_dot` takes one operand: values and
+    powers float32 (exact: every operand value and power is an fp16 value), its scales' values
+    and powers float64; rows (n, K), or with ``lanes`` transposed, (K, n)."""
     V, P, SV, SP = rows
-    if params.family == Family.SCALED_FUSED:
-        blk = params.block_size
-        with np.errstate(invalid="ignore"):
-            W = V * np.repeat(SV, blk, axis=1)
-        P = P * np.repeat(SP, blk, axis=1)
-        out = (W, P, _NONE, _NONE)
-    else:
-        out = (V, _NONE, SV, SP)
+    out = (V.astype(np.float32), P.astype(np.float32), SV, SP)
     if lanes:
-        out = tuple(x if x is _NONE else x.T for x in out)
+        out = tuple(x.T for x in out)
     return tuple(np.ascontiguousarray(x) for x in out)
 
 
@@ -192,12 +181,12 @@ def scaled_dot_add(params: UnitParams, a, b, c32: np.ndarray, scale_a, scale_b) 
         # a GEMM: A's row varies over the leading dimensions only, B's over the last only
         N = batch[-1]
         rows_a = ia[..., 0].reshape(-1)
-        A = _kernel_arrays(params, [x[rows_a] for x in RA], False)
-        B = _kernel_arrays(params, [x[ib.reshape(-1, N)[0]] for x in RB], True)
+        A = _kernel_arrays([x[rows_a] for x in RA], False)
+        B = _kernel_arrays([x[ib.reshape(-1, N)[0]] for x in RB], True)
         C = np.broadcast_to(c32, batch).reshape(-1, N)
         return _run(params, A, B, C, False).reshape(batch)
-    A = _kernel_arrays(params, [x[ia.reshape(-1)] for x in RA], True)
-    B = _kernel_arrays(params, [x[ib.reshape(-1)] for x in RB], True)
+    A = _kernel_arrays([x[ia.reshape(-1)] for x in RA], True)
+    B = _kernel_arrays([x[ib.reshape(-1)] for x in RB], True)
     return _run(params, A, B, np.broadcast_to(c32, batch).reshape(1, -1), True).reshape(batch)
 
 
@@ -221,5 +210,5 @@ def scaled_gemm(params: UnitParams, A, B, c32: np.ndarray, scale_a, scale_b) -> 
         raise ValueError(
             f"scale_a, scale_b: shapes {np.shape(scale_a)} and {np.shape(scale_b)} do not fit A {A.shape} and B {B.shape}"
         )
-    out = _run(params, _kernel_arrays(params, RA, False), _kernel_arrays(params, RB, True), c32, False)
+    out = _run(params, _kernel_arrays(RA, False), _kernel_arrays(RB, True), c32, False)
     return out

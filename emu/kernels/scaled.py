@@ -6,8 +6,8 @@ compiled once. Its operands are decoded beforehand (:mod:`emu.blockscale`) into 
 *powers* (2^(field exponent), float64): an operand's power is 2^floor(log2|x|), the format's
 2^emin for its subnormals, 0 for zero; a scale's value is its float64 value (NaN for a NaN
 scale), its power 2^(its field exponent) (UE8M0: 2^(x − 127); UE4M3: as e4m3's, 2^-6 for
-subnormals; 0 for a zero scale). For SCALED_FUSED the operands arrive with their block's scale
-applied (value·scale, power·scale power); for GROUPED_SCALED the operands and the scales apart.
+subnormals; 0 for a zero scale). Operand values and powers are float32 (fp16 values, exact),
+scale values and powers float64.
 
 Layout: the output is (M, N); a task is one row m and up to LANES columns, the lanes of every
 loop. B's arrays are (K, N) (scales (K // block, N)); A's are (M, K) (one A row per output row,
@@ -40,9 +40,15 @@ float64 rounding). A NaN or infinite factor gets the power 1 (its term is NaN or
 is aligned to, and so is the sum); a zero factor whose product is NaN (0·inf, a NaN scale) takes
 the zero's power, for the same reason.
 
-A term's cut value is value·2^F/2^e_max (one exact power-of-two scaling of the exact product of
-values, below 2^(F+4) in magnitude), so exponents enter only through e_max: the largest term
-power, a zero product's being 2^zero_exponent.
+A term's cut value is value·2^F/2^e_max, so exponents enter only through e_max: the largest term
+power, a zero product's being 2^zero_exponent. SCALED_FUSED maximises its products' powers
+2^(ea+eb) in float32 (exact: 2^-28 … 2^30, or 0) a block at a time and raises the maximum by the
+block's scale powers in float64; it cuts each product a·b (exact in float32) times the block's
+factor σ = 2^F/2^e_max·(scale values), as float32 clamped to [2^-101, 2^127], which
+emu.kernels.truncated's module docstring shows exact (a·b ≥ 2^-32 and < 2^32 here; σ > 2^127
+only where every product of the block is zero; a zero scale gives σ = 0, zero products), then
+sums in float64. GROUPED_SCALED sums its e2m1 products exactly in float64 and scales each
+subgroup sum in float64 (at most 20 significant bits).
 """
 
 from __future__ import annotations
@@ -72,6 +78,8 @@ assert P_BLOCK >= _TAIL and P_SUBGROUP >= _TAIL
 #: emu.units.Family.GROUPED_SCALED
 GROUPED = 7
 C_PMIN, C_PMAX = 2.0**-126, 2.0**200  # c's power: fp32's subnormal floor; inf / NaN (any finite)
+SC32_MIN, SC32_MAX = 2.0**-101, 2.0**127
+F32_ZERO, F32_ONE = np.float32(0.0), np.float32(1.0)
 
 
 @jit(inline="always")
@@ -99,24 +107,88 @@ def _c_power(c, zpow):
 
 
 @jit(inline="always")
-def _scaled_group(AW, AP, BW, BP, m, n0, w, g0, g1, acc, emax, sc, tot, zpow, two_f, two_mf, align, mode, fb, a_lanes):
-    """SCALED_FUSED over one group for the task's lanes (acc updated)."""
+def _sc32(x):
+    """A float64 product scale as the float32 scale, clamped to [2^-101, 2^127] (NaN kept):
+    emu.kernels.truncated's argument (module docstring there) makes the float32 cut exact."""
+    x = x if not (x < SC32_MIN) else SC32_MIN
+    return np.float32(x if not (x > SC32_MAX) else SC32_MAX)
+
+
+@jit(inline="always")
+def _scaled_group(
+    AV,
+    AP,
+    BV,
+    BP,
+    SAV,
+    SAP,
+    SBV,
+    SBP,
+    m,
+    n0,
+    w,
+    g0,
+    g1,
+    blk,
+    acc,
+    emax,
+    sc,
+    tot,
+    pmax,
+    pmin,
+    sc32,
+    zpow,
+    two_f,
+    two_mf,
+    align,
+    mode,
+    fb,
+    a_lanes,
+):
+    """SCALED_FUSED over one group for the task's lanes (acc updated), a block at a time: the
+    products' powers (2^(ea+eb), float32, exact) maximised per block and raised by the block's
+    scale powers in float64; each product cut in float32 at its block's scale (module docstring)."""
     for j in range(w):
         emax[j] = _c_power(acc[j], zpow)
-    for k in range(g0, g1):
-        BPk = BP[k, n0 : n0 + w]
+    k0 = g0
+    while k0 < g1:
+        b = k0 // blk
+        k1 = min(g1, (b + 1) * blk)
         for j in range(w):
-            p = _a(AP, m, k, n0 + j, a_lanes) * BPk[j]
-            x = p if p != 0.0 else zpow
+            pmax[j] = F32_ZERO
+            pmin[j] = F32_ONE
+        for k in range(k0, k1):
+            BPk = BP[k, n0 : n0 + w]
+            for j in range(w):
+                p = _a(AP, m, k, n0 + j, a_lanes) * BPk[j]
+                x, y = pmax[j], pmin[j]
+                pmax[j] = (p if p > x else x) + F32_ZERO  # + 0: no masked store (truncated._max_power)
+                pmin[j] = (p if p < y else y) + F32_ZERO
+        SBPb = SBP[b, n0 : n0 + w]
+        for j in range(w):
             e = emax[j]
-            emax[j] = (x if x > e else e) + 0.0  # + 0: no masked store (emu.kernels.truncated._max_power)
+            sp = _a(SAP, m, b, n0 + j, a_lanes) * SBPb[j]
+            x = np.float64(pmax[j]) * sp
+            x = x if x > e else e
+            zero = (pmin[j] == F32_ZERO) | (sp == 0.0)  # a zero product, or a zero scale
+            emax[j] = zpow if zero & (zpow > x) else x
+        k0 = k1
     for j in range(w):
         sc[j] = two_f * inv_pow2(emax[j])
         tot[j] = _cut(acc[j] * sc[j], align)
-    for k in range(g0, g1):
-        BWk = BW[k, n0 : n0 + w]
+    k0 = g0
+    while k0 < g1:
+        b = k0 // blk
+        k1 = min(g1, (b + 1) * blk)
+        SBVb = SBV[b, n0 : n0 + w]
         for j in range(w):
-            tot[j] += _cut(_a(AW, m, k, n0 + j, a_lanes) * BWk[j] * sc[j], align)
+            x = sc[j] * (_a(SAV, m, b, n0 + j, a_lanes) * SBVb[j])
+            sc32[j] = _sc32(x) if x != 0.0 else F32_ZERO  # a zero scale: zero products
+        for k in range(k0, k1):
+            BVk = BV[k, n0 : n0 + w]
+            for j in range(w):
+                tot[j] += np.float64(_cut(_a(AV, m, k, n0 + j, a_lanes) * BVk[j] * sc32[j], align))
+        k0 = k1
     for j in range(w):
         acc[j] = _round(tot[j] * (emax[j] * two_mf), mode, fb)
 
@@ -164,7 +236,7 @@ def _grouped_group(
         for k in range(s0, min(g1, s0 + G)):
             BWk = BW[k, n0 : n0 + w]
             for j in range(w):
-                p = _a(AW, m, k, n0 + j, a_lanes) * BWk[j]
+                p = np.float64(_a(AW, m, k, n0 + j, a_lanes) * BWk[j])  # exact in float32
                 ps[j] += p
                 pa[j] += abs(p)
         SBVb, SBPb = SBV[b, n0 : n0 + w], SBP[b, n0 : n0 + w]
@@ -189,11 +261,12 @@ def _grouped_group(
 
 
 @jit(parallel=True)
-def scaled_dot(AW, AP, BW, BP, SAV, SAP, SBV, SBP, C, out, prm, a_lanes):
-    """out (M, N) = the unit's d for A (AW values, AP powers; SAV / SAP its scales' values and
-    powers), B (BW, BP; SBV, SBP) and the accumulator C (float32, (M, N)); module docstring."""
+def scaled_dot(AV, AP, BV, BP, SAV, SAP, SBV, SBP, C, out, prm, a_lanes):
+    """out (M, N) = the unit's d for A (AV values, AP powers, float32; SAV / SAP its scales'
+    values and powers, float64), B (BV, BP; SBV, SBP) and the accumulator C (float32, (M, N));
+    module docstring."""
     M, N = out.shape
-    K = BW.shape[0]
+    K = BV.shape[0]
     L = prm[P_GROUP]
     F = prm[P_F]
     align = prm[P_ALIGN]
@@ -215,6 +288,9 @@ def scaled_dot(AW, AP, BW, BP, SAV, SAP, SBV, SBP, C, out, prm, a_lanes):
         tot = np.empty(LANES, np.float64)
         ps = np.empty(LANES, np.float64)
         pa = np.empty(LANES, np.float64)
+        pmax = np.empty(LANES, np.float32)
+        pmin = np.empty(LANES, np.float32)
+        sc32 = np.empty(LANES, np.float32)
         TS = np.empty((L // G + 1, LANES), np.float64)
         for j in range(w):
             acc[j] = np.float64(C[m, n0 + j])
@@ -224,8 +300,8 @@ def scaled_dot(AW, AP, BW, BP, SAV, SAP, SBV, SBP, C, out, prm, a_lanes):
             if grouped:
                 if a_lanes:
                     _grouped_group(
-                        AW,
-                        BW,
+                        AV,
+                        BV,
                         SAV,
                         SAP,
                         SBV,
@@ -254,8 +330,8 @@ def scaled_dot(AW, AP, BW, BP, SAV, SAP, SBV, SBP, C, out, prm, a_lanes):
                     )
                 else:
                     _grouped_group(
-                        AW,
-                        BW,
+                        AV,
+                        BV,
                         SAV,
                         SAP,
                         SBV,
@@ -284,15 +360,96 @@ def scaled_dot(AW, AP, BW, BP, SAV, SAP, SBV, SBP, C, out, prm, a_lanes):
                     )
             elif align == RZ and not a_lanes:
                 _scaled_group(
-                    AW, AP, BW, BP, m, n0, w, g0, g1, acc, emax, sc, tot, zpow, two_f, two_mf, RZ, mode, fb, False
+                    AV,
+                    AP,
+                    BV,
+                    BP,
+                    SAV,
+                    SAP,
+                    SBV,
+                    SBP,
+                    m,
+                    n0,
+                    w,
+                    g0,
+                    g1,
+                    blk,
+                    acc,
+                    emax,
+                    sc,
+                    tot,
+                    pmax,
+                    pmin,
+                    sc32,
+                    zpow,
+                    two_f,
+                    two_mf,
+                    RZ,
+                    mode,
+                    fb,
+                    False,
                 )
             elif align == RZ:
                 _scaled_group(
-                    AW, AP, BW, BP, m, n0, w, g0, g1, acc, emax, sc, tot, zpow, two_f, two_mf, RZ, mode, fb, True
+                    AV,
+                    AP,
+                    BV,
+                    BP,
+                    SAV,
+                    SAP,
+                    SBV,
+                    SBP,
+                    m,
+                    n0,
+                    w,
+                    g0,
+                    g1,
+                    blk,
+                    acc,
+                    emax,
+                    sc,
+                    tot,
+                    pmax,
+                    pmin,
+                    sc32,
+                    zpow,
+                    two_f,
+                    two_mf,
+                    RZ,
+                    mode,
+                    fb,
+                    True,
                 )
             else:
                 _scaled_group(
-                    AW, AP, BW, BP, m, n0, w, g0, g1, acc, emax, sc, tot, zpow, two_f, two_mf, align, mode, fb, a_lanes
+                    AV,
+                    AP,
+                    BV,
+                    BP,
+                    SAV,
+                    SAP,
+                    SBV,
+                    SBP,
+                    m,
+                    n0,
+                    w,
+                    g0,
+                    g1,
+                    blk,
+                    acc,
+                    emax,
+                    sc,
+                    tot,
+                    pmax,
+                    pmin,
+                    sc32,
+                    zpow,
+                    two_f,
+                    two_mf,
+                    align,
+                    mode,
+                    fb,
+                    a_lanes,
                 )
         outm = out[m, n0 : n0 + w]
         for j in range(w):
