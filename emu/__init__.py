@@ -10,17 +10,18 @@ accumulation order) share one convention, ``(a, b, c, unit)``: operands, accumul
 return float32 (float16 for a unit with fp16 output). :class:`Schedule` is a kernel's whole
 accumulation schedule (splits, reductions, epilogue); :class:`GemmOrder` its older, narrower
 form. The modules ``formats``, ``rounding``,
-``atomics`` (split-K partials and atomic add orders), ``conv`` (convolutions as the kernels'
+``atomics`` (split-K partials and atomic add orders), ``blockscale`` (MX and NVFP4 block-scaled
+operands: :func:`dot_add` and :func:`gemm` take their scales as ``scale_a`` and ``scale_b``), ``conv`` (convolutions as the kernels'
 GEMMs), ``implicit_gemm`` (convolutions as the libraries' implicit GEMMs), ``simt`` (fp32 GEMMs
 as chains of fp32 FMAs: SIMT kernels, fp32 without TF32) and ``winograd`` (Winograd
 convolutions in fp32) are imported with the package.
 """
 
-from . import atomics, conv, formats, implicit_gemm, rounding, simt, winograd
+from . import atomics, blockscale, conv, formats, implicit_gemm, rounding, simt, winograd
 from .dot import dot_add
 from .gemm import GemmOrder, gemm, split_partials, strided_k_order
 from .schedule import Schedule
-from .units import Family, Format, Rounding, UnitParams
+from .units import Family, Format, Rounding, ScaleFormat, UnitParams
 
 __all__ = [
     "dot_add",
@@ -32,8 +33,10 @@ __all__ = [
     "Family",
     "Format",
     "Rounding",
+    "ScaleFormat",
     "UnitParams",
     "atomics",
+    "blockscale",
     "conv",
     "formats",
     "implicit_gemm",

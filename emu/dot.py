@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import get_num_threads
 
+from .blockscale import is_block_scaled, scaled_dot_add
 from .decode import TILE, quads
 from .formats import FP16_TO_FP32, FP16_TO_FP32_FTZ
 from .jit import jit, prange
@@ -362,7 +363,7 @@ def _dot_values(params, a, b, c32, batch) -> np.ndarray:
     return out
 
 
-def dot_add(a, b, c, unit) -> np.ndarray:
+def dot_add(a, b, c, unit, *, scale_a=None, scale_b=None) -> np.ndarray:
     """d = c + Σ_k a_k·b_k as ``unit`` computes it.
 
     a, b: (..., K) values of the unit's input format or their bit patterns (fp16: float16 or
@@ -371,8 +372,19 @@ def dot_add(a, b, c, unit) -> np.ndarray:
     for a unit with fp16 output); the batch shapes broadcast. K is consumed from k = 0 upward in
     consecutive groups of the unit's group size, each group updating the running accumulator (c
     on entry). Returns float32 (float16 for fp16-output units) of the broadcast batch shape.
+
+    A block-scaled unit (MX, NVFP4: :mod:`emu.blockscale`) needs ``scale_a`` and ``scale_b``,
+    one scale per ``block_size`` values along K: shapes (..., K // block_size), as
+    ``ml_dtypes.float8_e8m0fnu`` (UE8M0) or ``float8_e4m3fn`` (UE4M3, sign bit ignored) values or
+    uint8 patterns; a and b as the ``ml_dtypes`` fp8 / fp6 / fp4 types or uint8 patterns. Other
+    units take no scales.
     """
     params = unit_params(unit)
+    if is_block_scaled(params):
+        c32 = accumulator_values(c, params.output_format).astype(np.float32, copy=False)
+        return scaled_dot_add(params, a, b, c32, scale_a, scale_b)
+    if scale_a is not None or scale_b is not None:
+        raise TypeError("scale_a, scale_b: the unit is not block-scaled; it takes no block scales")
     a_bits = operand(a, "a", params)
     b_bits = operand(b, "b", params, side="b")
     if a_bits.ndim == 0 or b_bits.ndim == 0:

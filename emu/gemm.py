@@ -30,6 +30,7 @@ import ml_dtypes
 import numpy as np
 
 from .atomics import SplitPartials, add_order
+from .blockscale import is_block_scaled, scaled_gemm
 from .dot import accumulator_values, compact_c, decode_operands, kernel_dtype, run_kernel, unit_params
 from .operands import decode_flush, operand
 from .schedule import Chain, Schedule, chain_positions, check_k_order
@@ -315,7 +316,19 @@ def gemm(A, B, C, unit, order: GemmOrder | Schedule | None = None, *, scale_a=No
     ``scale_a``, ``scale_b``: the fp32 scales of a scaled (fp8) GEMM, a scalar or per row of A
     ((M, 1)) / per column of B ((1, N)), applied in the epilogue as the schedule's
     ``scale_order`` says (:func:`finish`); C then enters the epilogue as a bias would.
+    A block-scaled unit (MX, NVFP4) takes instead its block scales along K: ``scale_a`` (M,
+    K // block_size) for the rows of A and ``scale_b`` (K // block_size, N) for the columns of B
+    (:mod:`emu.blockscale`), each output one chain over K from C (``order`` None).
     """
+    params = unit_params(unit)
+    if is_block_scaled(params):
+        if order is not None:
+            raise ValueError(
+                "order: a block-scaled unit's GEMM runs each output as one chain over K from C "
+                "(order None); split and reordered schedules are not modelled for block scales"
+            )
+        c32 = np.float32(0.0) if C is None else _c_values(C, params, (np.shape(A)[0], np.shape(B)[-1]))
+        return scaled_gemm(params, A, B, c32, scale_a, scale_b)
     params, A_seq, B_seq, schedule = _prepare(A, B, unit, order)
     return _gemm_in_order(params, A_seq, B_seq, C, schedule, scale_a, scale_b)
 

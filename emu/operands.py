@@ -37,6 +37,8 @@ __all__ = [
     "multiplied_values",
     "round_to_tf32",
     "value_dtype",
+    "pattern_dtype",
+    "PATTERN_BITS",
 ]
 
 #: the float dtype of each format's values (tf32 travels in float32 containers)
@@ -48,6 +50,9 @@ _VALUE_DTYPE = {
     InputFormat.E5M2: np.dtype(ml_dtypes.float8_e5m2),
     InputFormat.E4M3FNUZ: np.dtype(ml_dtypes.float8_e4m3fnuz),
     InputFormat.E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
+    InputFormat.E2M1: np.dtype(ml_dtypes.float4_e2m1fn),
+    InputFormat.E2M3: np.dtype(ml_dtypes.float6_e2m3fn),
+    InputFormat.E3M2: np.dtype(ml_dtypes.float6_e3m2fn),
 }
 #: the unsigned dtype of each format's bit patterns
 _PATTERN_DTYPE = {
@@ -58,7 +63,12 @@ _PATTERN_DTYPE = {
     InputFormat.E5M2: np.dtype(np.uint8),
     InputFormat.E4M3FNUZ: np.dtype(np.uint8),
     InputFormat.E5M2FNUZ: np.dtype(np.uint8),
+    InputFormat.E2M1: np.dtype(np.uint8),
+    InputFormat.E2M3: np.dtype(np.uint8),
+    InputFormat.E3M2: np.dtype(np.uint8),
 }
+#: the width of the fp4 and fp6 formats' patterns (held one per uint8, in the low bits)
+PATTERN_BITS = {InputFormat.E2M1: 4, InputFormat.E2M3: 6, InputFormat.E3M2: 6}
 #: tf32 keeps 10 of fp32's 23 fraction bits; the units drop the 13 low ones (RZ)
 TF32_DROPPED = np.uint32((1 << 13) - 1)
 
@@ -104,6 +114,13 @@ INPUT_NAMES = {
     "float8_e4m3fnuz": InputFormat.E4M3FNUZ,
     "e5m2fnuz": InputFormat.E5M2FNUZ,
     "float8_e5m2fnuz": InputFormat.E5M2FNUZ,
+    "e2m1": InputFormat.E2M1,
+    "fp4": InputFormat.E2M1,
+    "float4_e2m1fn": InputFormat.E2M1,
+    "e2m3": InputFormat.E2M3,
+    "float6_e2m3fn": InputFormat.E2M3,
+    "e3m2": InputFormat.E3M2,
+    "float6_e3m2fn": InputFormat.E3M2,
 }
 _CANONICAL = {
     InputFormat.FP16: "fp16",
@@ -113,6 +130,9 @@ _CANONICAL = {
     InputFormat.E5M2: "e5m2",
     InputFormat.E4M3FNUZ: "e4m3fnuz",
     InputFormat.E5M2FNUZ: "e5m2fnuz",
+    InputFormat.E2M1: "e2m1",
+    InputFormat.E2M3: "e2m3",
+    InputFormat.E3M2: "e3m2",
 }
 
 
@@ -183,6 +203,11 @@ def value_dtype(fmt) -> np.dtype:
     return _VALUE_DTYPE[input_format(fmt)]
 
 
+def pattern_dtype(fmt) -> np.dtype:
+    """The unsigned dtype of a format's bit patterns (uint8 for fp8, fp6 and fp4)."""
+    return _PATTERN_DTYPE[input_format(fmt)]
+
+
 def multiplied_values(values: np.ndarray, fmt) -> np.ndarray:
     """The values (float64) a unit of input format ``fmt`` multiplies, from an array of that
     format's values (its :func:`value_dtype`): the same values, but tf32's with their 13 low
@@ -209,6 +234,11 @@ def operand(x, name: str, params: UnitParams, *, side: str = "a") -> np.ndarray:
     x = np.asarray(x)
     vdt, pdt = _VALUE_DTYPE[fmt], _PATTERN_DTYPE[fmt]
     if x.dtype == pdt:
+        width = PATTERN_BITS.get(fmt, 8 * pdt.itemsize)
+        if width < 8 and x.size and int(x.max()) >> width:
+            raise ValueError(
+                f"{name}: {_CANONICAL[fmt]} bit patterns are {width} bits (below {1 << width}), got {int(x.max())}"
+            )
         values = x.view(vdt)
     elif x.dtype == vdt:
         values = x

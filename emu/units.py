@@ -18,6 +18,11 @@ unit's *family*:
 ``FP64``               the accumulator is held in fp64; each group adds its products one by one in
                        fp64; with ``round_each_group`` the accumulator is rounded to fp32 after each
                        group, otherwise once at the end.
+``SCALED_FUSED``       block-scaled T-FDPA ("ST-FDPA"): as TRUNCATED_FUSED, each product's exponent
+                       raised by the scales of its block (2^(ea+eb+sa+sb)); fp32 output.
+``GROUPED_SCALED``     block-scaled T-FDPA of subgroup sums ("GST-FDPA"): each ``subgroup_size``
+                       products summed exactly, times their block's scales, aligned by the scales'
+                       exponent alone; fp32 output (:mod:`emu.blockscale`).
 
 Exponents here are *field* exponents, as the hardware aligns them: an fp16 subnormal or zero has
 exponent −14, an fp32 subnormal or zero −126, and a product's exponent is the sum of its factors'.
@@ -37,6 +42,8 @@ __all__ = [
     "Rounding",
     "Format",
     "InputFormat",
+    "ScaleFormat",
+    "BLOCK_SCALED",
     "INPUT_EMIN",
     "WIDE_INPUTS",
     "UnitParams",
@@ -57,6 +64,23 @@ class Family(IntEnum):
     TWO_STAGE = 3
     FMA = 4
     FP64 = 5
+    SCALED_FUSED = 6
+    GROUPED_SCALED = 7
+
+
+#: The block-scaled families: every operand block of ``block_size`` values along K carries a
+#: scale (``scale_format``), and :func:`emu.dot_add` needs ``scale_a`` and ``scale_b``.
+BLOCK_SCALED = frozenset({Family.SCALED_FUSED, Family.GROUPED_SCALED})
+
+
+class ScaleFormat(IntEnum):
+    """The block scale format of a block-scaled unit: none; UE8M0 (a power of two 2^(x − 127),
+    0xFF NaN; OCP MX v1.0); UE4M3 (e4m3 without its sign: bias 7, subnormals, 0x7F NaN, zero
+    allowed; NVFP4)."""
+
+    NONE = 0
+    UE8M0 = 1
+    UE4M3 = 2
 
 
 class Rounding(IntEnum):
@@ -75,7 +99,9 @@ class Format(IntEnum):
 class InputFormat(IntEnum):
     """The operand format a unit multiplies: fp16; bf16; tf32 (fp32 containers whose 13 low
     fraction bits the unit drops: RZ to 10 fraction bits); the OCP fp8 formats e4m3fn and e5m2;
-    the fnuz fp8 formats of AMD MI300 (no infinity, no −0, one NaN 0x80, bias one larger)."""
+    the fnuz fp8 formats of AMD MI300 (no infinity, no −0, one NaN 0x80, bias one larger); the
+    OCP MX fp4 and fp6 formats e2m1, e2m3 and e3m2 (no infinity, no NaN; OCP Microscaling
+    Formats (MX) v1.0)."""
 
     FP16 = 0
     BF16 = 1
@@ -84,6 +110,9 @@ class InputFormat(IntEnum):
     E5M2 = 4
     E4M3FNUZ = 5
     E5M2FNUZ = 6
+    E2M1 = 7
+    E2M3 = 8
+    E3M2 = 9
 
 
 #: The field exponent of each input format's subnormals and zero (its smallest normal exponent):
@@ -98,6 +127,9 @@ INPUT_EMIN = MappingProxyType(
         InputFormat.E5M2: -14,
         InputFormat.E4M3FNUZ: -7,
         InputFormat.E5M2FNUZ: -15,
+        InputFormat.E2M1: 0,
+        InputFormat.E2M3: 0,
+        InputFormat.E3M2: -2,
     }
 )
 #: Formats whose products can leave fp32's exponent range (8-bit exponents): the kernels run on
@@ -138,6 +170,11 @@ class UnitParams(NamedTuple):
     accumulator of NVIDIA's fp8 paths). ``interleaved_sums``: TWO_STAGE stage 1 as one
     truncated sum of the group's products (1) or as separate sums of the even and odd products,
     combined by flooring (2: AMD MI300's fp8 "GTR-FDPA").
+
+    Block scaling (the :data:`BLOCK_SCALED` families only; :mod:`emu.blockscale`):
+    ``scale_format``, the :class:`ScaleFormat` of both operands' scales; ``block_size``, the
+    values along K one scale covers (32 for MX, 16 for NVFP4); ``subgroup_size``, the products a
+    GROUPED_SCALED unit sums before scaling (0 for the other families).
     """
 
     family: Family
@@ -159,6 +196,9 @@ class UnitParams(NamedTuple):
     output_fraction_bits: int = 23
     interleaved_sums: int = 1
     b_input_format: int = SAME_AS_A
+    scale_format: ScaleFormat = ScaleFormat.NONE
+    block_size: int = 0
+    subgroup_size: int = 0
 
 
 #: field → its kind: the enum its values are members of, ``bool`` or ``int`` (the annotations of
@@ -222,6 +262,7 @@ def check_params(params: UnitParams) -> UnitParams:
             f"unit.b_input_format: {p.b_input_format!r} is not {SAME_AS_A} (A's format) or one of {_accepted(InputFormat)}"
         )
     fmt, _ = operand_formats(p)  # ValueError for a mixed pair with a wide format
+    _check_block_scaling(p)
     if p.family == Family.FUSED_EXACT and fmt in WIDE_INPUTS and p.group_size > 2:
         # the exact path's error sum is exact for fp16 products (a 2^-48 grid) or one TwoSum error
         raise ValueError(
@@ -231,6 +272,77 @@ def check_params(params: UnitParams) -> UnitParams:
     if p.output_format == Format.FP16 and fmt in WIDE_INPUTS:
         raise ValueError(f"unit.output_format: fp16 accumulators take fp16 or fp8 operands, not {fmt.name.lower()}")
     return params
+
+
+#: the narrow formats a block-scaled unit multiplies (fp16 values: products exact in float64)
+SCALED_INPUTS = frozenset({InputFormat.E4M3, InputFormat.E5M2, InputFormat.E2M1, InputFormat.E2M3, InputFormat.E3M2})
+#: the largest |exponent| a block-scaled unit's zero exponent may have (scale factors stay in
+#: float64's normal range: emu.kernels.scaled)
+SCALED_ZERO_EXPONENT = 400
+
+
+def _check_block_scaling(p: UnitParams) -> None:
+    """The block-scaling fields of ``p`` (:func:`check_params`)."""
+    try:
+        scale = ScaleFormat(p.scale_format)
+    except ValueError:
+        raise ValueError(f"unit.scale_format: {p.scale_format!r} is not one of {_accepted(ScaleFormat)}") from None
+    if p.family not in BLOCK_SCALED:
+        for name in ("scale_format", "block_size", "subgroup_size"):
+            if getattr(p, name):
+                raise ValueError(
+                    f"unit.{name}: only block-scaled units ({', '.join(f.name for f in sorted(BLOCK_SCALED))}) "
+                    f"have block scales; must be 0, got {getattr(p, name)!r}"
+                )
+        return
+    family = Family(p.family).name
+    if scale == ScaleFormat.NONE:
+        raise ValueError(f"unit.scale_format: a {family} unit needs a scale format: UE8M0 (1) or UE4M3 (2)")
+    if not 1 <= p.block_size <= MAX_GROUP_SIZE:
+        raise ValueError(f"unit.block_size: must be in 1..{MAX_GROUP_SIZE} (values per scale), got {p.block_size}")
+    for fmt in operand_formats(p):
+        if fmt not in SCALED_INPUTS:
+            raise ValueError(
+                f"unit.input_format: a {family} unit multiplies e4m3, e5m2, e2m1, e2m3 or e3m2, not {fmt.name.lower()}"
+            )
+    if p.output_format != Format.FP32:
+        raise ValueError(f"unit.output_format: a {family} unit has an fp32 accumulator")
+    for name in ("flush_inputs", "flush_c", "flush_products", "flush_partials", "flush_output"):
+        if getattr(p, name):
+            raise ValueError(f"unit.{name}: a {family} unit keeps subnormals (no flush is modelled); must be False")
+    if not p.round_each_group or p.interleaved_sums != 1:
+        name = "round_each_group" if not p.round_each_group else "interleaved_sums"
+        raise ValueError(f"unit.{name}: a {family} unit rounds after every group, one sum per group; keep the default")
+    if p.alignment_rounding not in (Rounding.RZ, Rounding.RD):
+        raise ValueError(f"unit.alignment_rounding: a {family} unit cuts terms with RZ (1) or RD (2)")
+    if not -SCALED_ZERO_EXPONENT <= p.zero_exponent <= SCALED_ZERO_EXPONENT:
+        raise ValueError(
+            f"unit.zero_exponent: a {family} unit's must be in -{SCALED_ZERO_EXPONENT}..{SCALED_ZERO_EXPONENT}, "
+            f"got {p.zero_exponent}"
+        )
+    if p.family == Family.SCALED_FUSED:
+        if p.subgroup_size:
+            raise ValueError(
+                f"unit.subgroup_size: a SCALED_FUSED unit scales each product; must be 0, got {p.subgroup_size}"
+            )
+        # each cut term is below 2^(F+4) (significands < 2 each: two factors, two scales)
+        terms, bits = p.group_size + 1, p.fraction_bits + 4
+    else:
+        G = p.subgroup_size
+        if G < 1 or p.block_size % G or p.group_size % G:
+            raise ValueError(
+                f"unit.subgroup_size: must be ≥ 1 and divide block_size ({p.block_size}) and group_size "
+                f"({p.group_size}), got {G}"
+            )
+        if operand_formats(p) != (InputFormat.E2M1, InputFormat.E2M1):
+            raise ValueError("unit.input_format: a GROUPED_SCALED unit multiplies e2m1 (its subgroup sums are exact)")
+        # a subgroup sum of e2m1 products is below 36·G, times the scales' significands (< 4)
+        terms, bits = p.group_size // G + 1, p.fraction_bits + (144 * G).bit_length()
+    if terms * 2**bits > 2**53:
+        raise ValueError(
+            f"unit.fraction_bits: {p.fraction_bits} with groups of {p.group_size} leaves the float64 sum of "
+            "cut terms inexact; lower it or the group size"
+        )
 
 
 def operand_formats(params: UnitParams) -> tuple[InputFormat, InputFormat]:

@@ -15,9 +15,33 @@ from dataclasses import field
 from types import MappingProxyType
 
 from emu.operands import input_name, input_pair, pair_name
-from emu.units import FIELD_KINDS, MAX_GROUP_SIZE, Family, Format, InputFormat, Rounding, UnitParams, check_params
+from emu.units import (
+    BLOCK_SCALED,
+    FIELD_KINDS,
+    MAX_GROUP_SIZE,
+    Family,
+    Format,
+    InputFormat,
+    Rounding,
+    ScaleFormat,
+    UnitParams,
+    check_params,
+)
 
-__all__ = ["Unit", "unit", "UNIT_NAMES", "UNIT_INPUTS", "UNIT_MIXED_INPUTS", "ALIASES", "MAX_GROUP_SIZE"]
+__all__ = [
+    "Unit",
+    "unit",
+    "UNIT_NAMES",
+    "UNIT_INPUTS",
+    "UNIT_MIXED_INPUTS",
+    "ALIASES",
+    "MAX_GROUP_SIZE",
+    "SCALED_UNIT_NAMES",
+    "SCALED_KINDS",
+    "SCALED_INPUT_NAMES",
+    "SCALED_RECIPES",
+    "scaled_input",
+]
 
 # Short citations of the published unit models and hardware measurements.
 MMASIM = "MMA-Sim (Xie et al., arXiv 2511.10909; PyPI mmasim 2.1.1)"
@@ -137,7 +161,17 @@ _UNUSED = {
         "output_fraction_bits",
         "interleaved_sums",
     ),
+    Family.SCALED_FUSED: (
+        "sum_fraction_bits",
+        "c_alignment_rounding",
+        "round_each_group",
+        "interleaved_sums",
+        "subgroup_size",
+    ),
+    Family.GROUPED_SCALED: ("sum_fraction_bits", "c_alignment_rounding", "round_each_group", "interleaved_sums"),
 }
+#: the block-scaling fields, which only the block-scaled families read
+_SCALE_FIELDS = ("scale_format", "block_size", "subgroup_size")
 
 
 def _unit_from_fields(fields: dict) -> Unit:
@@ -150,6 +184,8 @@ def _cite(family: Family, default: str, **specific: str) -> Mapping[str, str]:
     family never reads, else ``default``; the name is fp16emu's own."""
     fields = [f.name for f in dataclasses.fields(Unit) if f.name != "sources"]
     unused = dict.fromkeys(_UNUSED[family], "unused by this family")
+    if family not in BLOCK_SCALED:
+        unused |= dict.fromkeys(_SCALE_FIELDS, "0: not a block-scaled unit")
     unused["b_input_format"] = "-1 (emu.units.SAME_AS_A): B is in A's format (a mixed-fp8 unit cites its instruction)"
     return MappingProxyType({f: specific.get(f, unused.get(f, default)) for f in fields} | {"name": "fp16emu naming"})
 
@@ -458,7 +494,132 @@ ALIASES = MappingProxyType(
 UNIT_NAMES = ("mi100", "mi200", "mi300", "v100", "t4", "a100", "ada", "h100", "b200", "fma32", "fp64")
 
 
-def unit(name: str, output: str = "fp32", input: str | tuple[str, str] = "fp16") -> Unit:
+#: The block-scaled units: Blackwell (B200, tcgen05.mma … .block_scale) and RTX Blackwell
+#: (sm_120, mma.sync … .block_scale); MMA-Sim 2.1.1 gives both the same arithmetic per kind.
+SCALED_UNIT_NAMES = ("b200", "rtx-blackwell")
+_SCALED_ARCH = {"b200": ("Blackwell", "tcgen05.mma"), "rtx-blackwell": ("RTX Blackwell", "mma.sync")}
+_SCALED_ALIASES = {"rtx5090": "rtx-blackwell", "rtx-pro-6000": "rtx-blackwell", "sm_120": "rtx-blackwell"}
+#: The operand formats of the block-scaled instructions (PTX ISA: kind::mxf8f6f4 takes any of
+#: them for A and for B apart; kind::mxf4 and kind::mxf4nvf4 take e2m1)
+SCALED_INPUT_NAMES = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1")
+#: kind → the (scale format, block size) pairs it has (MMA-Sim 2.1.1 isa_tcgen05mma.py
+#: blackwell_tcgen05mma_block_scale_shape_and_type, isa_mma.py mma_block_scale_shape_and_type_from_sm_120)
+SCALED_KINDS = MappingProxyType(
+    {
+        "mxf8f6f4": (("ue8m0", 32),),
+        "mxf4": (("ue8m0", 32),),
+        "mxf4nvf4": (("ue8m0", 32), ("ue8m0", 16), ("ue4m3", 16)),
+    }
+)
+PTX_SCALED = "NVIDIA PTX ISA 8.7, tcgen05.mma / mma.sync with .block_scale (kind::mxf8f6f4, kind::mxf4, kind::mxf4nvf4)"
+OCP_MX = "OCP Microscaling Formats (MX) Specification v1.0 (2023): E8M0 scale per 32 values; fp8, fp6, fp4 elements"
+
+
+#: Names of block-scaled operand recipes (``fp16emu units --input NAME``): name → (A's format,
+#: B's format, scale, block, kind). "mx" before a format or a pair (``mxe4m3``, ``mxe5m2xe2m1``)
+#: names kind::mxf8f6f4 with UE8M0 per 32 (:func:`scaled_input`).
+SCALED_RECIPES = MappingProxyType(
+    {
+        "mxf4": ("e2m1", "e2m1", "ue8m0", 32, "mxf4"),
+        "mxfp4": ("e2m1", "e2m1", "ue8m0", 32, "mxf4"),
+        "nvf4": ("e2m1", "e2m1", "ue4m3", 16, "mxf4nvf4"),
+        "nvfp4": ("e2m1", "e2m1", "ue4m3", 16, "mxf4nvf4"),
+        "mxf4nvf4": ("e2m1", "e2m1", "ue8m0", 16, "mxf4nvf4"),
+    }
+)
+
+
+def scaled_input(name: str) -> tuple[str, str, str, int, str] | None:
+    """(A's format, B's format, scale, block, kind) of a block-scaled recipe name
+    (:data:`SCALED_RECIPES`, or ``"mx"`` + a format or pair of :data:`SCALED_INPUT_NAMES`:
+    ``"mxe4m3"``, ``"mxe5m2xe2m1"``), None for a name that is neither."""
+    key = str(name).strip().lower()
+    if key in SCALED_RECIPES:
+        return SCALED_RECIPES[key]
+    if key.startswith("mx"):
+        try:
+            fa, fb = input_pair(key[2:])
+        except ValueError:
+            return None
+        if input_name(fa) in SCALED_INPUT_NAMES and input_name(fb) in SCALED_INPUT_NAMES:
+            return input_name(fa), input_name(fb), "ue8m0", 32, "mxf8f6f4"
+    return None
+
+
+def _scaled_unit(key: str, fa: InputFormat, fb: InputFormat, scale: str, block: int, kind: str | None) -> Unit:
+    """The block-scaled unit ``key`` for A in ``fa``, B in ``fb``, scales ``scale`` per ``block``."""
+    names = (input_name(fa), input_name(fb))
+    for n in names:
+        if n not in SCALED_INPUT_NAMES:
+            raise ValueError(f"input: block-scaled units multiply {', '.join(SCALED_INPUT_NAMES)}, not {n}")
+    if scale not in ("ue8m0", "ue4m3"):
+        raise ValueError(f"scale: {scale!r} is not one of 'ue8m0', 'ue4m3'")
+    if block not in (16, 32):
+        raise ValueError(f"block: {block!r} is not one of 32, 16 (values along K per scale)")
+    fp4 = names == ("e2m1", "e2m1")
+    if kind is None:
+        kind = ("mxf4" if (scale, block) == ("ue8m0", 32) else "mxf4nvf4") if fp4 else "mxf8f6f4"
+    if kind not in SCALED_KINDS:
+        raise ValueError(f"kind: {kind!r} is not one of {', '.join(SCALED_KINDS)}")
+    if kind != "mxf8f6f4" and not fp4:
+        raise ValueError(f"kind: kind::{kind} multiplies e2m1 × e2m1, not {pair_name(fa, fb)}; use kind 'mxf8f6f4'")
+    if (scale, block) not in SCALED_KINDS[kind]:
+        have = ", ".join(f"{s} per {b}" for s, b in SCALED_KINDS[kind])
+        raise ValueError(f"scale, block: kind::{kind} has no {scale} scale per {block} values; it has {have}")
+    arch, instruction = _SCALED_ARCH[key]
+    sim = "TCGen05MMABlockScale" if key == "b200" else "MMABlockScale"
+    where = f"{MMASIM_NV} {sim}('{arch}', '…kind::{kind}.block{block}…')"
+    grouped = kind != "mxf8f6f4"
+    family = Family.GROUPED_SCALED if grouped else Family.SCALED_FUSED
+    if grouped:
+        model = f"{where}: MMA_GST_FDPA(G=16, F=35, rho='RZ-FP32', L_max=64, e_zero=-139) (k = 64)"
+        fields = dict(group_size=64, fraction_bits=35, zero_exponent=-139, subgroup_size=16)
+        what = "grouped scaled truncated fused dot-add (GST-FDPA)"
+    else:
+        model = f"{where}: MMA_ST_FDPA(F=25, rho='RZ-FP32', L_max=32, e_zero=-133) (k = 32)"
+        fields = dict(group_size=32, fraction_bits=25, zero_exponent=-133, subgroup_size=0)
+        what = "scaled truncated fused dot-add (ST-FDPA)"
+    pair = f"{names[0]} × {names[1]}" if names[0] != names[1] else names[0]
+    fmt_src = f"{PTX_SCALED}: {instruction} kind::{kind} operand types"
+    return Unit(
+        name=key,
+        description=(
+            f"NVIDIA {arch} {instruction} kind::{kind}, {pair} inputs, {scale} scale per {block}, fp32 output: {what}"
+        ),
+        family=family,
+        alignment_rounding=Rounding.RZ,
+        output_rounding=Rounding.RZ,
+        output_format=Format.FP32,
+        input_format=fa,
+        b_input_format=fb if fb != fa else -1,
+        scale_format=ScaleFormat.UE8M0 if scale == "ue8m0" else ScaleFormat.UE4M3,
+        block_size=block,
+        **fields,
+        sources=_cite(
+            family,
+            model,
+            description=model,
+            alignment_rounding=f"{MMASIM} fdpa.truncated_fused_sum (torch.trunc)",
+            output_rounding=f"{model}: rho RZ-FP32",
+            output_format=f"{PTX_SCALED}: D type .f32",
+            input_format=fmt_src + " (A's)",
+            b_input_format=fmt_src + " (B's)" if fb != fa else "-1 (emu.units.SAME_AS_A): B is in A's format",
+            scale_format=f"{PTX_SCALED}: .scale_vec / .ue8m0, .ue4m3 scale types; {OCP_MX}",
+            block_size=f"{PTX_SCALED}: .block32 / .block16; {where}",
+            flush_inputs=f"{model}: fp6 / fp4 subnormals kept (fp6_fp4_subnormal_exponent)",
+        ),
+    )
+
+
+def unit(
+    name: str,
+    output: str = "fp32",
+    input: str | tuple[str, str] = "fp16",
+    *,
+    scale: str | None = None,
+    block: int | None = None,
+    kind: str | None = None,
+) -> Unit:
     """The named unit (case-insensitive; aliases such as ``h200`` → ``h100`` accepted) for
     operands of ``input`` (``"fp16"``, ``"bf16"``, ``"tf32"`` / ``"xf32"``, ``"e4m3"``,
     ``"e5m2"``, ``"e4m3fnuz"``, ``"e5m2fnuz"``; :data:`UNIT_INPUTS` lists each unit's), or of
@@ -468,9 +629,33 @@ def unit(name: str, output: str = "fp32", input: str | tuple[str, str] = "fp16")
     ``output="fp16"`` selects the fp16-accumulator variant of an NVIDIA unit (RNE, its own zero
     exponent), offered for fp16 and fp8 operands. ValueError naming the accepted values for an
     unknown name, a format the unit has no instruction for, or an output it lacks.
+
+    Block-scaled units (MX, NVFP4): ``scale="ue8m0"`` or ``"ue4m3"`` with ``block=32`` or ``16``,
+    on ``"b200"`` (tcgen05.mma) or ``"rtx-blackwell"`` (sm_120 mma.sync), for A and B in e4m3,
+    e5m2, e3m2, e2m3 or e2m1 (``input=("e4m3", "e2m1")``): kind::mxf8f6f4 (ue8m0 per 32),
+    kind::mxf4 (e2m1, ue8m0 per 32) or kind::mxf4nvf4 (e2m1; ue8m0 per 32 or 16, ue4m3 per 16).
+    ``kind`` picks the instruction where two fit (e2m1 × e2m1 with ue8m0 per 32: ``"mxf4"``, the
+    default, or ``"mxf8f6f4"``); :data:`SCALED_KINDS`. ``emu.dot_add`` then needs the scales.
     """
     key = str(name).strip().lower()
     key = ALIASES.get(key, key)
+    key = _SCALED_ALIASES.get(key, key)
+    if scale is not None or block is not None or kind is not None:
+        if key not in SCALED_UNIT_NAMES:
+            raise ValueError(
+                f"unit: {name!r} has no block-scaled instructions; block-scaled units: {', '.join(SCALED_UNIT_NAMES)}"
+            )
+        if scale is None or block is None:
+            raise ValueError("scale, block: a block-scaled unit needs both (scale='ue8m0' or 'ue4m3', block=32 or 16)")
+        if output != "fp32":
+            raise ValueError(f"output: block-scaled units accumulate in fp32 only, got {output!r}")
+        fa, fb = input_pair(input)
+        return _scaled_unit(key, fa, fb, str(scale).strip().lower(), block, kind)
+    if key == "rtx-blackwell":
+        raise ValueError(
+            "unit: 'rtx-blackwell' is modelled for its block-scaled instructions only: pass scale= and block= "
+            "(e.g. input='e2m1', scale='ue8m0', block=32)"
+        )
     if output not in ("fp32", "fp16"):
         raise ValueError(f"output: {output!r} is not one of 'fp32', 'fp16'")
     if key not in UNIT_INPUTS:

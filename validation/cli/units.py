@@ -4,10 +4,9 @@ units that multiply that operand format and their parameters for it."""
 from __future__ import annotations
 
 import models
-from emu.operands import input_name
 
 from .. import warm
-from ..identify.unit_table import INPUT_FIELDS, TITLE, UNITS, fmt_value, input_table, probe_table, unit_names
+from ..identify.unit_table import TITLE, UNITS, fmt_value, input_call, input_table, probe_table, unit_names
 
 __all__ = ["register_cli"]
 
@@ -25,7 +24,8 @@ def register_cli(subparsers):
         default=None,
         metavar="FORMAT",
         help="list the units that multiply this operand format (fp16, bf16, tf32, e4m3, e5m2, e4m3fnuz, "
-        "e5m2fnuz) with their parameters for it",
+        "e5m2fnuz; block-scaled: mxf4, nvf4, mxf4nvf4, mx<format>[x<format>] for e4m3, e5m2, e3m2, e2m3, "
+        "e2m1, e.g. mxe4m3, mxe5m2xe2m1) with their parameters for it",
     )
     p.set_defaults(func=_cmd_units)
     return p
@@ -33,9 +33,8 @@ def register_cli(subparsers):
 
 def _print_input_table(fmt: str, names: list[str] | None) -> None:
     rows = input_table(fmt, names)
-    name = input_name(fmt.strip().lower())
-    print(f"units with {name} operands (models.unit(NAME, input={name!r}); fp32 accumulator)\n")
-    heads = ["unit"] + [f for f in INPUT_FIELDS]
+    print(f"units with {fmt.strip().lower()} operands ({input_call(fmt)}; fp32 accumulator)\n")
+    heads = [h for h in rows[0] if h != "description"] if rows else ["unit"]
     short = {
         "group_size": "group",
         "fraction_bits": "F",
@@ -44,6 +43,9 @@ def _print_input_table(fmt: str, names: list[str] | None) -> None:
         "zero_exponent": "e_zero",
         "interleaved_sums": "sums",
         "flush_inputs": "flush_in",
+        "scale_format": "scale",
+        "block_size": "block",
+        "subgroup_size": "subgroup",
     }
     widths = [max(len(short.get(h, h)), *(len(str(r[h])) for r in rows)) for h in heads]
     print("  ".join(short.get(h, h).ljust(w) for h, w in zip(heads, widths)).rstrip())
@@ -54,6 +56,12 @@ def _print_input_table(fmt: str, names: list[str] | None) -> None:
         "\nF: fraction bits kept in alignment; F2: of the second stage; out_F: of the accumulator; e_zero: "
         "the exponent an all-zero group aligns to; sums: interleaved partial sums (fields a family does "
         "not read are shown as stored)"
+        + (
+            "; scale: the block scale format, block: values along K per scale, subgroup: products summed "
+            "before scaling (0: each product scaled)"
+            if rows and "scale_format" in rows[0]
+            else ""
+        )
     )
     print("\n" + "\n".join(f"{r['unit']}: {r['description']}" for r in rows))
 

@@ -17,7 +17,18 @@ import emu
 import models
 from emu.operands import INPUT_NAMES, input_name
 
-__all__ = ["PROBES", "UNITS", "INPUT_FIELDS", "probe_table", "fmt_value", "input_table", "unit_names", "TITLE"]
+__all__ = [
+    "PROBES",
+    "UNITS",
+    "INPUT_FIELDS",
+    "SCALED_FIELDS",
+    "probe_table",
+    "fmt_value",
+    "input_call",
+    "input_table",
+    "unit_names",
+    "TITLE",
+]
 
 # name, products as (a, b) pairs, c, what it shows
 PROBES = [
@@ -115,35 +126,76 @@ def unit_names(text: str | None) -> list[str] | None:
     if text is None:
         return None
     names = [u.strip() for u in text.split(",") if u.strip()]
-    known = set(models.UNIT_NAMES) | set(models.ALIASES)
+    known = set(models.UNIT_NAMES) | set(models.ALIASES) | set(models.SCALED_UNIT_NAMES)
     for u in names:
         if u not in known:
             raise ValueError(f"--units: {u!r} is not one of {', '.join(models.UNIT_NAMES)}")
     return names
 
 
+#: the block-scaling fields the table adds for a block-scaled recipe
+SCALED_FIELDS = ("scale_format", "block_size", "subgroup_size")
+#: the formats only block-scaled units multiply (fp6, fp4)
+_SCALED_ONLY = tuple(n for n in models.SCALED_INPUT_NAMES if not any(n in v for v in models.UNIT_INPUTS.values()))
+
+
+def input_call(fmt: str) -> str:
+    """The ``models.unit`` call the table of ``fmt`` shows (NAME for the unit)."""
+    spec = models.scaled_input(fmt)
+    if spec is None:
+        return f"models.unit(NAME, input={input_name(str(fmt).strip().lower())!r})"
+    fa, fb, scale, block, kind = spec
+    pair = repr(fa) if fa == fb else repr((fa, fb))
+    return f"models.unit(NAME, input={pair}, scale={scale!r}, block={block}, kind={kind!r})"
+
+
+def _accepted_inputs() -> str:
+    names = [n for n in dict.fromkeys(map(input_name, INPUT_NAMES.values())) if n not in _SCALED_ONLY]
+    return (
+        ", ".join(names)
+        + "; block-scaled: "
+        + ", ".join(models.SCALED_RECIPES)
+        + ", mx<format>[x<format>] (mxe4m3, mxe5m2xe2m1)"
+    )
+
+
 def input_table(fmt: str, names: list[str] | None = None) -> list[dict]:
     """One row per unit that multiplies operands of ``fmt``: its name, description and the
     :data:`INPUT_FIELDS` of ``models.unit(name, input=fmt)``. ``names`` (given units) must all
     have the format; None: every unit of :data:`models.UNIT_INPUTS` that has it. ValueError for
-    an unknown format (naming the accepted ones) or a given unit without it."""
+    an unknown format (naming the accepted ones) or a given unit without it.
+
+    A block-scaled recipe (``mxf4``, ``nvf4``, ``mxe4m3``, …: :func:`models.scaled_input`) lists
+    the block-scaled units (:data:`models.SCALED_UNIT_NAMES`) with :data:`SCALED_FIELDS` too."""
     key = str(fmt).strip().lower()
-    if key not in INPUT_NAMES:
+    spec = models.scaled_input(key)
+    if spec is None and key not in INPUT_NAMES:
+        raise ValueError(f"--input: {fmt!r} is not one of {_accepted_inputs()}")
+    if spec is None and input_name(key) in _SCALED_ONLY:
         raise ValueError(
-            f"--input: {fmt!r} is not one of {', '.join(dict.fromkeys(map(input_name, INPUT_NAMES.values())))}"
+            f"--input: {input_name(key)} is multiplied by block-scaled units only: ask for a recipe "
+            f"(mx{input_name(key)}{', mxf4, nvf4' if input_name(key) == 'e2m1' else ''})"
         )
-    name = input_name(key)
+    fields = INPUT_FIELDS + (SCALED_FIELDS if spec else ())
     if names is None:
-        names = [u for u in models.UNIT_NAMES if name in models.UNIT_INPUTS[u]]
+        names = (
+            list(models.SCALED_UNIT_NAMES)
+            if spec
+            else [u for u in models.UNIT_NAMES if input_name(key) in models.UNIT_INPUTS[u]]
+        )
     rows = []
     for u in names:
         try:
-            unit = models.unit(u, input=name)
+            if spec:
+                fa, fb, scale, block, kind = spec
+                unit = models.unit(u, input=(fa, fb), scale=scale, block=block, kind=kind)
+            else:
+                unit = models.unit(u, input=input_name(key))
         except ValueError as exc:
             raise ValueError(f"--units: {exc}") from None
         row = {"unit": unit.name, "description": unit.description}
-        for f in INPUT_FIELDS:
+        for f in fields:
             v = getattr(unit, f)
-            row[f] = v.name.lower() if f == "family" else int(v)
+            row[f] = v.name.lower() if f in ("family", "scale_format") else int(v)
         rows.append(row)
     return rows
