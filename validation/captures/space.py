@@ -222,7 +222,7 @@ def matrix_unit_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     splits = split_schedules(K, tiles_first, cap.out_format)
     residue_tiles = tuple(dict.fromkeys(tiles_first + BOUNDS.residue_tiles))
     partials = (None, cap.out_format) if cap.out_format != "fp32" else (None,)
-    has_c = cap.op == "addmm" or "bias" in cap.operands
+    has_c = "C" in cap.operands or "bias" in cap.operands
     c_entries = ("epilogue", "chain") if has_c else ("chain",)
     if cap.alpha != 1 or cap.beta != 1:
         c_entries = ("epilogue",)
@@ -376,7 +376,7 @@ def simt_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     named = matching(cap.kernels, cap.op)
     kinds = [Variant()] if cap.conv is None else conv_variants(cap, named)  # fp32 whole: no tf32 rounding
     _, _, K = gemm_dims(cap, kinds[0])
-    has_c = cap.op == "addmm" or "bias" in cap.operands
+    has_c = "C" in cap.operands or "bias" in cap.operands
     c_entries = ("epilogue", "chain") if has_c else ("chain",)
     if cap.alpha != 1 or cap.beta != 1:
         c_entries = ("epilogue",)
