@@ -59,7 +59,7 @@ GPU_ARCHS = (
     (r"\b(g?h(100|200|800)|h20)\b", ("nvidia", (9, 0))),
     (r"\bl4\b|\bl40|rtx 40\d\d|\bada\b", ("nvidia", (8, 9))),
     (r"\ba(100|800|30)\b", ("nvidia", (8, 0))),
-    (r"\ba(10|40|16|2)\b|rtx 30\d\d|rtx a\d+", ("nvidia", (8, 6))),
+    (r"\ba(10|40|16|2)g?\b|rtx 30\d\d|rtx a\d+", ("nvidia", (8, 6))),
     (r"\bt4\b|rtx 20\d\d|quadro rtx|turing", ("nvidia", (7, 5))),
     (r"\bv100\b|volta", ("nvidia", (7, 0))),
     (r"\bp100\b", ("nvidia", (6, 0))),
