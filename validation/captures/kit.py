@@ -17,7 +17,10 @@ Three ways in:
           --b-dtype e5m2 --rowwise --bias --fast-accum --out fp8.npz
 
 * many cases from a JSON plan (a list of objects with the same fields as the flags), one file
-  each: ``python -m validation.captures.kit --plan plan.json --out-dir captures/``;
+  each: ``python -m validation.captures.kit --plan plan.json --out-dir captures/``; checked
+  without torch or a GPU first with ``--check`` (and ``--gpu H100``: :mod:`validation.captures.plan`);
+  ``--batch-sweep 1,8,64`` captures each case at those batch sizes, the smaller files holding the
+  leading rows of the largest's operands (:func:`sweep`, :func:`sweep_fields`);
 * the user's own tensors, from Python::
 
       from validation.captures.kit import capture
@@ -25,7 +28,7 @@ Three ways in:
       capture("fp8.npz", "scaled_mm", A=a, B=b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
 
 The capture format (an ``.npz``; see ``docs/library.md`` and :mod:`validation.captures.format`): ``op`` (one of :data:`OPS`), the
-operands under torch's names (``A``, ``B``, ``C``; ``input``, ``weight``, ``bias``;
+operands under torch's names (``A``, ``B``, ``C`` of mm, addmm, bmm, baddbmm and matmul; ``input``, ``weight``, ``bias``;
 ``grad_output`` with ``input_shape`` or ``weight_shape``), ``stride``, ``padding``,
 ``dilation`` (two integers each) and ``groups`` for convolutions, ``out`` (the GPU's result in
 torch's logical order, NCHW for convolutions, in its own dtype); optional ``memory_format``
