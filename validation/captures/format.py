@@ -441,8 +441,8 @@ def save(path, fields: dict) -> Path:
 
 #: the ops a batch sweep (the kit's ``--batch-sweep``) takes, and the axis each sweeps: M for
 #: ``mm``/``addmm``/``linear`` (a linear's leading axis) and ``scaled_mm``, the batch of
-#: ``bmm``/``baddbmm``, N (images) for convolutions
-BATCH_OPS = ("mm", "addmm", "linear", "bmm", "baddbmm", "conv2d", "conv2d_bwd_data", "conv2d_bwd_weight", "scaled_mm")
+#: ``bmm``/``baddbmm``, a ``matmul``'s output's leading axis, N (images) for convolutions
+BATCH_OPS = OPS
 
 
 def batch_axes(spec: dict) -> dict[str, int]:
@@ -459,6 +459,12 @@ def batch_axes(spec: dict) -> dict[str, int]:
             axes["C"] = 0
         if op == "scaled_mm" and spec.get("rowwise"):
             axes["scale_a"] = 0
+    elif op == "matmul":  # the output's leading axis: A's rows (2-D), else the batch dims' first
+        A, B = shapes["A"], shapes["B"]
+        ndim = max(len(A), len(B))
+        axes = {"A": 0} if ndim == 2 else {k: 0 for k, s in (("A", A), ("B", B)) if len(s) == ndim and s[0] != 1}
+        if not axes:
+            _fail("shapes.A: the matmul's leading batch dim is 1 in A and B; nothing to sweep")
     elif op == "linear":
         if len(shapes["input"]) < 2:
             _fail("shapes.input: a 1-D linear input has no batch to sweep")

@@ -268,6 +268,7 @@ def test_batch_sweep_files_hold_the_leading_rows_of_one_draw(tmp_path, monkeypat
             [
                 {"name": "lin", "op": "linear", "shapes": {"input": [8, 5, 24], "weight": [6, 24], "bias": [6]}},
                 {"name": "add", "op": "addmm", "shapes": {"A": [8, 24], "B": [24, 6], "C": [8, 6]}, "seed": 4},
+                {"name": "mat", "op": "matmul", "shapes": {"A": [1, 4, 24], "B": [8, 24, 3]}, "seed": 6},
                 {
                     "name": "conv",
                     "op": "conv2d_bwd_data",
@@ -283,9 +284,9 @@ def test_batch_sweep_files_hold_the_leading_rows_of_one_draw(tmp_path, monkeypat
     args = ["--plan", str(plan), "--out-dir", str(out), "--batch-sweep", "3,1,8", "--omit-operands"]
     assert kit.main(args) == 0, capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        f"{n}_b{b}.npz" for n in ("lin", "add", "conv") for b in (1, 3, 8)
+        f"{n}_b{b}.npz" for n in ("lin", "add", "mat", "conv") for b in (1, 3, 8)
     )
-    for name, swept in (("lin", {"input"}), ("add", {"A", "C"}), ("conv", {"grad_output"})):
+    for name, swept in (("lin", {"input"}), ("add", {"A", "C"}), ("mat", {"B"}), ("conv", {"grad_output"})):
         big = load_capture(out / f"{name}_b8.npz")
         for b in (1, 3, 8):
             raw = np.load(out / f"{name}_b{b}.npz")
@@ -308,8 +309,8 @@ def test_batch_sweep_is_checked_without_torch(tmp_path):
         tmp_path, "--check", "bmm", "--A", "4", "8", "16", "--B", "4", "16", "2", "--batch-sweep", "1,2,4"
     )
     assert res.returncode == 0 and "each at batch sizes 1,2,4" in res.stdout, res.stderr
-    res = _copied_kit(tmp_path, "--check", "matmul", "--A", "4", "8", "16", "--B", "16", "2", "--batch-sweep", "1,2")
-    assert res.returncode == 2 and res.stderr.startswith("capture_torch: --batch-sweep: matmul is not swept")
+    res = _copied_kit(tmp_path, "--check", "linear", "--input", "16", "--weight", "2", "16", "--batch-sweep", "1,2")
+    assert res.returncode == 2 and res.stderr.startswith("capture_torch: shapes.input: a 1-D linear input has no batch")
     res = _copied_kit(tmp_path, "--check", "mm", "--A", "4", "8", "--B", "8", "2", "--batch-sweep", "0,2")
     assert res.returncode == 2 and res.stderr.startswith("capture_torch: --batch-sweep: expected batch sizes ≥ 1")
 
@@ -323,6 +324,9 @@ def test_batch_axes_per_op():
     assert batch_axes(spec) == {"A": 0, "B": 0, "C": 0, "out": 0}
     scaled = check_contract({"op": "scaled_mm", "rowwise": True, "shapes": {"A": [16, 32], "B": [32, 16]}})
     assert batch_axes(scaled) == {"A": 0, "scale_a": 0, "out": 0}
+    bcast = check_contract({"op": "matmul", "shapes": {"A": [1, 8, 16], "B": [4, 16, 2]}})
+    assert batch_axes(bcast) == {"B": 0, "out": 0}
+    assert batch_axes(check_contract({"op": "matmul", "shapes": {"A": [3, 8, 16], "B": [16, 2]}})) == {"A": 0, "out": 0}
     ops = generate_operands(scaled)
     small = kit.take_batch(scaled, ops, 5)
     assert small["A"].shape == (5, 32) and small["scale_a"].shape == (5, 1) and small["scale_b"] is ops["scale_b"]
