@@ -109,3 +109,25 @@ def test_a_folded_matmul_is_one_gemm(tmp_path):
     r = search(cap)
     assert r.answer == "identical" and r.best.schedule.splits == 1
     assert (_u(run_candidate(cap, r.best)) == _u(cap.out)).all()
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_the_search_tells_the_epilogue_orders_apart(tmp_path, fused):
+    """addmm with alpha = RN32(0.3), beta = RN32(0.7) on float32 operands (TF32 off): the planted
+    epilogue, one FMA (CUTLASS's LinearCombination) or alpha·acc rounded first, is the one found,
+    and the other does not reproduce the output (session 16's alpha 0.5 and beta 2 cannot tell)."""
+    from emu.simt import fma_gemm
+
+    rng = np.random.default_rng(14)
+    A, B, C = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((24, 96), (96, 16), (24, 16)))
+    alpha, beta = float(np.float32(0.3)), float(np.float32(0.7))
+    planted = emu.Schedule(c_entry="epilogue", alpha=alpha, beta=beta, epilogue_fma=fused, output="fp32")
+    out = fma_gemm(A, B, C, planted)
+    path = tmp_path / "addmm.npz"
+    np.savez(path, op="addmm", A=A, B=B, C=C, out=out, alpha=alpha, beta=beta, allow_tf32=False, gpu="NVIDIA H200")
+    cap = load_capture(path)
+    r = search(cap)
+    assert r.answer == "identical" and r.best.schedule.epilogue_fma is fused, r.best.describe()
+    assert all(c.schedule.epilogue_fma is fused for c in r.reproducing)
+    other = replace(r.best, schedule=replace(r.best.schedule, epilogue_fma=not fused))
+    assert (_u(run_candidate(cap, other)) != _u(out)).any()
