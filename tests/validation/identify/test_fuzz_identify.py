@@ -135,7 +135,19 @@ def test_identify_reads_any_rows_file_or_refuses_it_in_one_line(tmp_path_factory
     tally(f"identify rows ({'npz' if content[:2] == b'PK' else 'other'})", answer, time.perf_counter() - t0)
 
 
-OPS = ["mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "conv2d", "conv2d_bwd_data", "conv2d_bwd_weight", "gemm", ""]
+OPS = [
+    "mm",
+    "addmm",
+    "bmm",
+    "baddbmm",
+    "matmul",
+    "linear",
+    "conv2d",
+    "conv2d_bwd_data",
+    "conv2d_bwd_weight",
+    "gemm",
+    "",
+]
 TEXT = st.one_of(st.text(max_size=12), st.sampled_from(["NVIDIA H200", "AMD Instinct MI300X", "contiguous"]))
 
 
