@@ -418,7 +418,8 @@ def _scaled(acc: np.ndarray, C, schedule: Schedule, scale_a, scale_b) -> np.ndar
 def finish(unit, acc: np.ndarray, C, schedule: Schedule, scale_a=None, scale_b=None) -> np.ndarray:
     """The epilogue and output rounding of ``schedule`` on a reduced fp32 accumulator ``acc``:
     with ``c_entry="epilogue"`` RNE32(alpha·acc + beta·C) as one FMA (C float32, broadcastable,
-    or None for 0), else alpha·acc (rounded) where alpha ≠ 1; then the output rounding. With
+    or None for 0; with ``epilogue_fma`` false alpha·acc rounded first, then beta·C added), else
+    alpha·acc (rounded) where alpha ≠ 1; then the output rounding. With
     ``scale_a`` / ``scale_b`` (float32, broadcastable to the output: a scalar, (M, 1), (1, N)),
     the scales in ``schedule.scale_order`` instead of alpha, C (in the epilogue) added as
     ``schedule.epilogue_fma`` says (see :mod:`emu.schedule`)."""
@@ -431,7 +432,10 @@ def finish(unit, acc: np.ndarray, C, schedule: Schedule, scale_a=None, scale_b=N
     if schedule.c_entry == "epilogue":
         c = np.zeros((1, 1), np.float32) if C is None else np.asarray(C, np.float32)
         beta_c = (np.float32(schedule.beta) * np.broadcast_to(c, acc.shape)).astype(np.float32)
-        acc = fma32(np.float32(schedule.alpha), acc, beta_c)
+        if schedule.epilogue_fma:  # CUTLASS LinearCombination: beta·C, then alpha·acc added in one FMA
+            acc = fma32(np.float32(schedule.alpha), acc, beta_c)
+        else:  # a separate multiply and add: RN32(RN32(alpha·acc) + RN32(beta·C))
+            acc = ((np.float32(schedule.alpha) * acc).astype(np.float32) + beta_c).astype(np.float32)
     elif schedule.alpha != 1:
         acc = (np.float32(schedule.alpha) * acc).astype(np.float32)
     return _output(params, acc, schedule.output)

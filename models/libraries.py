@@ -67,7 +67,7 @@ class LibrarySchedule:
         return any(re.search(self.pattern, k) for k in kernels)
 
 
-GEMM_OPS = ("mm", "addmm", "bmm", "linear")
+GEMM_OPS = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear")
 
 LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
     LibrarySchedule(

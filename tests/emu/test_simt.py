@@ -195,3 +195,29 @@ def test_rejects_other_operands():
         fma_gemm(np.ones((2, 2)), np.ones((2, 2), np.float32))
     with pytest.raises(ValueError, match="instruction_k"):
         fma_gemm(np.ones((2, 4), np.float32), np.ones((4, 2), np.float32), None, Schedule(instruction_k=4))
+
+
+def test_the_epilogue_without_fma_rounds_alpha_acc_first():
+    """``epilogue_fma=False``: RN32(RN32(alpha·acc) + RN32(beta·C)), computed here with exact
+    fractions, one rounding at a time; the default (CUTLASS's LinearCombination) rounds
+    alpha·acc + RN32(beta·C) once. With alpha = RN32(0.3) the two differ on some outputs."""
+    rng = np.random.default_rng(21)
+    A = rng.uniform(-1, 1, (12, 40)).astype(np.float32)
+    B = rng.uniform(-1, 1, (40, 10)).astype(np.float32)
+    C = rng.uniform(-1, 1, (12, 10)).astype(np.float32)
+    alpha, beta = float(np.float32(0.3)), float(np.float32(0.7))
+    acc = fma_gemm(A, B, None, Schedule())
+    sep = fma_gemm(A, B, C, Schedule(c_entry="epilogue", alpha=alpha, beta=beta, epilogue_fma=False))
+    fused = fma_gemm(A, B, C, Schedule(c_entry="epilogue", alpha=alpha, beta=beta))
+
+    def rn32(x: Fraction) -> Fraction:
+        return Fraction(float(_rn32(x)))
+
+    n_differ = 0
+    for i in range(12):
+        for j in range(10):
+            a, bc = Fraction(float(acc[i, j])), rn32(Fraction(beta) * Fraction(float(C[i, j])))
+            want_sep = rn32(rn32(Fraction(alpha) * a) + bc)
+            assert Fraction(float(sep[i, j])) == want_sep, (i, j)
+            n_differ += sep[i, j].view(np.uint32) != fused[i, j].view(np.uint32)
+    assert n_differ > 0

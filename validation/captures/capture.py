@@ -306,11 +306,25 @@ def _check_shapes(cap: Capture, m):
                     raise ValueError
             except ValueError:
                 _fail("C", f"shape {o['C'].shape} does not broadcast to the output's {want}")
-    elif cap.op == "bmm":
+    elif cap.op in ("bmm", "baddbmm"):
         A, B = o["A"], o["B"]
         if A.ndim != 3 or B.ndim != 3 or A.shape[0] != B.shape[0] or A.shape[2] != B.shape[1]:
-            _fail("A", f"bmm needs A (b, M, K) and B (b, K, N), got {A.shape} and {B.shape}")
+            _fail("A", f"{cap.op} needs A (b, M, K) and B (b, K, N), got {A.shape} and {B.shape}")
         want = (A.shape[0], A.shape[1], B.shape[2])
+        if cap.op == "baddbmm":
+            try:
+                if np.broadcast_shapes(o["C"].shape, want) != want:
+                    raise ValueError
+            except ValueError:
+                _fail("C", f"shape {o['C'].shape} does not broadcast to the output's {want}")
+    elif cap.op == "matmul":  # torch.matmul of 2-D or more: batch dims broadcast
+        A, B = o["A"], o["B"]
+        if A.ndim < 2 or B.ndim < 2 or A.shape[-1] != B.shape[-2]:
+            _fail("A", f"matmul needs A (…, M, K) and B (…, K, N), got {A.shape} and {B.shape}")
+        try:
+            want = np.broadcast_shapes(A.shape[:-2], B.shape[:-2]) + (A.shape[-2], B.shape[-1])
+        except ValueError:
+            _fail("B", f"batch dims {B.shape[:-2]} do not broadcast with A's {A.shape[:-2]}")
     elif cap.op == "linear":
         x, w = o["input"], o["weight"]
         if x.ndim < 1 or w.ndim != 2 or x.shape[-1] != w.shape[1]:

@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = [
+    "BATCH_OPS",
+    "batch_size",
     "CONV_OPS",
     "DTYPES",
     "DTYPE_ALIASES",
@@ -32,6 +34,7 @@ __all__ = [
     "OPS",
     "ROUNDED_FORMATS",
     "SCALED_OUT_DTYPES",
+    "batch_axes",
     "check_plan_entry",
     "complete",
     "dtype_name",
@@ -40,16 +43,31 @@ __all__ = [
     "round_to_patterns",
     "save",
     "scaled_capture_fields",
+    "take_batch",
+    "with_batch",
 ]
 
 #: the ops a capture may hold
-OPS = ("mm", "addmm", "bmm", "linear", "conv2d", "conv2d_bwd_data", "conv2d_bwd_weight", "scaled_mm")
+OPS = (
+    "mm",
+    "addmm",
+    "bmm",
+    "baddbmm",
+    "matmul",
+    "linear",
+    "conv2d",
+    "conv2d_bwd_data",
+    "conv2d_bwd_weight",
+    "scaled_mm",
+)
 
 #: per op: the operand arrays it needs (required, optional)
 OPERANDS = {
     "mm": (("A", "B"), ()),
     "addmm": (("A", "B", "C"), ()),
     "bmm": (("A", "B"), ()),
+    "baddbmm": (("A", "B", "C"), ()),
+    "matmul": (("A", "B"), ()),
     "linear": (("input", "weight"), ("bias",)),
     "conv2d": (("input", "weight"), ("bias",)),
     "conv2d_bwd_data": (("grad_output", "weight"), ()),
@@ -340,7 +358,7 @@ def complete(fields: dict) -> dict:
         for key in ("input_shape", "weight_shape"):
             if key in fields:
                 spec[key] = [int(x) for x in np.asarray(fields[key])]
-    for name, array in generate_operands(spec).items():
+    for name, array in _drawn(spec, fields).items():
         digest = operand_digest(array)
         want = str(fields.pop(f"{name}_sha256"))
         if digest != want:
@@ -417,3 +435,86 @@ def save(path, fields: dict) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+# --- batch sweeps: how the files of one sweep relate ------------------------------------------
+
+#: the ops a batch sweep (the kit's ``--batch-sweep``) takes, and the axis each sweeps: M for
+#: ``mm``/``addmm``/``linear`` (a linear's leading axis) and ``scaled_mm``, the batch of
+#: ``bmm``/``baddbmm``, a ``matmul``'s output's leading axis, N (images) for convolutions
+BATCH_OPS = OPS
+
+
+def batch_axes(spec: dict) -> dict[str, int]:
+    """The arrays a batch sweep cuts and the axis of each (``out`` included): for ``mm``/``addmm``
+    A's rows (and C's where it has M rows), a linear's input's leading axis, the batch of
+    ``bmm``/``baddbmm`` (C's where it has one), images (N) of a convolution, ``scaled_mm``'s A
+    rows (and row-wise scale_a). Arrays not named are the same at every batch size."""
+    op, shapes = spec["op"], spec["shapes"]
+    if op not in BATCH_OPS:
+        _fail(f"--batch-sweep: {op} is not swept; it takes {', '.join(BATCH_OPS)}")
+    if op in ("mm", "addmm", "scaled_mm"):
+        axes = {"A": 0}
+        if op == "addmm" and len(shapes["C"]) == 2 and shapes["C"][0] == shapes["A"][0] != 1:
+            axes["C"] = 0
+        if op == "scaled_mm" and spec.get("rowwise"):
+            axes["scale_a"] = 0
+    elif op == "matmul":  # the output's leading axis: A's rows (2-D), else the batch dims' first
+        A, B = shapes["A"], shapes["B"]
+        ndim = max(len(A), len(B))
+        axes = {"A": 0} if ndim == 2 else {k: 0 for k, s in (("A", A), ("B", B)) if len(s) == ndim and s[0] != 1}
+        if not axes:
+            _fail("shapes.A: the matmul's leading batch dim is 1 in A and B; nothing to sweep")
+    elif op == "linear":
+        if len(shapes["input"]) < 2:
+            _fail("shapes.input: a 1-D linear input has no batch to sweep")
+        axes = {"input": 0}
+    elif op in ("bmm", "baddbmm"):
+        axes = {"A": 0, "B": 0}
+        if op == "baddbmm" and len(shapes["C"]) == 3 and shapes["C"][0] == shapes["A"][0] != 1:
+            axes["C"] = 0
+    elif op == "conv2d_bwd_weight":
+        axes = {"grad_output": 0, "input": 0}
+    else:
+        axes = {"input": 0} if op == "conv2d" else {"grad_output": 0}
+    return {**axes, "out": 0}
+
+
+def batch_size(spec: dict) -> int:
+    """The size of the axis a batch sweep cuts (:func:`batch_axes`)."""
+    if spec["op"] == "conv2d_bwd_data":
+        return int(spec["input_shape"][0])
+    name = next(k for k in batch_axes(spec) if k != "out")
+    return int(spec["shapes"][name][0])
+
+
+def with_batch(spec: dict, n: int) -> dict:
+    """``spec`` with its swept axis (:func:`batch_axes`) of size ``n``."""
+    axes = batch_axes(spec)
+    shapes = {k: list(v) for k, v in spec["shapes"].items()}
+    for name in axes:
+        if name in shapes:
+            shapes[name][0] = n
+    out = {**spec, "shapes": shapes}
+    if spec["op"] == "conv2d_bwd_data":
+        out["input_shape"] = [n] + list(spec["input_shape"][1:])
+    return out
+
+
+def take_batch(spec: dict, operands: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    """The operands of ``spec`` (drawn at its own, the largest, batch size) cut to batch ``n``:
+    the leading ``n`` entries along each axis :func:`batch_axes` names, the others unchanged."""
+    axes = batch_axes(spec)
+    return {k: (np.ascontiguousarray(v[:n]) if k in axes else v) for k, v in operands.items()}
+
+
+def _drawn(spec: dict, fields: dict) -> dict[str, np.ndarray]:
+    """The operands a capture's generator fields draw: a batch sweep's file (``batch``) draws the
+    sweep's largest case (its ``spec``) and takes its first ``batch`` entries (:func:`take_batch`)."""
+    operands = generate_operands(spec)
+    if "batch" not in fields:
+        return operands
+    n = np.asarray(fields["batch"])
+    if n.ndim or n.dtype.kind not in "iu" or not 1 <= int(n) <= batch_size(spec):
+        _fail(f"batch: expected a whole number from 1 to the sweep's largest, {batch_size(spec)}, got {n!r}")
+    return take_batch(spec, operands, int(n))

@@ -32,6 +32,8 @@ __all__ = [
     "GemmJob",
     "SearchResult",
     "Variant",
+    "batch_operands",
+    "batched",
     "bits",
     "full_fp32",
     "gemm_dims",
@@ -195,13 +197,24 @@ def _jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=Non
         if cap.op == "addmm":
             C = np.broadcast_to(c_values(cap, o["C"]), (M, N))
         return [restrict(GemmJob(o["A"], o["B"], C, idx), rows, columns)]
-    if cap.op == "bmm":
-        b, M, N = cap.out.shape
-        sel = range(b) if pieces is None else pieces
+    if batched(cap):  # bmm, baddbmm, a matmul of batches: one GEMM per output matrix
+        M, N = cap.out.shape[-2:]
+        ia, ib = batch_operands(cap)
+        C = None if "C" not in o else np.broadcast_to(c_values(cap, o["C"]), cap.out.shape).reshape(-1, M, N)
+        A, B = o["A"].reshape(-1, *o["A"].shape[-2:]), o["B"].reshape(-1, *o["B"].shape[-2:])
+        sel = range(ia.size) if pieces is None else pieces
         return [
-            restrict(GemmJob(o["A"][i], o["B"][i], None, (i * M * N + np.arange(M * N)).reshape(M, N)), rows, columns)
+            restrict(
+                GemmJob(A[ia[i]], B[ib[i]], None if C is None else C[i], (i * M * N + np.arange(M * N)).reshape(M, N)),
+                rows,
+                columns,
+            )
             for i in sel
         ]
+    if cap.op == "matmul":  # (…, M, K) @ (K, N) folded into one GEMM, as torch.matmul does (mm of M·… rows)
+        A = o["A"].reshape(-1, o["A"].shape[-1])
+        idx = np.arange(A.shape[0] * cap.out.shape[-1]).reshape(A.shape[0], -1)
+        return [restrict(GemmJob(A, o["B"], None, idx), rows, columns)]
     if cap.op == "linear":
         x, w = o["input"], o["weight"]
         A = x.reshape(-1, x.shape[-1])
@@ -280,19 +293,40 @@ def restrict(job: GemmJob, rows, columns) -> GemmJob:
     return GemmJob(job.A[r], job.B[:, c], C, job.out_index[r][:, c])
 
 
+def batched(cap: Capture) -> bool:
+    """Whether the capture's GEMMs are a batch, one per output matrix: ``bmm``, ``baddbmm``, and
+    ``torch.matmul`` where B has batch dims (torch's ``_matmul_impl`` expands both operands'
+    batch dims and calls bmm; (…, M, K) @ (K, N) it folds into one mm, ``should_fold`` in
+    pytorch/pytorch ``aten/src/ATen/native/LinearAlgebra.cpp``)."""
+    return cap.op in ("bmm", "baddbmm") or (cap.op == "matmul" and cap.operands["B"].ndim > 2)
+
+
+def batch_operands(cap: Capture) -> tuple[np.ndarray, np.ndarray]:
+    """For a batched capture (:func:`batched`), the matrix of A and of B (indices into their batch
+    dims flattened) that each output matrix multiplies, batch dims broadcast as torch.matmul does."""
+    batch = cap.out.shape[:-2]
+    out = []
+    for name in ("A", "B"):
+        dims = cap.operands[name].shape[:-2]
+        index = np.arange(int(np.prod(dims, dtype=np.int64))).reshape(dims) if dims else np.zeros((), np.int64)
+        out.append(np.broadcast_to(index, batch).reshape(-1))
+    return out[0], out[1]
+
+
 def n_jobs(cap: Capture) -> int:
-    if cap.op == "bmm":
-        return cap.out.shape[0]
+    if batched(cap):
+        return int(np.prod(cap.out.shape[:-2]))
     return cap.conv.groups if cap.conv is not None else 1
 
 
 def gemm_dims(cap: Capture, variant: Variant) -> tuple[int, int, int]:
     if cap.conv is not None:
         return cap.conv.gemm_size(PASS_OF[cap.op])
-    if cap.op == "bmm":
-        return cap.out.shape[1], cap.out.shape[2], cap.operands["A"].shape[2]
-    if cap.op == "linear":
-        return int(np.prod(cap.out.shape[:-1])), cap.out.shape[-1], cap.operands["weight"].shape[1]
+    if batched(cap):
+        return cap.out.shape[-2], cap.out.shape[-1], cap.operands["A"].shape[-1]
+    if cap.op in ("linear", "matmul"):
+        K = cap.operands["weight" if cap.op == "linear" else "A"].shape[-1]
+        return int(np.prod(cap.out.shape[:-1])), cap.out.shape[-1], K
     return cap.out.shape[0], cap.out.shape[1], cap.operands["A"].shape[1]
 
 

@@ -17,7 +17,10 @@ Three ways in:
           --b-dtype e5m2 --rowwise --bias --fast-accum --out fp8.npz
 
 * many cases from a JSON plan (a list of objects with the same fields as the flags), one file
-  each: ``python -m validation.captures.kit --plan plan.json --out-dir captures/``;
+  each: ``python -m validation.captures.kit --plan plan.json --out-dir captures/``; checked
+  without torch or a GPU first with ``--check`` (and ``--gpu H100``: :mod:`validation.captures.plan`);
+  ``--batch-sweep 1,8,64`` captures each case at those batch sizes, the smaller files holding the
+  leading rows of the largest's operands (:func:`sweep`, :func:`sweep_fields`);
 * the user's own tensors, from Python::
 
       from validation.captures.kit import capture
@@ -25,7 +28,7 @@ Three ways in:
       capture("fp8.npz", "scaled_mm", A=a, B=b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
 
 The capture format (an ``.npz``; see ``docs/library.md`` and :mod:`validation.captures.format`): ``op`` (one of :data:`OPS`), the
-operands under torch's names (``A``, ``B``, ``C``; ``input``, ``weight``, ``bias``;
+operands under torch's names (``A``, ``B``, ``C`` of mm, addmm, bmm, baddbmm and matmul; ``input``, ``weight``, ``bias``;
 ``grad_output`` with ``input_shape`` or ``weight_shape``), ``stride``, ``padding``,
 ``dilation`` (two integers each) and ``groups`` for convolutions, ``out`` (the GPU's result in
 torch's logical order, NCHW for convolutions, in its own dtype); optional ``memory_format``
@@ -60,6 +63,7 @@ try:  # inside the fp16emu package
         FP8_DTYPES,
         OPERANDS,
         OPS,
+        batch_axes,
         check_plan_entry,
         complete,
         generate_operands,
@@ -67,8 +71,11 @@ try:  # inside the fp16emu package
         round_to_patterns,
         save,
         scaled_capture_fields,
+        take_batch,
+        with_batch,
     )
-except ImportError:  # a plain file, with format.py copied beside it (found even under python -I)
+    from .plan import check_contract, check_gpu, gpu_arch, read_plan
+except ImportError:  # a plain file, with format.py and plan.py copied beside it (found even under python -I)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from format import (  # type: ignore[no-redef]
         CONV_OPS,
@@ -77,6 +84,7 @@ except ImportError:  # a plain file, with format.py copied beside it (found even
         FP8_DTYPES,
         OPERANDS,
         OPS,
+        batch_axes,
         check_plan_entry,
         complete,
         generate_operands,
@@ -84,7 +92,10 @@ except ImportError:  # a plain file, with format.py copied beside it (found even
         round_to_patterns,
         save,
         scaled_capture_fields,
+        take_batch,
+        with_batch,
     )
+    from plan import check_contract, check_gpu, gpu_arch, read_plan  # type: ignore[no-redef]
 
 __all__ = [
     "OPS",
@@ -93,7 +104,9 @@ __all__ = [
     "DeviceRefused",
     "capture",
     "capture_case",
+    "check_contract",
     "check_device",
+    "check_gpu",
     "check_plan_entry",
     "complete",
     "generate_operands",
@@ -103,6 +116,8 @@ __all__ = [
     "round_to_patterns",
     "run_op",
     "save",
+    "sweep",
+    "sweep_fields",
     "scaled_capture_fields",
 ]
 
@@ -155,45 +170,27 @@ class DeviceRefused(ValueError):
 
 
 def check_device(torch, spec: dict, device) -> None:
-    """Refuse (:class:`DeviceRefused`, naming the field) a ``scaled_mm`` entry this device cannot
-    run, before any tensor reaches it: ``torch._scaled_mm`` runs on NVIDIA GPUs of compute
-    capability 8.9 or newer with OCP fp8 (not e5m2 × e5m2: cuBLASLt has no such kernel), and
-    on AMD MI300 (gfx942) with the fnuz types or gfx950 and newer with OCP fp8 (row-wise scales
-    there need B in e4m3); the CPU runs PyTorch's reference (for tests only, not a GPU kernel).
-    Other ops: no check."""
-    if spec["op"] != "scaled_mm":
-        return
-    if not hasattr(torch, "_scaled_mm") or not hasattr(torch, spec["dtype"]):
+    """Refuse (:class:`DeviceRefused`, naming the field) an entry this device cannot run, before
+    any tensor reaches it: :func:`check_gpu`'s rules (bfloat16 and TF32 need NVIDIA compute
+    capability 8.0+, fp8 8.9+ or AMD MI300 and newer with their own fp8 types) on the device's
+    own compute capability or architecture; the CPU runs PyTorch's reference (for tests only, not a
+    GPU kernel), unchecked."""
+    if spec["op"] == "scaled_mm" and (not hasattr(torch, "_scaled_mm") or not hasattr(torch, spec["dtype"])):
         raise DeviceRefused(f"torch: PyTorch {torch.__version__} has no torch._scaled_mm with {spec['dtype']}")
     dev = torch.device(device)
     if dev.type == "cpu":
         return
     if dev.type != "cuda":
-        raise DeviceRefused(f"device: torch._scaled_mm runs on CUDA and ROCm GPUs, not {dev.type}")
+        raise DeviceRefused(f"device: the kit runs on CUDA and ROCm GPUs, not {dev.type}")
     props = torch.cuda.get_device_properties(dev)
-    fnuz = spec["dtype"].endswith("fnuz")
     if getattr(torch.version, "hip", None):
-        arch = str(getattr(props, "gcnArchName", "")).split(":")[0]
-        if arch == "gfx942" and not fnuz:
-            raise DeviceRefused(
-                f"dtype: MI300 ({arch}) multiplies float8_e4m3fnuz / float8_e5m2fnuz, not {spec['dtype']}"
-            )
-        if arch != "gfx942" and fnuz:
-            raise DeviceRefused(f"dtype: the fnuz types are MI300's (gfx942); {arch} takes float8_e4m3fn / float8_e5m2")
-        if arch != "gfx942" and not arch.startswith(("gfx95", "gfx12")):
-            raise DeviceRefused(f"device: torch._scaled_mm needs MI300 (gfx942) or newer, this is {arch}")
-        if spec["rowwise"] and "e4m3" not in spec["b_dtype"]:
-            raise DeviceRefused(f"b_dtype: row-wise scales on ROCm need B in e4m3, got {spec['b_dtype']}")
-        return
-    if (props.major, props.minor) < (8, 9):
-        raise DeviceRefused(
-            f"device: torch._scaled_mm needs compute capability 8.9 or newer (Ada, Hopper, Blackwell); "
-            f"{props.name} is {props.major}.{props.minor}"
-        )
-    if fnuz:
-        raise DeviceRefused(f"dtype: {spec['dtype']} is MI300's; NVIDIA GPUs take float8_e4m3fn and float8_e5m2")
-    if spec["dtype"] == spec["b_dtype"] == "float8_e5m2":
-        raise DeviceRefused("b_dtype: cuBLASLt has no e5m2 × e5m2 GEMM; take e4m3 for A or B")
+        arch = ("amd", str(getattr(props, "gcnArchName", "")).split(":")[0])
+    else:
+        arch = ("nvidia", (props.major, props.minor))
+    try:
+        check_gpu(spec, arch, field="device", name=props.name)
+    except ValueError as exc:
+        raise DeviceRefused(str(exc)) from None
 
 
 def _scaled_tensors(torch, spec: dict, operands: dict[str, np.ndarray], device) -> dict:
@@ -236,6 +233,12 @@ def run_op(torch, op: str, tensors: dict, params: dict):
         )
     if op == "bmm":
         return torch.bmm(tensors["A"], tensors["B"])
+    if op == "baddbmm":
+        return torch.baddbmm(
+            tensors["C"], tensors["A"], tensors["B"], beta=params.get("beta", 1.0), alpha=params.get("alpha", 1.0)
+        )
+    if op == "matmul":
+        return torch.matmul(tensors["A"], tensors["B"])
     if op == "linear":
         return F.linear(tensors["input"], tensors["weight"], tensors.get("bias"))
     conv = dict(
@@ -282,7 +285,7 @@ def capture_case(
     the capture's fields (numpy arrays and plain values), ready for :func:`numpy.savez`. With
     ``omit_operands`` the generated operands are left out and their sha256 kept instead
     (``<name>_sha256``): :func:`complete` draws them again from the seed on any machine."""
-    spec = check_plan_entry(spec)
+    spec = check_contract(spec)
     generated = operands is None
     operands = generate_operands(spec) if generated else operands
     scaled = spec["op"] == "scaled_mm"
@@ -296,7 +299,7 @@ def capture_case(
         torch.backends.cuda.matmul.allow_tf32 = bool(spec.get("allow_tf32", False))
         torch.backends.cudnn.allow_tf32 = bool(spec.get("allow_tf32", False))
         torch.backends.cudnn.deterministic = bool(spec.get("cudnn_deterministic", True))
-        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.benchmark = bool(spec.get("cudnn_benchmark", False))
         tensors = {k: _to_torch(torch, v, spec["dtype"], device) for k, v in operands.items()}
     if spec["memory_format"] == "channels_last":
         tensors = {
@@ -338,6 +341,8 @@ def capture_case(
     fields["allow_fp16_reduced_precision_reduction"] = torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
     fields["allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
     fields["cudnn_deterministic"] = torch.backends.cudnn.deterministic
+    if torch.backends.cudnn.benchmark:
+        fields["cudnn_benchmark"] = True
     fields.update(recorded)
     return _omit(fields, operands) if omit_operands else fields
 
@@ -451,6 +456,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--plan", help="a JSON list of cases (the flags' names as keys, shapes under 'shapes')")
     p.add_argument("--out-dir", default=".", help="with --plan: where each case's <name>.npz goes")
     p.add_argument("--omit-operands", action="store_true", help="store generated operands' sha256, not the arrays")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="check the case or plan without torch or a GPU (shapes, dtypes, torch's contracts; with --gpu what it "
+        "accepts) and exit",
+    )
+    p.add_argument("--gpu", help="with --check: the GPU the plan is for (H100, A100, sm_89, MI300X, gfx942 …)")
+    p.add_argument(
+        "--batch-sweep",
+        metavar="N1,N2,...",
+        help="the same op at these batch sizes (M of mm/addmm/linear/scaled_mm, the batch of bmm/baddbmm, N of "
+        "convolutions), one file each (NAME_bN.npz), the smaller holding the leading rows of the largest",
+    )
     return p
 
 
@@ -480,26 +498,11 @@ def _spec_from_args(args) -> dict:
         spec["input_shape"] = args.input_shape
     if args.weight_shape:
         spec["weight_shape"] = args.weight_shape
-    if args.op == "addmm":
+    if args.op in ("addmm", "baddbmm"):
         spec.update(alpha=args.alpha, beta=args.beta)
     if args.out_dtype:
         spec["out_dtype"] = DTYPE_ALIASES.get(args.out_dtype, args.out_dtype)
     return spec
-
-
-def read_plan(path) -> list[dict]:
-    """The checked entries of a JSON plan (a list of objects with the flags' names as keys);
-    ValueError naming the entry and its field otherwise."""
-    plan = json.loads(Path(path).read_text())
-    if not isinstance(plan, list) or not all(isinstance(s, dict) for s in plan):
-        _fail(f"--plan: {path} must hold a JSON list of objects (one per case)")
-    specs = []
-    for i, entry in enumerate(plan):
-        try:
-            specs.append(check_plan_entry(entry))
-        except ValueError as exc:
-            _fail(f"--plan: entry {i} ({entry.get('name', 'unnamed')}): {exc}")
-    return specs
 
 
 def plan_entry_from_argv(argv) -> dict:
@@ -508,81 +511,178 @@ def plan_entry_from_argv(argv) -> dict:
     args = _parser().parse_args(argv)
     if not args.op:
         _fail("op: name an op (one of " + ", ".join(OPS) + ")")
-    return check_plan_entry(_spec_from_args(args))
+    return check_contract(_spec_from_args(args))
 
 
 def _describe(spec: dict) -> str:
     """What a case computes from, for the progress line."""
+    shapes = " ".join(f"{k} {tuple(v)}" for k, v in spec["shapes"].items())
     if spec["op"] != "scaled_mm":
-        return f"{spec['op']} {spec['dtype']}"
-    A, B = spec["shapes"]["A"], spec["shapes"]["B"]
+        extra = [f"{k} {spec[k]:g}" for k in ("alpha", "beta") if k in spec and spec[k] != 1]
+        extra += ["TF32 allowed"] if spec.get("allow_tf32") else []
+        extra += [f"out {spec['out_dtype']}"] if spec.get("out_dtype") else []
+        if spec["op"] in CONV_OPS:
+            extra += [f"{k} {tuple(spec[k])}" for k in ("stride", "padding", "dilation") if k in spec]
+            extra += [f"groups {spec['groups']}", spec["memory_format"]]
+        return f"{spec['op']} {spec['dtype']} {shapes}" + "".join(f", {e}" for e in extra)
     scales = "row-wise scales" if spec["rowwise"] else f"scales {spec['scale_a']:g}, {spec['scale_b']:g}"
     bias = ", bias" if "bias" in spec["shapes"] else ""
     fast = ", fast accum" if spec["use_fast_accum"] else ""
+    A, B = spec["shapes"]["A"], spec["shapes"]["B"]
     return (
         f"scaled_mm {A[0]}x{A[1]}x{B[1]} {spec['dtype']} x {spec['b_dtype']} -> {spec['out_dtype']}, {scales}{bias}"
         f"{fast}, seed {spec['seed']}, range {spec['range']}"
     )
 
 
+def _sizes(text: str) -> list[int]:
+    """``--batch-sweep 1,8,64``: distinct whole numbers ≥ 1, ascending."""
+    try:
+        sizes = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        sizes = []
+    if not sizes or sizes[0] < 1:
+        _fail(f"--batch-sweep: expected batch sizes ≥ 1 separated by commas (1,8,64), got {text!r}")
+    return sizes
+
+
+def sweep(spec: dict, sizes) -> list[tuple[int, dict]]:
+    """A batch sweep of a checked entry: (size, entry) for each of ``sizes``, the entry's swept
+    axis (:func:`validation.captures.format.batch_axes`) of that size, each checked by
+    :func:`check_contract`; the last is the largest, from which every size's operands are cut."""
+    batch_axes(spec)
+    return [(n, check_contract(with_batch(spec, n))) for n in sorted(sizes)]
+
+
+def sweep_fields(torch, cases, names, device="cuda", omit_operands: bool = False) -> list[dict]:
+    """The captures of a batch sweep: the largest case's operands drawn once, every size's the
+    leading entries of them (:func:`take_batch`), each file told how it relates to the others
+    (``batch``, ``batch_sweep``, ``batch_axes``, ``batch_of``; ``spec``: the largest entry, which
+    draws the operands again)."""
+    big = cases[-1][1]
+    drawn = generate_operands(big)
+    out = []
+    for n, spec in cases:
+        operands = take_batch(big, drawn, n)
+        fields = capture_case(torch, spec, operands, device=device)
+        fields.update(
+            batch=n,
+            batch_sweep=np.asarray([c[0] for c in cases], np.int64),
+            batch_axes=json.dumps(batch_axes(big)),
+            batch_of=names[-1],
+            spec=json.dumps(big),
+            seed=big["seed"],
+            range=big["range"],
+        )
+        out.append(_omit(fields, operands) if omit_operands else fields)
+    return out
+
+
+def _check_only(args, specs) -> int:
+    """``--check``: the entries (and their batch sweeps) checked without torch; one line each."""
+    for i, spec in enumerate(specs):
+        label = spec.get("name", args.out or f"case{i}")
+        print(f"ok {label}: {_describe(spec)}")
+    where = f"what {args.gpu} accepts" if args.gpu else "torch's contracts (--gpu NAME also checks what a GPU accepts)"
+    sweep_text = f", each at batch sizes {args.batch_sweep}" if args.batch_sweep else ""
+    print(f"{len(specs)} case(s) checked{sweep_text}: shapes, dtypes, {where}; nothing run")
+    return 0
+
+
 def main(argv=None) -> int:
-    """The command line (see the module docstring): 0 when every case was captured, 1 when a
-    case failed on the GPU (the others are still written), 2 for a bad argument or plan entry,
-    a missing GPU, or (single op) an op this GPU cannot run. In a plan, entries this GPU cannot
-    run (fp8 dtypes of another vendor, say) are skipped with a line saying why."""
+    """The command line (see the module docstring): 0 when every case was captured (or, with
+    ``--check``, checked), 1 when a case failed on the GPU (the others are still written), 2 for a
+    bad argument or plan entry, a missing GPU, or (single op) an op this GPU cannot run. In a
+    plan, entries this GPU cannot run (fp8 dtypes of another vendor, say) are skipped with a line
+    saying why. ``--check`` needs no torch and no GPU."""
     args = _parser().parse_args(argv)
     try:
+        if args.gpu:
+            gpu_arch(args.gpu)
         if args.plan:
-            specs = read_plan(args.plan)
+            specs = read_plan(args.plan, gpu=args.gpu, check_gpus=args.check)
         elif args.op:
-            if not args.out:
+            if not args.out and not args.check:
                 _fail("--out: name the capture file to write")
-            specs = [check_plan_entry(_spec_from_args(args))]
+            specs = [check_contract(_spec_from_args(args))]
+            if args.check and args.gpu:
+                check_gpu(specs[0], args.gpu)
         else:
             _fail("op: name an op (one of " + ", ".join(OPS) + ") or give --plan")
-    except (ValueError, OSError, json.JSONDecodeError) as exc:
+        sizes = _sizes(args.batch_sweep) if args.batch_sweep else None
+        cases = [sweep(spec, sizes) if sizes else [(None, spec)] for spec in specs]
+        if sizes and args.check and args.gpu:
+            for group in cases:
+                for _, spec in group:
+                    check_gpu(spec, args.gpu)
+    except ValueError as exc:
         print(f"capture_torch: {exc}", file=sys.stderr)
         return 2
+    if args.check:
+        return _check_only(args, specs)
     try:
         import torch
     except ImportError:
-        print("capture_torch: PyTorch is not installed here (the kit runs where the GPU is)", file=sys.stderr)
+        print(
+            "capture_torch: PyTorch is not installed here (the kit runs where the GPU is; --check checks a plan "
+            "without it)",
+            file=sys.stderr,
+        )
         return 2
     if not torch.cuda.is_available():
         print("capture_torch: no GPU visible to torch (torch.cuda.is_available() is False)", file=sys.stderr)
         return 2
+    return _capture_all(torch, args, cases)
+
+
+def _file_name(args, spec, i: int, n) -> Path:
+    if args.out and not args.plan:
+        base = Path(args.out)
+    else:
+        base = Path(args.out_dir) / f"{spec.get('name', f'case{i}')}.npz"
+    return base if n is None else base.with_name(f"{base.stem}_b{n}{base.suffix or '.npz'}")
+
+
+def _capture_all(torch, args, cases) -> int:
     runnable = []
-    for spec in specs:
+    for i, group in enumerate(cases):
         try:
-            check_device(torch, spec, "cuda")
-            runnable.append(spec)
+            for _, spec in group:
+                check_device(torch, spec, "cuda")
+            runnable.append((i, group))
         except DeviceRefused as exc:
             if not args.plan:
                 print(f"capture_torch: {exc}", file=sys.stderr)
                 return 2
-            print(f"capture_torch: skipped {spec.get('name', '(unnamed)')}: {exc}", file=sys.stderr)
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    failed = 0
-    for i, spec in enumerate(runnable):
-        path = Path(args.out) if args.out and not args.plan else out_dir / f"{spec.get('name', f'case{i}')}.npz"
+            print(f"capture_torch: skipped {group[0][1].get('name', '(unnamed)')}: {exc}", file=sys.stderr)
+    if args.plan:
+        Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+    failed = done = 0
+    total = sum(len(g) for _, g in runnable)
+    for i, group in runnable:
+        paths = [_file_name(args, spec, i, n) for n, spec in group]
         try:
-            fields = capture_case(torch, spec, omit_operands=args.omit_operands)
+            if group[0][0] is None:
+                all_fields = [capture_case(torch, group[0][1], omit_operands=args.omit_operands)]
+            else:
+                all_fields = sweep_fields(torch, group, [p.name for p in paths], omit_operands=args.omit_operands)
         except (RuntimeError, ValueError) as exc:  # torch refused (TORCH_CHECK_VALUE is a ValueError) or failed
-            failed += 1
+            failed += len(group)
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            print(f"[{i + 1}/{len(runnable)}] {path}: FAILED ({_describe(spec)}): {first_line}", file=sys.stderr)
+            print(f"{paths[-1]}: FAILED ({_describe(group[-1][1])}): {first_line}", file=sys.stderr)
             continue
-        save(path, fields)
-        kernels = "; ".join(k[:60] for k in fields["kernels"])
-        print(
-            f"[{i + 1}/{len(runnable)}] {path}: {_describe(spec)}; out {fields['out'].shape} {fields['out'].dtype}, "
-            f"repeat differs {fields['repeat_differs']}, kernels: {kernels}",
-            flush=True,
-        )
+        for path, (_, spec), fields in zip(paths, group, all_fields):
+            save(path, fields)
+            done += 1
+            kernels = "; ".join(k[:60] for k in fields["kernels"])
+            print(
+                f"[{done}/{total}] {path}: {_describe(spec)}; out {fields['out'].shape} {fields['out'].dtype}, "
+                f"repeat differs {fields['repeat_differs']}, kernels: {kernels}",
+                flush=True,
+            )
     print(
-        f"{len(runnable) - failed} captured on {torch.cuda.get_device_name()} (PyTorch {torch.__version__}), "
-        f"{len(specs) - len(runnable)} skipped, {failed} failed",
+        f"{done} captured on {torch.cuda.get_device_name()} (PyTorch {torch.__version__}), "
+        f"{len(cases) - len(runnable)} skipped, {failed} failed",
         flush=True,
     )
     return 1 if failed else 0

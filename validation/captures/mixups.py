@@ -30,7 +30,7 @@ import emu
 import models
 
 from .capture import Capture, CaptureError
-from .gemms import SearchResult, bits, gemm_dims, jobs_of, model_unit, resolve_unit
+from .gemms import SearchResult, batched, bits, gemm_dims, jobs_of, model_unit, resolve_unit
 from .samples import Sample
 from .search import STAGE1, STAGE1_FP32, search, tiers
 from .space import candidates
@@ -65,6 +65,7 @@ AXES = {
     "addmm": ("m", "n"),
     "scaled_mm": ("m", "n"),
     "bmm": ("batch", "m", "n"),
+    "baddbmm": ("batch", "m", "n"),
     "conv2d": ("n", "k", "p", "q"),
     "conv2d_bwd_data": ("n", "c", "h", "w"),
     "conv2d_bwd_weight": ("k", "c", "r", "s"),
@@ -75,6 +76,8 @@ def axes_of(cap: Capture) -> tuple[str, ...]:
     """The names of the capture's output axes (a linear's leading axes ``d0``, ``d1``, …)."""
     if cap.op == "linear":
         return tuple(f"d{i}" for i in range(cap.out.ndim - 1)) + ("out_feature",)
+    if cap.op == "matmul":
+        return tuple(f"batch{i}" for i in range(cap.out.ndim - 2)) + ("m", "n")
     return AXES[cap.op]
 
 
@@ -172,7 +175,7 @@ def transforms(cap: Capture, unit_name: str, hw: str | None = None) -> list[Mixu
         else:
             out.append(Mixup("out", "NHWC buffer", _with_out(cap, logical), text="the output saved as its NHWC buffer"))
     # operands transposed (square) or swapped
-    if cap.op in ("mm", "addmm", "bmm"):
+    if cap.op in ("mm", "addmm", "bmm", "baddbmm", "matmul"):
         A, B = o["A"], o["B"]
         if B.shape[-1] == B.shape[-2]:
             out.append(
@@ -268,9 +271,9 @@ def _gemm_view(cap: Capture, arr: np.ndarray):
     GEMMs lay its output out plainly (mm, addmm, bmm, linear); else None."""
     if cap.op in ("mm", "addmm"):
         return arr[None]
-    if cap.op == "bmm":
-        return arr
-    if cap.op == "linear":
+    if batched(cap):
+        return arr.reshape(-1, *arr.shape[-2:])
+    if cap.op in ("linear", "matmul"):
         return arr.reshape(1, -1, arr.shape[-1])
     return None
 
@@ -353,7 +356,7 @@ def _k_block_lost(cap: Capture, result: SearchResult, got, want, differ) -> dict
     m0, m1 = _span(int(rows.min()), int(rows.max()), M)
     n0, n1 = _span(int(cols.min()), int(cols.max()), N)
     unit = model_unit(cand.unit, cap.input)
-    (job,) = jobs_of(cap, cand.variant, np.arange(m0, m1), np.arange(n0, n1), [p] if cap.op == "bmm" else None)
+    (job,) = jobs_of(cap, cand.variant, np.arange(m0, m1), np.arange(n0, n1), [p] if batched(cap) else None)
     target = _u(gv[p, m0:m1, n0:n1])
     for name, k0, k1 in _k_ranges(cand, K):
         A = np.array(job.A, copy=True)
@@ -361,7 +364,7 @@ def _k_block_lost(cap: Capture, result: SearchResult, got, want, differ) -> dict
         tile = emu.gemm(A, job.B, job.C, unit, cand.schedule).astype(cap.out.dtype)
         if (_u(tile) == target).all():
             where = {"m": [m0, m1 - 1], "n": [n0, n1 - 1], "k": [k0, k1 - 1]}
-            if cap.op == "bmm":
+            if batched(cap):
                 where = {"batch": p, **where}
             return {"mutant": name, "where": where, "tile": [m1 - m0, n1 - n0]}
     return None

@@ -40,6 +40,7 @@ plain or implicit GEMMs also needs a :class:`Variant` field that :func:`.gemms.j
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
@@ -57,6 +58,7 @@ __all__ = [
     "Family",
     "SpaceBounds",
     "candidates",
+    "epilogue_orders",
     "epilogues",
     "matrix_unit_candidates",
     "scaled_candidates",
@@ -222,7 +224,7 @@ def matrix_unit_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     splits = split_schedules(K, tiles_first, cap.out_format)
     residue_tiles = tuple(dict.fromkeys(tiles_first + BOUNDS.residue_tiles))
     partials = (None, cap.out_format) if cap.out_format != "fp32" else (None,)
-    has_c = cap.op == "addmm" or "bias" in cap.operands
+    has_c = "C" in cap.operands or "bias" in cap.operands
     c_entries = ("epilogue", "chain") if has_c else ("chain",)
     if cap.alpha != 1 or cap.beta != 1:
         c_entries = ("epilogue",)
@@ -259,6 +261,22 @@ def matrix_unit_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
                         if key not in seen:
                             seen.add(key)
                             out.append(Candidate(u, variant, sch))
+    return epilogue_orders(out, cap.alpha)
+
+
+def epilogue_orders(cands: list[Candidate], alpha: float) -> list[Candidate]:
+    """``cands`` with, after each whose C enters the epilogue, the same with the epilogue's other
+    order: CUTLASS's ``LinearCombination`` (``include/cutlass/epilogue/thread/
+    linear_combination.h``: beta·C rounded, then alpha·acc added in one FMA, the schedule's
+    default) or alpha·acc rounded first and beta·C added after (``epilogue_fma=False``). Only
+    where alpha is not a power of two: otherwise alpha·acc is exact and both give the same bits."""
+    if math.frexp(abs(alpha))[0] == 0.5:
+        return cands
+    out = []
+    for c in cands:
+        out.append(c)
+        if c.schedule.c_entry == "epilogue":
+            out.append(replace(c, schedule=replace(c.schedule, epilogue_fma=False)))
     return out
 
 
@@ -376,7 +394,7 @@ def simt_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     named = matching(cap.kernels, cap.op)
     kinds = [Variant()] if cap.conv is None else conv_variants(cap, named)  # fp32 whole: no tf32 rounding
     _, _, K = gemm_dims(cap, kinds[0])
-    has_c = cap.op == "addmm" or "bias" in cap.operands
+    has_c = "C" in cap.operands or "bias" in cap.operands
     c_entries = ("epilogue", "chain") if has_c else ("chain",)
     if cap.alpha != 1 or cap.beta != 1:
         c_entries = ("epilogue",)
@@ -387,7 +405,7 @@ def simt_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
         out.extend(lane_candidates(K, c_entries, cap.alpha, cap.beta))
     elif PASS_OF[cap.op] == "bwd_weight" and K < 32:  # grouped-direct wgrad: 32 lanes even when fewer have k
         out.extend(lane_candidates(K, c_entries, cap.alpha, cap.beta, kinds[0]))
-    return out
+    return epilogue_orders(out, cap.alpha)
 
 
 def lane_candidates(K: int, c_entries, alpha: float, beta: float, base: Variant | None = None) -> list[Candidate]:

@@ -50,7 +50,7 @@ def test_generated_operands_are_reproducible_and_checked():
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        ({"op": "matmul"}, "op"),
+        ({"op": "gemm"}, "op"),
         ({"op": "mm", "shapes": {"A": [2, 3]}}, "shapes.B"),
         ({"op": "mm", "shapes": {"A": [2, 3], "B": [3, 2], "weight": [1]}}, "shapes.weight"),
         ({"op": "mm", "dtype": "float64", "shapes": {"A": [2, 3], "B": [3, 2]}}, "dtype"),
@@ -152,7 +152,7 @@ runpy.run_path("kit.py", run_name="__main__")
 def _run_copied_kit(folder, *args, torch=False):
     import shutil
 
-    for name in ("kit.py", "format.py"):
+    for name in ("kit.py", "format.py", "plan.py"):
         shutil.copy(Path(kit.__file__).with_name(name), folder / name)
     blocked = "emu,models,validation,tests,ml_dtypes,scipy" + ("" if torch else ",torch")
     return subprocess.run(

@@ -135,7 +135,19 @@ def test_identify_reads_any_rows_file_or_refuses_it_in_one_line(tmp_path_factory
     tally(f"identify rows ({'npz' if content[:2] == b'PK' else 'other'})", answer, time.perf_counter() - t0)
 
 
-OPS = ["mm", "addmm", "bmm", "linear", "conv2d", "conv2d_bwd_data", "conv2d_bwd_weight", "gemm", ""]
+OPS = [
+    "mm",
+    "addmm",
+    "bmm",
+    "baddbmm",
+    "matmul",
+    "linear",
+    "conv2d",
+    "conv2d_bwd_data",
+    "conv2d_bwd_weight",
+    "gemm",
+    "",
+]
 TEXT = st.one_of(st.text(max_size=12), st.sampled_from(["NVIDIA H200", "AMD Instinct MI300X", "contiguous"]))
 
 
@@ -149,7 +161,7 @@ def _meta(draw):
         st.lists(st.integers(-3, 3), max_size=4).map(lambda x: np.asarray(x, np.int64)),
     )
     names = ["gpu", "torch", "kernels", "memory_format", "alpha", "beta", "groups", "stride", "padding", "dilation"]
-    names += ["input_shape", "weight_shape", "seed", "A_sha256", "spec"]
+    names += ["input_shape", "weight_shape", "seed", "A_sha256", "spec", "batch"]
     return {n: draw(value) for n in draw(st.lists(st.sampled_from(names), unique=True, max_size=6))}
 
 
