@@ -46,10 +46,11 @@ from dataclasses import dataclass, replace
 import emu
 from emu.implicit_gemm import K_ORDERS
 from emu.schedule import SCALE_ORDERS, Schedule
-from models.libraries import channel_tile_from_name, k_tile_from_name, matching
+from models.libraries import channel_tile_from_name, is_amd, k_tile_from_name, matching
 
 from .capture import PASS_OF, Capture
 from .gemms import TF32_ROUNDINGS, Candidate, Variant, gemm_dims, image_tile, lane_layout, search_unit_params
+from .orders import GEMM_OPS, amd_candidates, cublas_candidates
 
 __all__ = [
     "BOUNDS",
@@ -445,8 +446,15 @@ class Family:
     candidates: Callable[[Capture, str], Iterable[Candidate]]
 
 
-#: the families of the space, in the order they are listed (see the module docstring)
+#: the families of the space, in the order they are listed (see the module docstring); the named
+#: library orders first, so that a schedule they share with a generic family keeps its name
 FAMILIES: list[Family] = [
+    Family(
+        "cublas-orders",
+        lambda cap: cap.op in GEMM_OPS and cap.conv is None and not is_amd(cap.gpu),
+        cublas_candidates,
+    ),
+    Family("amd", lambda cap: cap.op in GEMM_OPS and cap.conv is None and is_amd(cap.gpu), amd_candidates),
     Family("simt-fp32", lambda cap: cap.input in ("fp32", "tf32") and cap.op != "scaled_mm", simt_candidates),
     Family("matrix-unit", lambda cap: cap.op != "scaled_mm" and cap.input != "fp32", matrix_unit_candidates),
     Family("fp8", lambda cap: cap.op == "scaled_mm", scaled_candidates),
@@ -463,7 +471,7 @@ def candidates(cap: Capture, unit_name: str) -> tuple[list[Candidate], list[str]
         if not fam.applies(cap):
             continue
         for c in fam.candidates(cap, unit_name):
-            key = (c.unit, c.variant, c.schedule)
+            key = (c.unit, c.variant, c.schedule, c.merge)
             if key not in seen:
                 seen.add(key)
                 out.append(c)
