@@ -45,6 +45,8 @@ from .gemms import TF32_ROUNDINGS, Candidate, Variant, gemm_dims, lane_layout, s
 
 __all__ = [
     "AMD_BOUNDS",
+    "GEMM_OPS",
+    "gsu_bounds",
     "GEMV_RECIPES",
     "GEMMSN_RECIPES",
     "amd_candidates",
@@ -223,8 +225,10 @@ def cublas_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     return out
 
 
-def _gsu_bounds(K: int, du: int, gsu: int) -> tuple[int, ...] | None:
-    """Tensile's GSU split as tile bounds (tiles of ``du``, the tail tile in the last split)."""
+def gsu_bounds(K: int, du: int, gsu: int) -> tuple[int, ...] | None:
+    """Tensile's GSU split as tile bounds (tiles of ``du``, the tail tile in the last split): the
+    ⌊K/du⌋ loop iterations dealt to ``gsu`` workgroups, the first ``iterations mod gsu`` one more
+    (GSU.py's numIterPerWgRemainder); None when some workgroup would get none."""
     iters = K // du
     q, r = divmod(iters, gsu)
     if q == 0:
@@ -248,7 +252,7 @@ def amd_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     for v in _base_variants(cap):
         for du in AMD_BOUNDS.depth_u:  # GlobalSplitU
             for gsu in range(2, AMD_BOUNDS.max_gsu + 1):
-                b = _gsu_bounds(K, du, gsu)
+                b = gsu_bounds(K, du, gsu)
                 if b is None:
                     break
                 for red in ("sequential", "workspace"):

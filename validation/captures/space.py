@@ -20,6 +20,11 @@ order where the family applies to the capture:
   multiples, ⌈tiles/splits⌉ per split, the partials added onto +0 in split order (CUTLASS
   ``ReduceSplitK``, cuBLAS ``splitKreduce``); C and alpha/beta in the epilogue —
   :func:`simt_candidates`;
+* ``cublas-orders`` (NVIDIA GEMMs) and ``amd`` (a capture whose ``gpu`` is an MI100, MI200 or
+  MI300): the named library orders of :mod:`.orders` — cuBLAS's CUTLASS split-K with its merges,
+  ``gemmSN`` and ``gemv2`` as facebookexperimental/triton's ``bitequiv/`` documents them; Tensile
+  GlobalSplitU, StaggerU, Stream-K and composable_kernel split-K from their source — listed first,
+  each candidate carrying its family's name;
 * ``fp8`` (``scaled_mm``): one chain of the unit (fast accumulation) or two-level accumulation at
   each promotion interval, times the scale orders and the bias's FMA or add —
   :func:`scaled_candidates`; when none reproduces, the fp8 search (:mod:`.scaled`) also runs

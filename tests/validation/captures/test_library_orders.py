@@ -11,7 +11,7 @@ from emu.schedule import Schedule
 from models.libraries import cutlass_splitk_grain, from_source, splitk_merges
 from validation.captures import Capture
 from validation.captures.gemms import Candidate, Variant, bits, run_candidate, serial_merge
-from validation.captures.orders import _gsu_bounds
+from validation.captures.orders import gsu_bounds
 from validation.captures.search import search
 from validation.captures.space import candidates
 
@@ -89,7 +89,7 @@ K_AMD = 1000
 #: family → a candidate of it, emulated to make a synthetic MI300 capture
 AMD_CASES = {
     "hipblaslt-gsu": Candidate(
-        "mi300", Variant(), Schedule(k_tile=64, splits=3, split_bounds=_gsu_bounds(K_AMD, 64, 3), output="fp32")
+        "mi300", Variant(), Schedule(k_tile=64, splits=3, split_bounds=gsu_bounds(K_AMD, 64, 3), output="fp32")
     ),
     "hipblaslt-staggeru": Candidate(
         "mi300", Variant(k_blocks=(64, tuple(range(3, 15)) + (0, 1, 2, 15))), Schedule(output="fp32")
@@ -107,7 +107,7 @@ AMD_CASES = {
 
 @pytest.mark.parametrize("family", sorted(AMD_CASES))
 def test_an_amd_capture_is_found_as_its_library_schedule(family):
-    assert _gsu_bounds(K_AMD, 64, 3) == (0, 5, 10, 16)  # 15 iterations, 5 each, the tail in the last
+    assert gsu_bounds(K_AMD, 64, 3) == (0, 5, 10, 16)  # 15 iterations, 5 each, the tail in the last
     cap = _with_output(_capture(16, K_AMD, 16, MI300, seed=7, out=np.float32), AMD_CASES[family])
     assert cap.out_format == "fp32"  # fp32 outputs tell the orders apart
     r = search(cap)
