@@ -117,7 +117,7 @@ def _bounds(K: int, width: int, splits: int) -> tuple[int, ...] | None:
 
 def cutlass_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     """cuBLAS's CUTLASS split-K (see the module docstring) with every merge the kernel names
-    allow, the threadblock K of the name (else 32, 64, 128) as the residue tile, 8 products per
+    allow, the threadblock K of the name (else 32; 32 and 64 without names) as the residue tile, 8 products per
     mma for ``s1688`` (16 for the others, both when the names say nothing)."""
     if cap.input not in ("fp16", "bf16", "tf32"):
         return []
@@ -125,7 +125,9 @@ def cutlass_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     names = [str(k) for k in cap.kernels]
     grain = cutlass_splitk_grain(K)
     hinted = k_tile_from_name(names)
-    block_ks = (hinted,) if hinted else (32, 64, 128)
+    # the threadblock K of the name; a CUTLASS name without one ran STAGES_ID 0, block_k 32
+    # (bitequiv arch/sm90_lt13_1.py stages_recipe); unnamed, the common 32 and 64
+    block_ks = (hinted,) if hinted else (32,) if names else (32, 64)
     group = search_unit_params(unit_name, cap.input).group_size
     if any("s1688" in k for k in names):
         iks = (8,) if group > 8 else (0,)
