@@ -19,7 +19,12 @@ from dataclasses import dataclass
 __all__ = [
     "LibrarySchedule",
     "LIBRARY_SCHEDULES",
+    "AMD_UNITS",
     "channel_tile_from_name",
+    "cutlass_splitk_grain",
+    "from_source",
+    "is_amd",
+    "splitk_merges",
     "NOT_MODELLED",
     "UNRESOLVED",
     "compute_kernels",
@@ -34,6 +39,21 @@ __all__ = [
 
 _FROM_SOURCE = "from source, not checked on silicon"
 _H200 = "an NVIDIA H200 capture (PyTorch 2.11.0+cu130, cuDNN 9.19), every output bit reproduced"
+#: a public peer's cuBLAS orders, measured on H100 and B200 silicon (a Triton GEMM made to match
+#: cuBLAS bit for bit), read from its source
+_BITEQUIV = "github.com/facebookexperimental/triton @ db4666f22c1f8b206584c3f06e3b4a0ff035989e, bitequiv/cublas_match/"
+_PEER = (
+    "a public peer's H100 and B200 measurements (facebookexperimental/triton bitequiv: a Triton GEMM matching "
+    "cuBLAS bit for bit on 99.9 % of 100,692 random shapes), read from its source"
+)
+_GSU_PY = (
+    "github.com/ROCm/rocm-libraries @ 27f5a815813defca09354c20be6fc34abaa78627, "
+    "projects/hipblaslt/tensilelite/Tensile/Components/GSU.py"
+)
+_STREAMK_PY = (
+    "github.com/ROCm/rocm-libraries @ dbcbc2878a57812387d7f8cb637f0aedd6e49488, "
+    "projects/hipblaslt/tensilelite/Tensile/Components/StreamK.py"
+)
 
 
 @dataclass(frozen=True)
@@ -240,15 +260,96 @@ LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
         source="Triton's matmul tutorial loop (github.com/triton-lang/triton, python/tutorials/03-matrix-multiplication.py)",
     ),
     LibrarySchedule(
+        "cublas-cutlass-splitk",
+        "cuBLAS (CUTLASS)",
+        r"cutlass_\d+_(wmma_)?tensorop_\w*(s1688|s16816|s161616)gemm",
+        GEMM_OPS,
+        k_tiles=(8, 64),
+        split_rule="ceil",
+        reduction="sequential",
+        checked=_PEER,
+        source="cuBLAS's CUTLASS split-K for unaligned shapes: K cut at a grain of 64 where 64 divides K, else 8 "
+        "(CUTLASS params_universal_base.h kAlignK), ⌈tiles/splits⌉ per split, the K remainder in the last split, each "
+        "split's k residue (mod the threadblock K) first; the partials merged in an fp32 workspace "
+        "(splitKreduce_kernel<…, float, …>), as output-format partials (splitKreduce_kernel<…, __half, …>) or as a "
+        "serial chain in the output format (no reduce kernel: GemmSplitKSerial, most unaligned split-K shapes) — "
+        + _BITEQUIV
+        + "plan.py (_plan_tensor_core), kernels.py (_splitk_partial_k_per_dot, _splitk_combine_modes)",
+    ),
+    LibrarySchedule(
+        "cublas-gemmsn",
+        "cuBLAS",
+        r"gemmSN_|magma_sgemmEx",
+        GEMM_OPS,
+        unit="fma32",
+        checked=_PEER,
+        source="cuBLAS gemmSN_NN/TN_kernel (small M or N, CUDA cores): S threads per output, thread t over the "
+        "contiguous k chunk [t·⌈K/S⌉, …), in sub-blocks of B k each summed from +0 and added in order, the S "
+        "thread partials added in order; (S, B) = (2, 256) or (4, 128) on sm_90 — "
+        + _BITEQUIV
+        + "kernels.py (_simt_chain_gemm), arch/sm90_lt13_1.py (gemmsn_recipe)",
+    ),
+    LibrarySchedule(
+        "cublas-gemv2",
+        "cuBLAS",
+        r"gemv2[NT]_kernel|gemvNSP_kernel|gemvx",
+        GEMM_OPS,
+        unit="fma32",
+        checked=_PEER,
+        source="cuBLAS gemv2N/gemv2T (ALGO_ID 13, M or N = 1, CUDA cores): W lanes per output, lane l over V "
+        "consecutive k at t·V·W + l·V (V = min(64, ⌈K/W⌉) for the contiguous-slice options), the lane's k in "
+        "chunks of CC tiles summed apart and added in order, the lanes by a count-down butterfly or in order; "
+        "CUSTOM_OPTION 5 one contiguous slice per lane in chunks of 16 — "
+        + _BITEQUIV
+        + "kernels.py (_gemv_lane, _gemv_cslice), arch/sm90_lt13_1.py (gemv_recipe)",
+    ),
+    LibrarySchedule(
         "hipblaslt-gsu",
         "hipBLASLt (Tensile)",
-        r"Cijk_|_GSU",
+        r"Cijk_\w*_GSU\d|_GSU",
         GEMM_OPS,
         k_tiles=(16, 32, 64, 128, 256),
         split_rule="ceil",
         reduction="sequential",
-        source="Tensile GlobalSplitU, MultipleBuffer: each split's partial in its own buffer, summed in "
-        "order by a reduction kernel (github.com/ROCm/hipBLASLt, tensilelite/Tensile/KernelWriter*.py)",
+        source="Tensile GlobalSplitU: the ⌊K/DepthU⌋ loop iterations dealt to GSU workgroups, the first "
+        "(iterations mod GSU) one more (numIterPerWgRemainder), the K tail loop in the last; MultipleBuffer: each "
+        "partial in its own workspace slot (GSUSumIdx), the slots added in slot order by the reduction; "
+        "SingleBuffer: atomic adds, one of the orders of the atomic-add ensemble — " + _GSU_PY,
+    ),
+    LibrarySchedule(
+        "hipblaslt-staggeru",
+        "hipBLASLt (Tensile)",
+        r"Cijk_\w*_SU\d",
+        GEMM_OPS,
+        source="Tensile StaggerU: a workgroup starts its unroll loop at a rotated iteration "
+        "(StaggerUIter, halved until the loop is longer) and wraps round, the K tail loop last; fp16emu applies one "
+        "rotation to every output (one workgroup's) — " + _GSU_PY + " (label_beginStaggerUIter)",
+    ),
+    LibrarySchedule(
+        "hipblaslt-streamk",
+        "hipBLASLt (Tensile)",
+        r"Cijk_\w*_SK\d",
+        GEMM_OPS,
+        k_tiles=(32, 64, 128, 256),
+        split_rule="ceil",
+        reduction="sequential",
+        source="Tensile Stream-K: the tiles' loop iterations dealt evenly to the workgroups, so a tile's k is cut "
+        "at iteration bounds into the pieces of consecutive workgroups (StreamKLocalStart/End); the fixup adds the "
+        "pieces' partials in workgroup order (the tile's first or last piece owning it) or by a pairwise tree — "
+        + _STREAMK_PY,
+    ),
+    LibrarySchedule(
+        "ck-splitk",
+        "composable_kernel",
+        r"DeviceGemm\w*SplitK|gemm_xdl_splitk",
+        GEMM_OPS,
+        k_tiles=(32, 64, 128),
+        split_rule="ceil",
+        reduction="workspace",
+        source="composable_kernel DeviceGemmXdlSplitKCShuffle (github.com/ROCm/composable_kernel, "
+        "include/ck/tensor_operation/gpu/device/impl/device_gemm_xdl_splitk_c_shuffle.hpp): K padded to KBatch · "
+        "KPerBlock multiples, ⌈K/(KBatch·KPerBlock)⌉ k tiles per batch, each batch's partial atomically added to the "
+        "zeroed output (in batch order here; other orders are the atomic-add ensemble)",
     ),
     LibrarySchedule(
         "miopen-igemm",
@@ -409,6 +510,51 @@ _GPU_UNITS = (
     (r"mi200|mi210|mi250", "mi200"),
     (r"mi100", "mi100"),
 )
+
+
+#: the AMD units of :data:`_GPU_UNITS`
+AMD_UNITS = ("mi100", "mi200", "mi300")
+
+
+def is_amd(gpu: str) -> bool:
+    """Whether a GPU name as torch reports it is an AMD Instinct one (MI100, MI200, MI300)."""
+    return unit_from_gpu(gpu) in AMD_UNITS
+
+
+def from_source(name: str) -> bool:
+    """Whether the named schedule of :data:`LIBRARY_SCHEDULES` rests on a library's source alone
+    ("from source, not checked on silicon"); False for an unknown name."""
+    return any(s.name == name and s.checked == _FROM_SOURCE for s in LIBRARY_SCHEDULES)
+
+
+#: CUTLASS tensor-core GEMM kernels cuBLAS takes for unaligned shapes
+_CUTLASS_TENSOROP = r"cutlass_\d+_(wmma_)?tensorop_\w*(s1688|s16816|s161616)gemm"
+
+
+def splitk_merges(kernels) -> tuple[str, ...]:
+    """How cuBLAS's CUTLASS split-K merges its partials, from the kernel names (the peer's
+    finding, facebookexperimental/triton bitequiv/cublas_match/kernels.py ``_splitk_combine_modes``):
+    ``"fp32"`` where a ``splitKreduce_kernel<…, float, …>`` ran (its fourth template argument
+    is the workspace type), ``"partials"`` (each partial rounded to the output format) where the
+    workspace type is ``__half`` or ``__nv_bfloat16``, ``"serial"`` (the running sum kept in the
+    output format, ``GemmSplitKSerial``) where a CUTLASS tensor-core kernel ran without a reduce
+    kernel; all three when the names say nothing."""
+    names = [str(k) for k in kernels]
+    types = [m.group(1) for k in names if (m := re.search(r"splitKreduce_kernel<\s*\d+,\s*\d+,\s*\w+,\s*([\w:]+)", k))]
+    if types:
+        return tuple(dict.fromkeys("fp32" if t == "float" else "partials" for t in types))
+    if any("splitKreduce" in k for k in names):
+        return ("fp32", "partials")
+    if any(re.search(_CUTLASS_TENSOROP, k) for k in names):
+        return ("serial",)
+    return ("fp32", "partials", "serial")
+
+
+def cutlass_splitk_grain(K: int) -> int:
+    """The k grain at which cuBLAS's CUTLASS split-K cuts K: 64 where 64 divides K, else 8 (the
+    128-bit access of 16-bit operands): CUTLASS ``include/cutlass/gemm/kernel/params_universal_base.h``
+    (``kAlignK``), measured by facebookexperimental/triton bitequiv (``plan.py``, ``splitk_grains``)."""
+    return 64 if K % 64 == 0 else 8
 
 
 def unit_from_gpu(gpu: str) -> str | None:

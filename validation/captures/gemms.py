@@ -17,11 +17,12 @@ import numpy as np
 import emu
 import models
 from emu.dot import unit_params
+from emu.gemm import finish, fma32
 from emu.implicit_gemm import conv_pieces
 from emu.lanes import lane_of_k
 from emu.operands import multiplied_values, round_to_tf32, value_dtype
 from emu.schedule import Schedule
-from emu.simt import fma_gemm
+from emu.simt import FMA32_PARAMS, fma_gemm
 from models.libraries import unit_from_gpu
 
 from .capture import PASS_OF, Capture, CaptureError, GemmJob
@@ -30,11 +31,13 @@ __all__ = [
     "TF32_ROUNDINGS",
     "Candidate",
     "GemmJob",
+    "MERGES",
     "SearchResult",
     "Variant",
     "batch_operands",
     "batched",
     "bits",
+    "block_order",
     "full_fp32",
     "gemm_dims",
     "image_tile",
@@ -46,8 +49,17 @@ __all__ = [
     "resolve_unit",
     "run_candidate",
     "search_unit_params",
+    "serial_merge",
 ]
 
+
+#: split-K merges a :class:`Candidate` can name beyond the schedule's reduction: ``"serial"`` is
+#: CUTLASS's ``GemmSplitKSerial`` (include/cutlass/gemm/kernel/gemm.h, github.com/NVIDIA/cutlass):
+#: split i's epilogue reads the output split i − 1 wrote (rounded to the output format) as its
+#: source, D_i = RN_out(alpha·acc_i + D_{i−1}); the "serial fp16 chain" cuBLAS runs for most
+#: unaligned split-K shapes (facebookexperimental/triton, bitequiv/cublas_match/kernels.py,
+#: ``_splitk_combine_modes`` CMODE 3)
+MERGES = ("", "serial")
 
 #: how a kernel rounds fp32 operands to tf32 before its mma: ``"rne"`` to nearest, ties to even
 #: (CUTLASS's ``NumericConverter<tfloat32_t, float>``; measured on the H200 tf32 captures), or
@@ -71,8 +83,15 @@ class Variant:
     #: channels of each filter tap padded with zero products to a multiple of this
     #: (:func:`emu.implicit_gemm.conv_pieces`' ``channel_tile``: the k tile of an NHWC kernel)
     channel_tile: int = 0
+    #: (width, order): the GEMM's k taken in blocks of ``width`` (the last one shorter) in this
+    #: order of block indices (:func:`block_order`): a rotated loop (Tensile's StaggerU) or pieces
+    #: reduced last first (a Stream-K fixup owned by the tile's last piece)
+    k_blocks: tuple[int, tuple[int, ...]] | None = None
 
     def describe(self) -> str:
+        if self.k_blocks is not None:
+            width, order = self.k_blocks
+            return f"k in blocks of {width} taken in the order {list(order)}"
         if self.lanes is not None:
             layout, n, grain = self.lanes
             how = "k dealt round-robin" if layout == "strided" else "k in contiguous chunks"
@@ -96,22 +115,38 @@ class Candidate:
     variant: Variant
     schedule: Schedule
     family: str = "generic"
+    #: how the splits' partials merge where :class:`emu.schedule.Schedule` has no reduction for
+    #: it: ``""`` (the schedule's own ``reduction``) or ``"serial"`` (:data:`MERGES`)
+    merge: str = ""
+
+    def __post_init__(self):
+        if self.merge not in MERGES:
+            raise ValueError(f"merge: {self.merge!r} is not one of {', '.join(map(repr, MERGES))}")
 
     def describe(self) -> str:
         parts = [f"unit {self.unit}"]
         if self.variant.describe():
             parts.append(self.variant.describe())
         parts.append(self.schedule.describe())
+        if self.merge == "serial":
+            parts.append(
+                "partials merged serially: split 0's result rounded to the output format, then each split's "
+                "partial added to the previous result and rounded again (CUTLASS GemmSplitKSerial)"
+            )
         return "; ".join(parts)
 
     def fields(self) -> dict:
         out = {"unit": self.unit, "family": self.family, **self.schedule.fields()}
+        if self.merge:
+            out["merge"] = self.merge
         if self.variant.k_order:
             out.update(k_order=self.variant.k_order, channel_block=self.variant.channel_block, flip=self.variant.flip)
             if self.variant.channel_tile:
                 out["channel_tile"] = self.variant.channel_tile
         if self.variant.tf32_rounding:
             out["tf32_rounding"] = self.variant.tf32_rounding
+        if self.variant.k_blocks is not None:
+            out["k_blocks"] = [self.variant.k_blocks[0], list(self.variant.k_blocks[1])]
         if self.variant.lanes is not None:
             out.update(lane_layout=self.variant.lanes[0], lanes=self.variant.lanes[1], grain=self.variant.lanes[2])
         return out
@@ -164,6 +199,20 @@ def lane_layout(K: int, layout: str, lanes: int, grain: int = 1) -> tuple[np.nda
     return np.concatenate(seq), tuple(bounds)
 
 
+def block_order(K: int, width: int, order) -> np.ndarray:
+    """The k indices of ``range(K)`` cut into blocks of ``width`` (the last one shorter), taken
+    block by block in ``order`` (a permutation of the block indices)."""
+    blocks = -(-K // width)
+    if sorted(order) != list(range(blocks)):
+        raise ValueError(f"k_blocks: the order must be a permutation of range({blocks}), got {list(order)}")
+    return np.concatenate([np.arange(b * width, min(K, (b + 1) * width)) for b in order]) if K else np.arange(0)
+
+
+def _in_blocks(job: GemmJob, k_blocks) -> GemmJob:
+    seq = block_order(job.A.shape[1], *k_blocks)
+    return GemmJob(job.A[:, seq], job.B[seq], job.C, job.out_index)
+
+
 def _in_lanes(job: GemmJob, lanes) -> GemmJob:
     seq, _ = lane_layout(job.A.shape[1], *lanes)
     idx = np.where(seq < 0, 0, seq)
@@ -178,6 +227,8 @@ def jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None
     """The capture's GEMMs under ``variant``; ``rows``/``columns`` (per-GEMM index arrays) and
     ``pieces`` (which GEMMs) restrict them to a sample."""
     jobs = _jobs_of(cap, variant, rows, columns, pieces)
+    if variant.k_blocks is not None:
+        jobs = [_in_blocks(j, variant.k_blocks) for j in jobs]
     if variant.lanes is not None:
         jobs = [_in_lanes(j, variant.lanes) for j in jobs]
     return jobs
@@ -352,14 +403,42 @@ def bits(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x).view(np.dtype(f"u{x.dtype.itemsize}"))
 
 
+def serial_merge(unit, partials, C, schedule: Schedule) -> np.ndarray:
+    """The output of a serial split-K merge (:data:`MERGES`) from the splits' fp32 partials:
+    split 0 through the schedule's epilogue and output rounding (:func:`emu.gemm.finish`: C in
+    its chain or epilogue, alpha, beta), then for each further split D ← RN_out(alpha·p + D) as
+    one fp32 FMA (:func:`emu.gemm.fma32`) on D read back from the output format."""
+    out = finish(unit, partials[0], C, schedule)
+    plain = Schedule(output=schedule.output)
+    alpha = np.float32(schedule.alpha)
+    for p in partials[1:]:
+        out = finish(unit, fma32(alpha, p, out.astype(np.float32)), None, plain)
+    return out
+
+
+def _serial_output(job, unit, whole: bool, s: Schedule) -> np.ndarray:
+    """:func:`serial_merge` of one GEMM: each split's chain run on its own (residue tile and
+    instruction K as the schedule says; split 0 from C where C enters the chain)."""
+    parts = []
+    one = Schedule(residue_tile=s.residue_tile, instruction_k=s.instruction_k, output="fp32")
+    for i, r in enumerate(s.split_ranges(job.A.shape[1])):
+        C = job.C if i == 0 and s.c_entry == "chain" else None
+        a, b = job.A[:, r], job.B[r]
+        parts.append(fma_gemm(a, b, C, one) if whole else emu.gemm(a, b, C, unit, one))
+    return serial_merge(FMA32_PARAMS if whole else unit, parts, job.C, s)
+
+
 def run_candidate(cap: Capture, cand: Candidate) -> np.ndarray:
     """The capture's whole output as the candidate computes it (through :func:`emu.gemm`; fp32
-    operands through the fp32 FMA unit by :func:`emu.simt.fma_gemm`)."""
+    operands through the fp32 FMA unit by :func:`emu.simt.fma_gemm`; a serial merge by
+    :func:`serial_merge`)."""
     unit = model_unit(cand.unit, cap.input)
     whole = full_fp32(cap, cand.unit)
     out = np.zeros(cap.out.size, cap.out.dtype)
     for job in jobs_of(cap, cand.variant):
-        if whole:
+        if cand.merge == "serial":
+            res = _serial_output(job, unit, whole, cand.schedule)
+        elif whole:
             res = fma_gemm(job.A, job.B, job.C, cand.schedule)
         else:
             res = emu.gemm(job.A, job.B, job.C, unit, cand.schedule)

@@ -33,6 +33,7 @@ from .gemms import (
     n_jobs,
     operand_values,
     search_unit_params,
+    serial_merge,
 )
 
 __all__ = ["Sample", "boundary_distance"]
@@ -195,7 +196,7 @@ class Sample:
         same = 0
         for j, (_, _, C, want) in enumerate(jobs):
             partials = split_results(chains, (self._chains[key][j] for key in keys))
-            got = combine(params, partials, C, s)
+            got = serial_merge(params, partials, C, s) if cand.merge == "serial" else combine(params, partials, C, s)
             same += int(np.count_nonzero(bits(got) == bits(want)))
         return same
 

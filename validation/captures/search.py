@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
 import emu
 from models.kernels import ATOMIC_ORDERS
-from models.libraries import matching, not_modelled, not_modelled_family
+from models.libraries import from_source, matching, not_modelled, not_modelled_family
 
 from .capture import Capture
 from .gemms import (
@@ -88,6 +89,7 @@ def _inside_ensemble(cap: Capture, cand: Candidate) -> tuple[bool, int]:
         k_tile=cand.schedule.k_tile,
         splits=cand.schedule.splits,
         split_rule=cand.schedule.split_rule,
+        split_bounds=cand.schedule.split_bounds,
         residue_tile=cand.schedule.residue_tile,
         instruction_k=cand.schedule.instruction_k,
     )
@@ -136,10 +138,15 @@ def tiers(cap: Capture, unit_name: str, cands: list[Candidate]) -> list[tuple[st
     named = matching(cap.kernels, cap.op)
     image = image_tile(cap)
     groups: dict[str, list[Candidate]] = {}
+    names = {f.name for f in named}
     for c in cands:
+        if c.family != "generic":  # a named library order (models.libraries) drawn by its own family
+            tier = "kernel-name families" if c.family in names else "library schedules"
+            groups.setdefault(tier, []).append(c)
+            continue
         fams = [f for f in named if _fits(f, c, unit_name, image)]
         if fams:
-            groups.setdefault("kernel-name families", []).append(Candidate(c.unit, c.variant, c.schedule, fams[0].name))
+            groups.setdefault("kernel-name families", []).append(replace(c, family=fams[0].name))
         elif c.unit != unit_name:
             groups.setdefault("other units", []).append(c)
         elif c.schedule.residue_tile or c.schedule.instruction_k or c.schedule.partial_format:
@@ -148,6 +155,7 @@ def tiers(cap: Capture, unit_name: str, cands: list[Candidate]) -> list[tuple[st
             groups.setdefault(f"unit {unit_name}", []).append(c)
     order = [
         "kernel-name families",
+        "library schedules",
         f"unit {unit_name}",
         f"unit {unit_name}, residue tiles, narrow instructions, fp16 partials",
         "other units",
@@ -249,6 +257,8 @@ def search(
                 f"not modelled: {family}; the nearest order gets {best_same} of {want.size} outputs "
                 f"({distance['n_differ']} differ, at most {distance['max_ulps']} ulps): {best.describe()}"
             )
+    if best is not None and from_source(best.family):
+        hints.append(f"{best.family}: from source, not checked on silicon (models.libraries)")
     if reproducing:
         answer = "identical"
     elif inside is not None:

@@ -20,6 +20,11 @@ order where the family applies to the capture:
   multiples, ⌈tiles/splits⌉ per split, the partials added onto +0 in split order (CUTLASS
   ``ReduceSplitK``, cuBLAS ``splitKreduce``); C and alpha/beta in the epilogue —
   :func:`simt_candidates`;
+* ``cublas-orders`` (NVIDIA GEMMs) and ``amd`` (a capture whose ``gpu`` is an MI100, MI200 or
+  MI300): the named library orders of :mod:`.orders` — cuBLAS's CUTLASS split-K with its merges,
+  ``gemmSN`` and ``gemv2`` as facebookexperimental/triton's ``bitequiv/`` documents them; Tensile
+  GlobalSplitU, StaggerU, Stream-K and composable_kernel split-K from their source — listed first,
+  each candidate carrying its family's name;
 * ``fp8`` (``scaled_mm``): one chain of the unit (fast accumulation) or two-level accumulation at
   each promotion interval, times the scale orders and the bias's FMA or add —
   :func:`scaled_candidates`; when none reproduces, the fp8 search (:mod:`.scaled`) also runs
@@ -47,10 +52,11 @@ from dataclasses import dataclass, replace
 import emu
 from emu.implicit_gemm import K_ORDERS
 from emu.schedule import SCALE_ORDERS, Schedule
-from models.libraries import channel_tile_from_name, k_tile_from_name, matching
+from models.libraries import channel_tile_from_name, is_amd, k_tile_from_name, matching
 
 from .capture import PASS_OF, Capture
 from .gemms import TF32_ROUNDINGS, Candidate, Variant, gemm_dims, image_tile, lane_layout, search_unit_params
+from .orders import GEMM_OPS, amd_candidates, cublas_candidates
 
 __all__ = [
     "BOUNDS",
@@ -463,8 +469,15 @@ class Family:
     candidates: Callable[[Capture, str], Iterable[Candidate]]
 
 
-#: the families of the space, in the order they are listed (see the module docstring)
+#: the families of the space, in the order they are listed (see the module docstring); the named
+#: library orders first, so that a schedule they share with a generic family keeps its name
 FAMILIES: list[Family] = [
+    Family(
+        "cublas-orders",
+        lambda cap: cap.op in GEMM_OPS and cap.conv is None and not is_amd(cap.gpu),
+        cublas_candidates,
+    ),
+    Family("amd", lambda cap: cap.op in GEMM_OPS and cap.conv is None and is_amd(cap.gpu), amd_candidates),
     Family("simt-fp32", lambda cap: cap.input in ("fp32", "tf32") and cap.op != "scaled_mm", simt_candidates),
     Family("matrix-unit", lambda cap: cap.op != "scaled_mm" and cap.input != "fp32", matrix_unit_candidates),
     Family("fp8", lambda cap: cap.op == "scaled_mm", scaled_candidates),
@@ -481,7 +494,7 @@ def candidates(cap: Capture, unit_name: str) -> tuple[list[Candidate], list[str]
         if not fam.applies(cap):
             continue
         for c in fam.candidates(cap, unit_name):
-            key = (c.unit, c.variant, c.schedule)
+            key = (c.unit, c.variant, c.schedule, c.merge)
             if key not in seen:
                 seen.add(key)
                 out.append(c)

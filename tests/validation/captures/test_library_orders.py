@@ -1,0 +1,124 @@
+"""The named library orders of validation.captures.orders: the cuBLAS orders a public peer
+documented (facebookexperimental/triton bitequiv) and the AMD libraries' orders from their source.
+Synthetic captures emulated with each schedule are identified as that schedule, bit for bit; an
+AMD capture's space holds the AMD families, an NVIDIA one's does not."""
+
+import numpy as np
+import pytest
+
+import models
+from emu.schedule import Schedule
+from models.libraries import cutlass_splitk_grain, from_source, splitk_merges
+from validation.captures import Capture
+from validation.captures.gemms import Candidate, Variant, bits, run_candidate, serial_merge
+from validation.captures.orders import gsu_bounds
+from validation.captures.search import search
+from validation.captures.space import candidates
+
+MI300 = "AMD Instinct MI300X"
+H200 = "NVIDIA H200"
+
+
+def _capture(M, K, N, gpu, kernels=(), seed=0, name="synthetic", out=np.float16):
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    B = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    zero = np.zeros((M, N), out)
+    return Capture(name, "mm", {"A": A.view(np.uint16), "B": B.view(np.uint16)}, zero, gpu=gpu, kernels=tuple(kernels))
+
+
+def _with_output(cap, cand):
+    """The capture with the output the candidate computes (the synthetic GPU's answer)."""
+    out = run_candidate(cap, cand)
+    return Capture(cap.path, cap.op, cap.operands, out, gpu=cap.gpu, kernels=cap.kernels)
+
+
+def test_the_serial_merge_keeps_the_running_sum_in_the_output_format():
+    """1 + 2^-11 + 2^-11: in an fp32 workspace 1 + 2^-10 (an fp16 value); kept in fp16 after each
+    add, each 1 + 2^-11 is a tie that rounds to even, 1."""
+    one, half_ulp = np.float32(1), np.float32(2.0**-11)
+    parts = [np.full((1, 1), v, np.float32) for v in (one, half_ulp, half_ulp)]
+    got = serial_merge(models.unit("h100"), parts, None, Schedule(splits=3, output="fp16"))
+    assert got.dtype == np.float16 and float(got[0, 0]) == 1.0
+    assert float(np.float16(np.float32(1) + half_ulp + half_ulp)) == 1 + 2.0**-10
+
+
+def test_the_merge_is_read_from_the_kernel_names():
+    fp32 = "void cublasLt::splitKreduce_kernel<32, 16, int, float, __half, float, __half, false>(x)"
+    half = "void cublasLt::splitKreduce_kernel<32, 16, int, __nv_bfloat16, __nv_bfloat16, float>(x)"
+    cutlass = "void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_64x64_nn_align1>(x)"
+    assert splitk_merges([cutlass, fp32]) == ("fp32",)
+    assert splitk_merges([cutlass, half]) == ("partials",)
+    assert splitk_merges([cutlass]) == ("serial",)
+    assert set(splitk_merges([])) == {"fp32", "partials", "serial"}
+    assert (cutlass_splitk_grain(2013), cutlass_splitk_grain(4096)) == (8, 64)
+
+
+def test_a_serial_split_k_capture_is_found_with_its_merge():
+    """An unaligned fp16 GEMM that ran a CUTLASS kernel and no reduce kernel: the splits' running
+    sum kept in fp16 (GemmSplitKSerial), K = 200 in k tiles of 8 (64 does not divide it)."""
+    kernels = ["void cutlass::Kernel2<cutlass_80_wmma_tensorop_f16_s161616gemm_f16_32x32_64x1_nn_align2>(x)"]
+    cap = _capture(24, 200, 24, H200, kernels, seed=3)
+    sch = Schedule(
+        k_tile=8, splits=4, split_rule="ceil", split_bounds=(0, 7, 14, 21, 25), residue_tile=64, output="fp16"
+    )
+    cap = _with_output(cap, Candidate("h100", Variant(), sch, merge="serial"))
+    fp32 = run_candidate(cap, Candidate("h100", Variant(), sch))
+    assert np.count_nonzero(bits(fp32) != bits(cap.out)) > 0  # the merge decides bits here
+    r = search(cap)
+    assert r.answer == "identical" and r.n_identical == cap.out.size, r.stages
+    assert r.best.merge == "serial" and r.best.family == "cublas-cutlass-splitk"
+    assert r.best.fields()["merge"] == "serial" and "serially" in r.best.describe()
+
+
+def test_a_gemmsn_capture_is_found_with_its_sub_blocks():
+    """cuBLAS gemmSN (2 threads per output, sub-blocks of 256 k) on fp16 operands, K = 1100."""
+    kernels = [
+        "void gemmSN_TN_kernel<float, 128, 16, 2, 4, 2, 2, true, cublasGemvTensorStridedBatched<__half const>>(x)"
+    ]
+    cap = _capture(2, 1100, 40, H200, kernels, seed=4)
+    sch = Schedule(k_tile=1, splits=2, split_rule="ceil", split_bounds=(0, 550, 1100), promotion_interval=256,
+                   reduction="workspace", output="fp16")  # fmt: skip
+    cap = _with_output(cap, Candidate("fma32", Variant(), sch))
+    r = search(cap)
+    assert r.answer == "identical" and r.best.family == "cublas-gemmsn", r.stages
+    assert r.best.schedule.promotion_interval == 256
+
+
+K_AMD = 1000
+#: family → a candidate of it, emulated to make a synthetic MI300 capture
+AMD_CASES = {
+    "hipblaslt-gsu": Candidate(
+        "mi300", Variant(), Schedule(k_tile=64, splits=3, split_bounds=gsu_bounds(K_AMD, 64, 3), output="fp32")
+    ),
+    "hipblaslt-staggeru": Candidate(
+        "mi300", Variant(k_blocks=(64, tuple(range(3, 15)) + (0, 1, 2, 15))), Schedule(output="fp32")
+    ),
+    "hipblaslt-streamk": Candidate(
+        "mi300", Variant(), Schedule(k_tile=128, splits=3, split_bounds=(0, 1, 6, 8), output="fp32")
+    ),
+    "ck-splitk": Candidate(
+        "mi300",
+        Variant(),
+        Schedule(k_tile=32, splits=5, split_rule="ceil", reduction="workspace", c_entry="chain", output="fp32"),
+    ),
+}
+
+
+@pytest.mark.parametrize("family", sorted(AMD_CASES))
+def test_an_amd_capture_is_found_as_its_library_schedule(family):
+    assert gsu_bounds(K_AMD, 64, 3) == (0, 5, 10, 16)  # 15 iterations, 5 each, the tail in the last
+    cap = _with_output(_capture(16, K_AMD, 16, MI300, seed=7, out=np.float32), AMD_CASES[family])
+    assert cap.out_format == "fp32"  # fp32 outputs tell the orders apart
+    r = search(cap)
+    assert r.answer == "identical" and r.n_identical == cap.out.size, r.stages
+    assert r.best.family == family, (r.best.family, r.best.describe())
+    assert from_source(family) and any("from source, not checked on silicon" in h for h in r.hints)
+
+
+def test_only_an_amd_capture_searches_the_amd_families():
+    amd = {c.family for c in candidates(_capture(8, 512, 8, MI300), "mi300")[0]}
+    nvidia = {c.family for c in candidates(_capture(8, 512, 8, H200), "h100")[0]}
+    wanted = {"hipblaslt-gsu", "hipblaslt-staggeru", "hipblaslt-streamk", "ck-splitk"}
+    assert wanted <= amd and not wanted & nvidia
+    assert "cublas-cutlass-splitk" in nvidia and "cublas-cutlass-splitk" not in amd
