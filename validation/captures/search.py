@@ -130,6 +130,12 @@ def _fits(fam, cand: Candidate, unit_name: str, image: int = 0) -> bool:
     return True
 
 
+#: CUTLASS split-K counts above this are searched in a tier of their own, after the GPU's unit:
+#: every count up to one k tile per split is hundreds of candidates (K = 3357: 420), which made
+#: captures that an earlier tier reproduces 5 to 20 times slower to answer
+MANY_SPLITS = 16
+
+
 def tiers(cap: Capture, unit_name: str, cands: list[Candidate]) -> list[tuple[str, list[Candidate]]]:
     """The space in the order it is searched: the kernel names' families; the GPU's matrix unit
     (fp32 accumulator) with plain splits; the same with residue-first tiles or a narrower
@@ -142,6 +148,8 @@ def tiers(cap: Capture, unit_name: str, cands: list[Candidate]) -> list[tuple[st
     for c in cands:
         if c.family != "generic":  # a named library order (models.libraries) drawn by its own family
             tier = "kernel-name families" if c.family in names else "library schedules"
+            if c.family == "cublas-cutlass-splitk" and c.schedule.splits > MANY_SPLITS:
+                tier = "library schedules, many splits"  # hundreds of counts: after the likely ones
             groups.setdefault(tier, []).append(c)
             continue
         fams = [f for f in named if _fits(f, c, unit_name, image)]
@@ -158,6 +166,7 @@ def tiers(cap: Capture, unit_name: str, cands: list[Candidate]) -> list[tuple[st
         "library schedules",
         f"unit {unit_name}",
         f"unit {unit_name}, residue tiles, narrow instructions, fp16 partials",
+        "library schedules, many splits",
         "other units",
     ]
     return [(name, groups[name]) for name in order if name in groups]
