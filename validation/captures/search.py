@@ -30,6 +30,7 @@ from models.kernels import ATOMIC_ORDERS
 from models.libraries import matching, not_modelled, not_modelled_family
 
 from .capture import Capture
+from .convs import is_dgrad_alg1, search_dgrad_alg1
 from .gemms import (
     TF32_ROUNDINGS,
     Candidate,
@@ -165,6 +166,10 @@ def search(
         return search_scaled(cap, hw, progress)
     t0 = time.perf_counter()
     unit_name = resolve_unit(cap, hw)
+    if is_dgrad_alg1(cap):  # cuDNN's chunked backward-data kernel (validation.captures.convs), first
+        found = search_dgrad_alg1(cap, unit_name, t0)
+        if found is not None:
+            return found
     cands, hints = candidates(cap, unit_name)
     hints = hints + not_modelled(cap.kernels)
     fp32 = cap.out_format == "fp32"
