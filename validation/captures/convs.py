@@ -136,7 +136,7 @@ def search_dgrad_alg1(cap: Capture, unit_name: str, t0: float):
     if same != want.size:
         return None
     s = cap.conv
-    tap_sums = Schedule(k_tile=s.Kg, splits=s.R * s.S, split_rule="ceil", reduction="workspace", output="fp32")
+    tap_sums = Schedule(k_tile=s.Kg, splits=s.R * s.S, split_rule="ceil", reduction="workspace", output=cap.out_format)
     cand = Candidate("fma32", Variant("rsk", position_chunk=chunk), tap_sums, "cudnn-dgrad2d")
     return SearchResult(
         answer="identical",
