@@ -119,35 +119,3 @@ def dgrad_alg1_output(cap: Capture, chunk: int | None = None) -> np.ndarray:
     if fmt == "bf16":
         return dx.astype(ml_dtypes.bfloat16).view(np.uint16).view(cap.out.dtype)
     return dx.view(cap.out.dtype) if cap.out.dtype.itemsize == 4 else dx
-
-
-def search_dgrad_alg1(cap: Capture, unit_name: str, t0: float):
-    """The :class:`.gemms.SearchResult` ``identical`` where :func:`dgrad_alg1_output` reproduces
-    every output bit, else None (the search goes on; nothing reproducing, the answer is "not
-    modelled": ``models.libraries.UNRESOLVED``)."""
-    import time
-
-    from .gemms import Candidate, SearchResult, Variant, bits  # gemms imports this module lazily
-
-    chunk = dgrad_alg1_chunk(cap.kernels)
-    got = dgrad_alg1_output(cap, chunk)
-    want = bits(np.asarray(cap.out)).reshape(-1)
-    same = int(np.count_nonzero(bits(got).reshape(-1) == want))
-    if same != want.size:
-        return None
-    s = cap.conv
-    tap_sums = Schedule(k_tile=s.Kg, splits=s.R * s.S, split_rule="ceil", reduction="workspace", output=cap.out_format)
-    cand = Candidate("fma32", Variant("rsk", position_chunk=chunk), tap_sums, "cudnn-dgrad2d")
-    return SearchResult(
-        answer="identical",
-        n=int(want.size),
-        n_identical=same,
-        best=cand,
-        reproducing=[cand],
-        emulated=got,
-        searched=1,
-        seconds=time.perf_counter() - t0,
-        stages=[("kernel-name families: cuDNN dgrad2d_alg1_1 (every output)", 1, 1)],
-        hints=[],
-        unit=unit_name,
-    )
