@@ -21,7 +21,7 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "captures" / "h200_s16"
 
 
 def _cap(name):
-    path = DATA / f"{name}.npz"
+    path = DATA / f"{name}.npz" if "/" not in name else DATA.parent / f"{name}.npz"
     if not path.is_file():
         pytest.skip(f"{path} is absent")
     return load_capture(path)
@@ -47,6 +47,8 @@ def test_chunk_from_the_template():
         "t_conv2d_bwd_data_n1c3k16h32r7s2p3_conti_f32",  # 256 positions, stride 2
         "t_conv2d_bwd_data_n1c3k16h32r7s2p3_chann_f32",
         "t_conv2d_bwd_data_n2c16k16h12r5s1p2_conti_tf32",  # TF32 allowed, the kernel multiplies fp32 whole
+        "h200_dev/c3x3g2_c64_k64_h12_nchw_bwd_data",  # two groups
+        "h200_dev/c5x5_c16_k32_h20_nchw_bwd_data",  # at least 16 × 16 positions: several chunks
     ],
 )
 def test_every_output_bit(name):
