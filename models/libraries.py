@@ -247,9 +247,13 @@ LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
         r"dgrad2d_",
         ("conv2d_bwd_data",),
         unit="fma32",
-        k_orders=("rsk", "krs"),
-        flip=(False, True),
-        source="cuDNN dgrad2d_alg1 (non-tensor-core): fp32 FMA; its loop order is not pinned down yet",
+        k_tiles=(0,),  # the tile is the group's K, one tap per split (validation.captures.gemms.image_tile)
+        reduction="workspace",
+        k_orders=("rsk",),
+        checked=_H200,
+        source="cuDNN dgrad2d_alg1_1 (non-tensor-core): per filter tap in (r, s) order, an fp32 FMA chain over "
+        "the output channels from +0, added onto the output's sum (H200 captures, fp32 and fp16; in some fp16 "
+        "captures rows of outputs near one input row carry an extra rounding not pinned down)",
     ),
     LibrarySchedule(
         "triton-kloop",
@@ -377,6 +381,7 @@ NOT_MODELLED = (
 #: kernel families whose order the H200 captures have not pinned down yet (searched, but when
 #: nothing reproduces the answer is "not modelled"): (pattern, family)
 UNRESOLVED = (
+    (r"dgrad2d_alg1_1<", "dgrad2d_alg1_1"),
     (r"sm80_xmma_(fprop|dgrad)_implicit_gemm_tf32f32", "sm80 xmma TF32 implicit-GEMM convolution"),
     (r"s1688(fprop|dgrad)_optimized_tf32", "CUTLASS s1688 TF32 convolution"),
     (r"\bdot_kernel<", "cuBLAS dot_kernel + reduce_1Block_kernel"),

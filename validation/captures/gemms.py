@@ -87,8 +87,17 @@ class Variant:
     #: order of block indices (:func:`block_order`): a rotated loop (Tensile's StaggerU) or pieces
     #: reduced last first (a Stream-K fixup owned by the tile's last piece)
     k_blocks: tuple[int, tuple[int, ...]] | None = None
+    #: cuDNN ``dgrad2d_alg1_1`` (:mod:`.convs`): grad_output positions per chunk, each chunk's taps
+    #: one partial added to the stored output (0: not that kernel)
+    position_chunk: int = 0
 
     def describe(self) -> str:
+        if self.position_chunk:
+            return (
+                f"gemmK ({', '.join(self.k_order or 'rsk')}), one chain per tap; grad_output positions (p·Q + q) "
+                f"in chunks of {self.position_chunk}, each chunk's taps one partial added to the stored output "
+                "and rounded (cuDNN dgrad2d_alg1_1)"
+            )
         if self.k_blocks is not None:
             width, order = self.k_blocks
             return f"k in blocks of {width} taken in the order {list(order)}"
@@ -143,6 +152,8 @@ class Candidate:
             out.update(k_order=self.variant.k_order, channel_block=self.variant.channel_block, flip=self.variant.flip)
             if self.variant.channel_tile:
                 out["channel_tile"] = self.variant.channel_tile
+            if self.variant.position_chunk:
+                out["position_chunk"] = self.variant.position_chunk
         if self.variant.tf32_rounding:
             out["tf32_rounding"] = self.variant.tf32_rounding
         if self.variant.k_blocks is not None:
@@ -432,6 +443,10 @@ def run_candidate(cap: Capture, cand: Candidate) -> np.ndarray:
     """The capture's whole output as the candidate computes it (through :func:`emu.gemm`; fp32
     operands through the fp32 FMA unit by :func:`emu.simt.fma_gemm`; a serial merge by
     :func:`serial_merge`)."""
+    if cand.variant.position_chunk:
+        from .convs import dgrad_alg1_output  # convs does not import this module
+
+        return dgrad_alg1_output(cap, cand.variant.position_chunk)
     unit = model_unit(cand.unit, cap.input)
     whole = full_fp32(cap, cand.unit)
     out = np.zeros(cap.out.size, cap.out.dtype)
@@ -472,8 +487,16 @@ def resolve_unit(cap: Capture, hw: str | None) -> str:
 
 
 def image_tile(cap: Capture) -> int:
-    """Backward weight's gemmK runs over (n, p, q): P·Q, the k tile of splits at image bounds
-    (a batched GEMM per image, its partials reduced after, as cuDNN's reduce_wgrad kernels do)."""
-    if cap.conv is None or PASS_OF[cap.op] != "bwd_weight" or cap.conv.N < 2:
+    """The k tile of a convolution's splits at its natural bounds: backward weight's gemmK runs
+    over (n, p, q), P·Q at image bounds (a batched GEMM per image, its partials reduced after, as
+    cuDNN's reduce_wgrad kernels do); cuDNN's ``dgrad2d_alg1_1`` sums one filter tap at a time, a
+    chain over the output channels from +0 added to the output's sum in (r, s) order (H200
+    captures, fp32 and fp16), so its tile is the group's K at tap bounds of the (r, s, k) gemmK."""
+    if cap.conv is None:
+        return 0
+    if PASS_OF[cap.op] == "bwd_data":
+        taps = cap.conv.R * cap.conv.S > 1
+        return cap.conv.Kg if taps and any("dgrad2d_alg1" in str(k) for k in cap.kernels) else 0
+    if PASS_OF[cap.op] != "bwd_weight" or cap.conv.N < 2:
         return 0
     return cap.conv.P * cap.conv.Q

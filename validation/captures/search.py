@@ -31,6 +31,7 @@ from models.kernels import ATOMIC_ORDERS
 from models.libraries import from_source, matching, not_modelled, not_modelled_family
 
 from .capture import Capture
+from .convs import dgrad_alg1_chunk, dgrad_alg1_output, is_dgrad_alg1
 from .gemms import (
     TF32_ROUNDINGS,
     Candidate,
@@ -182,6 +183,10 @@ def search(
         return search_scaled(cap, hw, progress)
     t0 = time.perf_counter()
     unit_name = resolve_unit(cap, hw)
+    if is_dgrad_alg1(cap):  # cuDNN's chunked backward-data kernel (validation.captures.convs), first
+        found = _dgrad_alg1(cap, unit_name, t0)
+        if found is not None:
+            return found
     cands, hints = candidates(cap, unit_name)
     hints = hints + not_modelled(cap.kernels)
     fp32 = cap.out_format == "fp32"
@@ -305,3 +310,33 @@ def _distance(gpu: np.ndarray, emulated: np.ndarray) -> dict:
         "max_ulps": int(d.max()) if d.size else 0,
         "median_ulps": float(np.median(d)) if d.size else 0.0,
     }
+
+
+def _dgrad_alg1(cap: Capture, unit_name: str, t0: float):
+    """cuDNN's ``dgrad2d_alg1_1`` (:mod:`.convs`): the :class:`SearchResult` ``identical`` where :func:`dgrad_alg1_output` reproduces
+    every output bit, else None (the search goes on; nothing reproducing, the answer is "not
+    modelled": ``models.libraries.UNRESOLVED``)."""
+    chunk = dgrad_alg1_chunk(cap.kernels)
+    got = dgrad_alg1_output(cap, chunk)
+    want = bits(np.asarray(cap.out)).reshape(-1)
+    same = int(np.count_nonzero(bits(got).reshape(-1) == want))
+    if same != want.size:
+        return None
+    s = cap.conv
+    tap_sums = emu.Schedule(
+        k_tile=s.Kg, splits=s.R * s.S, split_rule="ceil", reduction="workspace", output=cap.out_format
+    )
+    cand = Candidate("fma32", Variant("rsk", position_chunk=chunk), tap_sums, "cudnn-dgrad2d")
+    return SearchResult(
+        answer="identical",
+        n=int(want.size),
+        n_identical=same,
+        best=cand,
+        reproducing=[cand],
+        emulated=got,
+        searched=1,
+        seconds=time.perf_counter() - t0,
+        stages=[("kernel-name families: cuDNN dgrad2d_alg1_1 (every output)", 1, 1)],
+        hints=[],
+        unit=unit_name,
+    )

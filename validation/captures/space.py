@@ -407,11 +407,27 @@ def simt_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     splits = cap.conv is None or PASS_OF[cap.op] == "bwd_weight"
     schedules = simt_schedules(K, c_entries, cap.alpha, cap.beta, splits)
     out = [Candidate("fma32", v, sch) for v in kinds for sch in schedules]
+    taps = image_tile(cap) if cap.conv is not None and PASS_OF[cap.op] == "bwd_data" else 0
+    if taps:  # cuDNN dgrad2d_alg1_1: a chain per filter tap over the channels, added onto +0 in tap order
+        tap_kinds = [v for v in kinds if v.k_order == "rsk"]
+        out[:0] = [Candidate("fma32", v, sch) for v in tap_kinds for sch in _tap_schedules(cap, taps, c_entries)]
     if cap.conv is None:
         out.extend(lane_candidates(K, c_entries, cap.alpha, cap.beta))
     elif PASS_OF[cap.op] == "bwd_weight" and K < 32:  # grouped-direct wgrad: 32 lanes even when fewer have k
         out.extend(lane_candidates(K, c_entries, cap.alpha, cap.beta, kinds[0]))
     return epilogue_orders(out, cap.alpha)
+
+
+def _tap_schedules(cap: Capture, tile: int, c_entries) -> list[Schedule]:
+    """One split per filter tap of ``tile`` gemmK entries (a tap's channels), each an FMA chain
+    from +0, the partials added onto +0 in tap order (cuDNN's ``dgrad2d_alg1_1``, see
+    :func:`.gemms.image_tile`)."""
+    taps = cap.conv.R * cap.conv.S
+    return [
+        Schedule(k_tile=tile, splits=taps, split_rule="ceil", reduction="workspace", c_entry=ce, output="fp32")
+        for ce in c_entries
+        if ce != "epilogue"
+    ]
 
 
 def lane_candidates(K: int, c_entries, alpha: float, beta: float, base: Variant | None = None) -> list[Candidate]:

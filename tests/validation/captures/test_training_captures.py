@@ -212,10 +212,10 @@ def test_conv_k_tile_rule(name):
 # --- not modelled ---------------------------------------------------------------------------
 
 
-def test_dgrad2d_alg1_is_not_modelled():
-    """cuDNN's dgrad2d_alg1_1 (known only from source): nothing reproduces, so not modelled."""
+def test_dgrad2d_alg1_is_identical():
+    """cuDNN's dgrad2d_alg1_1: chunked grad_output positions (tests/validation/captures/test_dgrad_alg1.py)."""
     r = search(_cap("t_conv2d_bwd_data_n1c3k16h32r7s2p3_conti_f32"))
-    assert r.answer == "not-modelled" and r.not_modelled == "dgrad2d_alg1_1"
+    assert r.answer == "identical" and r.best.variant.position_chunk == 128
 
 
 def test_winograd_is_not_modelled():

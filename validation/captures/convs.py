@@ -1,0 +1,121 @@
+"""cuDNN convolution kernels whose order is not one GEMM per output: ``dgrad2d_alg1_1``.
+
+cuDNN's CUDA-core backward-data kernel ``cudnn::detail::dgrad2d_alg1_1<T, 0, a, b, …>`` (fp16
+and fp32, with or without TF32 allowed), measured on H200 captures (cuDNN 9.19, issue 37): the
+grad_output positions of each image, flattened as p·Q + q, are cut into chunks of 2^b (the
+template's third number: 128 for ``<…, 6, 7, …>``); for each chunk in ascending order, every
+grad_input element gets one partial: its filter taps (r, s) ascending whose grad_output position
+lies in the chunk, each tap an fp32 FMA chain over the output channels k ascending from +0, the
+taps' chains added in fp32 onto +0; the partial is added in fp32 to the element as stored so far
+and the sum rounded to the output format (a read-modify-write of grad_input, zeroed first by
+``scalePackedTensor_kernel``). Where every tap of an element lies in one chunk this is one
+rounding of the tap-by-tap sum; across a chunk bound fp16 outputs carry an extra rounding
+(up to hundreds of fp16 ulps where the sum cancels).
+"""
+
+from __future__ import annotations
+
+import re
+
+import ml_dtypes
+import numpy as np
+
+from emu.schedule import Schedule
+from emu.simt import fma_gemm
+
+from .capture import PASS_OF, Capture
+
+__all__ = ["DGRAD_ALG1", "dgrad_alg1_chunk", "dgrad_alg1_output", "is_dgrad_alg1"]
+
+#: the kernel-name pattern of cuDNN's CUDA-core backward-data kernel
+DGRAD_ALG1 = r"dgrad2d_alg1_1<"
+
+
+def is_dgrad_alg1(cap: Capture) -> bool:
+    """Whether the capture is a backward-data convolution that ran ``dgrad2d_alg1_1``."""
+    return (
+        cap.conv is not None
+        and PASS_OF[cap.op] == "bwd_data"
+        and any(re.search(DGRAD_ALG1, str(k)) for k in cap.kernels)
+    )
+
+
+def dgrad_alg1_chunk(kernels) -> int:
+    """Grad_output positions per chunk: 2 to the template's third number
+    (``dgrad2d_alg1_1<__half, 0, 6, 7, …>`` → 128); 128 where the name does not say."""
+    for k in kernels:
+        m = re.search(r"dgrad2d_alg1_1<[^,>]+,\s*(\d+),\s*(\d+),\s*(\d+)", str(k))
+        if m and int(m.group(3)) < 16:
+            return 1 << int(m.group(3))
+    return 128
+
+
+def _values(cap: Capture, name: str) -> np.ndarray:
+    """An operand's values as float32 (fp16/bf16 exact; fp32 and tf32-allowed captures whole:
+    the kernel multiplies on the CUDA cores)."""
+    b = np.asarray(cap.operands[name])
+    if cap.input == "fp16":
+        return b.view(np.float16).astype(np.float32)
+    if cap.input == "bf16":
+        return b.view(ml_dtypes.bfloat16).astype(np.float32)
+    return b.view(np.float32).astype(np.float32)
+
+
+def _round(x: np.ndarray, fmt: str) -> np.ndarray:
+    """float32 values rounded to ``fmt`` (RNE), back as float32."""
+    if fmt == "fp16":
+        return x.astype(np.float16).astype(np.float32)
+    if fmt == "bf16":
+        return x.astype(ml_dtypes.bfloat16).astype(np.float32)
+    return x
+
+
+def dgrad_alg1_output(cap: Capture, chunk: int | None = None) -> np.ndarray:
+    """grad_input as ``dgrad2d_alg1_1`` computes it (the module docstring), in the capture's
+    output dtype (bit patterns as ``cap.out`` holds them). ``chunk``: grad_output positions per
+    chunk (default :func:`dgrad_alg1_chunk` of the kernel names)."""
+    s = cap.conv
+    chunk = chunk or dgrad_alg1_chunk(cap.kernels)
+    dy = _values(cap, "grad_output").reshape(s.N, s.K, s.P, s.Q)
+    w = _values(cap, "weight").reshape(s.K, s.Cg, s.R, s.S)
+    fmt = cap.out_format
+    (sh, sw), (ph, pw), (dh, dw) = s.stride, s.padding, s.dilation
+    hh, ww = np.meshgrid(np.arange(s.H), np.arange(s.W), indexing="ij")
+    taps = []  # (r, s, valid mask (H, W), p, q, chunk id (H, W))
+    for r in range(s.R):
+        for t in range(s.S):
+            num_p, num_q = hh + ph - r * dh, ww + pw - t * dw
+            p, q = num_p // sh, num_q // sw
+            ok = (num_p % sh == 0) & (num_q % sw == 0) & (p >= 0) & (p < s.P) & (q >= 0) & (q < s.Q)
+            taps.append((r, t, ok, np.where(ok, p, 0), np.where(ok, q, 0), np.where(ok, (p * s.Q + q) // chunk, -1)))
+    n_chunks = (s.P * s.Q + chunk - 1) // chunk
+    dx = np.zeros((s.N, s.C, s.H, s.W), np.float32)
+    one_chain = Schedule(output="fp32")
+    for g in range(s.groups):
+        ks = slice(g * s.Kg, (g + 1) * s.Kg)
+        cs = slice(g * s.Cg, (g + 1) * s.Cg)
+        partials = []  # per tap: (N, Cg, H, W) fp32 chains over k from +0 (0 where the tap misses)
+        for r, t, ok, p, q, _ in taps:
+            part = np.zeros((s.N, s.Cg, s.H, s.W), np.float32)
+            if ok.any():
+                A = dy[:, ks][:, :, p[ok], q[ok]].transpose(0, 2, 1).reshape(-1, s.Kg)  # (N·valid, Kg)
+                res = np.asarray(fma_gemm(A, w[ks, :, r, t], None, one_chain), np.float32)
+                part[:, :, ok] = res.reshape(s.N, -1, s.Cg).transpose(0, 2, 1)
+            partials.append(part)
+        out = np.zeros((s.N, s.Cg, s.H, s.W), np.float32)
+        for c in range(n_chunks):
+            acc = np.zeros_like(out)
+            touched = np.zeros((s.H, s.W), bool)
+            for (_, _, _, _, _, cid), part in zip(taps, partials):
+                m = cid == c
+                if m.any():
+                    acc = np.where(m, acc + part, acc).astype(np.float32)
+                    touched |= m
+            out = np.where(touched, _round(out + acc, fmt), out).astype(np.float32)
+        dx[:, cs] = out
+    dx = dx.reshape(cap.out.shape)
+    if fmt == "fp16":
+        return dx.astype(np.float16).view(np.uint16).view(cap.out.dtype)
+    if fmt == "bf16":
+        return dx.astype(ml_dtypes.bfloat16).view(np.uint16).view(cap.out.dtype)
+    return dx.view(cap.out.dtype) if cap.out.dtype.itemsize == 4 else dx
