@@ -115,6 +115,7 @@ PUBLIC = {
     ],
     "validation.files": [
         "DEFLATE_MAX_RATIO",
+        "MAX_JSON_DEPTH",
         "NPY_MAGIC",
         "UserFileError",
         "ZIP_ERRORS",

@@ -46,6 +46,7 @@ __all__ = [
     "read_json",
     "parse_json",
     "json_depth",
+    "MAX_JSON_DEPTH",
     "load_npz_file",
     "ZIP_ERRORS",
     "NPY_MAGIC",
