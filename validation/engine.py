@@ -69,6 +69,10 @@ def dask_available() -> bool:
 
 #: seconds to wait for a remote scheduler to accept a connection (the check and the client)
 CONNECT_TIMEOUT_S = 3.0
+#: seconds to wait, once connected, for the scheduler's handshake, and its largest size in bytes
+#: (a few hundred bytes: the peer's compression and pickle protocol)
+HANDSHAKE_TIMEOUT_S = 5.0
+MAX_HANDSHAKE_BYTES = 1 << 16
 
 
 def _address(scheduler: str) -> tuple[str, int]:
@@ -108,8 +112,9 @@ def check_scheduler(scheduler: str, *, reach: bool = False) -> str:
 
 
 def reach_scheduler(scheduler: str, timeout: float | None = None) -> None:
-    """Connect to the remote scheduler ``scheduler`` and close again; ValueError naming
-    ``--scheduler`` and why when its host does not resolve or nothing accepts in ``timeout`` s."""
+    """Connect to the remote scheduler ``scheduler``, read its Dask handshake and close again;
+    ValueError naming ``--scheduler`` and why when its host does not resolve, nothing accepts in
+    ``timeout`` s, or what accepts sends no Dask handshake in :data:`HANDSHAKE_TIMEOUT_S` s."""
     import socket
 
     host, port = _address(scheduler)
@@ -125,6 +130,7 @@ def reach_scheduler(scheduler: str, timeout: float | None = None) -> None:
             with socket.socket(family, kind, proto) as sock:
                 sock.settimeout(max(0.1, deadline - time.monotonic()))
                 sock.connect(addr)
+                _handshake(sock, scheduler)
                 return
         except OSError as err:
             last = err
@@ -135,6 +141,51 @@ def reach_scheduler(scheduler: str, timeout: float | None = None) -> None:
         f"--scheduler {scheduler}: no Dask scheduler answers there ({why}); start one (dask scheduler) "
         "or use --scheduler local"
     )
+
+
+def _handshake(sock, scheduler: str) -> None:
+    """Read the handshake a Dask scheduler sends first on every connection (``distributed``'s
+    ``Listener.on_connection`` writes it before reading: one message, an 8-byte little-endian
+    length, then msgpack frames naming ``compression`` and ``pickle-protocol``), at most
+    :data:`HANDSHAKE_TIMEOUT_S` seconds; ValueError naming ``--scheduler`` when the peer says
+    nothing (a server that accepts and never answers), closes, or says something else (an HTTP or
+    any other server, whose bytes Dask's client would take for a frame length to allocate)."""
+    deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
+
+    def read(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            sock.settimeout(left)
+            chunk = sock.recv(min(n - len(data), 1 << 16))
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+    try:
+        head = read(8)
+        size = int.from_bytes(head, "little") if len(head) == 8 else 0
+        body = read(size) if 0 < size <= MAX_HANDSHAKE_BYTES else b""
+    except TimeoutError:
+        raise ValueError(
+            f"--scheduler {scheduler}: something accepts connections there but sent no Dask handshake in "
+            f"{HANDSHAKE_TIMEOUT_S:g} s (not a Dask scheduler, or a hung one); check the address, or use "
+            "--scheduler local"
+        ) from None
+    except OSError as err:
+        raise ValueError(
+            f"--scheduler {scheduler}: the connection failed during the Dask handshake ({err.strerror or err})"
+        ) from None
+    if not head:
+        raise ValueError(f"--scheduler {scheduler}: the server there closed the connection without a Dask handshake")
+    if len(body) != size or b"pickle-protocol" not in body:
+        raise ValueError(
+            f"--scheduler {scheduler}: the server there is not a Dask scheduler (it answered {head[:8]!r}…, not a "
+            "Dask handshake); check the address and port (the scheduler's, not its dashboard's)"
+        )
 
 
 def _cores() -> int:
@@ -180,6 +231,23 @@ def _pool_init(parent: int) -> None:
 def _dask_call(fn, item):
     _single_thread_numba()
     return fn(item)
+
+
+#: open files a Dask LocalCluster's parent needs (scheduler, client, the interpreter's own), and
+#: per worker (its nanny's and worker's connections and pipes)
+LOCAL_CLUSTER_FILES = 128
+FILES_PER_WORKER = 8
+
+
+def _open_files_limit() -> int | None:
+    """The soft open-files limit (``ulimit -n``), or None where unlimited or unknown."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):  # pragma: no cover - not POSIX
+        return None
+    return None if soft == resource.RLIM_INFINITY or soft < 0 else soft
 
 
 def _why_not(err: BaseException) -> str:
@@ -286,6 +354,14 @@ class Engine:
         return False
 
     def _start_dask(self) -> None:
+        if self.kind == "local":  # before any worker starts: a child's traceback, then a hang, otherwise
+            need = LOCAL_CLUSTER_FILES + FILES_PER_WORKER * self.jobs
+            nofile = _open_files_limit()
+            if nofile is not None and nofile < need:
+                raise ValueError(
+                    f"--scheduler local: the open-files limit is {nofile} (ulimit -n); a Dask LocalCluster of "
+                    f"{_workers(self.jobs)} needs about {need}: raise it, or use --scheduler processes"
+                )
         from dask.distributed import Client, LocalCluster
 
         has_dashboard = True
@@ -310,7 +386,7 @@ class Engine:
             reach_scheduler(self.kind)
             try:
                 self._client = Client(self.kind, timeout=f"{CONNECT_TIMEOUT_S * 2:g}s")
-            except (OSError, TimeoutError) as err:
+            except (OSError, TimeoutError, MemoryError) as err:
                 raise ValueError(
                     f"--scheduler {self.kind}: the Dask scheduler did not answer ({' '.join(str(err).split())[:120]})"
                 ) from None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from models.kernels import ATOMIC_ORDERS
 
+from ..configs.limits import check_count
 from ..engine import Terminated, check_scheduler
 from ..plots import check_path, save
 from ..progress import HEARTBEAT_S, auto_progress
@@ -21,6 +22,9 @@ from ..study.selection import Selection
 from .common import error_line
 
 __all__ = ["add_reproduce_arguments", "run_reproduce", "register_cli", "main"]
+
+#: the most worker processes --jobs may ask for
+MAX_JOBS = 1024
 
 _DESCRIPTION = """``fp16emu study reproduce --measured DIR`` reads the study's raw results (DIR is its
 ``raw_results`` folder: ``verify_results_<run set>_<GPU>/verify_f16_<kernel>_<pv|pv-with-gpu>_rand<r>.txt``),
@@ -101,10 +105,8 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
 
 def _jobs(args) -> int:
     """--jobs, or its default: one worker, or every core for ``--scheduler local``."""
-    if args.jobs is not None:
-        if args.jobs < 1:
-            raise ValueError(f"--jobs: must be a positive integer, got {args.jobs}")
-        return args.jobs
+    if args.jobs is not None:  # a worker process each: bounded as every count is
+        return check_count(args.jobs, "--jobs", high=MAX_JOBS)
     return (os.cpu_count() or 1) if args.scheduler == "local" else 1
 
 
