@@ -24,6 +24,7 @@ parent even when it is killed outright (Linux ``PR_SET_PDEATHSIG``, and a watchd
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.util
 import logging
@@ -46,6 +47,7 @@ __all__ = [
     "dask_available",
     "check_scheduler",
     "reach_scheduler",
+    "ending_on_signals",
 ]
 
 SCHEDULERS = ("auto", "local", "processes", "tcp://HOST:PORT")
@@ -451,3 +453,65 @@ class Engine:
             finally:
                 for fut in futures:
                     fut.cancel()
+
+
+@contextlib.contextmanager
+def ending_on_signals(message: str, grace_s: float = 1.0) -> Iterator[None]:
+    """Around a whole command: SIGTERM and SIGINT honoured within ``grace_s`` seconds in every
+    phase, children never left behind. SIGTERM raises :class:`Terminated` in the main thread
+    (SIGINT ``KeyboardInterrupt``, as always), so an engine stops its workers and the command
+    answers in order (143 or 130). Python runs that handler only between bytecodes, so a long
+    compiled call would delay it: the signal's number also reaches a watcher thread at once
+    (``signal.set_wakeup_fd``, written by the C-level handler whatever the main thread is doing),
+    and when the command has not ended ``grace_s`` seconds later the watcher kills this
+    process's child processes (pool workers, Dask nannies and workers), prints ``message`` and
+    exits with 128 + the signal. A signal ignored when the command started (``nohup``, a
+    background job) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # pragma: no cover - signals are the main thread's
+        return
+    wanted = {int(signal.SIGTERM)}
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        wanted.add(int(signal.SIGINT))
+    done = threading.Event()
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    old_term = signal.getsignal(signal.SIGTERM)
+    ignored_term = old_term is signal.SIG_IGN
+    if ignored_term:
+        wanted.discard(int(signal.SIGTERM))
+
+    def on_term(signum, frame):
+        raise Terminated()
+
+    def watch():
+        import select
+
+        while not done.is_set():
+            ready, _, _ = select.select([r], [], [], 0.2)
+            if not ready:
+                continue
+            got = [b for b in os.read(r, 64) if b in wanted]
+            if not got or done.wait(grace_s):
+                continue
+            for child in mp.active_children():
+                with contextlib.suppress(Exception):
+                    child.kill()
+            print(message, file=sys.stderr, flush=True)
+            os._exit(128 + got[0])
+
+    if not ignored_term:
+        signal.signal(signal.SIGTERM, on_term)
+    old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    watcher = threading.Thread(target=watch, name="fp16emu-signals", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        signal.set_wakeup_fd(old_fd)
+        watcher.join(1.0)
+        os.close(r)
+        os.close(w)
+        if not ignored_term:
+            signal.signal(signal.SIGTERM, old_term)

@@ -11,7 +11,7 @@ from pathlib import Path
 from models.kernels import ATOMIC_ORDERS
 
 from ..configs.limits import check_count
-from ..engine import Terminated, check_scheduler
+from ..engine import Terminated, check_scheduler, ending_on_signals
 from ..plots import check_path, save
 from ..progress import HEARTBEAT_S, auto_progress
 from ..study.measured import RAND0_SEEDS, RUN_SETS
@@ -23,6 +23,8 @@ from .common import error_line
 
 __all__ = ["add_reproduce_arguments", "run_reproduce", "register_cli", "main"]
 
+#: the line a terminated reproduction ends with (exit 143; 130 for Ctrl-C)
+TERMINATED_MESSAGE = "fp16emu: terminated (finished tests are cached; run again to resume)"
 #: the most worker processes --jobs may ask for
 MAX_JOBS = 1024
 
@@ -150,9 +152,10 @@ def run_reproduce(args) -> int:
         if v is not None
     )
     try:
-        report = _reproduce(args, selection, command)
+        with ending_on_signals(TERMINATED_MESSAGE):  # within a second in every phase, children included
+            report = _reproduce(args, selection, command)
     except Terminated:  # SIGTERM: the workers are stopped; one line, exit 143 (128 + SIGTERM)
-        print("fp16emu: terminated (finished tests are cached; run again to resume)", file=sys.stderr)
+        print(TERMINATED_MESSAGE, file=sys.stderr)
         return Terminated.exit_code
     print_summary(report, sys.stdout)
     if report.write_error:
