@@ -89,7 +89,7 @@ reproduce-quick: $(STAMP)
 # times the examples `make test` runs; the counts (inputs, answers, slowest input) go to
 # out/fuzz-counts.json, quoted in RELIABILITY.md.
 FUZZ_SCALE ?= 50
-FUZZ_TESTS ?= tests/validation/cli/test_fuzz.py tests/validation/cli/test_fuzz_arrays.py tests/validation/identify/test_fuzz_identify.py tests/emu/test_fuzz_threads.py
+FUZZ_TESTS ?= tests/validation/cli/test_fuzz.py tests/validation/cli/test_fuzz_arrays.py tests/validation/cli/test_fuzz_inputs.py tests/validation/identify/test_fuzz_identify.py tests/emu/test_fuzz_threads.py
 fuzz: $(STAMP)
 	mkdir -p out
 	FP16EMU_FUZZ_SCALE=$(FUZZ_SCALE) FP16EMU_FUZZ_REPORT=out/fuzz-counts.json $(BIN)/python -m pytest -q $(FUZZ_TESTS)
