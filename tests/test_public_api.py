@@ -99,6 +99,7 @@ PUBLIC = {
         "Terminated",
         "check_scheduler",
         "dask_available",
+        "ending_on_signals",
         "reach_scheduler",
     ],
     "validation.explain": [

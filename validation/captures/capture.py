@@ -12,6 +12,7 @@ again and checked against the sha256.
 
 from __future__ import annotations
 
+import math
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ import numpy as np
 from emu.implicit_gemm import ConvShape
 from models.libraries import fp32_cuda_core
 
-from ..configs.limits import memory_limit
+from ..configs.limits import check_macs, memory_limit
 from ..files import ZIP_ERRORS, ZIP_MAGIC, load_npz_file, open_user_file
 from .format import FP8_DTYPES, FP8_SHORT_NAMES, NEEDS, OPS, complete
 
@@ -271,6 +272,7 @@ def load_capture(path) -> Capture:
         _fail("out", f"expected float16, float32 or bfloat16 values, got {out.dtype} (fp8 outputs: not modelled)")
     if op == "scaled_mm":
         cap = _scaled_mm(m, str(path), out, kernels)
+        _check_macs(cap)
         cap.gpu = _text(m, "gpu")
         cap.torch = _text(m, "torch")
         return cap
@@ -358,6 +360,25 @@ def _check_shapes(cap: Capture, m):
         _fail("out", f"expected shape {tuple(want)} for these operands, got {tuple(cap.out.shape)}")
     if cap.out.size == 0:
         _fail("out", "is empty: nothing to compare")
+    _check_macs(cap)
+
+
+def _check_macs(cap: Capture) -> None:
+    """The capture's multiply-adds (one emulation of its op) against the work limit
+    (``FP16EMU_MAX_MACS``), counted in Python integers before any GEMM is built."""
+    o = cap.operands
+    if cap.conv is not None:
+        c = cap.conv
+        reduce = (c.C // c.groups) * c.R * c.S
+        macs = math.prod(c.out_shape("fwd")) * reduce
+    elif cap.op == "linear":
+        macs = math.prod(o["input"].shape) * o["weight"].shape[0]
+    else:  # mm, addmm, bmm: the output's elements times K
+        macs = cap.out.size * o["A"].shape[-1]
+    try:
+        check_macs(macs, f"the capture ({cap.op})")
+    except ValueError as err:
+        raise CaptureError(f"out: {err}") from None
 
 
 @dataclass(frozen=True)

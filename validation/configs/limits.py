@@ -35,6 +35,7 @@ __all__ = [
     "MAX_SEARCH_SECONDS",
     "check_count",
     "check_seconds",
+    "check_macs",
 ]
 
 #: Default limits: 10 T multiply-adds (about 20 times the largest rocMLIR 2022 fp16 suite test,
@@ -317,3 +318,15 @@ def check_seconds(value, option: str, *, high: float = MAX_SEARCH_SECONDS) -> fl
     if not 0 <= seconds <= high:  # NaN fails both comparisons
         raise ConfigError(f"{option}: {value!r} is not a number of seconds in 0..{high:g} (0: no search)")
     return seconds
+
+
+def check_macs(macs: int, what: str, max_macs: float | None = None) -> int:
+    """``macs`` multiply-adds (of one model of ``what``: a capture, a GEMM) refused with a
+    :class:`ConfigError` past the limit (``max_macs``, else ``FP16EMU_MAX_MACS``, else
+    :data:`MAX_MACS`), as :func:`check_work` refuses a problem's."""
+    limit = _limit("macs", MAX_MACS, max_macs)
+    if macs > limit:
+        raise ConfigError(
+            f"work: {what} needs {_si(macs)} multiply-adds, over the limit of {_si(limit)}; set {_ENV['macs']} to raise it"
+        )
+    return int(macs)

@@ -194,3 +194,14 @@ def test_a_k_of_zero_is_refused_by_name(tmp_path):
     with pytest.raises(CaptureError, match=r"^A: has a dimension of size 0"):
         load_capture(path)
     _identify_refuses(path)
+
+
+def test_a_capture_past_the_work_limit_is_refused_before_any_gemm(tmp_path, monkeypatch):
+    """4 x 8 x 5 = 160 multiply-adds under FP16EMU_MAX_MACS=100: refused naming the limit."""
+    monkeypatch.setenv("FP16EMU_MAX_MACS", "100")
+    path = _write(tmp_path, _omitted())
+    with pytest.raises(CaptureError, match=r"^out: work: the capture \(mm\) needs 160 multiply-adds.*FP16EMU_MAX_MACS"):
+        load_capture(path)
+    _identify_refuses(path)
+    monkeypatch.setenv("FP16EMU_MAX_MACS", "160")
+    assert load_capture(path).out.shape == (4, 5)
