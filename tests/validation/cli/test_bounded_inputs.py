@@ -121,3 +121,18 @@ def test_duplicate_members_are_found_in_linear_time(tmp_path):
     with pytest.raises(UserFileError, match="two members of one name"):
         load_npz_file(path, "rows")
     assert time.perf_counter() - t0 < 2 * parse_s + 1.0, (time.perf_counter() - t0, parse_s)
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--members", "1000000000"], "--members: 1000000000 is over the limit of 4096"),
+        (["--members", "0"], "--members: 0 is below 1"),
+        (["--jobs", "1000000"], "--jobs: 1000000 is over the limit of 1024"),
+        (["--rand0-seeds", ",".join(["1"] * 1001)], "--rand0-seeds: 1001 seeds"),
+    ],
+    ids=["members-1e9", "members-0", "jobs-1e6", "seeds-1001"],
+)
+def test_study_counts_are_bounded_before_anything_is_read(capsys, tmp_path, extra, needle):
+    """``study reproduce --members 1000000000`` ran for minutes (and ignored signals); now exit 2."""
+    _refused(capsys, ["study", "reproduce", "--measured", str(tmp_path), *extra], needle, bound_s=5.0)
