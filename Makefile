@@ -89,7 +89,7 @@ reproduce-quick: $(STAMP)
 # times the examples `make test` runs; the counts (inputs, answers, slowest input) go to
 # out/fuzz-counts.json, quoted in RELIABILITY.md.
 FUZZ_SCALE ?= 50
-FUZZ_TESTS ?= tests/validation/cli/test_fuzz.py tests/validation/cli/test_fuzz_arrays.py tests/validation/identify/test_fuzz_identify.py tests/emu/test_fuzz_threads.py
+FUZZ_TESTS ?= tests/validation/cli/test_fuzz.py tests/validation/cli/test_fuzz_arrays.py tests/validation/cli/test_fuzz_inputs.py tests/validation/identify/test_fuzz_identify.py tests/emu/test_fuzz_threads.py
 # issue 41: the one writer of every output (links, FIFOs, folders, umasks, a write failing midway)
 FUZZ_TESTS += tests/validation/shared/test_fuzz_writes.py
 fuzz: $(STAMP)

@@ -24,6 +24,7 @@ parent even when it is killed outright (Linux ``PR_SET_PDEATHSIG``, and a watchd
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.util
 import logging
@@ -46,6 +47,7 @@ __all__ = [
     "dask_available",
     "check_scheduler",
     "reach_scheduler",
+    "ending_on_signals",
 ]
 
 SCHEDULERS = ("auto", "local", "processes", "tcp://HOST:PORT")
@@ -69,6 +71,10 @@ def dask_available() -> bool:
 
 #: seconds to wait for a remote scheduler to accept a connection (the check and the client)
 CONNECT_TIMEOUT_S = 3.0
+#: seconds to wait, once connected, for the scheduler's handshake, and its largest size in bytes
+#: (a few hundred bytes: the peer's compression and pickle protocol)
+HANDSHAKE_TIMEOUT_S = 5.0
+MAX_HANDSHAKE_BYTES = 1 << 16
 
 
 def _address(scheduler: str) -> tuple[str, int]:
@@ -108,8 +114,9 @@ def check_scheduler(scheduler: str, *, reach: bool = False) -> str:
 
 
 def reach_scheduler(scheduler: str, timeout: float | None = None) -> None:
-    """Connect to the remote scheduler ``scheduler`` and close again; ValueError naming
-    ``--scheduler`` and why when its host does not resolve or nothing accepts in ``timeout`` s."""
+    """Connect to the remote scheduler ``scheduler``, read its Dask handshake and close again;
+    ValueError naming ``--scheduler`` and why when its host does not resolve, nothing accepts in
+    ``timeout`` s, or what accepts sends no Dask handshake in :data:`HANDSHAKE_TIMEOUT_S` s."""
     import socket
 
     host, port = _address(scheduler)
@@ -125,6 +132,7 @@ def reach_scheduler(scheduler: str, timeout: float | None = None) -> None:
             with socket.socket(family, kind, proto) as sock:
                 sock.settimeout(max(0.1, deadline - time.monotonic()))
                 sock.connect(addr)
+                _handshake(sock, scheduler)
                 return
         except OSError as err:
             last = err
@@ -135,6 +143,51 @@ def reach_scheduler(scheduler: str, timeout: float | None = None) -> None:
         f"--scheduler {scheduler}: no Dask scheduler answers there ({why}); start one (dask scheduler) "
         "or use --scheduler local"
     )
+
+
+def _handshake(sock, scheduler: str) -> None:
+    """Read the handshake a Dask scheduler sends first on every connection (``distributed``'s
+    ``Listener.on_connection`` writes it before reading: one message, an 8-byte little-endian
+    length, then msgpack frames naming ``compression`` and ``pickle-protocol``), at most
+    :data:`HANDSHAKE_TIMEOUT_S` seconds; ValueError naming ``--scheduler`` when the peer says
+    nothing (a server that accepts and never answers), closes, or says something else (an HTTP or
+    any other server, whose bytes Dask's client would take for a frame length to allocate)."""
+    deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
+
+    def read(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            sock.settimeout(left)
+            chunk = sock.recv(min(n - len(data), 1 << 16))
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+    try:
+        head = read(8)
+        size = int.from_bytes(head, "little") if len(head) == 8 else 0
+        body = read(size) if 0 < size <= MAX_HANDSHAKE_BYTES else b""
+    except TimeoutError:
+        raise ValueError(
+            f"--scheduler {scheduler}: something accepts connections there but sent no Dask handshake in "
+            f"{HANDSHAKE_TIMEOUT_S:g} s (not a Dask scheduler, or a hung one); check the address, or use "
+            "--scheduler local"
+        ) from None
+    except OSError as err:
+        raise ValueError(
+            f"--scheduler {scheduler}: the connection failed during the Dask handshake ({err.strerror or err})"
+        ) from None
+    if not head:
+        raise ValueError(f"--scheduler {scheduler}: the server there closed the connection without a Dask handshake")
+    if len(body) != size or b"pickle-protocol" not in body:
+        raise ValueError(
+            f"--scheduler {scheduler}: the server there is not a Dask scheduler (it answered {head[:8]!r}…, not a "
+            "Dask handshake); check the address and port (the scheduler's, not its dashboard's)"
+        )
 
 
 def _cores() -> int:
@@ -180,6 +233,23 @@ def _pool_init(parent: int) -> None:
 def _dask_call(fn, item):
     _single_thread_numba()
     return fn(item)
+
+
+#: open files a Dask LocalCluster's parent needs (scheduler, client, the interpreter's own), and
+#: per worker (its nanny's and worker's connections and pipes)
+LOCAL_CLUSTER_FILES = 128
+FILES_PER_WORKER = 8
+
+
+def _open_files_limit() -> int | None:
+    """The soft open-files limit (``ulimit -n``), or None where unlimited or unknown."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):  # pragma: no cover - not POSIX
+        return None
+    return None if soft == resource.RLIM_INFINITY or soft < 0 else soft
 
 
 def _why_not(err: BaseException) -> str:
@@ -286,6 +356,14 @@ class Engine:
         return False
 
     def _start_dask(self) -> None:
+        if self.kind == "local":  # before any worker starts: a child's traceback, then a hang, otherwise
+            need = LOCAL_CLUSTER_FILES + FILES_PER_WORKER * self.jobs
+            nofile = _open_files_limit()
+            if nofile is not None and nofile < need:
+                raise ValueError(
+                    f"--scheduler local: the open-files limit is {nofile} (ulimit -n); a Dask LocalCluster of "
+                    f"{_workers(self.jobs)} needs about {need}: raise it, or use --scheduler processes"
+                )
         from dask.distributed import Client, LocalCluster
 
         has_dashboard = True
@@ -310,7 +388,7 @@ class Engine:
             reach_scheduler(self.kind)
             try:
                 self._client = Client(self.kind, timeout=f"{CONNECT_TIMEOUT_S * 2:g}s")
-            except (OSError, TimeoutError) as err:
+            except (OSError, TimeoutError, MemoryError) as err:
                 raise ValueError(
                     f"--scheduler {self.kind}: the Dask scheduler did not answer ({' '.join(str(err).split())[:120]})"
                 ) from None
@@ -375,3 +453,65 @@ class Engine:
             finally:
                 for fut in futures:
                     fut.cancel()
+
+
+@contextlib.contextmanager
+def ending_on_signals(message: str, grace_s: float = 1.0) -> Iterator[None]:
+    """Around a whole command: SIGTERM and SIGINT honoured within ``grace_s`` seconds in every
+    phase, children never left behind. SIGTERM raises :class:`Terminated` in the main thread
+    (SIGINT ``KeyboardInterrupt``, as always), so an engine stops its workers and the command
+    answers in order (143 or 130). Python runs that handler only between bytecodes, so a long
+    compiled call would delay it: the signal's number also reaches a watcher thread at once
+    (``signal.set_wakeup_fd``, written by the C-level handler whatever the main thread is doing),
+    and when the command has not ended ``grace_s`` seconds later the watcher kills this
+    process's child processes (pool workers, Dask nannies and workers), prints ``message`` and
+    exits with 128 + the signal. A signal ignored when the command started (``nohup``, a
+    background job) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # pragma: no cover - signals are the main thread's
+        return
+    wanted = {int(signal.SIGTERM)}
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        wanted.add(int(signal.SIGINT))
+    done = threading.Event()
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    old_term = signal.getsignal(signal.SIGTERM)
+    ignored_term = old_term is signal.SIG_IGN
+    if ignored_term:
+        wanted.discard(int(signal.SIGTERM))
+
+    def on_term(signum, frame):
+        raise Terminated()
+
+    def watch():
+        import select
+
+        while not done.is_set():
+            ready, _, _ = select.select([r], [], [], 0.2)
+            if not ready:
+                continue
+            got = [b for b in os.read(r, 64) if b in wanted]
+            if not got or done.wait(grace_s):
+                continue
+            for child in mp.active_children():
+                with contextlib.suppress(Exception):
+                    child.kill()
+            print(message, file=sys.stderr, flush=True)
+            os._exit(128 + got[0])
+
+    if not ignored_term:
+        signal.signal(signal.SIGTERM, on_term)
+    old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    watcher = threading.Thread(target=watch, name="fp16emu-signals", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        signal.set_wakeup_fd(old_fd)
+        watcher.join(1.0)
+        os.close(r)
+        os.close(w)
+        if not ignored_term:
+            signal.signal(signal.SIGTERM, old_term)

@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import math
 import os
+import re
 import secrets
 import stat
 import struct
 import tokenize
 import zipfile
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -45,6 +48,10 @@ __all__ = [
     "read_npy",
     "read_npz",
     "read_text",
+    "read_json",
+    "parse_json",
+    "json_depth",
+    "MAX_JSON_DEPTH",
     "load_npz_file",
     "ZIP_ERRORS",
     "NPY_MAGIC",
@@ -135,6 +142,57 @@ def read_text(path, what: str, *, max_bytes: int = 1 << 30, fail=None) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise fail(f"is not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})") from None
+
+
+#: a JSON string literal (escapes included): skipped when brackets are counted
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+#: the deepest nesting a JSON input may have (a plan, a validators file: a few levels)
+MAX_JSON_DEPTH = 64
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of ``[`` and ``{`` in the JSON ``text``, counted in linear time without
+    parsing (brackets inside strings skipped), so a 100,000-deep document is measured, not
+    recursed into."""
+    depth = deepest = 0
+    for c in _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)):
+        depth += 1 if c in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _no_constant(word):
+    raise ValueError(f"{word} is not a JSON number (give a finite number)")
+
+
+def parse_json(text: str, what: str, *, max_depth: int = MAX_JSON_DEPTH, fail=None):
+    """The JSON value of ``text``, checked: nested at most ``max_depth`` deep (measured before
+    parsing: no RecursionError), no ``NaN``/``Infinity`` (not JSON); every refusal one
+    :class:`UserFileError` (or ``fail(why)``) naming ``what``."""
+    fail = fail or (lambda why: UserFileError(f"{what}: {why}"))
+    if not isinstance(text, str):
+        raise fail(f"expected JSON text, got {type(text).__name__}")
+    depth = json_depth(text)
+    if depth > max_depth:
+        raise fail(f"is nested {depth} levels deep, over the limit of {max_depth}")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as err:  # JSONDecodeError is a ValueError
+        raise fail(f"is not valid JSON ({_short(err)})") from None
+
+
+def read_json(path, what: str, *, max_bytes: int = 1 << 20, max_depth: int = MAX_JSON_DEPTH, fail=None):
+    """The JSON value of the regular file ``path`` through the checked loader: opened once without
+    blocking (a FIFO or a device is refused, never read), at most ``max_bytes`` (default 1 MiB),
+    UTF-8, nested at most ``max_depth`` deep, no ``NaN``/``Infinity``. Every refusal is one
+    :class:`UserFileError` (or ``fail(why)``) naming ``what`` and the path; the numbers inside
+    are the caller's to range-check."""
+    fail = fail or _default_fail(what, path)
+    text = read_text(path, what, max_bytes=max_bytes, fail=fail)
+    if not text.strip():
+        raise fail("is empty (no JSON value)")
+    return parse_json(text, what, max_depth=max_depth, fail=fail)
 
 
 def _limit(limit: int | None) -> int:
@@ -248,8 +306,8 @@ def read_npz(fh, fail, *, check=None, select=None, limit: int | None = None, mem
     with zf:
         infos = zf.infolist()
         names = [i.filename for i in infos]
-        if len(set(names)) != len(names):
-            twice = sorted({n for n in names if names.count(n) > 1})
+        if len(set(names)) != len(names):  # counted once each, in linear time
+            twice = sorted(n for n, c in Counter(names).items() if c > 1)
             raise fail(f"holds two members of one name ({', '.join(twice)[:80]}): which one is meant is unclear")
         wanted = select(names) if select is not None else None
         total = 0

@@ -12,6 +12,7 @@ again and checked against the sha256.
 
 from __future__ import annotations
 
+import math
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ import numpy as np
 from emu.implicit_gemm import ConvShape
 from models.libraries import fp32_cuda_core
 
-from ..configs.limits import memory_limit
+from ..configs.limits import check_macs, memory_limit
 from ..files import ZIP_ERRORS, ZIP_MAGIC, load_npz_file, open_user_file
 from .format import FP8_DTYPES, FP8_SHORT_NAMES, NEEDS, OPS, complete
 
@@ -121,9 +122,14 @@ def _text(members, name, default=""):
 
 
 def _ints(members, name, count, low):
+    """Field ``name`` as ``count`` whole numbers ≥ ``low`` (one number: a 0-d array or one element)."""
     v = np.asarray(members[name])
+    if count == 1 and v.size == 1:
+        v = v.reshape(1)
     if v.dtype.kind not in "iu" or v.shape != (count,) or (v < low).any():
-        _fail(name, f"expected {count} whole numbers ≥ {low}, got {v.tolist()!r}")
+        shown = repr(v.tolist()) if v.size <= 8 else f"a {v.dtype} array of shape {v.shape}"
+        what = "a whole number" if count == 1 else f"{count} whole numbers"
+        _fail(name, f"expected {what} ≥ {low}, got {shown[:80]}")
     return tuple(int(x) for x in v)
 
 
@@ -238,7 +244,7 @@ def load_capture(path) -> Capture:
     m = _read_members(path)
     if any(k.endswith("_sha256") for k in m):  # written with --omit-operands: draw them again from the seed
         try:
-            m = complete(m)
+            m = complete(m, max_bytes=min(MAX_CAPTURE_BYTES, memory_limit()[0]))
         except (ValueError, KeyError) as exc:
             raise CaptureError(
                 f"{exc}" if isinstance(exc, ValueError) else f"{exc.args[0]}: needed to draw the omitted operands"
@@ -266,6 +272,7 @@ def load_capture(path) -> Capture:
         _fail("out", f"expected float16, float32 or bfloat16 values, got {out.dtype} (fp8 outputs: not modelled)")
     if op == "scaled_mm":
         cap = _scaled_mm(m, str(path), out, kernels)
+        _check_macs(cap)
         cap.gpu = _text(m, "gpu")
         cap.torch = _text(m, "torch")
         return cap
@@ -339,7 +346,7 @@ def _check_shapes(cap: Capture, m):
         stride = _ints(m, "stride", 2, 1)
         padding = _ints(m, "padding", 2, 0)
         dilation = _ints(m, "dilation", 2, 1)
-        groups = int(m["groups"]) if "groups" in m else 1
+        groups = _ints(m, "groups", 1, 1)[0] if "groups" in m else 1
         if cap.op == "conv2d":
             xs, ws = o["input"].shape, o["weight"].shape
         elif cap.op == "conv2d_bwd_data":
@@ -360,10 +367,32 @@ def _check_shapes(cap: Capture, m):
             _fail("grad_output", f"expected shape {shape.out_shape('fwd')}, got {o['grad_output'].shape}")
         if "bias" in o and o["bias"].shape != (ws[0],):
             _fail("bias", f"expected shape ({ws[0]},), got {o['bias'].shape}")
+    for name, v in o.items():  # a size-0 dimension (K = 0): nothing to multiply
+        if v.size == 0:
+            _fail(name, f"has a dimension of size 0 (shape {tuple(v.shape)}): nothing to multiply")
     if tuple(cap.out.shape) != tuple(want):
         _fail("out", f"expected shape {tuple(want)} for these operands, got {tuple(cap.out.shape)}")
     if cap.out.size == 0:
         _fail("out", "is empty: nothing to compare")
+    _check_macs(cap)
+
+
+def _check_macs(cap: Capture) -> None:
+    """The capture's multiply-adds (one emulation of its op) against the work limit
+    (``FP16EMU_MAX_MACS``), counted in Python integers before any GEMM is built."""
+    o = cap.operands
+    if cap.conv is not None:
+        c = cap.conv
+        reduce = (c.C // c.groups) * c.R * c.S
+        macs = math.prod(c.out_shape("fwd")) * reduce
+    elif cap.op == "linear":
+        macs = math.prod(o["input"].shape) * o["weight"].shape[0]
+    else:  # mm, addmm, bmm: the output's elements times K
+        macs = cap.out.size * o["A"].shape[-1]
+    try:
+        check_macs(macs, f"the capture ({cap.op})")
+    except ValueError as err:
+        raise CaptureError(f"out: {err}") from None
 
 
 @dataclass(frozen=True)

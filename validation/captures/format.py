@@ -15,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -37,7 +39,9 @@ __all__ = [
     "batch_axes",
     "check_plan_entry",
     "complete",
+    "draw_bytes",
     "dtype_name",
+    "json_field",
     "generate_operands",
     "operand_digest",
     "round_to_patterns",
@@ -123,6 +127,8 @@ def _fail(message: str):
 
 
 def _pair(name, value):
+    if not isinstance(value, (int, list, tuple)) or isinstance(value, bool):
+        _fail(f"{name}: expected two whole numbers, got {value!r}"[:200])
     value = [value, value] if isinstance(value, int) else list(value)
     if len(value) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         _fail(f"{name}: expected two whole numbers, got {value!r}")
@@ -134,10 +140,21 @@ def check_plan_entry(spec: dict) -> dict:
     filled in (for ``scaled_mm``: torch._scaled_mm's contract, see
     :func:`validation.captures.kit.check_device` for what depends on the GPU); ValueError naming
     the field otherwise."""
+    if not isinstance(spec, dict):
+        _fail(f"spec: expected a JSON object (a plan entry with op, shapes, dtype, …), got {_kind(spec)}")
     spec = dict(spec)
     op = spec.get("op")
-    if op not in OPS:
-        _fail(f"op: {op!r} is not one of {', '.join(OPS)}")
+    if not isinstance(op, str) or op not in OPS:
+        _fail(f"op: {_shown(op)} is not one of {', '.join(OPS)}")
+    shapes = spec.setdefault("shapes", {})
+    if not isinstance(shapes, dict):
+        _fail(f"shapes: expected a JSON object of operand name → list of sizes, got {_kind(shapes)}")
+    for name, shape in shapes.items():
+        if not _sizes(shape, 1, MAX_DIMS):
+            _fail(f"shapes.{str(name)[:40]}: expected a list of 1 to {MAX_DIMS} whole numbers ≥ 1, got {_shown(shape)}")
+    for key in ("input_shape", "weight_shape"):
+        if key in spec and not _sizes(spec[key], 4, 4):
+            _fail(f"{key}: expected 4 whole numbers ≥ 1 (N, C, H, W or K, C/groups, R, S), got {_shown(spec[key])}")
     dtype = spec["dtype"] = dtype_name("dtype", spec.get("dtype", "float8_e4m3fn" if op == "scaled_mm" else "float16"))
     rng = spec.setdefault("range", [-1.0, 1.0])
     if not isinstance(rng, (list, tuple)) or len(rng) != 2 or not _finite(rng) or not rng[0] < rng[1]:
@@ -152,7 +169,6 @@ def check_plan_entry(spec: dict) -> dict:
             f"dtype: {dtype} operands are captured as scaled_mm (torch._scaled_mm); {op} takes {', '.join(DTYPES[:3])}"
         )
     required, optional = OPERANDS[op]
-    shapes = spec.get("shapes", {})
     for name in required:
         if name not in shapes:
             _fail(f"shapes.{name}: {op} needs the shape of {name} (has {sorted(shapes)})")
@@ -162,7 +178,9 @@ def check_plan_entry(spec: dict) -> dict:
     if op in CONV_OPS:
         for key, default in (("stride", 1), ("padding", 0), ("dilation", 1)):
             spec[key] = _pair(key, spec.get(key, default))
-        spec.setdefault("groups", 1)
+        groups = spec.setdefault("groups", 1)
+        if not _whole(groups, 1):
+            _fail(f"groups: expected a whole number ≥ 1, got {_shown(groups)}")
         if op == "conv2d_bwd_data" and "input_shape" not in spec:
             _fail("input_shape: conv2d_bwd_data needs the shape of the input whose gradient it computes")
         if op == "conv2d_bwd_weight" and "weight_shape" not in spec:
@@ -201,9 +219,9 @@ def generate_operands(spec: dict) -> dict[str, np.ndarray]:
 
 def dtype_name(field: str, name) -> str:
     """A dtype given by torch's name or a short one (``e4m3``, ``bf16``) as torch's name."""
-    name = DTYPE_ALIASES.get(name, name)
-    if name not in DTYPES:
-        _fail(f"{field}: {name!r} is not one of {', '.join(DTYPES)} (or {', '.join(DTYPE_ALIASES)})")
+    name = DTYPE_ALIASES.get(name, name) if isinstance(name, str) else name
+    if not isinstance(name, str) or name not in DTYPES:
+        _fail(f"{field}: {_shown(name)} is not one of {', '.join(DTYPES)} (or {', '.join(DTYPE_ALIASES)})")
     return name
 
 
@@ -284,6 +302,35 @@ def _whole(v, low: int) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= low
 
 
+#: the most dimensions an operand's shape may have (conv2d: 4; linear: a few batch dimensions)
+MAX_DIMS = 8
+
+
+def _sizes(shape, fewest: int, most: int) -> bool:
+    """Whether ``shape`` is a list of ``fewest``..``most`` whole numbers ≥ 1."""
+    return isinstance(shape, (list, tuple)) and fewest <= len(shape) <= most and all(_whole(d, 1) for d in shape)
+
+
+def _kind(value) -> str:
+    return "null" if value is None else f"a {type(value).__name__} ({_shown(value)})"
+
+
+def _shown(value) -> str:
+    """``value``'s repr, cut short (a field may be megabytes long)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def draw_bytes(spec: dict) -> int:
+    """The bytes :func:`generate_operands` allocates for the plan entry ``spec`` (checked by
+    :func:`check_plan_entry`), counted in Python integers with nothing drawn, for the caller to
+    hold against its memory limit before drawing: per element the float64 draw and the kept copy
+    (16 bytes), and for fp8 operands :func:`round_to_patterns`' float64 and int64 temporaries."""
+    spec = check_plan_entry(spec)
+    per_element = 48 if spec["op"] == "scaled_mm" else 16
+    return sum(math.prod(shape) * per_element for shape in spec["shapes"].values())
+
+
 def round_to_patterns(values, dtype: str) -> np.ndarray:
     """``values`` (finite, float64) rounded to nearest, ties to even, into ``dtype`` (an fp8
     dtype name or ``"bfloat16"``), as bit patterns: uint8 for fp8, uint16 for bfloat16. Values
@@ -344,20 +391,85 @@ def _numpy_dtype(name: str):
     return getattr(ml_dtypes, name)
 
 
-def complete(fields: dict) -> dict:
+#: the longest JSON field (``spec``, ``shapes``) a capture may hold, and its deepest nesting
+MAX_JSON_CHARS = 1 << 20
+MAX_JSON_DEPTH = 16
+
+
+def json_field(fields: dict, name: str):
+    """The JSON value of the string field ``name`` of a capture, checked before it is parsed: a
+    0-d string array or a str of at most :data:`MAX_JSON_CHARS` characters nested at most
+    :data:`MAX_JSON_DEPTH` deep (counted without recursing), no NaN/Infinity; ValueError naming
+    the field otherwise."""
+    text = _scalar(fields, name, "US", "a JSON text (a string)")
+    if len(text) > MAX_JSON_CHARS:
+        _fail(f"{name}: {len(text)} characters of JSON, over the limit of {MAX_JSON_CHARS}")
+    depth = deepest = 0
+    for c in re.sub(r"[^\[\]{}]+", "", re.sub(r'"(?:[^"\\]|\\.)*"?', "", text)):
+        depth += 1 if c in "[{" else -1
+        deepest = max(deepest, depth)
+    if deepest > MAX_JSON_DEPTH:
+        _fail(f"{name}: JSON nested {deepest} levels deep, over the limit of {MAX_JSON_DEPTH}")
+
+    def constant(word):
+        raise ValueError(f"{word} is not a JSON number")
+
+    try:
+        return json.loads(text, parse_constant=constant)
+    except (ValueError, RecursionError) as err:
+        _fail(f"{name}: not valid JSON ({' '.join(str(err).split())[:80]})")
+
+
+def _scalar(fields: dict, name: str, kinds: str, what: str):
+    """Field ``name`` as one value (a str, int or float, or a 0-d array) of the dtype kinds ``kinds``."""
+    v = fields[name]
+    if isinstance(v, (str, int, float)) and not isinstance(v, bool):
+        v = np.asarray(v)
+    if not isinstance(v, np.ndarray) or v.ndim != 0 or v.dtype.kind not in kinds:
+        shape = getattr(v, "shape", None)
+        got = f"a {v.dtype} array of shape {shape}" if isinstance(v, np.ndarray) else _kind(v)
+        _fail(f"{name}: expected {what}, got {got}")
+    return v.item() if v.dtype.kind not in "US" else str(v)
+
+
+def _vector(fields: dict, name: str, kinds: str, count: int, what: str) -> np.ndarray:
+    """Field ``name`` as a 1-d array of ``count`` finite values of the dtype kinds ``kinds``."""
+    v = np.asarray(fields[name])
+    if v.shape != (count,) or v.dtype.kind not in kinds or (v.dtype.kind == "f" and not np.isfinite(v).all()):
+        _fail(f"{name}: expected {what}, got a {v.dtype} array of shape {v.shape}")
+    return v
+
+
+def complete(fields: dict, *, max_bytes: int | None = None) -> dict:
     """A capture written with ``omit_operands``, with its operands drawn again from its seed and
-    checked against the sha256 the GPU machine recorded; ValueError when one differs."""
+    checked against the sha256 the GPU machine recorded; ValueError when one differs. Every
+    field that describes the draw (``spec`` or ``op``, ``dtype``, ``seed``, ``range``, ``shapes``,
+    ``input_shape``, ``weight_shape``) is checked first, naming the field, and the draw's size
+    (:func:`draw_bytes`) is held against ``max_bytes`` before anything is drawn."""
     fields = dict(fields)
     if "spec" in fields:  # the whole plan entry (scaled_mm)
-        spec = json.loads(str(fields["spec"]))
+        spec = json_field(fields, "spec")
     else:
-        spec = {k: fields[k] for k in ("op", "dtype", "seed", "range", "memory_format") if k in fields}
-        spec = {k: (v.item() if isinstance(v, np.ndarray) and v.ndim == 0 else v) for k, v in spec.items()}
-        spec["range"] = [float(x) for x in np.asarray(fields["range"])]
-        spec["shapes"] = json.loads(str(fields["shapes"]))
+        spec = {}
+        for key in ("op", "dtype", "memory_format"):
+            if key in fields:
+                spec[key] = _scalar(fields, key, "US", "a string")
+        if "seed" in fields:
+            spec["seed"] = int(_scalar(fields, "seed", "iu", "a whole number"))
+        if "range" not in fields:
+            _fail("range: needed to draw the omitted operands ([lo, hi])")
+        spec["range"] = [float(x) for x in _vector(fields, "range", "fiu", 2, "[lo, hi], two numbers")]
+        if "shapes" not in fields:
+            _fail("shapes: needed to draw the omitted operands (a JSON object of operand name → sizes)")
+        spec["shapes"] = json_field(fields, "shapes")
         for key in ("input_shape", "weight_shape"):
             if key in fields:
-                spec[key] = [int(x) for x in np.asarray(fields[key])]
+                spec[key] = [int(x) for x in _vector(fields, key, "iu", 4, "4 whole numbers")]
+    if max_bytes is not None and draw_bytes(spec) > max_bytes:
+        _fail(
+            f"shapes: drawing the omitted operands needs {draw_bytes(spec)} bytes, over the memory limit of "
+            f"{max_bytes} bytes (FP16EMU_MAX_MEMORY_GIB, ulimit -v)"
+        )
     for name, array in _drawn(spec, fields).items():
         digest = operand_digest(array)
         want = str(fields.pop(f"{name}_sha256"))

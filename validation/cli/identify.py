@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -177,7 +178,7 @@ def _cmd_identify(args) -> int:
         check_path(args.plot)
     if args.next_out is not None:
         check_output_file(args.next_out, "--next-out")
-    if Path(args.results).is_dir() and any(Path(args.results).glob("verify_results_*")):
+    if os.path.isdir(args.results) and any(Path(args.results).glob("verify_results_*")):  # no OSError
         if given is not None and _input_option(given) != "fp16":
             raise ValueError("--input: the 2022 study's lines are fp16 convolutions; accepted here: fp16")
         return _cmd_identify_study(args)

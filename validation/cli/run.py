@@ -8,13 +8,15 @@ import json
 import sys
 from dataclasses import replace
 
-from ..configs import ConfigError, check_rand_bound, check_seed, parse_config
+from ..configs import ConfigError, parse_config
 from ..plots import save
 from ..run import load_gpu_output, load_pair, plan, run, save_run
 from ..run.arrays import RAW_FORMATS
+from ..run.gpu import check_layout
 from ..run.inputs import check_save_dir, resolve_inputs, save_names
 from ..run.plots import compare_figure, run_figure
-from ..run.runner import check_overrides, gemm_order_note, plan_gemms
+from ..run.reading import check_judging
+from ..run.runner import OPTION_NAMES, check_overrides, gemm_order_note, plan_gemms
 from ..verify import compare_default, measure
 from .common import (
     HW_HELP,
@@ -171,10 +173,20 @@ def _check_inputs(config, args) -> dict:
 
 
 def _cmd_check(args) -> int:
-    check_seed(args.seed)  # as run() would: --check answers what the run would answer
-    check_rand_bound(args.rand_min, "--rand-min"), check_rand_bound(args.rand_max, "--rand-max")
+    # as run() would: --check answers what the run would answer
+    check_overrides(args.seed, args.rand_min, args.rand_max, names=("--seed", "--rand-min", "--rand-max"))
     config, kmodel, vmodel = plan(
         args.config, hw=args.hw, kernel=args.kernel, validator=args.validator, perf_config=args.perf_config
+    )
+    check_judging(  # the run's own checks, before anything is computed
+        config,
+        kmodel.input,
+        verifier=args.verifier or None,
+        thresholds=parse_thresholds(args.threshold),
+        layout=args.layout,
+        members=args.members,
+        search_budget=args.search_budget,
+        names=OPTION_NAMES,
     )
     p = config.problem
     doc = {
@@ -220,6 +232,8 @@ def _cmd_run(args) -> int:
     if args.gpu_output is not None:  # read and check the GPU's file before the emulation spends its compute
         loaded = load_gpu_output(args.gpu_output, config.problem, "--gpu-output", raw_format=args.gpu_output_format)
     elif args.layout is not None or args.gpu_output_format is not None:
+        if args.layout is not None:
+            check_layout(config.problem, args.layout, "--layout")  # refused as --check refuses it
         warn(["--layout/--gpu-output-format have no effect without --gpu-output"])
     check_overrides(args.seed, args.rand_min, args.rand_max, names=("--seed", "--rand-min", "--rand-max"))
     result = run(

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from models.kernels import ATOMIC_ORDERS
 
-from ..engine import Terminated, check_scheduler
+from ..configs.limits import check_count
+from ..engine import Terminated, check_scheduler, ending_on_signals
 from ..plots import check_path, save
 from ..progress import HEARTBEAT_S, auto_progress
 from ..study.measured import RAND0_SEEDS, RUN_SETS
@@ -21,6 +22,11 @@ from ..study.selection import Selection
 from .common import error_line
 
 __all__ = ["add_reproduce_arguments", "run_reproduce", "register_cli", "main"]
+
+#: the line a terminated reproduction ends with (exit 143; 130 for Ctrl-C)
+TERMINATED_MESSAGE = "fp16emu: terminated (finished tests are cached; run again to resume)"
+#: the most worker processes --jobs may ask for
+MAX_JOBS = 1024
 
 _DESCRIPTION = """``fp16emu study reproduce --measured DIR`` reads the study's raw results (DIR is its
 ``raw_results`` folder: ``verify_results_<run set>_<GPU>/verify_f16_<kernel>_<pv|pv-with-gpu>_rand<r>.txt``),
@@ -101,10 +107,8 @@ def add_reproduce_arguments(p: argparse.ArgumentParser) -> None:
 
 def _jobs(args) -> int:
     """--jobs, or its default: one worker, or every core for ``--scheduler local``."""
-    if args.jobs is not None:
-        if args.jobs < 1:
-            raise ValueError(f"--jobs: must be a positive integer, got {args.jobs}")
-        return args.jobs
+    if args.jobs is not None:  # a worker process each: bounded as every count is
+        return check_count(args.jobs, "--jobs", high=MAX_JOBS)
     return (os.cpu_count() or 1) if args.scheduler == "local" else 1
 
 
@@ -148,9 +152,10 @@ def run_reproduce(args) -> int:
         if v is not None
     )
     try:
-        report = _reproduce(args, selection, command)
+        with ending_on_signals(TERMINATED_MESSAGE):  # within a second in every phase, children included
+            report = _reproduce(args, selection, command)
     except Terminated:  # SIGTERM: the workers are stopped; one line, exit 143 (128 + SIGTERM)
-        print("fp16emu: terminated (finished tests are cached; run again to resume)", file=sys.stderr)
+        print(TERMINATED_MESSAGE, file=sys.stderr)
         return Terminated.exit_code
     print_summary(report, sys.stdout)
     if report.write_error:

@@ -31,6 +31,11 @@ __all__ = [
     "MODELLED_DTYPES",
     "check_seed",
     "check_rand_bound",
+    "MAX_MEMBERS",
+    "MAX_SEARCH_SECONDS",
+    "check_count",
+    "check_seconds",
+    "check_macs",
 ]
 
 #: Default limits: 10 T multiply-adds (about 20 times the largest rocMLIR 2022 fp16 suite test,
@@ -47,7 +52,20 @@ MAX_SEED = 2**31 - 1
 _OPERAND_BYTES = 8
 _RESULT_BYTES = 40
 
-_ENV = {"macs": "FP16EMU_MAX_MACS", "memory": "FP16EMU_MAX_MEMORY_GIB", "gemms": "FP16EMU_MAX_GEMMS"}
+#: The most atomic add orders an ensemble may draw (``--members``; 32 times the default 128: each
+#: member is the whole output judged again), and the longest search a run may be given
+#: (``--search-budget``, seconds).
+MAX_MEMBERS = 4096
+MAX_SEARCH_SECONDS = 3600.0
+
+_DEFAULT_COUNTS = {"members": MAX_MEMBERS}
+
+_ENV = {
+    "macs": "FP16EMU_MAX_MACS",
+    "memory": "FP16EMU_MAX_MEMORY_GIB",
+    "gemms": "FP16EMU_MAX_GEMMS",
+    "members": "FP16EMU_MAX_MEMBERS",
+}
 
 
 class Work(NamedTuple):
@@ -268,3 +286,47 @@ def check_rand_bound(value, option: str) -> int | None:
     if not -32768 <= value <= 32767:
         raise ConfigError(f"{option}: {value} does not fit the harness's C short (-32768..32767)")
     return value
+
+
+def check_count(value, option: str, *, low: int = 1, high: int | None = None, env: str | None = None) -> int:
+    """``value`` as a whole number in ``low``..``high`` (``env``: the limit's kind in the environment,
+    e.g. "members" for ``FP16EMU_MAX_MEMBERS``, which replaces ``high``); ConfigError naming
+    ``option``, the accepted range and how to raise the limit otherwise. A bool, a fraction, NaN
+    or a string is refused, never truncated."""
+    if env is not None:
+        high = int(_limit(env, high if high is not None else _DEFAULT_COUNTS[env], None))
+    span = f"{low}..{high}" if high is not None else f"≥ {low}"
+    if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
+        raise ConfigError(f"{option}: {value!r} is not a whole number ({span})")
+    value = int(value)
+    if value < low:
+        raise ConfigError(f"{option}: {value} is below {low}; give a whole number {span}")
+    if high is not None and value > high:
+        raise ConfigError(
+            f"{option}: {value} is over the limit of {high}"
+            + (f"; set {_ENV[env]} to raise it" if env is not None else f"; give a whole number {span}")
+        )
+    return value
+
+
+def check_seconds(value, option: str, *, high: float = MAX_SEARCH_SECONDS) -> float:
+    """``value`` as a number of seconds in 0..``high`` (0: none); ConfigError naming ``option``
+    otherwise (negative, NaN, infinite or not a number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+        raise ConfigError(f"{option}: {value!r} is not a number of seconds (0..{high:g})")
+    seconds = float(value)
+    if not 0 <= seconds <= high:  # NaN fails both comparisons
+        raise ConfigError(f"{option}: {value!r} is not a number of seconds in 0..{high:g} (0: no search)")
+    return seconds
+
+
+def check_macs(macs: int, what: str, max_macs: float | None = None) -> int:
+    """``macs`` multiply-adds (of one model of ``what``: a capture, a GEMM) refused with a
+    :class:`ConfigError` past the limit (``max_macs``, else ``FP16EMU_MAX_MACS``, else
+    :data:`MAX_MACS`), as :func:`check_work` refuses a problem's."""
+    limit = _limit("macs", MAX_MACS, max_macs)
+    if macs > limit:
+        raise ConfigError(
+            f"work: {what} needs {_si(macs)} multiply-adds, over the limit of {_si(limit)}; set {_ENV['macs']} to raise it"
+        )
+    return int(macs)

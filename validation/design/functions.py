@@ -35,12 +35,13 @@ fp16: the factor MIOpen's ``GetTolerance`` applies to its fp16 tolerance for bf1
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import tomllib
 
+from ..files import MAX_JSON_DEPTH, json_depth, read_json, read_text
 from ..metrics import METRIC_NAMES
 from ..verify.presets import PRESET_NAMES, Thresholds, preset
 from .generators import InputGenerator, parse_generator
@@ -56,6 +57,8 @@ __all__ = [
     "parse_functions",
 ]
 
+#: The largest validators file read (a few functions take a few hundred bytes).
+MAX_FILE_BYTES = 1 << 20
 #: Each preset's default inputs: what its users ran.
 _DEFAULT_INPUTS = {
     "rocmlir-2022": "float:-1:1",
@@ -173,10 +176,11 @@ def _from_record(rec: dict, where: str, dtype: str = "fp16") -> ValidationFuncti
     bad = [m for m in metrics if m not in METRIC_NAMES]
     if bad:
         raise ValueError(f"{where}: metric {bad[0]!r} is not one of {', '.join(METRIC_NAMES)}")
-    try:
-        limits = {m: float(v) for m, v in metrics.items()}
-    except (TypeError, ValueError):
-        raise ValueError(f"{where}: metric limits must be numbers") from None
+    limits = {}
+    for m, v in metrics.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= float(v) < math.inf:
+            raise ValueError(f"{where}: metric {m}: the limit {str(v)[:40]!r} is not a finite number ≥ 0")
+        limits[m] = float(v)
     name = str(rec.get("name") or Path(where).stem)
     rv = rec.get("round_validation", dtype)
     th = Thresholds.from_mapping(limits, name=name, round_validation=rv, dtype=dtype)
@@ -189,14 +193,23 @@ def load_functions(path, dtype: str = "fp16") -> list[ValidationFunction]:
     ``dtype``."""
     dtype = _dtype(dtype)
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise ValueError(f"validators: cannot read {path}: {err.strerror}") from None
-    try:
-        data = tomllib.loads(text) if p.suffix.lower() == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"validators: {path} is not valid {p.suffix.lstrip('.') or 'JSON'}: {err}") from None
+
+    def fail(why):
+        return ValueError(f"validators: {str(path)[:200]!r} {why}")
+
+    # the checked loader: one descriptor, no FIFO or device (a link to /dev/zero), at most 1 MiB,
+    # nested at most MAX_JSON_DEPTH deep, no NaN/Infinity in JSON
+    if p.suffix.lower() != ".toml":
+        data = read_json(path, "validators", max_bytes=MAX_FILE_BYTES, fail=fail)
+    else:
+        text = read_text(path, "validators", max_bytes=MAX_FILE_BYTES, fail=fail)
+        depth = json_depth(text)  # TOML's arrays and inline tables nest with the same brackets
+        if depth > MAX_JSON_DEPTH:
+            raise fail(f"is nested {depth} levels deep, over the limit of {MAX_JSON_DEPTH}")
+        try:
+            data = tomllib.loads(text)
+        except (tomllib.TOMLDecodeError, RecursionError) as err:
+            raise fail(f"is not valid TOML ({' '.join(str(err).split())[:120]})") from None
     recs = data.get("functions", [data]) if isinstance(data, dict) else data
     if not isinstance(recs, list):
         raise ValueError(f"validators: {path}: expected a table or a list of tables")

@@ -375,17 +375,78 @@ def _kernel_names(backend, A, B, C) -> list[str]:
     return sorted(set(names))
 
 
-def _load(path: str):
+#: the largest probe file read (a probe set of 10^6 rows of K = 256 is about 1 GiB)
+MAX_PROBE_BYTES = 4 << 30
+
+
+def _read_npz(path: str) -> dict:
+    """Every array of the probe file ``path``: through fp16emu's checked loader
+    (``validation.files.load_npz_file``) where fp16emu is installed; beside the script alone, the
+    same checks in short: opened once without blocking (a FIFO or device is refused, never read),
+    a regular file of at most :data:`MAX_PROBE_BYTES`, each member's declared size within the
+    file and within deflate's largest ratio, no pickles, two members of one name refused."""
+
+    def fail(why):
+        return ProbeError(f"{path}: {why}")
+
     try:
-        data = np.load(path, allow_pickle=False)
+        from validation.files import load_npz_file
+    except ImportError:  # the script copied alone to the GPU machine
+        return _read_npz_alone(path, fail)
+    try:
+        return load_npz_file(path, "probes", fail=fail, max_bytes=MAX_PROBE_BYTES)
+    except ValueError as err:  # a member's own refusal (a ValueError naming it)
+        raise ProbeError(f"{path}: {' '.join(str(err).split())}") from None
+
+
+def _read_npz_alone(path: str, fail) -> dict:
+    import io
+    import os
+    import stat
+    import zipfile
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise ProbeError(f"{path}: no such file") from None
-    except (OSError, ValueError) as err:
-        raise ProbeError(f"{path}: cannot read as .npz ({' '.join(str(err).split())})") from None
-    if not hasattr(data, "files") or any(n not in data.files for n in ("a", "b", "c")):
+        raise fail("no such file") from None
+    except OSError as err:
+        raise fail(f"cannot be opened ({err.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise fail("is not a regular file (a FIFO, device or folder is not read)")
+        if not 0 < st.st_size <= MAX_PROBE_BYTES:
+            raise fail(f"is {st.st_size} bytes; a probe file holds 1 to {MAX_PROBE_BYTES} bytes")
+        os.set_blocking(fh.fileno(), True)
+        try:
+            with zipfile.ZipFile(fh) as zf:
+                infos = zf.infolist()
+                names = [i.filename for i in infos]
+                if len(set(names)) != len(names):
+                    raise fail("holds two members of one name")
+                out = {}
+                for info in infos:
+                    if info.file_size > min(MAX_PROBE_BYTES, 1100 * (info.compress_size + 64)):
+                        raise fail(f"member {info.filename!r} declares {info.file_size} bytes: a damaged archive")
+                    with zf.open(info) as member:
+                        data = member.read(info.file_size + 1)
+                    out[info.filename.removesuffix(".npy")] = np.load(io.BytesIO(data), allow_pickle=False)
+                return out
+        except ProbeError:
+            raise
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError, RuntimeError) as err:
+            raise fail(f"cannot read as .npz ({' '.join(str(err).split())[:120]})") from None
+
+
+def _load(path: str):
+    data = _read_npz(path)
+    if any(n not in data for n in ("a", "b", "c")):
         raise ProbeError(f"{path}: expected an .npz with arrays a, b, c (fp16emu probe --out)")
     a, b, c = data["a"], data["b"], data["c"]
-    fmt = str(data["input"]) if "input" in data.files else "fp16"
+    inp = data.get("input")
+    if inp is not None and (inp.ndim != 0 or inp.dtype.kind not in "US"):
+        raise ProbeError(f"{path}: input: expected a format name, got a {inp.dtype} array of shape {inp.shape}")
+    fmt = str(inp) if inp is not None else "fp16"
     if fmt not in FORMATS:
         raise ProbeError(f"{path}: input: {fmt[:40]!r} is not one of {', '.join(FORMATS)}")
     want = np.dtype(FORMATS[fmt][0])
@@ -396,7 +457,7 @@ def _load(path: str):
         )
     if c.dtype not in (np.uint32, np.uint16) or c.shape != (a.shape[0],):
         raise ProbeError(f"{path}: c must be ({a.shape[0]},) uint32 or uint16, got {c.shape} {c.dtype}")
-    extra = {n: data[n] for n in data.files if n not in ("a", "b", "c", "d")}
+    extra = {n: data[n] for n in data if n not in ("a", "b", "c", "d")}
     return a, b, c, extra, fmt
 
 

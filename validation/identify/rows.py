@@ -14,6 +14,8 @@ patterns of the format's values (as MATLAB-tensor-core writes fp16 and bf16 oper
 from __future__ import annotations
 
 import csv
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -223,15 +225,21 @@ def _load_npz(path, output, input):
 def _load_csv(path, output, input):
     fmt = file_input({}, path, input)
     text = read_text(path, "rows", fail=_fail(path))
+    # a row's a and b hold K words each: a field may be as long as the file (csv's default
+    # limit, 131,072 characters, would refuse K above about 26,000 with a _csv.Error)
+    csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
     reader = csv.DictReader(text.splitlines())
-    fields = reader.fieldnames or []
+    try:
+        fields = reader.fieldnames or []
+    except csv.Error as err:
+        raise ValueError(f"{path}: line 1: not a readable CSV header ({' '.join(str(err).split())[:80]})") from None
     missing = [n for n in ("a", "b", "c", "d") if n not in fields]
     if missing:
         raise ValueError(
             f"{path}: CSV needs columns a, b, c, d (a, b: K space-separated hex words); missing {', '.join(missing)}"
         )
     A, B, C, D, widths, c_widths, d_widths = [], [], [], [], set(), set(), set()
-    for line_no, rec in enumerate(reader, start=2):
+    for line_no, rec in _csv_rows(reader, path, len(fields)):
         try:
             A.append(_words(rec["a"] or "", "a", path))
             B.append(_words(rec["b"] or "", "b", path))
@@ -253,6 +261,27 @@ def _load_csv(path, output, input):
     return _finish(
         a, b, [c[0] for c in C], [d[0] for d in D], output, path, [], c16=c_widths == {4}, d16=d_widths == {4}, fmt=fmt
     )
+
+
+def _csv_rows(reader, path, n_fields: int):
+    """(line number, record) of each CSV row; ValueError naming the line for a row with more
+    fields than the header (``DictReader`` would keep them aside, unread) or one csv cannot read."""
+    line_no = 1
+    while True:
+        try:
+            rec = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise ValueError(
+                f"{path}: line {line_no + 1}: not a readable CSV row ({' '.join(str(err).split())[:80]})"
+            ) from None
+        line_no = reader.line_num
+        if rec.get(None):
+            raise ValueError(
+                f"{path}: line {line_no}: {n_fields + len(rec[None])} fields, the header names {n_fields} (a, b, c, d)"
+            )
+        yield line_no, rec
 
 
 def _digits(word: str) -> int:
@@ -314,9 +343,13 @@ def load_rows(path, output: str | None = None, input: str | None = None) -> Rows
     if input is not None:
         file_input({}, path, input)  # an unknown name: the accepted ones, before reading anything
     p = Path(path)
-    if not p.exists():
-        raise ValueError(f"{path}: no such file or directory")
-    if p.is_dir():
+    try:
+        st = os.stat(p)  # one stat: ENAMETOOLONG, ELOOP, EACCES are one line too
+    except FileNotFoundError:
+        raise ValueError(f"{str(path)[:200]}: no such file or directory") from None
+    except OSError as err:
+        raise ValueError(f"{str(path)[:200]}: cannot be read ({err.strerror})") from None
+    if stat.S_ISDIR(st.st_mode):
         return _load_directory(p, output, input)
     if p.suffix.lower() == ".csv":
         return _load_csv(p, output, input)

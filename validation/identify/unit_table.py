@@ -126,6 +126,8 @@ def unit_names(text: str | None) -> list[str] | None:
     if text is None:
         return None
     names = [u.strip() for u in text.split(",") if u.strip()]
+    if not names:
+        raise ValueError(f"--units: {text!r} names no unit; give one or more of {', '.join(models.UNIT_NAMES)}")
     known = set(models.UNIT_NAMES) | set(models.ALIASES) | set(models.SCALED_UNIT_NAMES)
     for u in names:
         if u not in known:

@@ -182,20 +182,29 @@ def gpu_values(gpu, size: int, shape: tuple[int, ...], fmt: str = "fp16") -> np.
     )
 
 
+def check_layout(problem, layout: str, what: str = "layout") -> str:
+    """``layout`` as the result tensor's five letters in memory order (:func:`from_layout`'s
+    reading of it), or ValueError naming ``what`` and the tensor's own layout."""
+    role = problem.result_role
+    try:
+        got = normalize_layout(str(layout).strip().lower(), role)
+    except ValueError as err:
+        raise ValueError(f"{what}: {str(layout)[:40]!r} is not a layout of the {role} tensor ({err})") from None
+    if sorted(got) != sorted(problem.layout5(role)):
+        raise ValueError(
+            f"{what}: {str(layout)[:40]!r} does not name the {role} tensor's letters (its layout is "
+            f"{problem.layout(role)!r})"
+        )
+    return got
+
+
 def from_layout(gpu, problem, layout: str, what: str = "layout") -> np.ndarray:
     """A GPU output stored in ``layout`` (the result tensor's letters in the dump's memory order,
     e.g. ``nchw`` or ``ngkhw``), rearranged into the result tensor's own memory order (flat);
     ``what`` names the layout in messages."""
     role = problem.result_role
     want = problem.layout5(role)
-    try:
-        got = normalize_layout(str(layout).strip().lower(), role)
-    except ValueError as err:
-        raise ValueError(f"{what}: {layout!r} is not a layout of the {role} tensor ({err})") from None
-    if sorted(got) != sorted(want):
-        raise ValueError(
-            f"{what}: {layout!r} does not name the {role} tensor's letters (its layout is {problem.layout(role)!r})"
-        )
+    got = check_layout(problem, layout, what)
     sizes = problem.letter_sizes(role)
     a = np.asarray(gpu).reshape(-1)
     if a.size != problem.tensor_size(role):

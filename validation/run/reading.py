@@ -25,14 +25,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..configs import Config
+from ..configs.limits import MAX_SEARCH_SECONDS, check_count, check_seconds
 from ..metrics import ComparisonResult
-from ..verify import Verdict, measure
+from ..verify import Verdict, measure, preset
+from ..verify.presets import resolve_metric
 from .arrays import LoadedArray
 from .ensemble import ensemble_summary
-from .gpu import GpuComparison, compare_gpu_output, from_layout, gpu_values
+from .gpu import GpuComparison, check_layout, compare_gpu_output, from_layout, gpu_values
 from .matches import STAGES, MatchSearch, search_matches
 
-__all__ = ["READINGS", "Judgement", "judge", "harness_verifier"]
+__all__ = ["READINGS", "Judgement", "judge", "harness_verifier", "check_judging"]
 
 #: Every reading, in the order of the module docstring.
 READINGS = ("rounding", "mix-up", "not-modelled", "bug-suspect")
@@ -142,6 +144,56 @@ class Judgement:
         verdict = "no verdict" if self.verdict is None else ("PASS" if self.passed else "FAIL")
         reading = f", reading {self.reading}" if self.reading else ""
         return f"<Judgement {verdict} by {self.verifier}{reading}>"
+
+
+def _norm(name) -> str:
+    return str(name).lower().replace("_", "").replace("-", "").strip()
+
+
+def check_judging(
+    config: Config,
+    fmt: str,
+    *,
+    verifier: str | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    layout: str | None = None,
+    members: int | None = None,
+    search_budget: float = 60.0,
+    names: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse, before anything is computed, what :func:`judge` would refuse after the run (the
+    same checks for ``run --check`` and the run itself): ``verifier`` not a preset, a threshold
+    on a metric that does not exist or not a finite number ≥ 0, ``layout`` not the result
+    tensor's letters, ``members`` not a whole number in 1..``FP16EMU_MAX_MEMBERS`` (default
+    :data:`validation.configs.limits.MAX_MEMBERS`), ``search_budget`` not a number of seconds in
+    0..:data:`~validation.configs.limits.MAX_SEARCH_SECONDS`. ValueError naming the option
+    (``names``: the option each argument is called by, e.g. ``{"members": "--members"}``)."""
+    names = {
+        "verifier": "verifier",
+        "thresholds": "thresholds",
+        "layout": "layout",
+        "members": "members",
+        "search_budget": "search_budget",
+        **(names or {}),
+    }
+    name = verifier or harness_verifier(config)[0]
+    try:
+        th = preset(name, fmt)
+    except ValueError as err:
+        raise ValueError(f"{names['verifier']}: {' '.join(str(err).split())}") from None
+    labels = {_norm(c.label): c.metric for c in th.checks}
+    for metric, limit in (thresholds or {}).items():
+        try:
+            resolve_metric(labels.get(_norm(metric), metric))
+        except ValueError as err:
+            raise ValueError(f"{names['thresholds']} {str(metric)[:40]}: {' '.join(str(err).split())}") from None
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 <= float(limit) < float("inf"):
+            raise ValueError(f"{names['thresholds']} {metric}: {limit!r} is not a finite number ≥ 0")
+    if layout is not None:
+        check_layout(config.problem, layout, names["layout"])
+    if members is not None:
+        check_count(members, names["members"], env="members")
+    check_seconds(search_budget, names["search_budget"], high=MAX_SEARCH_SECONDS)
 
 
 def judge(

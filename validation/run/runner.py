@@ -42,7 +42,7 @@ from ..progress import auto_progress, progress_bar
 from .arrays import LoadedArray, round_output
 from .gpu import GpuComparison, compare_gpu_output, load_gpu_output
 from .inputs import InputsInfo, resolve_inputs, save_run, user_tensors
-from .reading import Judgement, judge
+from .reading import Judgement, check_judging, judge
 
 __all__ = [
     "RunResult",
@@ -68,6 +68,14 @@ VALIDATOR_CHOICES = {
     "cpu-acc4": "cpu-acc4",
     "cpu-ftz": "cpu-ftz",
     "mlir": "cpu-validation-mlir",
+}
+#: how ``fp16emu run`` names run()'s judging arguments in its messages
+OPTION_NAMES = {
+    "verifier": "--verifier",
+    "thresholds": "--threshold",
+    "layout": "--layout",
+    "members": "--members",
+    "search_budget": "--search-budget",
 }
 #: ``VALIDATOR+MODIFIER…``: what each modifier changes.
 VALIDATOR_MODIFIERS = {
@@ -220,8 +228,12 @@ def parse_validator(text: str, *, hw: str, validating: str, input: str = "fp16")
     model = kernel_models.kernel(
         choice(name, VALIDATOR_CHOICES, "validator"), hw=hw, validating=validating, input=input
     )
+    seen = set()
     for mod in mods:
         mod = mod.lower()
+        if mod in seen:
+            raise ValueError(f"validator: the modifier +{mod} is given twice in {str(text)[:60]!r}; give each once")
+        seen.add(mod)
         if mod == "flush":
             model = model.with_input_flush()
         elif mod == "inbounds":
@@ -369,6 +381,16 @@ def run(
     seed, rand_min, rand_max = check_overrides(seed, rand_min, rand_max, n_chunk)
     config, kmodel, vmodel = plan(config, hw=hw, kernel=kernel, validator=validator, perf_config=perf_config)
     problem = config.problem
+    check_judging(  # what judging would refuse after the run is refused before it
+        config,
+        kmodel.input,
+        verifier=verifier,
+        thresholds=thresholds,
+        layout=layout,
+        members=members,
+        search_budget=search_budget,
+        names=OPTION_NAMES if command is not None else None,
+    )
     if isinstance(gpu_output, (str, os.PathLike)):  # a bad file: refused before the emulation spends its compute
         gpu_output = load_gpu_output(os.fspath(gpu_output), problem, "gpu_output", raw_format=gpu_output_format)
     elif gpu_output_format is not None and not isinstance(gpu_output, LoadedArray):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from models.kernels import ATOMIC_ORDERS
 
 from ..configs import ConfigError
+from ..configs.limits import check_count
 from ..suites import suite_entries, suite_entry
 from .measured import GPUS, KERNELS, RAND0_SEEDS, RANGES, RUN_SETS, VALIDATORS, MeasuredLine
 
@@ -46,6 +47,10 @@ def smallest_tests(count: int) -> list[str]:
     return [e.name for e in sorted(suite_entries(), key=test_macs)[:count]]
 
 
+#: the most fair_rand0 seeds one run may ask for (the study ran 3)
+MAX_RAND0_SEEDS = 1000
+
+
 @dataclass(frozen=True)
 class Selection:
     """What to reproduce: run sets, GPUs, kernels, validators, ranges, tests (None = all), and
@@ -63,8 +68,9 @@ class Selection:
     diagnose: bool = True
 
     def __post_init__(self):
-        if self.members < 1:
-            raise ValueError(f"--members: must be a positive integer, got {self.members}")
+        check_count(self.members, "--members", env="members")  # 1..FP16EMU_MAX_MEMBERS, as run's
+        if len(self.rand0_seeds) > MAX_RAND0_SEEDS:
+            raise ValueError(f"--rand0-seeds: {len(self.rand0_seeds)} seeds, over the limit of {MAX_RAND0_SEEDS}")
         if self.granularity not in GRANULARITIES:
             raise ValueError(f"--granularity: {self.granularity!r} is not one of {','.join(GRANULARITIES)}")
         if not self.rand0_seeds or any(int(s) < 1 for s in self.rand0_seeds):
