@@ -218,7 +218,7 @@ def prepare(names, *, out=sys.stderr, jobs: int | None = None) -> dict | None:
     exact = [f"^{re.escape(t)}$" for t in todo]
     print(
         f"fp16emu: first use on this machine: compiling the {len(todo)} groups of kernels this command needs "
-        f"in parallel (once; `fp16emu warm` compiles every command's)",
+        f"in parallel (once, cached in {emu.jit.numba.config.CACHE_DIR}; `fp16emu warm` compiles them all at once)",
         file=out,
         flush=True,
     )

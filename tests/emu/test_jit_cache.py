@@ -104,7 +104,10 @@ def test_the_command_line_says_when_it_compiles(tmp_path):
     bad = [sys.executable, "-m", "validation.cli", "units", "--units", "nosuchunit"]  # stops before compiling
     r = subprocess.run(bad, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "compiling" not in r.stderr, r.stderr
-    cmd = [sys.executable, "-m", "validation.cli", "units", "--units", "fma32"]  # compiles the fma32 kernel
+    # a command that compiles as it goes (units and identify of a capture compile first, in
+    # parallel: tests/validation/test_warm.py): the tiny MI200 convolution's kernels
+    tiny = "--operation conv2d -t f16 -batchsize=1 -in_channels=4 -out_channels=4 -in_h=4 -in_w=4 -fil_h=3 -fil_w=3"
+    cmd = [sys.executable, "-m", "validation.cli", "run", tiny, "--no-progress"]
     r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "compiling the emulator's kernels for this machine" in r.stderr

@@ -162,9 +162,12 @@ def test_gemv_m1_strided_lanes():
 
 
 def test_gemv_n1_chunked_lanes():
-    """gemvx with N = 1: lane j takes the contiguous k [8j, 8j + 8), then the halving tree."""
+    """gemvx with N = 1: lane j takes the contiguous k [8j, 8j + 8), then the halving tree. For
+    K = 256 that is also 32 lanes dealt groups of 8 consecutive k round-robin (cuBLAS gemv2's
+    recipe, one group per lane): the same order, whichever of the two the search names first."""
     _, r = _identical("t_mm_256x256x1_f32")
-    assert r.best.variant.lanes == ("chunked", 32, 1) and r.best.schedule.reduction == "halving"
+    assert r.best.variant.lanes in (("chunked", 32, 1), ("strided", 32, 8)), r.best.variant.lanes
+    assert r.best.schedule.reduction == "halving"
 
 
 def test_addmm_alpha_beta():
