@@ -20,6 +20,28 @@ from .common import HW_HELP, add_format_option
 __all__ = ["register_cli"]
 
 
+def _progress_display(args):
+    """(tqdm bar or None, heartbeat or None, total(n) setting either's total): a bar on a terminal
+    (or with --progress); with no terminal (a log, nohup, CI) a plain line every HEARTBEAT_S
+    instead; neither with --no-progress."""
+    show = not args.no_progress and (args.progress or sys.stderr.isatty())
+    bar = None
+    if show:
+        from tqdm import tqdm
+
+        bar = tqdm(total=0, desc="design", unit="run", leave=False, file=sys.stderr, **bar_width(sys.stderr))
+    beat = Heartbeat(HEARTBEAT_S, unit="runs") if bar is None and not args.no_progress else None
+
+    def total(n):
+        if bar is not None:
+            bar.total = n
+            bar.refresh()
+        if beat is not None:
+            beat.total = n
+
+    return bar, beat, total
+
+
 def register_cli(subparsers):
     """Add ``design`` to an argparse ``subparsers``; its handler returns the exit code. Bad
     values raise ValueError (exit 2, one line)."""
@@ -174,21 +196,7 @@ def _cmd_design(args) -> int:
                 if why:
                     raise ValueError(f"--bugs: {n} does not apply to {dtype} tests: {why}")
         mutants = tuple(m for m in default_mutants(dtype) if m.name in names)
-    show = not args.no_progress and (args.progress or sys.stderr.isatty())
-    bar = None
-    if show:
-        from tqdm import tqdm
-
-        bar = tqdm(total=0, desc="design", unit="run", leave=False, file=sys.stderr, **bar_width(sys.stderr))
-    # no terminal (a log, nohup, CI): a plain line every HEARTBEAT_S instead of the bar
-    beat = Heartbeat(HEARTBEAT_S, unit="runs") if bar is None and not args.no_progress else None
-
-    def total(n):
-        if bar is not None:
-            bar.total = n
-            bar.refresh()
-        if beat is not None:
-            beat.total = n
+    bar, beat, total = _progress_display(args)
 
     try:
         result = design(
@@ -243,21 +251,7 @@ def _cmd_library(args, is_capture) -> int:
         margin=_number(args.margin, "margin", float, 1.0, 1e6),
         max_outputs=_number(args.max_outputs, "max-outputs", int, 1, 1 << 30),
     )
-    show = not args.no_progress and (args.progress or sys.stderr.isatty())
-    bar = None
-    if show:
-        from tqdm import tqdm
-
-        bar = tqdm(total=0, desc="design", unit="run", leave=False, file=sys.stderr, **bar_width(sys.stderr))
-    # no terminal (a log, nohup, CI): a plain line every HEARTBEAT_S instead of the bar
-    beat = Heartbeat(HEARTBEAT_S, unit="runs") if bar is None and not args.no_progress else None
-
-    def total(n):
-        if bar is not None:
-            bar.total = n
-            bar.refresh()
-        if beat is not None:
-            beat.total = n
+    bar, beat, total = _progress_display(args)
 
     progress = bar.update if bar is not None else None if beat is None else beat.update
     try:
