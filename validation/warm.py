@@ -156,11 +156,10 @@ def jobs_for_units(units, *, gemm: bool = False) -> list[str]:
     decode (what ``identify`` of a capture and ``emu.gemm`` compile)."""
     import models
 
-    by_family = {int(models.unit(u).family): u for u in FAMILY_UNITS.values()}
+    by_family = {int(models.unit(rep).family): (fam, rep) for fam, rep in FAMILY_UNITS.items()}
     names = []
     for u in units:
-        rep = by_family[int(models.unit(u).family)]
-        fam = next(f for f, v in FAMILY_UNITS.items() if v == rep)
+        fam, rep = by_family[int(models.unit(u).family)]
         names.append(f"{fam} ({rep}) rows")
         if gemm:
             names.append(f"{fam} ({rep}) gemm")
@@ -169,20 +168,20 @@ def jobs_for_units(units, *, gemm: bool = False) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _marker(index: int):
-    """The file that says ``JOBS[index]`` ran to the end with this cache (None: no cache). It lives
+def _marker(name: str):
+    """The file that says the job ``name`` ran to the end with this cache (None: no cache). It lives
     in the cache folder of this version of the emu sources, so an upgrade or an emptied cache
     forgets it with the kernels."""
     import emu.jit
 
     if not emu.jit.CACHE or not emu.jit.numba.config.CACHE_DIR:
         return None
-    slug = re.sub(r"[^a-z0-9]+", "-", JOBS[index].name.lower()).strip("-")
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     return os.path.join(emu.jit.numba.config.CACHE_DIR, f"warm-{slug}.done")
 
 
-def _mark(index: int) -> None:
-    path = _marker(index)
+def _mark(name: str) -> None:
+    path = _marker(name)
     if path is None:
         return
     try:  # a plain new file of ours, never through a link; an existing one is already the mark
@@ -194,13 +193,7 @@ def _mark(index: int) -> None:
 def missing_jobs(names) -> list[str]:
     """Those of the job ``names`` this machine's cache has not run to the end (all of them when
     the cache is off: nothing can be known)."""
-    out = []
-    for name in names:
-        index = next(i for i, j in enumerate(JOBS) if j.name == name)
-        path = _marker(index)
-        if path is None or not os.path.isfile(path):
-            out.append(name)
-    return out
+    return [name for name in names if (path := _marker(name)) is None or not os.path.isfile(path)]
 
 
 def prepare(names, *, out=sys.stderr, jobs: int | None = None) -> dict | None:
@@ -215,14 +208,13 @@ def prepare(names, *, out=sys.stderr, jobs: int | None = None) -> dict | None:
     todo = missing_jobs(names)
     if not todo or n < 2 or not emu.jit.CACHE:
         return None
-    exact = [f"^{re.escape(t)}$" for t in todo]
     print(
         f"fp16emu: first use on this machine: compiling the {len(todo)} groups of kernels this command needs "
         f"in parallel (once, cached in {emu.jit.numba.config.CACHE_DIR}; `fp16emu warm` compiles them all at once)",
         file=out,
         flush=True,
     )
-    return warm(min(n, len(todo)), out=out, patterns=exact)
+    return warm(min(n, len(todo)), out=out, exact=todo)
 
 
 def run_job(index: int) -> tuple[int, float, float, int, float]:
@@ -266,18 +258,17 @@ def _bar(done: int, total: int, elapsed: float, width: int = 24) -> str:
 
 
 def warm(
-    jobs: int | None = None, *, out=sys.stderr, names: list[str] | None = None, patterns: list[str] | None = None
+    jobs: int | None = None, *, out=sys.stderr, names: list[str] | None = None, exact: list[str] | None = None
 ) -> dict:
-    """Run the warm-up jobs (all, or those whose name contains one of ``names``, or matches one of
-    the regular expressions ``patterns``) in ``jobs`` processes (default: the cores, at most the
+    """Run the warm-up jobs (all, or those whose name contains one of ``names``, or is one of
+    ``exact``) in ``jobs`` processes (default: the cores, at most the
     jobs), longest first, printing a progress bar to ``out``; each job that ends is marked as
     compiled in the cache (:func:`missing_jobs`). Returns {"wall": s, "compile": s summed over
     jobs, "cpu": CPU s summed over jobs, "jobs": [(name, wall, compile s, functions compiled, CPU s)]}."""
     chosen = [
         i
         for i, j in enumerate(JOBS)
-        if (not names or any(n in j.name for n in names))
-        and (not patterns or any(re.search(p, j.name) for p in patterns))
+        if (not names or any(n in j.name for n in names)) and (exact is None or j.name in exact)
     ]
     chosen.sort(key=lambda i: -JOBS[i].seconds)
     n = max(1, min(jobs or os.cpu_count() or 1, len(chosen)))
@@ -298,7 +289,7 @@ def warm(
         futures = [pool.submit(run_job, i) for i in chosen]
         for fut in as_completed(futures):
             i, wall, comp, count, cpu = fut.result()
-            _mark(i)
+            _mark(JOBS[i].name)
             results.append((JOBS[i].name, wall, comp, count, cpu))
             line = f"{_bar(len(results), len(chosen), time.perf_counter() - t0)}  {JOBS[i].name}: {wall:.1f} s"
             line += f" ({count} compiled, {cpu:.1f} s of CPU)" if count else " (cached)"

@@ -12,10 +12,9 @@ import re
 import sys
 
 from .. import warm
-from .capture import CaptureError, load_capture
+from .capture import CaptureError
 from .gemms import resolve_unit
-from .report import reading_of
-from .search import search
+from .report import read_capture
 
 __all__ = ["identify_capture"]
 
@@ -64,10 +63,9 @@ def identify_capture(
         print(f"fp16emu identify: error: --format: {fmt!r} is not one of text, json", file=err)
         return 2
     try:
-        cap = load_capture(path)
-        _compile_first(cap, hw, err)
-        progress = _progress_printer(err)
-        reading = reading_of(cap, search(cap, hw=hw, progress=progress), hw=hw, progress=progress)
+        reading = read_capture(
+            path, hw=hw, progress=_progress_printer(err), before_search=lambda cap: _compile_first(cap, hw, err)
+        )
     except CaptureError as exc:
         print(f"fp16emu identify: error: {exc}{_transposed_hint(str(exc))}", file=err)
         return 2

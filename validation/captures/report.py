@@ -402,13 +402,16 @@ def _text(rd: CaptureReading) -> str:
     return "\n".join(lines + [tail])
 
 
-def read_capture(path, hw: str | None = None, progress=None, mixups: bool = True) -> CaptureReading:
+def read_capture(path, hw: str | None = None, progress=None, mixups: bool = True, before_search=None) -> CaptureReading:
     """Load the capture at ``path`` and search its schedule (``hw``: a unit name that overrides
     the one the capture's ``gpu`` names; ``progress(stage, done, total)`` now and then); when no
     schedule reproduces it, the mix-ups of :mod:`validation.captures.mixups` (``mixups=False``
-    skips them) and, when none explains it, the likely cause. :class:`validation.captures.CaptureError`
-    naming the field when the capture cannot be used."""
+    skips them) and, when none explains it, the likely cause. ``before_search(capture)``, when
+    given, is called once the capture is loaded (the command line compiles the search's kernels
+    there). :class:`validation.captures.CaptureError` naming the field when the capture cannot be used."""
     cap = load_capture(path)
+    if before_search is not None:
+        before_search(cap)
     return reading_of(cap, search(cap, hw=hw, progress=progress), hw=hw, progress=progress, mixups=mixups)
 
 
