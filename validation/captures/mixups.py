@@ -5,10 +5,15 @@ kernel: the output saved transposed, an operand saved transposed (a square one k
 so the reader cannot tell), A and B swapped, a 16-bit result saved as float32, an NHWC buffer
 labelled NCHW, or a ``gpu`` string naming another GPU than the one that ran (the kernel names
 say which architecture ran: ``nvjet_sm90_…`` is Hopper). :func:`find_mixup` tries each such
-transform as a modified :class:`Capture`, cheapest first: each is screened on the sampled
-first stage of the search's first tier (:func:`validation.captures.search.tiers`, a few dozen
-outputs), and only one that passes the screen is searched in full; the first that reproduces
-every output bit is the answer.
+transform as a modified :class:`Capture`, cheapest first: each is screened with the
+candidates of the search's first tier (:func:`validation.captures.search.tiers`), and only one
+that passes the screen is searched in full; the first that reproduces every output bit is the
+answer. The screen asks one candidate to reproduce two samples: the outputs the nearest schedule
+of the capture as written got wrong (at most :data:`MAX_WRONG`, spread over them, moved where
+the transform moves them), and the search's first sample (a few dozen outputs near a rounding
+boundary). A capture one output of which differs (a kernel bug, a flipped bit) is then screened
+on that output: a transform that leaves it unexplained (another unit that rounds every other
+output alike) is not searched in full.
 
 When none does, :func:`likely_cause` tries the library bug mutants on the nearest schedule's
 emulated output: one output tile missing the contribution of a k block (its last, its first, or
@@ -20,7 +25,9 @@ computed wrongly; github.com/NVIDIA/cutlass, tools/util/include/cutlass/util/ref
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import ml_dtypes
@@ -45,6 +52,7 @@ __all__ = [
     "find_mixup",
     "likely_cause",
     "transforms",
+    "wrong_outputs",
 ]
 
 #: the unit of each architecture a kernel name spells (``sm90``, ``sm_80``, ``gfx90a``)
@@ -83,6 +91,8 @@ def axes_of(cap: Capture) -> tuple[str, ...]:
 
 #: the most first-tier candidates one transform is screened with
 MAX_SCREEN = 3000
+#: the most outputs the nearest schedule got wrong that a transform is screened on
+MAX_WRONG = 64
 
 
 def arch_unit(kernels) -> str | None:
@@ -104,12 +114,23 @@ class Mixup:
     capture: Capture
     hw: str | None = None
     text: str = ""
+    #: what the transform does to an array of the capture's output shape (the output moved:
+    #: saved transposed, an NHWC buffer); None where the outputs keep their places
+    moved: Callable[[np.ndarray], np.ndarray] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def match(self) -> dict:
         return {self.field: self.transform}
 
     def describe(self) -> str:
         return self.text or f"{self.field} {self.transform}"
+
+    def outputs_at(self, outputs: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """Where the outputs at ``outputs`` (flat indices into an output of ``shape``) lie in the
+        transformed capture's output (flat indices, ascending)."""
+        if self.moved is None:
+            return np.unique(np.asarray(outputs, np.int64))
+        origin = self.moved(np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)).reshape(-1)
+        return np.flatnonzero(np.isin(origin, outputs))
 
 
 @dataclass(frozen=True)
@@ -132,6 +153,16 @@ def _with_operands(cap: Capture, **ops) -> Capture:
 def _exact_in(out: np.ndarray, dtype) -> bool:
     v = out[np.isfinite(out)]
     return bool(v.size) and bool((v.astype(dtype).astype(np.float32) == v).all())
+
+
+def _transposed(out: np.ndarray) -> np.ndarray:
+    return np.swapaxes(out, -1, -2)
+
+
+def _nhwc_read(out: np.ndarray) -> np.ndarray:
+    """An (N, C, H, W) array read as the NHWC buffer it holds, in logical (N, C, H, W) order."""
+    n, c, h, w = out.shape
+    return out.reshape(n, h, w, c).transpose(0, 3, 1, 2)
 
 
 def transforms(cap: Capture, unit_name: str, hw: str | None = None) -> list[Mixup]:
@@ -157,12 +188,17 @@ def transforms(cap: Capture, unit_name: str, hw: str | None = None) -> list[Mixu
     # the output saved transposed (square: the shape does not tell)
     if cap.out.ndim in (2, 3) and cap.conv is None and cap.out.shape[-1] == cap.out.shape[-2]:
         out.append(
-            Mixup("out", "transposed", _with_out(cap, np.swapaxes(cap.out, -1, -2)), text="the output saved transposed")
+            Mixup(
+                "out",
+                "transposed",
+                _with_out(cap, _transposed(cap.out)),
+                text="the output saved transposed",
+                moved=_transposed,
+            )
         )
     # an NHWC buffer labelled NCHW (or read back in the wrong order)
     if cap.conv is not None and cap.out.ndim == 4:
-        n, c, h, w = cap.out.shape
-        logical = cap.out.reshape(n, h, w, c).transpose(0, 3, 1, 2)
+        logical = _nhwc_read(cap.out)
         if cap.memory_format != "channels_last":
             out.append(
                 Mixup(
@@ -170,10 +206,19 @@ def transforms(cap: Capture, unit_name: str, hw: str | None = None) -> list[Mixu
                     "channels_last",
                     _with_out(cap, logical, memory_format="channels_last"),
                     text="the output is an NHWC (channels_last) buffer labelled NCHW",
+                    moved=_nhwc_read,
                 )
             )
         else:
-            out.append(Mixup("out", "NHWC buffer", _with_out(cap, logical), text="the output saved as its NHWC buffer"))
+            out.append(
+                Mixup(
+                    "out",
+                    "NHWC buffer",
+                    _with_out(cap, logical),
+                    text="the output saved as its NHWC buffer",
+                    moved=_nhwc_read,
+                )
+            )
     # operands transposed (square) or swapped
     if cap.op in ("mm", "addmm", "bmm", "baddbmm", "matmul"):
         A, B = o["A"], o["B"]
@@ -215,9 +260,24 @@ def transforms(cap: Capture, unit_name: str, hw: str | None = None) -> list[Mixu
     return [m if m.field == "unit" else replace(m, hw=hw) for m in out]
 
 
-def _screen(m: Mixup) -> bool:
+def wrong_outputs(cap: Capture, result: SearchResult | None, most: int = MAX_WRONG) -> np.ndarray | None:
+    """The outputs (flat indices into ``cap.out``) the nearest schedule of ``result`` got wrong,
+    at most ``most`` of them spread evenly over them all; None where the result has no output."""
+    if result is None or result.emulated is None or result.emulated.size != cap.out.size:
+        return None
+    got = bits(np.ascontiguousarray(cap.out)).reshape(-1)
+    want = bits(np.ascontiguousarray(np.asarray(result.emulated).astype(cap.out.dtype))).reshape(-1)
+    wrong = np.flatnonzero(got != want)
+    if wrong.size > most:
+        wrong = wrong[np.unique(np.linspace(0, wrong.size - 1, most).round().astype(np.int64))]
+    return wrong
+
+
+def _screen(m: Mixup, wrong: np.ndarray | None = None, shape: tuple[int, ...] | None = None) -> bool:
     """Whether some candidate of the transformed capture's first tier reproduces every output of
-    the search's first sample."""
+    the search's first sample and, where ``wrong`` is given (outputs the nearest schedule got
+    wrong, flat indices into an output of ``shape``: the capture as written), every one of those
+    outputs where the transform moves them."""
     if m.capture.op == "scaled_mm":  # the fp8 search has its own stages: searched in full, the kernels' unit alone
         return m.field != "unit" or m.transform == arch_unit(m.capture.kernels)
     try:
@@ -230,24 +290,39 @@ def _screen(m: Mixup) -> bool:
         return False
     group = tl[0][1][:MAX_SCREEN]
     s1 = Sample(m.capture, *(STAGE1_FP32 if m.capture.out_format == "fp32" else STAGE1), seed=1)
+    sw = None
+    if wrong is not None and wrong.size and shape is not None:
+        sw = Sample.of_outputs(m.capture, m.outputs_at(wrong, shape))
+        if not sw.size:  # none of them found in the capture's GEMMs: the first sample alone
+            sw = None
     for lo in range(0, len(group), 500):
         block = group[lo : lo + 500]
+        if sw is not None:  # the outputs that tell first: few candidates get past them
+            sw.prepare(block)
+            block = [c for c in block if sw.identical(c) == sw.size]
+            if not block:
+                continue
         s1.prepare(block)
         if any(s1.identical(c) == s1.size for c in block):
             return True
     return False
 
 
-def find_mixup(cap: Capture, unit_name: str, hw: str | None = None, progress=None) -> tuple[MixupFound | None, int]:
+def find_mixup(
+    cap: Capture, unit_name: str, hw: str | None = None, progress=None, result: SearchResult | None = None
+) -> tuple[MixupFound | None, int]:
     """The first transform (:func:`transforms`) under which some schedule reproduces every output
-    bit, and how many transforms were screened."""
+    bit, and how many transforms were screened. ``result``: the search of ``cap`` as written;
+    where given, each transform is screened on the outputs its nearest schedule got wrong too
+    (:func:`wrong_outputs`)."""
     screened = 0
     tries = transforms(cap, unit_name, hw)
+    wrong = wrong_outputs(cap, result)
     for m in tries:
         screened += 1
         if progress:
             progress("mix-ups of the file", screened, len(tries))
-        if not _screen(m):
+        if not _screen(m, wrong, cap.out.shape):
             continue
         r = search(m.capture, hw=m.hw)
         if r.answer in ("identical", "inside-ensemble"):

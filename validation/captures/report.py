@@ -423,7 +423,7 @@ def reading_of(
     rd = CaptureReading(cap, result)
     if result.answer in _REPRODUCES or result.best is None or not mixups or rd.named_not_modelled:
         return rd
-    found, screened = find_mixup(cap, result.unit, hw=hw, progress=progress)
+    found, screened = find_mixup(cap, result.unit, hw=hw, progress=progress, result=result)
     rd = CaptureReading(cap, result, found, None, screened)
     if rd.reading == "bug-suspect":
         rd.cause = likely_cause(cap, result)

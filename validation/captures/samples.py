@@ -36,7 +36,7 @@ from .gemms import (
     serial_merge,
 )
 
-__all__ = ["Sample", "boundary_distance"]
+__all__ = ["Sample", "boundary_distance", "output_positions"]
 
 
 class Sample:
@@ -70,13 +70,29 @@ class Sample:
             candidates.append((np.full(score.size, p), mm.reshape(-1), nn.reshape(-1), score.reshape(-1)))
         piece, m, n, score = (np.concatenate(x) for x in zip(*candidates))
         keep = np.argsort(score, kind="stable")[:size]
+        self._take(piece[keep], m[keep], n[keep])
+
+    def _take(self, piece: np.ndarray, m: np.ndarray, n: np.ndarray):
+        """Sample the outputs at GEMM positions (piece, m, n) under the default :class:`Variant`."""
         self.elements = {}
-        for p in np.unique(piece[keep]):
-            sel = keep[piece[keep] == p]
+        for p in np.unique(piece):
+            sel = piece == p
             self.elements[int(p)] = (m[sel], n[sel])
-        self.size = int(keep.size)
+        self.size = int(piece.size)
         self._jobs = {}
         self._chains = {}
+
+    @classmethod
+    def of_outputs(cls, cap: Capture, outputs) -> Sample:
+        """A sample of the given outputs (flat indices into ``cap.out``), e.g. those a schedule got
+        wrong; an output whose GEMM position :func:`output_positions` does not find is left out
+        (:attr:`size` says how many are in)."""
+        piece, m, n = output_positions(cap, outputs)
+        found = piece >= 0
+        self = cls.__new__(cls)
+        self.cap = cap
+        self._take(piece[found], m[found], n[found])
+        return self
 
     def jobs(self, variant: Variant, params):
         """Per sampled GEMM: decoded rows of A (E, K) and columns of B as rows (E, K), one per
@@ -199,6 +215,48 @@ class Sample:
             got = serial_merge(params, partials, C, s) if cand.merge == "serial" else combine(params, partials, C, s)
             same += int(np.count_nonzero(bits(got) == bits(want)))
         return same
+
+
+def output_positions(cap: Capture, outputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The GEMM positions (piece, m, n) under the default :class:`Variant` (:func:`jobs_of`) of
+    the given outputs (flat indices into ``cap.out``); −1 where none is found. A plain or batched
+    GEMM lays its outputs out row by row, matrix by matrix; a convolution's GEMM rows and columns
+    each add a fixed offset to the output's index (channels, images and positions: the
+    ``out_index`` of :func:`emu.implicit_gemm.conv_pieces`), so each is found from one row and
+    one column of each group's ``out_index``. Every position is checked against the
+    ``out_index`` of its GEMM, and one that does not hold it is not returned."""
+    flat = np.asarray(outputs, np.int64).reshape(-1)
+    piece, m, n = (np.full(flat.size, -1, np.int64) for _ in range(3))
+    ok = (flat >= 0) & (flat < cap.out.size)
+    M, N, _ = gemm_dims(cap, Variant())
+    if not (M and N and ok.any()):
+        return piece, m, n
+    if cap.conv is None:  # one GEMM, or one per output matrix, each row by row
+        p, rem = np.divmod(flat, M * N)
+        piece[ok], m[ok], n[ok] = p[ok], rem[ok] // N, rem[ok] % N
+    else:
+        for g in range(n_jobs(cap)):
+            left = np.flatnonzero(ok & (piece < 0))
+            if not left.size:
+                break
+            (col0,) = jobs_of(cap, Variant(), np.arange(M), [0], [g])
+            (row0,) = jobs_of(cap, Variant(), [0], np.arange(N), [g])
+            rows = col0.out_index[:, 0].astype(np.int64) - int(col0.out_index[0, 0])
+            cols = row0.out_index[0].astype(np.int64)
+            order = np.argsort(cols, kind="stable")
+            sorted_cols = cols[order]
+            for i in left:
+                need = flat[i] - rows  # the column offset each row would need
+                at = np.minimum(np.searchsorted(sorted_cols, need), N - 1)
+                hit = np.flatnonzero(sorted_cols[at] == need)
+                if hit.size:
+                    piece[i], m[i], n[i] = g, hit[0], order[at[hit[0]]]
+    for p in np.unique(piece[piece >= 0]):  # the check: each position's out_index is its output
+        sel = np.flatnonzero(piece == p)
+        (job,) = jobs_of(cap, Variant(), m[sel], n[sel], [int(p)])
+        wrong = sel[np.diagonal(job.out_index) != flat[sel]]
+        piece[wrong] = m[wrong] = n[wrong] = -1
+    return piece, m, n
 
 
 #: chain_operands' schedule argument where the chain itself carries its residue tile
