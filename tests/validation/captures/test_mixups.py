@@ -167,3 +167,84 @@ def test_a_non_square_output_saved_transposed_is_named(tmp_path, capsys):
     assert identify_capture(_save(tmp_path, m)) == 2
     err = capsys.readouterr().err
     assert err.startswith("fp16emu identify: error: out:") and "saved transposed" in err
+
+
+def _baddbmm_one_sign_flipped():
+    """A baddbmm (3 × 32×512 @ 512×24, alpha 0.75, beta −1.25) computed by a planted H100
+    schedule, one output's sign flipped; and the search result whose nearest schedule is the
+    planted one (every other output identical)."""
+    import emu
+    import models
+    from validation.captures import Capture
+    from validation.captures.gemms import Candidate, SearchResult, Variant
+
+    rng = np.random.default_rng(11)
+    A, B, C = (rng.uniform(-1, 1, s).astype(np.float16) for s in ((3, 32, 512), (3, 512, 24), (1, 32, 24)))
+    planted = emu.Schedule(
+        k_tile=64, splits=3, split_rule="ceil", c_entry="epilogue", alpha=0.75, beta=-1.25, output="fp16"
+    )
+    unit = models.unit("h100")
+    want = np.stack([emu.gemm(A[i], B[i], C[0].astype(np.float32), unit, planted) for i in range(3)])
+    want = want.astype(np.float16)
+    out = want.copy()
+    out.view(np.uint16)[1, 5, 7] ^= 0x8000
+    ops = {"A": A.view(np.uint16), "B": B.view(np.uint16), "C": C.view(np.uint16)}
+    cap = Capture("sign", "baddbmm", ops, out, gpu="NVIDIA H200", alpha=0.75, beta=-1.25)
+    best = Candidate("h100", Variant(), planted)
+    result = SearchResult("differs", out.size, out.size - 1, best, [], want, 0, 0.0, unit="h100")
+    return cap, result
+
+
+def test_one_wrong_output_runs_no_full_search_per_unit(monkeypatch):
+    """A capture one output of which differs from its nearest schedule: every other unit rounds
+    the search's first sample alike, so that sample alone lets each through to a full search
+    (tens of seconds each); screened on the wrong output too, none is, and the reading is the
+    bug, the flipped sign bit named."""
+    from validation.captures import mixups
+    from validation.captures.report import reading_of
+
+    cap, result = _baddbmm_one_sign_flipped()
+    searched = []
+
+    def counted(capture, hw=None, progress=None):
+        searched.append(hw)
+        return result
+
+    monkeypatch.setattr(mixups, "search", counted)
+    units = [m for m in mixups.transforms(cap, "h100") if m.field == "unit"]
+    assert len(units) >= 7
+    with monkeypatch.context() as one:  # one unit, screened with and without the wrong output
+        one.setattr(mixups, "transforms", lambda *a, **k: units[:1])
+        assert mixups.find_mixup(cap, "h100") == (None, 1) and searched == [units[0].hw]
+        searched.clear()
+        assert mixups.find_mixup(cap, "h100", result=result) == (None, 1) and searched == []
+    reading = reading_of(cap, result)
+    assert searched == [] and reading.screened == len(mixups.transforms(cap, "h100"))
+    assert reading.reading == "bug-suspect" and reading.matches == []
+    assert reading.cause == {"mutant": "bits flipped", "where": {"batch": 1, "m": 5, "n": 7}, "bits": [15]}
+
+
+def test_wrong_outputs_move_with_the_transform():
+    """The outputs a schedule got wrong, where a transform puts them: a transposed output swaps
+    the last two axes, an NHWC buffer read in (N, C, H, W) order moves each element by the
+    reshape; each checked against the transform applied to the output itself."""
+    from validation.captures import mixups
+    from validation.captures.gemms import Variant, search_unit_params
+    from validation.captures.samples import Sample, output_positions
+
+    cap = load_capture(DATA / "h200_holdout/h_mm_96x2048x96_19.npz")
+    wrong = np.array([5 * 96 + 17, 95 * 96 + 0])
+    (tr,) = [t for t in mixups.transforms(cap, "h100") if t.match() == {"out": "transposed"}]
+    assert tr.outputs_at(wrong, cap.out.shape).tolist() == [0 * 96 + 95, 17 * 96 + 5]
+    conv = load_capture(DATA / "h200_holdout/h_conv2d_n2c8k8h7r1s1_conti_6.npz")
+    (nhwc,) = [t for t in mixups.transforms(conv, "h100") if t.field == "memory_format"]
+    flat = conv.out.reshape(-1)
+    for i in (0, 9, 200, flat.size - 1):
+        (j,) = nhwc.outputs_at(np.array([i]), conv.out.shape)
+        assert nhwc.capture.out.reshape(-1)[j].view(np.uint16) == flat[i].view(np.uint16)
+    # the sample of explicit outputs holds them at their GEMM positions, the GPU's values with them
+    picked = [3, 77, 391]
+    s = Sample.of_outputs(conv, picked)
+    assert s.size == 3 and (output_positions(conv, picked)[0] >= 0).all()
+    held = np.concatenate([job[3] for job in s.jobs(Variant(), search_unit_params("h100", conv.input))])
+    assert sorted(held.view(np.uint16).tolist()) == sorted(flat[picked].view(np.uint16).tolist())
