@@ -56,7 +56,23 @@ def test_a_winograd_kernel_is_named_as_not_modelled(tmp_path):
     assert not_modelled(cap.kernels) and "Winograd" in not_modelled(cap.kernels)[0]
 
 
-def test_identify_answers_in_json_and_exits_by_the_answer(tmp_path, capsys):
+def test_identify_answers_in_json_and_exits_by_the_answer(tmp_path, capsys, monkeypatch):
+    """The JSON, the text and the Python API of one capture answer alike. They share one search
+    per capture and hw (the search is the same function of the capture whoever calls it; here it
+    runs once, not three times): each still reads its capture, screens the mix-ups and writes its
+    report on its own."""
+    from validation.captures import report as reports
+    from validation.captures.gemms import bits
+
+    runs = {}
+
+    def searched_once(cap, hw=None, progress=None):
+        key = (bits(cap.out).tobytes(), tuple((k, v.tobytes()) for k, v in sorted(cap.operands.items())), hw)
+        if key not in runs:
+            runs[key] = search(cap, hw=hw, progress=progress)
+        return runs[key]
+
+    monkeypatch.setattr(reports, "search", searched_once)
     path = DATA / "h200_holdout" / "h_mm_33x8192x96_6.npz"
     assert identify_capture(path, fmt="json") == 0
     report = json.loads(capsys.readouterr().out)
@@ -90,6 +106,7 @@ def test_identify_answers_in_json_and_exits_by_the_answer(tmp_path, capsys):
     assert untimed(text) == untimed(reading.text())
     got = reading.json()
     assert {k: v for k, v in got.items() if k != "seconds"} == {k: v for k, v in report.items() if k != "seconds"}
+    assert len(runs) == 2  # each capture searched once (the command's hw, None, is the API's)
 
 
 def test_hw_overrides_the_gpu_name_and_is_checked(capsys):
