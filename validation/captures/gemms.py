@@ -163,6 +163,8 @@ class Candidate:
                 out["channel_tile"] = self.variant.channel_tile
             if self.variant.position_chunk:
                 out["position_chunk"] = self.variant.position_chunk
+            if self.variant.quad_loads:
+                out["quad_loads"] = self.variant.quad_loads
         if self.variant.tf32_rounding:
             out["tf32_rounding"] = self.variant.tf32_rounding
         if self.variant.k_blocks is not None:
