@@ -23,6 +23,7 @@ import numpy as np
 
 from emu.schedule import Schedule
 from emu.simt import fma_gemm
+from emu.winograd import TransformOrder, winograd_conv2d
 
 from .capture import PASS_OF, Capture
 
@@ -33,6 +34,7 @@ __all__ = [
     "is_dgrad_alg1",
     "quad_load_order",
     "quad_load_width",
+    "winograd_orders",
 ]
 
 #: the kernel-name pattern of cuDNN's CUDA-core backward-data kernel
@@ -121,12 +123,17 @@ def dgrad_alg1_output(cap: Capture, chunk: int | None = None) -> np.ndarray:
                     touched |= m
             out = np.where(touched, _round(out + acc, fmt), out).astype(np.float32)
         dx[:, cs] = out
-    dx = dx.reshape(cap.out.shape)
-    if fmt == "fp16":
-        return dx.astype(np.float16).view(np.uint16).view(cap.out.dtype)
-    if fmt == "bf16":
-        return dx.astype(ml_dtypes.bfloat16).view(np.uint16).view(cap.out.dtype)
-    return dx.view(cap.out.dtype) if cap.out.dtype.itemsize == 4 else dx
+    return _as_out(cap, dx)
+
+
+def _as_out(cap: Capture, x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the capture's output format (RNE), as ``cap.out`` holds them."""
+    x = np.ascontiguousarray(x, np.float32).reshape(cap.out.shape)
+    if cap.out_format == "fp16":
+        return x.astype(np.float16).view(np.uint16).view(cap.out.dtype)
+    if cap.out_format == "bf16":
+        return x.astype(ml_dtypes.bfloat16).view(np.uint16).view(cap.out.dtype)
+    return x.view(cap.out.dtype) if cap.out.dtype.itemsize == 4 else x
 
 
 #: the kernel-name pattern of cuDNN's fp16/bf16 implicit-GEMM fprop kernel without shared memory
@@ -168,3 +175,34 @@ def quad_load_order(K: int, width: int = 32) -> np.ndarray:
     seq = np.concatenate([np.arange(K), np.full(padded - K, -1)])
     inst = [t * per + o for i in range(width // 16) for t in range(4) for o in range(4 * i, 4 * i + 4)]
     return seq.reshape(-1, width)[:, inst].reshape(-1)
+
+
+def winograd_orders(cap: Capture) -> list[tuple[str, np.ndarray]]:
+    """The Winograd orders :mod:`emu.winograd` has for the capture, as (description, output in
+    the capture's dtype): a forward 3×3 stride-1 convolution without groups or dilation by
+    F(2×2, 3×3) and F(4×4, 3×3) (Lavin & Gray, arXiv:1509.09308), the transforms in fp32 unfused
+    and fused, the per-position GEMM one fp32 FMA chain over the input channels (cuDNN's
+    ``winograd_nonfused`` kernels run an ``…_ffma`` GEMM between its transform kernels); none
+    for other passes or shapes (the weight gradient's F(3×3, 2×2) is not in :mod:`emu.winograd`).
+    None of these reproduces an H200 capture of cuDNN's Winograd kernels (docs/silicon/
+    h200-convolutions.md): they are the nearest orders the search reports for them."""
+    s = cap.conv
+    if (
+        s is None
+        or PASS_OF[cap.op] != "fwd"
+        or (s.R, s.S) != (3, 3)
+        or tuple(s.stride) != (1, 1)
+        or tuple(s.dilation) != (1, 1)
+        or s.groups != 1
+    ):
+        return []
+    x = _values(cap, "input").reshape(s.N, s.C, s.H, s.W)
+    w = _values(cap, "weight").reshape(s.K, s.C, s.R, s.S)
+    out = []
+    for tile in ("F(2x2,3x3)", "F(4x4,3x3)"):
+        for fused in (False, True):
+            how = TransformOrder(fused=fused)
+            y = winograd_conv2d(x, w, tile, tuple(s.padding), input_order=how, filter_order=how, output_order=how)
+            text = f"Winograd {tile}, transforms in fp32 {'fused' if fused else 'unfused'}, per position one FMA chain over c"
+            out.append((text, _as_out(cap, y)))
+    return out
