@@ -1,4 +1,5 @@
-"""cuDNN convolution kernels whose order is not one GEMM per output: ``dgrad2d_alg1_1``.
+"""cuDNN convolution kernels whose order is not one GEMM per output: ``dgrad2d_alg1_1``; and the
+k permutation of the xmma fprop kernel without shared memory (:func:`quad_load_order`).
 
 cuDNN's CUDA-core backward-data kernel ``cudnn::detail::dgrad2d_alg1_1<T, 0, a, b, …>`` (fp16
 and fp32, with or without TF32 allowed), measured on H200 captures (cuDNN 9.19, issue 37): the
@@ -22,10 +23,19 @@ import numpy as np
 
 from emu.schedule import Schedule
 from emu.simt import fma_gemm
+from emu.winograd import TransformOrder, winograd_conv2d
 
 from .capture import PASS_OF, Capture
 
-__all__ = ["DGRAD_ALG1", "dgrad_alg1_chunk", "dgrad_alg1_output", "is_dgrad_alg1"]
+__all__ = [
+    "DGRAD_ALG1",
+    "dgrad_alg1_chunk",
+    "dgrad_alg1_output",
+    "is_dgrad_alg1",
+    "quad_load_order",
+    "quad_load_width",
+    "winograd_orders",
+]
 
 #: the kernel-name pattern of cuDNN's CUDA-core backward-data kernel
 DGRAD_ALG1 = r"dgrad2d_alg1_1<"
@@ -113,9 +123,86 @@ def dgrad_alg1_output(cap: Capture, chunk: int | None = None) -> np.ndarray:
                     touched |= m
             out = np.where(touched, _round(out + acc, fmt), out).astype(np.float32)
         dx[:, cs] = out
-    dx = dx.reshape(cap.out.shape)
-    if fmt == "fp16":
-        return dx.astype(np.float16).view(np.uint16).view(cap.out.dtype)
-    if fmt == "bf16":
-        return dx.astype(ml_dtypes.bfloat16).view(np.uint16).view(cap.out.dtype)
-    return dx.view(cap.out.dtype) if cap.out.dtype.itemsize == 4 else dx
+    return _as_out(cap, dx)
+
+
+def _as_out(cap: Capture, x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the capture's output format (RNE), as ``cap.out`` holds them."""
+    x = np.ascontiguousarray(x, np.float32).reshape(cap.out.shape)
+    if cap.out_format == "fp16":
+        return x.astype(np.float16).view(np.uint16).view(cap.out.dtype)
+    if cap.out_format == "bf16":
+        return x.astype(ml_dtypes.bfloat16).view(np.uint16).view(cap.out.dtype)
+    return x.view(cap.out.dtype) if cap.out.dtype.itemsize == 4 else x
+
+
+#: the kernel-name pattern of cuDNN's fp16/bf16 implicit-GEMM fprop kernel without shared memory
+WO_SMEM_FPROP = r"xmma_fprop_implicit_gemm_indexed_wo_smem_(f16|bf16)"
+
+
+def quad_load_width(kernels) -> int:
+    """gemmK elements the four threads of a quad load together (32: 8 each, 16 bytes of fp16 or
+    bf16) in cuDNN's ``sm80_xmma_fprop_implicit_gemm_indexed_wo_smem_{f16,bf16}…`` kernel whose A
+    operand is 8-aligned (``aligna8``, or no ``aligna`` in the name) and whose k tile (the third
+    ``tilesize`` number) holds at least 32; 0 for every other kernel (:func:`quad_load_order`)."""
+    for k in map(str, kernels):
+        if not re.search(WO_SMEM_FPROP, k):
+            continue
+        tile = re.search(r"tilesize\d+x\d+x(\d+)", k)
+        align = re.search(r"_aligna(\d+)", k)
+        if tile and int(tile.group(1)) >= 32 and (align is None or int(align.group(1)) == 8):
+            return 32
+    return 0
+
+
+def quad_load_order(K: int, width: int = 32) -> np.ndarray:
+    """The gemmK positions in the order the matrix unit sums them when each thread of a quad loads
+    ``width // 4`` consecutive gemmK elements straight into its ``mma.m16n8k16`` A and B fragments
+    (no shared memory to reorder them): gemmK zero-padded to a multiple of ``width`` (−1 marks a
+    zero product: the predicated loads of the last chunk), and each chunk taken as its
+    ``width // 16`` instructions, instruction i holding elements 4i … 4i+3 of every thread's
+    stretch — for width 32: (0–3, 8–11, 16–19, 24–27), then (4–7, 12–15, 20–23, 28–31).
+
+    The fragment layout is PTX's (``mma.m16n8k16`` with .f16/.bf16 A: thread t of a quad holds k
+    2t, 2t+1, 2t+8, 2t+9 of each row, docs.nvidia.com/cuda/parallel-thread-execution, "Matrix
+    Fragments for mma.m16n8k16"); which gemmK element lands in which register is the kernel's,
+    measured on NVIDIA H200 captures (cuDNN 9.19): the ``…wo_smem…tilesize128x32x64`` kernel with 8
+    and 16 channels, 3×3 and 5×5 filters — 5 of 5 captures identical with this order, 1–8 outputs
+    differ with (r, s, c) ascending, and the zero padding of the last chunk is needed (without it
+    2 captures still differ)."""
+    per = width // 4
+    padded = -(-K // width) * width
+    seq = np.concatenate([np.arange(K), np.full(padded - K, -1)])
+    inst = [t * per + o for i in range(width // 16) for t in range(4) for o in range(4 * i, 4 * i + 4)]
+    return seq.reshape(-1, width)[:, inst].reshape(-1)
+
+
+def winograd_orders(cap: Capture) -> list[tuple[str, np.ndarray]]:
+    """The Winograd orders :mod:`emu.winograd` has for the capture, as (description, output in
+    the capture's dtype): a forward 3×3 stride-1 convolution without groups or dilation by
+    F(2×2, 3×3) and F(4×4, 3×3) (Lavin & Gray, arXiv:1509.09308), the transforms in fp32 unfused
+    and fused, the per-position GEMM one fp32 FMA chain over the input channels (cuDNN's
+    ``winograd_nonfused`` kernels run an ``…_ffma`` GEMM between its transform kernels); none
+    for other passes or shapes (the weight gradient's F(3×3, 2×2) is not in :mod:`emu.winograd`).
+    None of these reproduces an H200 capture of cuDNN's Winograd kernels (docs/silicon/
+    h200-convolutions.md): they are the nearest orders the search reports for them."""
+    s = cap.conv
+    if (
+        s is None
+        or PASS_OF[cap.op] != "fwd"
+        or (s.R, s.S) != (3, 3)
+        or tuple(s.stride) != (1, 1)
+        or tuple(s.dilation) != (1, 1)
+        or s.groups != 1
+    ):
+        return []
+    x = _values(cap, "input").reshape(s.N, s.C, s.H, s.W)
+    w = _values(cap, "weight").reshape(s.K, s.C, s.R, s.S)
+    out = []
+    for tile in ("F(2x2,3x3)", "F(4x4,3x3)"):
+        for fused in (False, True):
+            how = TransformOrder(fused=fused)
+            y = winograd_conv2d(x, w, tile, tuple(s.padding), input_order=how, filter_order=how, output_order=how)
+            text = f"Winograd {tile}, transforms in fp32 {'fused' if fused else 'unfused'}, per position one FMA chain over c"
+            out.append((text, _as_out(cap, y)))
+    return out

@@ -90,8 +90,17 @@ class Variant:
     #: cuDNN ``dgrad2d_alg1_1`` (:mod:`.convs`): grad_output positions per chunk, each chunk's taps
     #: one partial added to the stored output (0: not that kernel)
     position_chunk: int = 0
+    #: gemmK elements a quad of threads loads straight into its fragments (cuDNN's fprop kernel
+    #: without shared memory, :func:`.convs.quad_load_order`; 0: none)
+    quad_loads: int = 0
 
     def describe(self) -> str:
+        if self.quad_loads:
+            return (
+                f"gemmK ({', '.join(self.k_order or 'rsc')}) zero-padded to a multiple of {self.quad_loads}, "
+                f"each {self.quad_loads} taken as {self.quad_loads // 4} consecutive per thread of a quad, "
+                "4 of each per mma.m16n8k16 (cuDNN xmma fprop without shared memory)"
+            )
         if self.position_chunk:
             return (
                 f"gemmK ({', '.join(self.k_order or 'rsk')}), one chain per tap; grad_output positions (p·Q + q) "
@@ -154,6 +163,8 @@ class Candidate:
                 out["channel_tile"] = self.variant.channel_tile
             if self.variant.position_chunk:
                 out["position_chunk"] = self.variant.position_chunk
+            if self.variant.quad_loads:
+                out["quad_loads"] = self.variant.quad_loads
         if self.variant.tf32_rounding:
             out["tf32_rounding"] = self.variant.tf32_rounding
         if self.variant.k_blocks is not None:
@@ -242,7 +253,20 @@ def jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None
         jobs = [_in_blocks(j, variant.k_blocks) for j in jobs]
     if variant.lanes is not None:
         jobs = [_in_lanes(j, variant.lanes) for j in jobs]
+    if variant.quad_loads:
+        jobs = [_in_quads(j, variant.quad_loads) for j in jobs]
     return jobs
+
+
+def _in_quads(job: GemmJob, width: int) -> GemmJob:
+    from .convs import quad_load_order  # convs does not import this module
+
+    seq = quad_load_order(job.A.shape[1], width)
+    idx = np.where(seq < 0, 0, seq)
+    A, B = job.A[:, idx], job.B[idx]
+    A[:, seq < 0] = 0
+    B[seq < 0] = 0
+    return GemmJob(A, B, job.C, job.out_index)
 
 
 def _jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None) -> list[GemmJob]:

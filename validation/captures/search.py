@@ -27,11 +27,12 @@ from dataclasses import replace
 import numpy as np
 
 import emu
+from emu.implicit_gemm import K_ORDERS
 from models.kernels import ATOMIC_ORDERS
 from models.libraries import from_source, matching, not_modelled, not_modelled_family
 
-from .capture import Capture
-from .convs import dgrad_alg1_chunk, dgrad_alg1_output, is_dgrad_alg1
+from .capture import PASS_OF, Capture
+from .convs import dgrad_alg1_chunk, dgrad_alg1_output, is_dgrad_alg1, winograd_orders
 from .gemms import (
     TF32_ROUNDINGS,
     Candidate,
@@ -187,6 +188,8 @@ def search(
         found = _dgrad_alg1(cap, unit_name, t0)
         if found is not None:
             return found
+    if cap.conv is not None and not_modelled_family(cap.kernels, cap.op) == "Winograd":
+        return _winograd(cap, unit_name, t0)  # not modelled: the nearest orders, in seconds
     cands, hints = candidates(cap, unit_name)
     hints = hints + not_modelled(cap.kernels)
     fp32 = cap.out_format == "fp32"
@@ -339,4 +342,65 @@ def _dgrad_alg1(cap: Capture, unit_name: str, t0: float):
         stages=[("kernel-name families: cuDNN dgrad2d_alg1_1 (every output)", 1, 1)],
         hints=[],
         unit=unit_name,
+    )
+
+
+def _winograd(cap: Capture, unit_name: str, t0: float) -> SearchResult:
+    """A convolution that ran cuDNN's Winograd kernels: not modelled (nothing in the space
+    reproduces them, and searching it all took minutes); the nearest of the direct fp32 FMA
+    chains (gemmK in each order of the pass, and the warp halving of a weight gradient) is
+    ``best``, the Winograd orders :func:`.convs.winograd_orders` has are measured and named in
+    the hints. Where a direct chain gives every output bit the answer is ``identical``."""
+    want = bits(np.asarray(cap.out)).reshape(-1)
+    pass_ = PASS_OF[cap.op]
+    direct = [Candidate("fma32", Variant(o), emu.Schedule(output=cap.out_format)) for o in K_ORDERS[pass_]]
+    if pass_ == "bwd_weight":
+        halving = emu.Schedule(splits=32, split_rule="strided", reduction="halving", output=cap.out_format)
+        direct.append(Candidate("fma32", Variant("npq"), halving))
+    scored = []
+    for c in direct:
+        got = run_candidate(cap, c)
+        scored.append((int(np.count_nonzero(bits(got).reshape(-1) == want)), c, got))
+    same, best, got = max(scored, key=lambda t: t[0])
+    hints = []
+    for text, out in winograd_orders(cap):
+        d = _distance(cap.out, out)
+        hints.append(f"{text}: {d['n_differ']} of {want.size} outputs differ, at most {d['max_ulps']} ulps")
+    hints += not_modelled(cap.kernels)
+    distance = _distance(cap.out, got)
+    stages = [("cuDNN Winograd: direct fp32 FMA chains and emu.winograd orders (every output)", len(direct), 0)]
+    if same == want.size:
+        hints.insert(0, "the kernels are Winograd; a direct fp32 FMA chain gives every output bit of this capture")
+        return SearchResult(
+            "identical",
+            int(want.size),
+            same,
+            best,
+            [best],
+            got,
+            len(direct),
+            time.perf_counter() - t0,
+            stages,
+            hints,
+            unit_name,
+        )
+    hints.insert(
+        0,
+        f"not modelled: Winograd; the nearest order gets {same} of {want.size} outputs "
+        f"({distance['n_differ']} differ, at most {distance['max_ulps']} ulps): {best.describe()}",
+    )
+    return SearchResult(
+        "not-modelled",
+        int(want.size),
+        same,
+        best,
+        [],
+        got,
+        len(direct),
+        time.perf_counter() - t0,
+        stages,
+        hints,
+        unit_name,
+        not_modelled="Winograd",
+        nearest_distance=distance,
     )

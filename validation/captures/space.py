@@ -55,6 +55,7 @@ from emu.schedule import SCALE_ORDERS, Schedule
 from models.libraries import channel_tile_from_name, is_amd, k_tile_from_name, matching
 
 from .capture import PASS_OF, Capture
+from .convs import quad_load_width
 from .gemms import TF32_ROUNDINGS, Candidate, Variant, gemm_dims, image_tile, lane_layout, search_unit_params
 from .orders import GEMM_OPS, amd_candidates, cublas_candidates
 
@@ -143,6 +144,9 @@ def conv_variants(cap: Capture, named) -> list[Variant]:
             seen.add(key)
             out.append(Variant(order, block, flip))
 
+    quads = quad_load_width(cap.kernels) if pass_ == "fwd" else 0
+    if quads:  # cuDNN's fprop without shared memory, 8-aligned: (r, s, c) as a quad's loads reach the unit, first
+        out.append(Variant(K_ORDERS[pass_][0], quad_loads=quads))
     tiled = channel_tile_from_name(cap.kernels) if pass_ != "bwd_weight" else None
     if tiled:  # the k-tile rule of cuDNN's NHWC tensor-core kernels, first: (c // T, r, s, c % T), padded to T
         T, rotated = tiled
