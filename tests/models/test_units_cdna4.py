@@ -103,9 +103,10 @@ def test_fields_and_sources():
     assert "cbsz" in u.source("input_format") and "blgp" in u.source("b_input_format")
     assert "composable_kernel" in u.source("block_size")
     for alias in ("MI350", "mi355x", "cdna4", "gfx950"):
-        assert models.unit(alias, input="e2m1", scale="ue8m0", block=32).params == models.unit(
-            "mi355", input="e2m1", scale="ue8m0", block=32
-        ).params
+        assert (
+            models.unit(alias, input="e2m1", scale="ue8m0", block=32).params
+            == models.unit("mi355", input="e2m1", scale="ue8m0", block=32).params
+        )
     assert "mi355" in models.SCALED_UNIT_NAMES
 
 
