@@ -234,3 +234,19 @@ def test_loader_errors_name_the_field(tmp_path):
     kit.save(tmp_path / "x.npz", {**fields, "gpu": "NVIDIA H100"})
     with pytest.raises(CaptureError, match="gpu: unit: 'h100' has no block-scaled instructions"):
         search(load_capture(tmp_path / "x.npz"))
+
+
+def test_omitted_operands_and_scales_are_drawn_again(tmp_path):
+    """``--omit-operands``: the operands and both scale arrays leave only their sha256; the loader
+    draws them again from the plan entry in the file and checks them."""
+    unit = models.unit("b200", input="e2m1", scale="ue4m3", block=16)
+    spec, ops, out = _made(WIDE_NVFP4, unit, (0, 256, 512))
+    fields = kit.scaled_capture_fields(spec, ops, out, gpu="NVIDIA B200")
+    for name in ops:  # what capture_case(..., omit_operands=True) keeps
+        fields[f"{name}_sha256"] = kit.operand_digest(fields.pop(name))
+    cap = load_capture(kit.save(tmp_path / "omit.npz", fields))
+    np.testing.assert_array_equal(cap.extra["scale_b"], ops["scale_b"])
+    assert search(cap).answer == "identical"
+    fields["scale_a_sha256"] = "0" * 64
+    with pytest.raises(CaptureError, match="scale_a: the operand drawn from seed 0 is not the GPU machine's"):
+        load_capture(kit.save(tmp_path / "omit.npz", fields))
