@@ -25,7 +25,7 @@ from models.libraries import fp32_cuda_core
 
 from ..configs.limits import check_macs, memory_limit
 from ..files import ZIP_ERRORS, ZIP_MAGIC, load_npz_file, open_user_file
-from .format import BLOCK_SCALINGS, FP4_DTYPE, FP8_DTYPES, FP8_SHORT_NAMES, NEEDS, OPS, complete
+from .format import BLOCK_SCALINGS, FP4_DTYPE, FP8_DTYPES, FP8_SHORT_NAMES, NEEDS, OPS, complete, logical_scales
 
 __all__ = ["Capture", "CaptureError", "GemmJob", "OPS", "load_capture", "is_capture", "MAX_CAPTURE_BYTES"]
 
@@ -207,8 +207,10 @@ def _block_scaled_mm(m: dict, cap_path: str, out: np.ndarray, kernels) -> Captur
     """A block-scaled ``torch._scaled_mm`` capture (MX, NVFP4; :data:`format.BLOCK_SCALINGS`):
     A (M, K) and B (K, N) uint8 patterns of ``A_dtype`` / ``B_dtype`` (fp8, or fp4 one value a
     byte below 16), ``scale_format`` and ``block`` one of the scalings', ``scale_a``
-    (M, K // block) and ``scale_b`` (N, K // block) uint8 patterns in logical order. The
-    capture's ``extra`` holds the scales, ``scale_format`` and ``block``."""
+    (M, K // block) and ``scale_b`` (N, K // block) uint8 patterns in logical order, or with
+    ``scale_layout = "swizzled"`` flat in the layout torch hands to cuBLASLt (read back by
+    :func:`format.logical_scales`). The capture's ``extra`` holds the logical scales,
+    ``scale_format`` and ``block``."""
     scale, block = _text(m, "scale_format", ""), np.asarray(m["block"])
     pairs = {(s, b): dts for s, b, dts in BLOCK_SCALINGS.values()}
     if block.size != 1 or block.dtype.kind not in "iu" or (scale, int(block.reshape(-1)[0])) not in pairs:
@@ -233,8 +235,16 @@ def _block_scaled_mm(m: dict, cap_path: str, out: np.ndarray, kernels) -> Captur
     if (fmts[0] == "e2m1") != (fmts[1] == "e2m1"):
         _fail("B_dtype", f"fp4 pairs with fp4, fp8 with fp8: got A {fmts[0]}, B {fmts[1]}")
     extra = {"scale_format": scale, "block": block, "use_fast_accum": False}
+    layout = _text(m, "scale_layout", "logical")
+    if layout not in ("logical", "swizzled"):
+        _fail("scale_layout", f"expected 'logical' or 'swizzled' (cuBLASLt's block layout), got {layout!r}")
     for name, rows in (("scale_a", M), ("scale_b", N)):
         v = np.asarray(m[name])
+        if layout == "swizzled" and v.dtype == np.uint8:
+            try:
+                v = logical_scales(v, rows, K // block)
+            except ValueError as exc:
+                _fail(name, str(exc))
         if v.dtype != np.uint8 or v.shape != (rows, K // block):
             _fail(
                 name,

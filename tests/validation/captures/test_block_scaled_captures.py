@@ -250,3 +250,22 @@ def test_omitted_operands_and_scales_are_drawn_again(tmp_path):
     fields["scale_a_sha256"] = "0" * 64
     with pytest.raises(CaptureError, match="scale_a: the operand drawn from seed 0 is not the GPU machine's"):
         load_capture(kit.save(tmp_path / "omit.npz", fields))
+
+
+def test_a_file_with_swizzled_scales_is_read_as_logical(tmp_path):
+    """A file that kept the scales as torch handed them to cuBLASLt (``scale_layout =
+    "swizzled"``, flat) reads as the same capture as the logical one."""
+    unit = models.unit("b200", input="e2m1", scale="ue4m3", block=16)
+    spec, ops, out = _made(WIDE_NVFP4, unit, (0, 256, 512))
+    fields = kit.scaled_capture_fields(spec, ops, out, gpu="NVIDIA B200")
+    swizzled = {**fields, "scale_layout": "swizzled"}
+    swizzled.update(scale_a=blocked_scales(ops["scale_a"]), scale_b=blocked_scales(ops["scale_b"]))
+    cap = load_capture(kit.save(tmp_path / "sw.npz", swizzled))
+    np.testing.assert_array_equal(cap.extra["scale_a"], ops["scale_a"])
+    np.testing.assert_array_equal(cap.extra["scale_b"], ops["scale_b"])
+    kit.save(tmp_path / "sw.npz", {**swizzled, "scale_b": blocked_scales(ops["scale_b"])[:-4]})
+    with pytest.raises(CaptureError, match=r"scale_b: scales: 4092 swizzled scales; \(16, 32\) scales swizzle to 4096"):
+        load_capture(tmp_path / "sw.npz")
+    kit.save(tmp_path / "sw.npz", {**swizzled, "scale_layout": "tiled"})
+    with pytest.raises(CaptureError, match="scale_layout: expected 'logical' or 'swizzled'"):
+        load_capture(tmp_path / "sw.npz")
