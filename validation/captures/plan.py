@@ -321,7 +321,7 @@ MAX_PLAN_CASES = 100_000
 PLAN_KEYS = frozenset(
     "op name dtype b_dtype out_dtype shapes range seed stride padding dilation groups input_shape weight_shape "
     "memory_format alpha beta allow_tf32 allow_fp16_reduced_precision_reduction cudnn_deterministic "
-    "cudnn_benchmark bias rowwise scale_a scale_b scale_range use_fast_accum gpu".split()
+    "cudnn_benchmark bias rowwise scale_a scale_b scale_range use_fast_accum gpu block_scale scale_exponents".split()
 )
 
 

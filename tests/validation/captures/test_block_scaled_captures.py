@@ -269,3 +269,21 @@ def test_a_file_with_swizzled_scales_is_read_as_logical(tmp_path):
     kit.save(tmp_path / "sw.npz", {**swizzled, "scale_layout": "tiled"})
     with pytest.raises(CaptureError, match="scale_layout: expected 'logical' or 'swizzled'"):
         load_capture(tmp_path / "sw.npz")
+
+
+def test_the_block_scaled_plan_is_ready_to_run():
+    """benchmarks/captures/plan_blockscaled.json (made by make_plan_blockscaled.py): every entry
+    passes the kit's checks and what a B200 accepts; NVFP4, MXFP4 and MXFP8 (e4m3, e5m2),
+    bfloat16 and float32 outputs, a K long enough to be split."""
+    specs = kit.read_plan(ROOT / "benchmarks" / "captures" / "plan_blockscaled.json")
+    for spec in specs:
+        kit.check_gpu(spec, "NVIDIA B200")
+    assert len({s["name"] for s in specs}) == len(specs)
+    assert {(s["block_scale"], s["dtype"], s["b_dtype"]) for s in specs} == {
+        ("nvfp4", "float4_e2m1fn_x2", "float4_e2m1fn_x2"),
+        ("mx", "float4_e2m1fn_x2", "float4_e2m1fn_x2"),
+        ("mx", "float8_e4m3fn", "float8_e4m3fn"),
+        ("mx", "float8_e4m3fn", "float8_e5m2"),
+    }
+    assert {s["out_dtype"] for s in specs} == {"bfloat16", "float32"}
+    assert max(s["shapes"]["A"][1] for s in specs) >= 16384
