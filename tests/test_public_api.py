@@ -106,6 +106,7 @@ PUBLIC = {
         "MAX_FULL",
         "SCALED_ROWS",
         "block_scaled_unit",
+        "block_scaled_units",
         "block_split_schedules",
         "run_block_scaled",
         "run_scaled",

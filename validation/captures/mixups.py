@@ -131,7 +131,8 @@ def _with_operands(cap: Capture, **ops) -> Capture:
 
 def _exact_in(out: np.ndarray, dtype) -> bool:
     v = out[np.isfinite(out)]
-    return bool(v.size) and bool((v.astype(dtype).astype(np.float32) == v).all())
+    with np.errstate(over="ignore"):  # a value beyond the format's range casts to inf: not exact in it
+        return bool(v.size) and bool((v.astype(dtype).astype(np.float32) == v).all())
 
 
 def transforms(cap: Capture, unit_name: str, hw: str | None = None) -> list[Mixup]:

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_FULL",
     "SCALED_ROWS",
     "block_scaled_unit",
+    "block_scaled_units",
     "block_split_schedules",
     "run_block_scaled",
     "run_scaled",
@@ -189,6 +190,33 @@ def block_scaled_unit(cap: Capture, hw: str | None = None):
     return name, unit
 
 
+def block_scaled_units(cap: Capture, hw: str | None = None) -> tuple[str, list[tuple[str, object]]]:
+    """(name, [(label, unit), …]) of a block-scaled capture: :func:`block_scaled_unit`'s unit,
+    then each other instruction kind (:data:`models.SCALED_KINDS`) of that GPU that multiplies
+    the capture's formats with its scale and block in other arithmetic (on Blackwell, e2m1 with
+    UE8M0 per 32 is kind::mxf4 or kind::mxf8f6f4: which one a library takes is read from the
+    output). The label is the name, with ``kind::KIND`` where there is more than one."""
+    name, unit = block_scaled_unit(cap, hw)
+    fa, _, fb = cap.input.partition("x")
+    found: list[tuple[str, object]] = []  # (kind, unit), the default unit's kind first
+    for kind in models.SCALED_KINDS:
+        try:
+            u = models.unit(
+                name, input=(fa, fb or fa), scale=cap.extra["scale_format"], block=cap.extra["block"], kind=kind
+            )
+        except ValueError:
+            continue
+        if any(u.params == v.params for _, v in found):
+            continue
+        if u.params == unit.params:
+            found.insert(0, (kind, u))
+        else:
+            found.append((kind, u))
+    if len(found) <= 1:
+        return name, [(name, unit)]
+    return name, [(f"{name} kind::{k}", u) for k, u in found]
+
+
 def block_split_schedules(K: int, block: int) -> list[Schedule]:
     """The accumulation schedules of a block-scaled GEMM: one chain over K, then split-K as
     :func:`scaled_split_schedules` cuts K (k tiles of 64, 128 and 256, ⌈tiles/splits⌉ a split,
@@ -196,7 +224,7 @@ def block_split_schedules(K: int, block: int) -> list[Schedule]:
     split never cuts a scale's block); no promotion (the unit accumulates in fp32)."""
     out = [Schedule()]
     for sch in scaled_split_schedules(K):
-        if sch.promotion_interval == 0 and (sch.k_tile * sch.split_bounds[1]) % block == 0:
+        if sch.promotion_interval == 0 and all(sch.k_tile * b % block == 0 for b in sch.split_bounds):
             out.append(Schedule(k_tile=sch.k_tile, splits=sch.splits, split_bounds=sch.split_bounds))
     return out
 
@@ -233,15 +261,15 @@ def search_block_scaled(cap: Capture, hw: str | None = None, progress=None) -> S
     schedule on the first :data:`SCALED_ROWS` rows of A, the survivors (at most
     :data:`MAX_FULL`; else the nearest) on every output."""
     t0 = time.perf_counter()
-    name, unit = block_scaled_unit(cap, hw)
+    name, units = block_scaled_units(cap, hw)
     K = cap.operands["A"].shape[1]
-    scheds = block_split_schedules(K, cap.extra["block"])
+    scheds = [(label, unit, sch) for label, unit in units for sch in block_split_schedules(K, cap.extra["block"])]
     rows = np.arange(min(SCALED_ROWS, cap.out.shape[0]))
     want_rows = bits(cap.out[rows]).reshape(-1)
-    cache: dict = {}
+    caches: dict = {label: {} for label, _ in units}
     scored = []
-    for i, sch in enumerate(scheds):
-        got = run_block_scaled(cap, unit, sch, rows, cache)
+    for i, (label, unit, sch) in enumerate(scheds):
+        got = run_block_scaled(cap, unit, sch, rows, caches[label])
         scored.append(int(np.count_nonzero(bits(got).reshape(-1) == want_rows)))
         if progress:
             progress("block-scaled schedules, first rows", i + 1, len(scheds))
@@ -251,19 +279,19 @@ def search_block_scaled(cap: Capture, hw: str | None = None, progress=None) -> S
     ]
     want = bits(cap.out).reshape(-1)
     reproducing, best, best_same, best_out = [], None, -1, None
-    cache = {}
-    for sch in survivors[:MAX_FULL] or [scheds[int(np.argmax(scored))]]:
-        got = run_block_scaled(cap, unit, sch, None, cache)
+    caches = {label: {} for label, _ in units}
+    for label, unit, sch in survivors[:MAX_FULL] or [scheds[int(np.argmax(scored))]]:
+        got = run_block_scaled(cap, unit, sch, None, caches[label])
         same = int(np.count_nonzero(bits(got).reshape(-1) == want))
-        cand = Candidate(
-            name, Variant(), _with_output(sch, cap), "block-scaled" if sch.splits == 1 else "block-scaled-split-k"
-        )
+        family = "block-scaled" if sch.splits == 1 else "block-scaled-split-k"
+        cand = Candidate(label, Variant(), _with_output(sch, cap), family)
         if same == want.size:
             reproducing.append(cand)
         if same > best_same:
             best, best_same, best_out = cand, same, got
     stages.append((f"every output ({want.size})", max(1, min(len(survivors), MAX_FULL)), len(reproducing)))
-    hints = [f"unit {name}: {unit.description}", "block scales applied per block inside the unit (emu.gemm)"]
+    hints = [f"unit {label}: {unit.description}" for label, unit in units]
+    hints.append("block scales applied per block inside the unit (emu.gemm)")
     if len(survivors) > MAX_FULL:
         hints.append(f"{len(survivors) - MAX_FULL} more schedules reproduce the first rows; not run in full")
     if len(reproducing) > 1:

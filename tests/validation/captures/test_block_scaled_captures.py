@@ -287,3 +287,18 @@ def test_the_block_scaled_plan_is_ready_to_run():
     }
     assert {s["out_dtype"] for s in specs} == {"bfloat16", "float32"}
     assert max(s["shapes"]["A"][1] for s in specs) >= 16384
+
+
+@pytest.mark.parametrize("kind", ["mxf4", "mxf8f6f4"])
+def test_the_search_reads_which_instruction_ran(tmp_path, kind):
+    """MXFP4 on Blackwell is kind::mxf4 (GST-FDPA) or kind::mxf8f6f4 (ST-FDPA): the search runs
+    both and names the one that made the capture."""
+    mxfp4 = {**NVFP4, "block_scale": "mx", "out_dtype": "float32", "range": [-6.0, 6.0], "scale_exponents": [-8, 8]}
+    unit = models.unit("b200", input="e2m1", scale="ue8m0", block=32, kind=kind)
+    spec, ops, out = _made(mxfp4, unit, (0, 512))
+    res = search(
+        load_capture(kit.save(tmp_path / "mx4.npz", kit.scaled_capture_fields(spec, ops, out, gpu="NVIDIA B200")))
+    )
+    assert res.answer == "identical"
+    assert {c.unit for c in res.reproducing} == {f"b200 kind::{kind}"}
+    assert {c.schedule.splits for c in res.reproducing} == {1}
