@@ -654,6 +654,8 @@ def unit(
     kind::mxf4 (e2m1, ue8m0 per 32) or kind::mxf4nvf4 (e2m1; ue8m0 per 32 or 16, ue4m3 per 16).
     ``kind`` picks the instruction where two fit (e2m1 × e2m1 with ue8m0 per 32: ``"mxf4"``, the
     default, or ``"mxf8f6f4"``); :data:`SCALED_KINDS`. ``emu.dot_add`` then needs the scales.
+    ``"mi355"`` (aliases ``mi350``, ``cdna4``, ``gfx950``): AMD CDNA4 ``v_mfma_scale_f32_*_f8f6f4``,
+    ue8m0 per 32 only, from documentation, not checked on silicon (:mod:`models.units_cdna4`).
     """
     key = str(name).strip().lower()
     key = ALIASES.get(key, key)
