@@ -8,6 +8,8 @@ the kit, as a plain file beside it where fp16emu is not installed: the ops a cap
 short names, a plan entry's checks and defaults (:func:`check_plan_entry`), the operands a plan
 entry draws (:func:`generate_operands`, with :func:`round_to_patterns` for fp8), and the
 drawing again of operands a capture omitted (:func:`complete`, against :func:`operand_digest`).
+Block-scaled ``scaled_mm`` (MX, NVFP4: :data:`BLOCK_SCALINGS`) draws per-block scales, which
+torch hands to cuBLASLt swizzled (:func:`blocked_scales`, undone by :func:`logical_scales`).
 """
 
 from __future__ import annotations
@@ -267,7 +269,8 @@ def _check_scaled(spec: dict) -> dict:
         return _check_block_scaled(spec)
     for field, name in (("dtype", spec["dtype"]), ("b_dtype", b_dtype)):
         if name not in FP8_DTYPES:
-            _fail(f"{field}: scaled_mm multiplies fp8 operands ({', '.join(FP8_DTYPES)}), got {name}")
+            fp4 = " (fp4 with block_scale mx or nvfp4)" if name == FP4_DTYPE else ""
+            _fail(f"{field}: scaled_mm multiplies fp8 operands ({', '.join(FP8_DTYPES)}), got {name}{fp4}")
     if spec["dtype"].endswith("fnuz") != b_dtype.endswith("fnuz"):
         _fail(f"b_dtype: {b_dtype} with A {spec['dtype']}: OCP fp8 pairs with OCP, fnuz (MI300) with fnuz")
     shapes = spec.get("shapes", {})
