@@ -28,6 +28,8 @@ from emu.units import (
     check_params,
 )
 
+from .units_cdna4 import CDNA4_ALIASES, CDNA4_NAMES, NOT_ON_SILICON, cdna4_fields
+
 __all__ = [
     "Unit",
     "unit",
@@ -495,10 +497,13 @@ UNIT_NAMES = ("mi100", "mi200", "mi300", "v100", "t4", "a100", "ada", "h100", "b
 
 
 #: The block-scaled units: Blackwell (B200, tcgen05.mma … .block_scale) and RTX Blackwell
-#: (sm_120, mma.sync … .block_scale); MMA-Sim 2.1.1 gives both the same arithmetic per kind.
-SCALED_UNIT_NAMES = ("b200", "rtx-blackwell")
+#: (sm_120, mma.sync … .block_scale); MMA-Sim 2.1.1 gives both the same arithmetic per kind. And
+#: AMD CDNA4 (MI355, v_mfma_scale_f32_*_f8f6f4), from documentation (models.units_cdna4).
+SCALED_UNIT_NAMES = ("b200", "rtx-blackwell", *CDNA4_NAMES)
 _SCALED_ARCH = {"b200": ("Blackwell", "tcgen05.mma"), "rtx-blackwell": ("RTX Blackwell", "mma.sync")}
-_SCALED_ALIASES = {"rtx5090": "rtx-blackwell", "rtx-pro-6000": "rtx-blackwell", "sm_120": "rtx-blackwell"}
+_SCALED_ALIASES = {"rtx5090": "rtx-blackwell", "rtx-pro-6000": "rtx-blackwell", "sm_120": "rtx-blackwell"} | dict(
+    CDNA4_ALIASES
+)
 #: The operand formats of the block-scaled instructions (PTX ISA: kind::mxf8f6f4 takes any of
 #: them for A and for B apart; kind::mxf4 and kind::mxf4nvf4 take e2m1)
 SCALED_INPUT_NAMES = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1")
@@ -611,6 +616,19 @@ def _scaled_unit(key: str, fa: InputFormat, fb: InputFormat, scale: str, block: 
     )
 
 
+def _cdna4_unit(key: str, fa: InputFormat, fb: InputFormat, scale: str, block: int, kind: str | None) -> Unit:
+    """The CDNA4 block-scaled unit (models.units_cdna4: one instruction family, f8f6f4, so
+    ``kind`` only has to be one of :data:`SCALED_KINDS` or ``"f8f6f4"``)."""
+    if kind is not None and kind not in (*SCALED_KINDS, "f8f6f4"):
+        raise ValueError(f"kind: {kind!r} is not one of {', '.join((*SCALED_KINDS, 'f8f6f4'))}")
+    description, fields = cdna4_fields(fa, fb, scale, block)
+    values = {f: v for f, (v, _) in fields.items()}
+    cited = {f: src for f, (_, src) in fields.items()}
+    default = f"unused or at its default in {description} [{NOT_ON_SILICON}]"
+    sources = dict(_cite(Family.SCALED_FUSED, default)) | cited
+    return Unit(name=key, **values, sources=MappingProxyType(sources))
+
+
 def unit(
     name: str,
     output: str = "fp32",
@@ -636,6 +654,8 @@ def unit(
     kind::mxf4 (e2m1, ue8m0 per 32) or kind::mxf4nvf4 (e2m1; ue8m0 per 32 or 16, ue4m3 per 16).
     ``kind`` picks the instruction where two fit (e2m1 × e2m1 with ue8m0 per 32: ``"mxf4"``, the
     default, or ``"mxf8f6f4"``); :data:`SCALED_KINDS`. ``emu.dot_add`` then needs the scales.
+    ``"mi355"`` (aliases ``mi350``, ``cdna4``, ``gfx950``): AMD CDNA4 ``v_mfma_scale_f32_*_f8f6f4``,
+    ue8m0 per 32 only, from documentation, not checked on silicon (:mod:`models.units_cdna4`).
     """
     key = str(name).strip().lower()
     key = ALIASES.get(key, key)
@@ -650,10 +670,12 @@ def unit(
         if output != "fp32":
             raise ValueError(f"output: block-scaled units accumulate in fp32 only, got {output!r}")
         fa, fb = input_pair(input)
+        if key in CDNA4_NAMES:
+            return _cdna4_unit(key, fa, fb, str(scale).strip().lower(), block, kind)
         return _scaled_unit(key, fa, fb, str(scale).strip().lower(), block, kind)
-    if key == "rtx-blackwell":
+    if key == "rtx-blackwell" or key in CDNA4_NAMES:
         raise ValueError(
-            "unit: 'rtx-blackwell' is modelled for its block-scaled instructions only: pass scale= and block= "
+            f"unit: {key!r} is modelled for its block-scaled instructions only: pass scale= and block= "
             "(e.g. input='e2m1', scale='ue8m0', block=32)"
         )
     if output not in ("fp32", "fp16"):

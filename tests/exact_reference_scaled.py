@@ -23,8 +23,9 @@ of ``group_size`` from k = 0, the scale of value k the one of block k // ``block
   products are zero or ssa·ssb = 0.
 * Then: e_max = the largest term exponent; each term s·2^e contributes trunc(s·2^(e − e_max + F))
   (RZ) or floor (RD), the integers are summed, v = sum·2^(e_max − F) is rounded to fp32 toward
-  zero on fp32's grid (2^-149 below 2^-126), |v| ≥ 2^128 giving ±inf (MMA-Sim's RZ-FP32); a
-  zero result is +0. A NaN term (a NaN factor or scale, inf·0, a NaN c) gives NaN, +inf with
+  zero on fp32's grid (2^-149 below 2^-126), |v| ≥ 2^128 giving ±inf (MMA-Sim's RZ-FP32), or
+  to nearest even for a unit whose ``output_rounding`` is RNE (IEEE fp32); a zero result is +0.
+  A NaN term (a NaN factor or scale, inf·0, a NaN c) gives NaN, +inf with
   −inf NaN, an infinity otherwise that infinity.
 """
 
@@ -113,11 +114,28 @@ def _rz_fp32(v: Fraction) -> int:
     return sign | n
 
 
+def _rne_fp32(v: Fraction) -> int:
+    """fp32 pattern of v rounded to nearest, ties to even (IEEE: ±inf from 2^128·(1 − 2^-25)
+    up), +0 for 0."""
+    if v == 0:
+        return 0
+    sign = 1 << 31 if v < 0 else 0
+    a = abs(v)
+    if a >= Fraction(2) ** 128 * (1 - Fraction(1, 2**25)):
+        return sign | 0x7F800000
+    lo = _rz_fp32(a)  # the fp32 value at or below a, and the next one up
+    lo_v = decode_fp32(lo)[0]
+    hi_v = decode_fp32(lo + 1)[0] if lo != 0x7F7FFFFF else Fraction(2) ** 128
+    d_lo, d_hi = a - lo_v, hi_v - a
+    n = lo if d_lo < d_hi or (d_lo == d_hi and lo % 2 == 0) else lo + 1
+    return (sign | n) if n else 0
+
+
 def _cut(x: Fraction, mode) -> int:
     return math.floor(x) if mode == Rounding.RD else math.trunc(x)
 
 
-def _combine(terms, c_term, F: int, mode) -> int:
+def _combine(terms, c_term, F: int, mode, rho=Rounding.RZ) -> int:
     """One group's fp32 result from its terms (s, e) (s a Fraction, ±inf or "nan"; a zero term
     with its exponent already given) and c's."""
     every = terms + [c_term]
@@ -131,7 +149,7 @@ def _combine(terms, c_term, F: int, mode) -> int:
         return 0x7F800000 if infs.pop() > 0 else 0xFF800000
     e_max = max(e for _, e in every)
     total = sum(_cut(s * Fraction(2) ** (e - e_max + F), mode) for s, e in every if s != 0)
-    return _rz_fp32(total * Fraction(2) ** (e_max - F))
+    return (_rne_fp32 if rho == Rounding.RNE else _rz_fp32)(total * Fraction(2) ** (e_max - F))
 
 
 def _mul(x, y):
@@ -148,7 +166,8 @@ def _mul(x, y):
 def reference_scaled_dot(a_bits, b_bits, sa_bits, sb_bits, c_bits: int, params: UnitParams) -> int:
     """The fp32 pattern of d for one row: ``a_bits``, ``b_bits`` K patterns; ``sa_bits``,
     ``sb_bits`` K // block_size scale patterns; ``c_bits`` the fp32 pattern of c."""
-    assert params.output_rounding == Rounding.RZ, "the reference rounds the fp32 output toward zero only"
+    rho = Rounding(params.output_rounding)
+    assert rho in (Rounding.RZ, Rounding.RNE), "the reference rounds the fp32 output toward zero or to nearest even"
     fa = InputFormat(params.input_format)
     fb = fa if params.b_input_format == -1 else InputFormat(params.b_input_format)
     K, L, blk = len(a_bits), params.group_size, params.block_size
@@ -191,5 +210,5 @@ def reference_scaled_dot(a_bits, b_bits, sa_bits, sb_bits, c_bits: int, params: 
                     terms.append((Fraction(0), e_zero))
                 else:
                     terms.append((sum(prods) * ss, esa + esb))
-        c = _combine(terms, c_term, F, mode)
+        c = _combine(terms, c_term, F, mode, rho)
     return c

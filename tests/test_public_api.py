@@ -6,6 +6,8 @@ validation.run`` gives the package); and no feature exports the shared helpers (
 plots), which live in ``validation.progress``, ``validation.files`` and ``validation.plots``.
 
 ``validation.captures`` is pinned; the ``capture_torch`` shim (the old name of the kit) is not walked.
+A few modules whose names others import directly are pinned too (``validation.captures.format``,
+``validation.captures.scaled``, ``models.units_cdna4``).
 """
 
 import importlib
@@ -67,6 +69,49 @@ PUBLIC = {
         "load_capture",
         "read_capture",
         "search_capture",
+    ],
+    # block-scaled captures (issue 39.4): the capture format the kit and the loader share, the search
+    "validation.captures.format": [
+        "BATCH_OPS",
+        "BLOCK_SCALINGS",
+        "CONV_OPS",
+        "DTYPES",
+        "DTYPE_ALIASES",
+        "FP4_DTYPE",
+        "FP8_DTYPES",
+        "FP8_SHORT_NAMES",
+        "NEEDS",
+        "OPERANDS",
+        "OPS",
+        "ROUNDED_FORMATS",
+        "SCALED_OUT_DTYPES",
+        "batch_axes",
+        "batch_size",
+        "blocked_scales",
+        "check_plan_entry",
+        "complete",
+        "draw_bytes",
+        "dtype_name",
+        "generate_operands",
+        "json_field",
+        "logical_scales",
+        "operand_digest",
+        "round_to_patterns",
+        "save",
+        "scaled_capture_fields",
+        "take_batch",
+        "with_batch",
+    ],
+    "validation.captures.scaled": [
+        "MAX_FULL",
+        "SCALED_ROWS",
+        "block_scaled_unit",
+        "block_scaled_units",
+        "block_split_schedules",
+        "run_block_scaled",
+        "run_scaled",
+        "search_block_scaled",
+        "search_scaled",
     ],
     "validation.design": [
         "DEFAULT_GENERATORS",
@@ -279,6 +324,15 @@ PUBLIC = {
         "study_quirks",
         "verdict",
         "verify",
+    ],
+    # the CDNA4 block-scaled unit's parameters (issue 39.3)
+    "models.units_cdna4": [
+        "CDNA4_ALIASES",
+        "CDNA4_INPUT_NAMES",
+        "CDNA4_NAMES",
+        "CDNA4_SCALES",
+        "NOT_ON_SILICON",
+        "cdna4_fields",
     ],
 }
 

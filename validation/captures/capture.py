@@ -25,7 +25,7 @@ from models.libraries import fp32_cuda_core
 
 from ..configs.limits import check_macs, memory_limit
 from ..files import ZIP_ERRORS, ZIP_MAGIC, load_npz_file, open_user_file
-from .format import FP8_DTYPES, FP8_SHORT_NAMES, NEEDS, OPS, complete
+from .format import BLOCK_SCALINGS, FP4_DTYPE, FP8_DTYPES, FP8_SHORT_NAMES, NEEDS, OPS, complete, logical_scales
 
 __all__ = ["Capture", "CaptureError", "GemmJob", "OPS", "load_capture", "is_capture", "MAX_CAPTURE_BYTES"]
 
@@ -167,7 +167,10 @@ def _fp8_operand(m: dict, name: str) -> np.ndarray:
 def _scaled_mm(m: dict, cap_path: str, out: np.ndarray, kernels) -> Capture:
     """A ``torch._scaled_mm`` capture: fp8 A (M, K) and B (K, N), each in its own format; fp32
     scales per tensor (a scalar or one element), per row of A ((M, 1)) or per column of B ((1, N));
-    an optional bias (N,) of any float dtype, added in fp32; ``use_fast_accum``."""
+    an optional bias (N,) of any float dtype, added in fp32; ``use_fast_accum``. Block-scaled
+    (a ``block`` field): :func:`_block_scaled_mm`."""
+    if "block" in m:
+        return _block_scaled_mm(m, cap_path, out, kernels)
     A, B = _fp8_operand(m, "A"), _fp8_operand(m, "B")
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         _fail("A", f"scaled_mm needs A (M, K) and B (K, N), got {A.shape} and {B.shape}")
@@ -197,6 +200,60 @@ def _scaled_mm(m: dict, cap_path: str, out: np.ndarray, kernels) -> Capture:
     a_fmt, b_fmt = FP8_SHORT_NAMES[A.dtype.name], FP8_SHORT_NAMES[B.dtype.name]
     fmt = a_fmt if a_fmt == b_fmt else f"{a_fmt}x{b_fmt}"
     ops = {"A": A.view(np.uint8), "B": B.view(np.uint8)}
+    return Capture(cap_path, "scaled_mm", ops, out, input=fmt, kernels=kernels, extra=extra)
+
+
+def _block_scaled_mm(m: dict, cap_path: str, out: np.ndarray, kernels) -> Capture:
+    """A block-scaled ``torch._scaled_mm`` capture (MX, NVFP4; :data:`format.BLOCK_SCALINGS`):
+    A (M, K) and B (K, N) uint8 patterns of ``A_dtype`` / ``B_dtype`` (fp8, or fp4 one value a
+    byte below 16), ``scale_format`` and ``block`` one of the scalings', ``scale_a``
+    (M, K // block) and ``scale_b`` (N, K // block) uint8 patterns in logical order, or with
+    ``scale_layout = "swizzled"`` flat in the layout torch hands to cuBLASLt (read back by
+    :func:`format.logical_scales`). The capture's ``extra`` holds the logical scales,
+    ``scale_format`` and ``block``."""
+    scale, block = _text(m, "scale_format", ""), np.asarray(m["block"])
+    pairs = {(s, b): dts for s, b, dts in BLOCK_SCALINGS.values()}
+    if block.size != 1 or block.dtype.kind not in "iu" or (scale, int(block.reshape(-1)[0])) not in pairs:
+        have = ", ".join(f"{s} per {b}" for s, b in pairs)
+        _fail("block", f"expected one of the block scalings ({have}), got {scale or 'no scale_format'} per {block!r}")
+    block = int(block.reshape(-1)[0])
+    ops, fmts = {}, []
+    for name in ("A", "B"):
+        v, declared = np.asarray(m[name]), _text(m, f"{name}_dtype", "") or _text(m, "dtype", "")
+        if declared not in pairs[(scale, block)] or v.dtype != np.uint8 or v.ndim != 2:
+            dts = ", ".join(pairs[(scale, block)])
+            _fail(
+                name,
+                f"expected uint8 patterns (2-D) of {dts} with {scale} scales, got {declared or '?'} {v.dtype} {v.shape}",
+            )
+        if declared == FP4_DTYPE and v.size and int(v.max()) > 15:
+            _fail(name, f"fp4 (e2m1) patterns are 4 bits, one a byte (below 16), got {int(v.max())}")
+        ops[name], fmts = v, fmts + [FP8_SHORT_NAMES[declared]]
+    (M, K), (K2, N) = ops["A"].shape, ops["B"].shape
+    if K2 != K or K % block:
+        _fail("B", f"expected A (M, K) and B (K, N) with K a multiple of {block}, got {(M, K)} and {(K2, N)}")
+    if (fmts[0] == "e2m1") != (fmts[1] == "e2m1"):
+        _fail("B_dtype", f"fp4 pairs with fp4, fp8 with fp8: got A {fmts[0]}, B {fmts[1]}")
+    extra = {"scale_format": scale, "block": block, "use_fast_accum": False}
+    layout = _text(m, "scale_layout", "logical")
+    if layout not in ("logical", "swizzled"):
+        _fail("scale_layout", f"expected 'logical' or 'swizzled' (cuBLASLt's block layout), got {layout!r}")
+    for name, rows in (("scale_a", M), ("scale_b", N)):
+        v = np.asarray(m[name])
+        if layout == "swizzled" and v.dtype == np.uint8:
+            try:
+                v = logical_scales(v, rows, K // block)
+            except ValueError as exc:
+                _fail(name, str(exc))
+        if v.dtype != np.uint8 or v.shape != (rows, K // block):
+            _fail(
+                name,
+                f"expected uint8 {scale} patterns of shape {(rows, K // block)} (logical order), got {v.dtype} {v.shape}",
+            )
+        extra[name] = v
+    if out.shape != (M, N):
+        _fail("out", f"expected shape {(M, N)} for these operands, got {out.shape}")
+    fmt = fmts[0] if fmts[0] == fmts[1] else f"{fmts[0]}x{fmts[1]}"
     return Capture(cap_path, "scaled_mm", ops, out, input=fmt, kernels=kernels, extra=extra)
 
 

@@ -8,6 +8,8 @@ the kit, as a plain file beside it where fp16emu is not installed: the ops a cap
 short names, a plan entry's checks and defaults (:func:`check_plan_entry`), the operands a plan
 entry draws (:func:`generate_operands`, with :func:`round_to_patterns` for fp8), and the
 drawing again of operands a capture omitted (:func:`complete`, against :func:`operand_digest`).
+Block-scaled ``scaled_mm`` (MX, NVFP4: :data:`BLOCK_SCALINGS`) draws per-block scales, which
+torch hands to cuBLASLt swizzled (:func:`blocked_scales`, undone by :func:`logical_scales`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ import numpy as np
 
 __all__ = [
     "BATCH_OPS",
+    "BLOCK_SCALINGS",
+    "FP4_DTYPE",
     "batch_size",
+    "blocked_scales",
+    "logical_scales",
     "CONV_OPS",
     "DTYPES",
     "DTYPE_ALIASES",
@@ -80,9 +86,29 @@ OPERANDS = {
 }
 
 #: dtype names the kit accepts, as torch attribute names
-DTYPES = ("float16", "bfloat16", "float32", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+DTYPES = (
+    "float16",
+    "bfloat16",
+    "float32",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float4_e2m1fn_x2",
+)
 #: the fp8 dtypes of ``scaled_mm`` operands: OCP's (NVIDIA sm_89+, MI350) and MI300's fnuz pair
-FP8_DTYPES = DTYPES[3:]
+FP8_DTYPES = DTYPES[3:7]
+#: torch's packed fp4 (two e2m1 values a byte, the even-k one in the low nibble): block-scaled
+#: ``scaled_mm`` only; a capture holds one e2m1 pattern per uint8, in logical order
+FP4_DTYPE = DTYPES[7]
+#: block-scaled ``scaled_mm`` (``block_scale`` of a plan entry): name → (scale format, values
+#: along K per scale, the operand dtypes it takes). MX: OCP Microscaling v1.0, an E8M0 scale
+#: (torch.float8_e8m0fnu) per 32; NVFP4: fp4 with an e4m3 scale (torch.float8_e4m3fn, sign
+#: clear: UE4M3) per 16. torch hands the scales to cuBLASLt swizzled (:func:`blocked_scales`).
+BLOCK_SCALINGS = {
+    "mx": ("ue8m0", 32, ("float8_e4m3fn", "float8_e5m2", FP4_DTYPE)),
+    "nvfp4": ("ue4m3", 16, (FP4_DTYPE,)),
+}
 #: short names the command line and plans also take
 DTYPE_ALIASES = {
     "fp16": "float16",
@@ -92,6 +118,7 @@ DTYPE_ALIASES = {
     "e5m2": "float8_e5m2",
     "e4m3fnuz": "float8_e4m3fnuz",
     "e5m2fnuz": "float8_e5m2fnuz",
+    "e2m1": FP4_DTYPE,
 }
 #: ``scaled_mm`` output dtypes fp16emu models (fp8 outputs, with ``scale_result``, are not)
 SCALED_OUT_DTYPES = ("bfloat16", "float16", "float32")
@@ -103,6 +130,7 @@ ROUNDED_FORMATS = {
     "float8_e4m3fnuz": (4, 3, 8, 240.0, False),
     "float8_e5m2fnuz": (5, 2, 16, 57344.0, False),
     "bfloat16": (8, 7, 127, float.fromhex("0x1.fep127"), True),
+    FP4_DTYPE: (2, 1, 1, 6.0, True),
 }
 
 CONV_OPS = ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight")
@@ -118,8 +146,8 @@ NEEDS = {
     }.get(op, ())
     for op in OPS
 }
-#: the fp8 dtypes' short names, as fp16emu's formats are named (``float8_e4m3fn`` → ``e4m3``)
-FP8_SHORT_NAMES = {v: k for k, v in DTYPE_ALIASES.items() if v in FP8_DTYPES}
+#: the fp8 (and fp4) dtypes' short names, as fp16emu's formats are named (``float8_e4m3fn`` → ``e4m3``)
+FP8_SHORT_NAMES = {v: k for k, v in DTYPE_ALIASES.items() if v in FP8_DTYPES + (FP4_DTYPE,)}
 
 
 def _fail(message: str):
@@ -164,7 +192,7 @@ def check_plan_entry(spec: dict) -> dict:
         _fail(f"seed: expected a whole number ≥ 0, got {seed!r}")
     if op == "scaled_mm":
         return _check_scaled(spec)
-    if dtype in FP8_DTYPES:
+    if dtype in FP8_DTYPES + (FP4_DTYPE,):
         _fail(
             f"dtype: {dtype} operands are captured as scaled_mm (torch._scaled_mm); {op} takes {', '.join(DTYPES[:3])}"
         )
@@ -237,9 +265,12 @@ def _check_scaled(spec: dict) -> dict:
     path and hipBLASLt take no other); an output of bfloat16, float16 or float32; a bias (N,)
     only with a 16-bit output, in that dtype. What depends on the GPU is :func:`check_device`'s."""
     b_dtype = spec["b_dtype"] = dtype_name("b_dtype", spec.get("b_dtype", spec["dtype"]))
+    if spec.get("block_scale") is not None:
+        return _check_block_scaled(spec)
     for field, name in (("dtype", spec["dtype"]), ("b_dtype", b_dtype)):
         if name not in FP8_DTYPES:
-            _fail(f"{field}: scaled_mm multiplies fp8 operands ({', '.join(FP8_DTYPES)}), got {name}")
+            fp4 = " (fp4 with block_scale mx or nvfp4)" if name == FP4_DTYPE else ""
+            _fail(f"{field}: scaled_mm multiplies fp8 operands ({', '.join(FP8_DTYPES)}), got {name}{fp4}")
     if spec["dtype"].endswith("fnuz") != b_dtype.endswith("fnuz"):
         _fail(f"b_dtype: {b_dtype} with A {spec['dtype']}: OCP fp8 pairs with OCP, fnuz (MI300) with fnuz")
     shapes = spec.get("shapes", {})
@@ -296,6 +327,92 @@ def _check_scaled(spec: dict) -> dict:
         _fail(f"range: [{lo}, {hi}] leaves the finite range ±{largest:g} of {spec['dtype']} / {b_dtype}")
     spec.setdefault("memory_format", "contiguous")
     return spec
+
+
+def _check_block_scaled(spec: dict) -> dict:
+    """A block-scaled ``scaled_mm`` entry (``block_scale``: :data:`BLOCK_SCALINGS`): A (M, K) and
+    B (K, N) in the scaling's dtypes (fp8 with fp8, fp4 with fp4), K a multiple of 32 and N of
+    16; per-block scales drawn, not given: UE8M0 exponents in ``scale_exponents`` [lo, hi]
+    (whole numbers, default [-4, 4]), UE4M3 values in ``scale_range`` (default [0.5, 4]);
+    bfloat16, float16 or float32 output; no bias, no row-wise or per-tensor scales, no fast
+    accumulation (torch._scaled_mm takes none with block scales)."""
+    name = spec["block_scale"]
+    if name not in BLOCK_SCALINGS:
+        _fail(f"block_scale: {_shown(name)} is not one of {', '.join(BLOCK_SCALINGS)}")
+    scale, block, dtypes = BLOCK_SCALINGS[name]
+    for field in ("dtype", "b_dtype"):
+        if spec[field] not in dtypes:
+            _fail(f"{field}: {name} block scaling takes {', '.join(dtypes)}, got {spec[field]}")
+    if (spec["dtype"] == FP4_DTYPE) != (spec["b_dtype"] == FP4_DTYPE):
+        _fail(f"b_dtype: {spec['b_dtype']} with A {spec['dtype']}: fp4 pairs with fp4, fp8 with fp8")
+    shapes = spec.get("shapes", {})
+    for key in shapes:
+        if key not in ("A", "B"):
+            _fail(f"shapes.{key}: a block-scaled scaled_mm takes A and B (its scales are drawn per block)")
+    for key in ("A", "B"):
+        if not _sizes(shapes.get(key), 2, 2):
+            _fail(f"shapes.{key}: scaled_mm needs {key} as two sizes ≥ 1, got {_shown(shapes.get(key))}")
+    (M, K), (K2, N) = shapes["A"], shapes["B"]
+    if K2 != K:
+        _fail(f"shapes.B: A is {M}×{K}, so B must be {K}×N, got {K2}×{N}")
+    if K % 32 or N % 16:
+        _fail(f"shapes: block-scaled torch._scaled_mm needs K a multiple of 32 and N of 16, got K = {K}, N = {N}")
+    spec["shapes"] = {k: list(v) for k, v in shapes.items()}
+    out_dtype = spec["out_dtype"] = dtype_name("out_dtype", spec.get("out_dtype", "bfloat16"))
+    if out_dtype not in SCALED_OUT_DTYPES:
+        _fail(f"out_dtype: {out_dtype} outputs are not modelled; take one of {', '.join(SCALED_OUT_DTYPES)}")
+    for key, why in (
+        ("bias", "no bias"),
+        ("rowwise", "no row-wise scales"),
+        ("use_fast_accum", "no fast accumulation"),
+    ):
+        if spec.get(key, False) is not False:
+            _fail(f"{key}: block-scaled torch._scaled_mm takes {why}; leave it out")
+    for key in ("scale_a", "scale_b"):
+        if key in spec:
+            _fail(f"{key}: block scales are drawn (scale_exponents, scale_range), not given")
+    spec.update(bias=False, rowwise=False, use_fast_accum=False, scale_format=scale, block=block)
+    if scale == "ue8m0":
+        lo_hi = spec.setdefault("scale_exponents", [-4, 4])
+        if not (isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and all(_whole(v, -127) for v in lo_hi)):
+            _fail(f"scale_exponents: expected [lo, hi], whole numbers in -127 … 127, got {_shown(lo_hi)}")
+        if not lo_hi[0] <= lo_hi[1] <= 127:
+            _fail(f"scale_exponents: expected lo ≤ hi ≤ 127, got {_shown(lo_hi)}")
+    else:
+        lo_hi = spec.setdefault("scale_range", [0.5, 4.0])
+        ok = isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and _finite(lo_hi)
+        if not ok or not 0 < lo_hi[0] < lo_hi[1] <= 448:
+            _fail(f"scale_range: expected [lo, hi] with 0 < lo < hi ≤ 448 (e4m3 scales), got {_shown(lo_hi)}")
+    lo, hi = spec["range"]
+    largest = min(ROUNDED_FORMATS[spec["dtype"]][3], ROUNDED_FORMATS[spec["b_dtype"]][3])
+    if not -largest <= lo < hi <= largest:
+        _fail(f"range: [{lo}, {hi}] leaves the finite range ±{largest:g} of {spec['dtype']} / {spec['b_dtype']}")
+    spec.setdefault("memory_format", "contiguous")
+    return spec
+
+
+def blocked_scales(scales: np.ndarray) -> np.ndarray:
+    """Logical block scales (rows, K // block) in the layout torch hands to cuBLASLt
+    (``to_blocked`` of torch/testing/_internal/common_quantized.py; cuBLAS docs, "1D block
+    scaling factors layout"): padded with zeros to 128-row × 4-column tiles, each tile's row
+    32·i + j stored at (j, i), tiles row-major; returned flat."""
+    rows, cols = scales.shape
+    R, C = -(-rows // 128), -(-cols // 4)
+    padded = np.zeros((R * 128, C * 4), scales.dtype)
+    padded[:rows, :cols] = scales
+    tiles = padded.reshape(R, 128, C, 4).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(tiles.reshape(-1, 4, 32, 4).transpose(0, 2, 1, 3)).reshape(-1)
+
+
+def logical_scales(flat: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """The inverse of :func:`blocked_scales`: the (rows, cols) scales from the swizzled ones;
+    ValueError when their size is not the swizzled size of (rows, cols)."""
+    R, C = -(-rows // 128), -(-cols // 4)
+    flat = np.asarray(flat).reshape(-1)
+    if flat.size != R * C * 512:
+        _fail(f"scales: {flat.size} swizzled scales; ({rows}, {cols}) scales swizzle to {R * C * 512}")
+    tiles = flat.reshape(R * C, 32, 4, 4).transpose(0, 2, 1, 3).reshape(R, C, 128, 4)
+    return np.ascontiguousarray(tiles.transpose(0, 2, 1, 3).reshape(R * 128, C * 4)[:rows, :cols])
 
 
 def _whole(v, low: int) -> bool:
@@ -367,6 +484,15 @@ def _scaled_operands(spec: dict) -> dict[str, np.ndarray]:
         "A": round_to_patterns(rng.uniform(lo, hi, size=(M, K)), spec["dtype"]),
         "B": round_to_patterns(rng.uniform(lo, hi, size=(K, N)), spec["b_dtype"]),
     }
+    if spec.get("block_scale") is not None:  # scale_a (M, K // block), scale_b (N, K // block): uint8 patterns
+        for name, rows in (("scale_a", M), ("scale_b", N)):
+            shape = (rows, K // spec["block"])
+            if spec["scale_format"] == "ue8m0":
+                e_lo, e_hi = spec["scale_exponents"]
+                out[name] = (rng.integers(e_lo, e_hi + 1, size=shape) + 127).astype(np.uint8)
+            else:
+                out[name] = round_to_patterns(rng.uniform(*spec["scale_range"], size=shape), "float8_e4m3fn")
+        return out
     if "bias" in spec["shapes"]:
         values = rng.uniform(lo, hi, size=N)
         bf16 = spec["out_dtype"] == "bfloat16"
@@ -493,7 +619,13 @@ def scaled_capture_fields(spec: dict, operands: dict[str, np.ndarray], out: np.n
     (bfloat16 as uint16 patterns, float16 and float32 as values), ``use_fast_accum``,
     ``scaling`` (``tensorwise`` or ``rowwise``) and, for generated operands, the plan entry
     (``spec``, JSON) with ``seed``, ``range`` and ``shapes`` that draw them again; ``recorded``
-    (``gpu``, ``kernels``, ``torch``, ``cuda``, ``repeat_differs``, …) is added as given."""
+    (``gpu``, ``kernels``, ``torch``, ``cuda``, ``repeat_differs``, …) is added as given.
+
+    Block-scaled (``block_scale`` in the entry): A and B patterns of e4m3 / e5m2 / e2m1 (fp4 one
+    value a byte, ``A_dtype`` ``float4_e2m1fn_x2``), ``scale_a`` (M, K // block) and ``scale_b``
+    (N, K // block) as uint8 patterns in logical order (rows of A, columns of B; never the
+    swizzled layout torch hands to cuBLASLt, :func:`logical_scales`), ``scale_format``
+    (``ue8m0`` or ``ue4m3``), ``block`` (32 or 16) and ``scaling`` (``mx`` or ``nvfp4``)."""
     spec = check_plan_entry(spec)
     A, B = operands["A"], operands["B"]
     M, N = A.shape[0], B.shape[1]
@@ -503,6 +635,17 @@ def scaled_capture_fields(spec: dict, operands: dict[str, np.ndarray], out: np.n
         _fail(f"out: expected ({M}, {N}) {spec['out_dtype']} values, got {out.shape} {out.dtype}")
     if A.dtype != np.uint8 or B.dtype != np.uint8 or A.ndim != 2 or B.shape[0] != A.shape[1]:
         _fail(f"A: expected uint8 patterns A (M, K) and B (K, N), got {A.dtype} {A.shape} and {B.dtype} {B.shape}")
+    block = spec.get("block_scale") is not None
+    scales = {}
+    for name, rows in (("scale_a", M), ("scale_b", N)):
+        v = np.asarray(operands[name])
+        if block:  # logical (rows, K // block) patterns
+            want_shape = (rows, A.shape[1] // spec["block"])
+            if v.dtype != np.uint8 or v.shape != want_shape:
+                _fail(
+                    f"{name}: expected uint8 {spec['scale_format']} patterns of shape {want_shape}, got {v.dtype} {v.shape}"
+                )
+        scales[name] = v if block else v.astype(np.float32)
     fields = {
         "op": "scaled_mm",
         "A": A,
@@ -510,13 +653,14 @@ def scaled_capture_fields(spec: dict, operands: dict[str, np.ndarray], out: np.n
         "A_dtype": spec["dtype"],
         "B_dtype": spec["b_dtype"],
         "dtype": spec["dtype"],
-        "scale_a": np.asarray(operands["scale_a"], np.float32),
-        "scale_b": np.asarray(operands["scale_b"], np.float32),
+        **scales,
         "out": out.view(want),
         "out_dtype": spec["out_dtype"],
         "use_fast_accum": bool(spec["use_fast_accum"]),
         "scaling": "rowwise" if np.size(operands["scale_a"]) > 1 or np.size(operands["scale_b"]) > 1 else "tensorwise",
     }
+    if block:
+        fields.update(scaling=spec["block_scale"], scale_format=spec["scale_format"], block=spec["block"])
     if "bias" in operands:
         fields["bias"] = operands["bias"]
         fields["bias_dtype"] = "bfloat16" if operands["bias"].dtype == np.uint16 else operands["bias"].dtype.name
@@ -569,7 +713,7 @@ def batch_axes(spec: dict) -> dict[str, int]:
         axes = {"A": 0}
         if op == "addmm" and len(shapes["C"]) == 2 and shapes["C"][0] == shapes["A"][0] != 1:
             axes["C"] = 0
-        if op == "scaled_mm" and spec.get("rowwise"):
+        if op == "scaled_mm" and (spec.get("rowwise") or spec.get("block_scale")):
             axes["scale_a"] = 0
     elif op == "matmul":  # the output's leading axis: A's rows (2-D), else the batch dims' first
         A, B = shapes["A"], shapes["B"]

@@ -15,6 +15,8 @@ Three ways in:
           --padding 1 1 --memory-format channels_last --out conv.npz
       python -m validation.captures.kit scaled_mm --A 64 4096 --B 4096 64 --dtype e4m3 \\
           --b-dtype e5m2 --rowwise --bias --fast-accum --out fp8.npz
+      python -m validation.captures.kit scaled_mm --A 128 1024 --B 1024 128 --dtype e2m1 \\
+          --block-scale nvfp4 --out nvfp4.npz
 
 * many cases from a JSON plan (a list of objects with the same fields as the flags), one file
   each: ``python -m validation.captures.kit --plan plan.json --out-dir captures/``; checked
@@ -43,7 +45,12 @@ any machine; ``repeat_differs`` counts output elements that differ between two r
 fp8 GEMMs are ``scaled_mm`` (``torch._scaled_mm``): fp8 operands rounded on the CPU by
 :func:`round_to_patterns` (numpy only), stored as uint8 bit patterns with ``A_dtype`` and
 ``B_dtype``, the scales, bias and output as :func:`scaled_capture_fields` says; what torch and the
-GPU accept is checked first (:func:`check_plan_entry`, :func:`check_device`).
+GPU accept is checked first (:func:`check_plan_entry`, :func:`check_device`). Block-scaled
+``scaled_mm`` (``--block-scale mx`` or ``nvfp4``: MX fp8 / fp4 with E8M0 scales per 32, NVFP4
+fp4 with e4m3 scales per 16) draws its scales per block and hands them to torch in the swizzled
+layout cuBLASLt reads (:func:`blocked_scales`, torch's ``to_blocked``); fp4 operands go packed
+two a byte (``float4_e2m1fn_x2``); the capture keeps the logical arrays (:func:`logical_scales`
+undoes the swizzle of a user's own scales).
 """
 
 from __future__ import annotations
@@ -60,13 +67,16 @@ try:  # inside the fp16emu package
         CONV_OPS,
         DTYPE_ALIASES,
         DTYPES,
+        FP4_DTYPE,
         FP8_DTYPES,
         OPERANDS,
         OPS,
         batch_axes,
+        blocked_scales,
         check_plan_entry,
         complete,
         generate_operands,
+        logical_scales,
         operand_digest,
         round_to_patterns,
         save,
@@ -81,13 +91,16 @@ except ImportError:  # a plain file, with format.py and plan.py copied beside it
         CONV_OPS,
         DTYPE_ALIASES,
         DTYPES,
+        FP4_DTYPE,
         FP8_DTYPES,
         OPERANDS,
         OPS,
         batch_axes,
+        blocked_scales,
         check_plan_entry,
         complete,
         generate_operands,
+        logical_scales,
         operand_digest,
         round_to_patterns,
         save,
@@ -177,6 +190,8 @@ def check_device(torch, spec: dict, device) -> None:
     GPU kernel), unchecked."""
     if spec["op"] == "scaled_mm" and (not hasattr(torch, "_scaled_mm") or not hasattr(torch, spec["dtype"])):
         raise DeviceRefused(f"torch: PyTorch {torch.__version__} has no torch._scaled_mm with {spec['dtype']}")
+    if spec.get("block_scale") is not None and not hasattr(torch, "float8_e8m0fnu"):
+        raise DeviceRefused(f"torch: PyTorch {torch.__version__} has no block-scaled torch._scaled_mm (float8_e8m0fnu)")
     dev = torch.device(device)
     if dev.type == "cpu":
         return
@@ -193,10 +208,31 @@ def check_device(torch, spec: dict, device) -> None:
         raise DeviceRefused(str(exc)) from None
 
 
+def _packed(torch, rows: np.ndarray, dtype: str):
+    """(rows, K) patterns as a torch tensor of ``dtype``: fp4 two a byte along K (even k low)."""
+    if dtype == FP4_DTYPE:
+        rows = (rows[:, 1::2] << 4) | rows[:, 0::2]
+    return torch.from_numpy(np.ascontiguousarray(rows, np.uint8)).view(getattr(torch, dtype))
+
+
+def _block_scaled_tensors(torch, spec: dict, operands: dict[str, np.ndarray], device) -> dict:
+    """A block-scaled ``scaled_mm``'s operands as torch takes them: A (M, K) row-major, B through
+    ``.t()`` of its (N, K) rows, fp4 packed; each operand's logical (rows, K // block) scales
+    swizzled (:func:`blocked_scales`), as float8_e8m0fnu (UE8M0) or float8_e4m3fn (UE4M3)."""
+    sdt = getattr(torch, "float8_e8m0fnu" if spec["scale_format"] == "ue8m0" else "float8_e4m3fn")
+    out = {"A": _packed(torch, operands["A"], spec["dtype"]).to(device)}
+    out["B"] = _packed(torch, operands["B"].T, spec["b_dtype"]).to(device).t()
+    for name in ("scale_a", "scale_b"):
+        out[name] = torch.from_numpy(blocked_scales(operands[name])).view(sdt).to(device)
+    return out
+
+
 def _scaled_tensors(torch, spec: dict, operands: dict[str, np.ndarray], device) -> dict:
     """``scaled_mm``'s operands on ``device`` as ``torch._scaled_mm`` takes them: A row-major,
     B column-major (B's transpose contiguous, seen through ``.t()``: Hopper's cuBLASLt takes
     no other layout), fp32 scales, the bias in the output dtype."""
+    if spec.get("block_scale") is not None:
+        return _block_scaled_tensors(torch, spec, operands, device)
     A = torch.from_numpy(np.ascontiguousarray(operands["A"])).view(getattr(torch, spec["dtype"]))
     Bt = torch.from_numpy(np.ascontiguousarray(operands["B"].T)).view(getattr(torch, spec["b_dtype"]))
     out = {"A": A.to(device), "B": Bt.to(device).t()}
@@ -391,6 +427,9 @@ def _capture_scaled(
     def name(dtype):
         return str(dtype).removeprefix("torch.")
 
+    if name(scale_a.dtype) in ("float8_e8m0fnu", "float8_e4m3fn"):
+        spec, operands = _user_block_scaled(torch, A, B, scale_a, scale_b, out_dtype, use_fast_accum, bias)
+        return save(path, capture_case(torch, spec, operands, device=device or A.device))
     M, N = A.shape[0], B.shape[-1]
     for label, s, rows in (("scale_a", scale_a, (M, 1)), ("scale_b", scale_b, (1, N))):
         if s.dtype != torch.float32 or (s.numel() != 1 and tuple(s.shape) != rows):
@@ -413,6 +452,41 @@ def _capture_scaled(
         operands["bias"] = _patterns(bias)
     fields = capture_case(torch, spec, operands, device=device or A.device)
     return save(path, fields)
+
+
+def _unpacked(torch, t, dtype: str) -> np.ndarray:
+    """A (rows, K) torch operand's patterns, one a byte (fp4 unpacked, even k from the low nibble)."""
+    x = t.detach().contiguous().cpu().view(torch.uint8).numpy()
+    if dtype != FP4_DTYPE:
+        return x
+    out = np.empty((x.shape[0], 2 * x.shape[1]), np.uint8)
+    out[:, 0::2], out[:, 1::2] = x & 0xF, x >> 4
+    return out
+
+
+def _user_block_scaled(torch, A, B, scale_a, scale_b, out_dtype, use_fast_accum, bias):
+    """The plan entry and logical operands of a user's block-scaled ``torch._scaled_mm`` call:
+    A (M, K) (fp4: (M, K / 2) packed), B as torch takes it (the ``.t()`` of (N, K) rows), the
+    scales swizzled as handed to cuBLASLt (:func:`logical_scales` undoes it)."""
+    dt = (_name_of(A.dtype), _name_of(B.dtype))
+    block_scale = "mx" if _name_of(scale_a.dtype) == "float8_e8m0fnu" else "nvfp4"
+    if bias is not None or use_fast_accum:
+        _fail("bias: block-scaled torch._scaled_mm takes no bias and no use_fast_accum")
+    a = _unpacked(torch, A, dt[0])
+    bt = _unpacked(torch, B.t(), dt[1])
+    (M, K), N = a.shape, bt.shape[0]
+    block = 32 if block_scale == "mx" else 16
+    spec = {"op": "scaled_mm", "dtype": dt[0], "b_dtype": dt[1], "block_scale": block_scale}
+    spec.update(shapes={"A": [M, K], "B": [K, N]}, out_dtype=_name_of(out_dtype or torch.bfloat16))
+    operands = {"A": a, "B": np.ascontiguousarray(bt.T)}
+    for label, s, rows in (("scale_a", scale_a, M), ("scale_b", scale_b, N)):
+        flat = s.detach().contiguous().cpu().view(torch.uint8).numpy()
+        operands[label] = logical_scales(flat, rows, K // block)
+    return spec, operands
+
+
+def _name_of(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 # --- the command line -------------------------------------------------------------------------
@@ -445,6 +519,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rowwise", action="store_true", help="scaled_mm: row-wise scales, drawn in --scale-range")
     p.add_argument("--scale-range", type=float, nargs=2, metavar=("LO", "HI"), help="--rowwise: default 0.5 2")
     p.add_argument("--fast-accum", action="store_true", help="scaled_mm: use_fast_accum=True")
+    p.add_argument("--block-scale", choices=("mx", "nvfp4"), help="scaled_mm: MX (e8m0 per 32) or NVFP4 block scales")
+    p.add_argument("--scale-exponents", type=int, nargs=2, metavar=("LO", "HI"), help="--block-scale mx: default -4 4")
     p.add_argument("--alpha", type=float, default=1.0)
     p.add_argument("--beta", type=float, default=1.0)
     p.add_argument("--memory-format", default="contiguous", choices=("contiguous", "channels_last"))
@@ -483,7 +559,7 @@ def _spec_from_args(args) -> dict:
         spec["dtype"] = args.dtype
     if args.op == "scaled_mm":
         spec.update(rowwise=args.rowwise, use_fast_accum=args.fast_accum, bias=args.bias is not None)
-        for key in ("b_dtype", "scale_a", "scale_b", "scale_range"):
+        for key in ("b_dtype", "scale_a", "scale_b", "scale_range", "block_scale", "scale_exponents"):
             if getattr(args, key) is not None:
                 spec[key] = getattr(args, key)
         if args.out_dtype:
@@ -525,7 +601,10 @@ def _describe(spec: dict) -> str:
             extra += [f"{k} {tuple(spec[k])}" for k in ("stride", "padding", "dilation") if k in spec]
             extra += [f"groups {spec['groups']}", spec["memory_format"]]
         return f"{spec['op']} {spec['dtype']} {shapes}" + "".join(f", {e}" for e in extra)
-    scales = "row-wise scales" if spec["rowwise"] else f"scales {spec['scale_a']:g}, {spec['scale_b']:g}"
+    if spec.get("block_scale") is not None:
+        scales = f"{spec['block_scale']} block scales ({spec['scale_format']} per {spec['block']})"
+    else:
+        scales = "row-wise scales" if spec["rowwise"] else f"scales {spec['scale_a']:g}, {spec['scale_b']:g}"
     bias = ", bias" if "bias" in spec["shapes"] else ""
     fast = ", fast accum" if spec["use_fast_accum"] else ""
     A, B = spec["shapes"]["A"], spec["shapes"]["B"]

@@ -99,7 +99,8 @@ def check_gpu(spec: dict, gpu, field: str = "gpu", name: str | None = None) -> N
     GPUs float32 GEMMs run in fp32); fp8 (``scaled_mm``) NVIDIA 8.9 or newer with the OCP types
     and not e5m2 × e5m2 (cuBLASLt has none), AMD MI300 (gfx942) with the fnuz types, gfx950 and
     newer with the OCP ones, row-wise scales there with B in e4m3 (PyTorch's
-    ``aten/src/ATen/native/cuda/ScaledBlas.cpp``)."""
+    ``aten/src/ATen/native/cuda/ScaledBlas.cpp``); block scales (MX, NVFP4) NVIDIA 10.0 or newer,
+    MX on AMD gfx950."""
     vendor, arch = gpu_arch(gpu) if isinstance(gpu, str) else gpu
     name = gpu if isinstance(gpu, str) else name
     where = f"{name} ({_arch_text(vendor, arch)})" if name else _arch_text(vendor, arch)
@@ -113,6 +114,12 @@ def check_gpu(spec: dict, gpu, field: str = "gpu", name: str | None = None) -> N
         if arch < (8, 0):
             _fail(f"allow_tf32: TF32 needs compute capability 8.0 or newer (Ampere); {where} runs float32 whole")
     if spec["op"] != "scaled_mm":
+        return
+    if spec.get("block_scale") is not None:  # MX / NVFP4: cuBLASLt's block-scaled GEMMs, hipBLASLt's MX
+        if vendor == "nvidia" and arch < (10, 0):
+            _fail(f"{field}: block-scaled torch._scaled_mm needs compute capability 10.0 or newer (Blackwell); {where}")
+        if vendor == "amd" and (spec["block_scale"] != "mx" or not arch.startswith("gfx95")):
+            _fail(f"{field}: on AMD GPUs block-scaled scaled_mm is MX on gfx950 (MI350, MI355) only; {where}")
         return
     fnuz = spec["dtype"].endswith("fnuz")
     if vendor == "nvidia":
@@ -314,7 +321,7 @@ MAX_PLAN_CASES = 100_000
 PLAN_KEYS = frozenset(
     "op name dtype b_dtype out_dtype shapes range seed stride padding dilation groups input_shape weight_shape "
     "memory_format alpha beta allow_tf32 allow_fp16_reduced_precision_reduction cudnn_deterministic "
-    "cudnn_benchmark bias rowwise scale_a scale_b scale_range use_fast_accum gpu".split()
+    "cudnn_benchmark bias rowwise scale_a scale_b scale_range use_fast_accum gpu block_scale scale_exponents".split()
 )
 
 

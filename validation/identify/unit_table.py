@@ -161,6 +161,15 @@ def _accepted_inputs() -> str:
     )
 
 
+def _has_recipe(name: str, spec) -> bool:
+    fa, fb, scale, block, kind = spec
+    try:
+        models.unit(name, input=(fa, fb), scale=scale, block=block, kind=kind)
+    except ValueError:
+        return False
+    return True
+
+
 def input_table(fmt: str, names: list[str] | None = None) -> list[dict]:
     """One row per unit that multiplies operands of ``fmt``: its name, description and the
     :data:`INPUT_FIELDS` of ``models.unit(name, input=fmt)``. ``names`` (given units) must all
@@ -181,7 +190,7 @@ def input_table(fmt: str, names: list[str] | None = None) -> list[dict]:
     fields = INPUT_FIELDS + (SCALED_FIELDS if spec else ())
     if names is None:
         names = (
-            list(models.SCALED_UNIT_NAMES)
+            [u for u in models.SCALED_UNIT_NAMES if _has_recipe(u, spec)]  # with its scale and block
             if spec
             else [u for u in models.UNIT_NAMES if input_name(key) in models.UNIT_INPUTS[u]]
         )
