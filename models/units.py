@@ -3,8 +3,10 @@
 ``unit(name, input=FORMAT, output=…)`` returns a frozen :class:`Unit` for one operand format
 (fp16, bf16, tf32, e4m3, e5m2, e4m3fnuz, e5m2fnuz: :data:`UNIT_INPUTS` says which units have
 which), or for a pair of fp8 formats, A's and B's (``input=("e4m3", "e5m2")``, also written
-``"e4m3xe5m2"``: :data:`UNIT_MIXED_INPUTS`); ``dataclasses.replace(unit, group_size=8)`` gives a variant to explore. ``Unit.params``
-is the plain record the ``emu`` kernels take.
+``"e4m3xe5m2"``: :data:`UNIT_MIXED_INPUTS`), and for one instruction of the GPU's
+(``instruction="mma"``, ``"wgmma"``, ``"tcgen05"``; AMD ``"mfma"``: :data:`UNIT_INSTRUCTIONS`,
+the first the default); ``dataclasses.replace(unit, group_size=8)`` gives a variant to explore.
+``Unit.params`` is the plain record the ``emu`` kernels take.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ __all__ = [
     "UNIT_NAMES",
     "UNIT_INPUTS",
     "UNIT_MIXED_INPUTS",
+    "UNIT_INSTRUCTIONS",
     "ALIASES",
     "MAX_GROUP_SIZE",
     "SCALED_UNIT_NAMES",
@@ -58,6 +61,12 @@ PTX_MIXED_FP8 = (
     "wgmma.mma_async '.atype = {.e4m3, .e5m2}', '.btype = {.e4m3, .e5m2}', tcgen05.mma kind::f8f6f4 "
     "any A and B type; MMA-Sim 2.1.1 isa_mma.py / isa_wgmma.py / isa_tcgen05mma.py list every "
     "(a_type, b_type) pair"
+)
+#: the arithmetic of fp8 mma.sync on Hopper and Blackwell, found here from the measured rows
+KM_FP8_ROWS = (
+    f"{KHATTAK} model_validation/{{H100,H200,B200}}/{{E4M3,E5M2}}/d_*_fp16.txt (mma.sync m16n8k32, CUDA/"
+    "mma_fp8_output_fp16.cu; 30,000 rows) and B200/{E4M3,E5M2}/d_B200_fp32.txt (mma_fp8_output_fp32.cu; "
+    "10,000 rows): every row equal (fp16emu's fit; tests/models/test_instructions.py)"
 )
 CDNA3_MIXED_FP8 = (
     "AMD CDNA3 ISA reference: V_MFMA_F32_16X16X32_FP8_BF8 / _BF8_FP8 and 32X32X16 (A fp8 = e4m3fnuz, "
@@ -187,6 +196,7 @@ def _cite(family: Family, default: str, **specific: str) -> Mapping[str, str]:
     if family not in BLOCK_SCALED:
         unused |= dict.fromkeys(_SCALE_FIELDS, "0: not a block-scaled unit")
     unused["b_input_format"] = "-1 (emu.units.SAME_AS_A): B is in A's format (a mixed-fp8 unit cites its instruction)"
+    unused["step_size"] = "0: one instruction per group, no emulated steps (emu.steps)"
     return MappingProxyType({f: specific.get(f, unused.get(f, default)) for f in fields} | {"name": "fp16emu naming"})
 
 
@@ -224,7 +234,7 @@ def _nvidia_input(u: Unit, arch: str, bytes_per_step: int, fmt: InputFormat) -> 
     )
     if size == 1 and arch in ("Ada Lovelace", "Hopper"):
         src = f"{MMASIM_NV} MMA (Ada, e4m3/e5m2) and WGMMA (fp8): 'truncated to F=13', rho RZ-E8M13"
-        instruction = "mma.sync (Ada) / wgmma (Hopper; Hopper's mma.sync has no fp8)"
+        instruction = "mma.sync (Ada) / wgmma (Hopper; Hopper's fp8 mma.sync: instruction='mma')"
         changes["fraction_bits"] = (13, src)
         if u.output_format == Format.FP32:
             changes["output_fraction_bits"] = (13, src)
@@ -254,6 +264,27 @@ def _nvidia(name, arch, group_size, fraction_bits, zero_exponent_fp32, zero_expo
             zero_exponent=f"{MMASIM_NV} _mma_e_zero_for_{'fp16' if fp16_out else 'fp32'}['{arch}']",
             output_format="the instruction's D type (mma .f32 / .f16)",
             flush_inputs=f"{FASI}: subnormal inputs, c and outputs are kept",
+        ),
+    )
+
+
+def _nvidia_fp8_mma(key: str, arch: str, output: str, fmt: InputFormat) -> Unit:
+    """fp8 ``mma.sync`` (m16n8k32) on Hopper or Blackwell: the fp8 values widened to fp16, each
+    instruction's 32 products summed by two fp16 mma steps of 16 from a zero accumulator (the
+    pairs of products alternating between them, as the fp8 registers unpack into fp16 ones),
+    the result added to c with one IEEE addition (RNE) in the output format (emu.steps)."""
+    u = _nvidia(key, *_NV[key], output=output)  # the fp16 instruction each step runs
+    step = f"{PTX}: mma.sync.aligned.m16n8k32 .e4m3/.e5m2 (sm_89+), k = 32 per instruction; {KM_FP8_ROWS}"
+    return _with_input(
+        u,
+        fmt,
+        f"{PTX}: mma.sync m16n8k32 .e4m3 / .e5m2",
+        step_size=(32, step + "; c is added after the two fp16 steps, one IEEE RNE addition"),
+        group_size=(16, f"the fp16 mma.sync step ({MMASIM_NV} _mma_L_max_bytes['{arch}'] // 2); {KM_FP8_ROWS}"),
+        description=(
+            f"NVIDIA {arch} mma.sync, {input_name(fmt)} inputs, {output} output: fp8 widened to fp16, two fp16 "
+            f"T-FDPA steps of 16 per k32 from zero, then c + that (one RNE add)",
+            KM_FP8_ROWS,
         ),
     )
 
@@ -474,6 +505,32 @@ UNIT_MIXED_INPUTS = MappingProxyType(
         "fp64": _OCP_MIXED + _FNUZ_MIXED,
     }
 )
+#: The instructions each matrix unit models, the default first (the arithmetic ``unit`` gave before
+#: it took ``instruction``): PTX mma.sync ("mma"), wgmma.mma_async ("wgmma", Hopper),
+#: tcgen05.mma ("tcgen05", Blackwell), AMD v_mfma ("mfma"). On one GPU they are not one unit:
+#: fp8 mma.sync on Hopper and Blackwell runs as fp16 steps (:func:`unit`); their fp16, bf16 and
+#: tf32 arithmetic is one (MMA-Sim 2.1.1 nv_ptx/sim.py MMA, WGMMA, TCGen05MMA: F = 25, the same
+#: L_max per operand size).
+UNIT_INSTRUCTIONS = MappingProxyType(
+    {
+        "v100": ("mma",),
+        "t4": ("mma",),
+        "a100": ("mma",),
+        "ada": ("mma",),
+        "h100": ("wgmma", "mma"),
+        "b200": ("tcgen05", "mma"),
+        "mi100": ("mfma",),
+        "mi200": ("mfma",),
+        "mi300": ("mfma",),
+    }
+)
+_INSTRUCTION_ALIASES = {
+    "mma.sync": "mma",
+    "wgmma.mma_async": "wgmma",
+    "tcgen05.mma": "tcgen05",
+    "v_mfma": "mfma",
+    "mfma": "mfma",
+}
 ALIASES = MappingProxyType(
     {
         "a2": "a100",
@@ -619,6 +676,7 @@ def unit(
     scale: str | None = None,
     block: int | None = None,
     kind: str | None = None,
+    instruction: str | None = None,
 ) -> Unit:
     """The named unit (case-insensitive; aliases such as ``h200`` → ``h100`` accepted) for
     operands of ``input`` (``"fp16"``, ``"bf16"``, ``"tf32"`` / ``"xf32"``, ``"e4m3"``,
@@ -636,11 +694,20 @@ def unit(
     kind::mxf4 (e2m1, ue8m0 per 32) or kind::mxf4nvf4 (e2m1; ue8m0 per 32 or 16, ue4m3 per 16).
     ``kind`` picks the instruction where two fit (e2m1 × e2m1 with ue8m0 per 32: ``"mxf4"``, the
     default, or ``"mxf8f6f4"``); :data:`SCALED_KINDS`. ``emu.dot_add`` then needs the scales.
+
+    ``instruction``: ``"mma"`` (PTX mma.sync), ``"wgmma"`` (Hopper), ``"tcgen05"`` (Blackwell
+    tcgen05.mma) or ``"mfma"`` (AMD); None or the first of :data:`UNIT_INSTRUCTIONS` is the unit
+    as before. They differ for fp8 operands on Hopper and Blackwell: ``mma`` there widens fp8 to
+    fp16 and runs two fp16 steps of 16 per k32 from zero, then adds c (one RNE addition), as the
+    measured rows show (Khattak & Mikaitis, arXiv 2512.07004). ValueError naming the accepted
+    values for an instruction the unit lacks.
     """
     key = str(name).strip().lower()
     key = ALIASES.get(key, key)
     key = _SCALED_ALIASES.get(key, key)
-    if scale is not None or block is not None or kind is not None:
+    scaled = scale is not None or block is not None or kind is not None
+    ins = _instruction(key, name, instruction, scaled)
+    if scaled:
         if key not in SCALED_UNIT_NAMES:
             raise ValueError(
                 f"unit: {name!r} has no block-scaled instructions; block-scaled units: {', '.join(SCALED_UNIT_NAMES)}"
@@ -670,7 +737,7 @@ def unit(
                 f"input: {key} has no {pair_name(fmt, b_fmt)} instruction (A {input_name(fmt)}, B "
                 f"{input_name(b_fmt)}); its mixed pairs: {have}"
             )
-        return _mixed(unit(key, output=output, input=fmt), b_fmt)
+        return _mixed(unit(key, output=output, input=fmt, instruction=ins), b_fmt)
     if input_name(fmt) not in UNIT_INPUTS[key]:
         raise ValueError(
             f"input: {key} has no {input_name(fmt)} instruction; its input formats: {', '.join(UNIT_INPUTS[key])}"
@@ -679,8 +746,35 @@ def unit(
         if output == "fp16" and fmt in (InputFormat.BF16, InputFormat.TF32):
             raise ValueError(f"output: {key} accumulates {input_name(fmt)} in fp32 only; 'fp16' is for fp16 and fp8")
         arch = _NV[key][0]
+        if ins == "mma" and key in ("h100", "b200") and fmt in (InputFormat.E4M3, InputFormat.E5M2):
+            return _nvidia_fp8_mma(key, arch, output, fmt)
         return _nvidia_input(_nvidia(key, *_NV[key], output=output), arch, 2 * _NV[key][1], fmt)
     builders = {"mi100": _amd_mi100, "mi200": _amd_mi200, "mi300": _amd_mi300, "fma32": _fma32, "fp64": _fp64}
     if output != "fp32":
         raise ValueError(f"output: {name!r} has only an fp32 output; 'fp16' is offered for NVIDIA units")
     return builders[key](fmt)
+
+
+def _instruction(key: str, name, instruction, scaled: bool) -> str | None:
+    """The instruction :func:`unit` builds ``key`` for (None: the default), or ValueError naming
+    the field and the accepted values."""
+    if instruction is None:
+        return None
+    ins = str(instruction).strip().lower()
+    ins = _INSTRUCTION_ALIASES.get(ins, ins)
+    if scaled or key == "rtx-blackwell":
+        have = {"b200": ("tcgen05",), "rtx-blackwell": ("mma",)}.get(key, ())
+        name = f"{name} (block-scaled)"
+    else:
+        have = UNIT_INSTRUCTIONS.get(key, ())
+    if not have:
+        known = ", ".join(UNIT_INSTRUCTIONS)
+        raise ValueError(
+            f"instruction: {name!r} is not a matrix unit with instructions (units that have them: {known})"
+        )
+    if ins not in have:
+        raise ValueError(
+            f"instruction: {name} has no {instruction!r} instruction; its instructions: {', '.join(have)} "
+            "(the first is the default)"
+        )
+    return ins
