@@ -283,7 +283,7 @@ def _nvidia_fp8_mma(key: str, arch: str, output: str, fmt: InputFormat) -> Unit:
         group_size=(16, f"the fp16 mma.sync step ({MMASIM_NV} _mma_L_max_bytes['{arch}'] // 2); {KM_FP8_ROWS}"),
         description=(
             f"NVIDIA {arch} mma.sync, {input_name(fmt)} inputs, {output} output: fp8 widened to fp16, two fp16 "
-            f"T-FDPA steps of 16 per k32 from zero, then c + that (one RNE add)",
+            f"T-FDPA steps of 16 per k32 from zero, then c + their result (one RNE addition)",
             KM_FP8_ROWS,
         ),
     )
@@ -767,6 +767,8 @@ def _instruction(key: str, name, instruction, scaled: bool) -> str | None:
         name = f"{name} (block-scaled)"
     else:
         have = UNIT_INSTRUCTIONS.get(key, ())
+    if not have and key not in UNIT_INPUTS:
+        return ins  # an unknown unit name: unit() says so
     if not have:
         known = ", ".join(UNIT_INSTRUCTIONS)
         raise ValueError(
