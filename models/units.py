@@ -279,7 +279,17 @@ def _nvidia_fp8_mma(key: str, arch: str, output: str, fmt: InputFormat) -> Unit:
         u,
         fmt,
         f"{PTX}: mma.sync m16n8k32 .e4m3 / .e5m2",
-        step_size=(32, step + "; c is added after the two fp16 steps, one IEEE RNE addition"),
+        step_size=(
+            32,
+            step
+            + "; c is added after the two fp16 steps, one IEEE RNE addition"
+            + (
+                "; Hopper with fp32 output: no measured mma.sync rows (the H100/H200 fp32 rows are wgmma's), "
+                "the steps inferred from Hopper's fp16-output and Blackwell's fp32-output rows"
+                if (key, output) == ("h100", "fp32")
+                else ""
+            ),
+        ),
         group_size=(16, f"the fp16 mma.sync step ({MMASIM_NV} _mma_L_max_bytes['{arch}'] // 2); {KM_FP8_ROWS}"),
         description=(
             f"NVIDIA {arch} mma.sync, {input_name(fmt)} inputs, {output} output: fp8 widened to fp16, two fp16 "
