@@ -154,3 +154,20 @@ def test_gemm_takes_the_steps_as_dot_add_does():
     got = emu.gemm(A.view(ml_dtypes.float8_e4m3fn), B.view(ml_dtypes.float8_e4m3fn), C, unit)
     want = emu.dot_add(A[:, None, :], B.T[None, :, :], C, unit)
     assert np.array_equal(np.asarray(got).view(np.uint32), np.asarray(want).view(np.uint32))
+
+
+def test_step_size_is_checked():
+    """check_params: steps for TRUNCATED_FUSED units only, a multiple of the group whose pairs
+    deal evenly, fp16 or fp8 operands."""
+    from emu.units import check_params
+
+    mma = models.unit("b200", input="e4m3", instruction="mma").params
+    assert check_params(mma._replace(step_size=64)) is not None  # two steps' worth: four groups
+    with pytest.raises(ValueError, match=r"^unit\.step_size: must be 0 or a multiple"):
+        check_params(mma._replace(step_size=24))
+    with pytest.raises(ValueError, match=r"^unit\.step_size: must be 0 or a multiple"):
+        check_params(mma._replace(step_size=-32))
+    with pytest.raises(ValueError, match=r"^unit\.step_size: only a TRUNCATED_FUSED unit"):
+        check_params(models.unit("mi100").params._replace(step_size=8))
+    with pytest.raises(ValueError, match=r"^unit\.step_size: emulated steps widen fp8 or fp16 operands"):
+        check_params(models.unit("h100", input="bf16").params._replace(step_size=32))
