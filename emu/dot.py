@@ -12,6 +12,7 @@ from .jit import jit, prange
 from .kernels import KERNELS, LANES, SERIAL
 from .operands import decode_flush, is_wide, operand
 from .rows import driver, rows_driver, rows_fused
+from .steps import fold_steps, inner_params, step_operands
 from .units import Family, Format, UnitParams, check_params, kernel_params, kernel_vector
 
 __all__ = [
@@ -175,6 +176,8 @@ def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
     tf32, :func:`kernel_dtype`): A (M, K) for a GEMM, or (1, K, N) for one a-vector per output
     (see ``kernels._tiles``); B (K, N); C (M, N), or broadcastable to it as (1 or M, 1 or N).
     Returns (M, N) float32."""
+    if params.step_size:  # an emulated instruction: its inner steps, then c (emu.steps)
+        return _run_steps(params, A, B, C)
     dtype = kernel_dtype(params)
     # C-ordered and writable (a read-only operand is copied): one compiled type per layout
     A, B = (np.require(x, dtype, ("C", "W")) for x in (A, B))
@@ -228,6 +231,17 @@ FUSED = True
 #: a batched GEMM (G, M, 1, K) × (G, 1, N, K) runs its G elements in parallel in one launch when
 #: G is at least this (None: the numba thread count), else one parallel GEMM per element
 BATCH_MIN_G = None
+
+
+def _run_steps(params: UnitParams, A, B, C) -> np.ndarray:
+    """:func:`run_kernel` for a unit with ``step_size``: each step's products (in
+    :func:`emu.steps.step_order`, padded with +0) by the inner unit from +0, folded into C."""
+    S, L = params.step_size, params.group_size
+    A, steps = step_operands(np.asarray(A), 1, S, L)
+    B, _ = step_operands(np.asarray(B), 0, S, L)
+    inner, zero = inner_params(params), np.zeros((1, 1), np.float32)
+    parts = [run_kernel(inner, A[:, j * S : (j + 1) * S], B[j * S : (j + 1) * S], zero) for j in range(steps)]
+    return fold_steps(np.asarray(C, np.float32), np.stack(parts, axis=-1), params.output_format)
 
 
 def _gemm_like(a_batch: tuple, b_batch: tuple, batch: tuple) -> bool:
@@ -395,6 +409,16 @@ def dot_add(a, b, c, unit, *, scale_a=None, scale_b=None) -> np.ndarray:
     c_vals = accumulator_values(c, params.output_format)
     batch = np.broadcast_shapes(a_bits.shape[:-1], b_bits.shape[:-1], c_vals.shape)
     c32 = c_vals.astype(np.float32, copy=False)
+    if params.step_size:  # an emulated instruction (emu.steps): fp16 steps from +0, then c
+        S = params.step_size
+        a_s, steps = step_operands(a_bits, -1, S, params.group_size)
+        b_s, _ = step_operands(b_bits, -1, S, params.group_size)
+        a_s = a_s.reshape(a_s.shape[:-1] + (steps, S))
+        b_s = b_s.reshape(b_s.shape[:-1] + (steps, S))
+        zero = np.zeros((), np.float16 if params.output_format == Format.FP16 else np.float32)
+        parts = dot_add(a_s, b_s, zero, inner_params(params))
+        out = fold_steps(c32, np.asarray(parts, np.float32), params.output_format).reshape(batch)
+        return out.astype(np.float16) if params.output_format == Format.FP16 else out
 
     if is_wide(params):
         out = _dot_values(params, a_bits, b_bits, c32, batch)

@@ -24,6 +24,14 @@ unit's *family*:
                        products summed exactly, times their block's scales, aligned by the scales'
                        exponent alone; fp32 output (:mod:`emu.blockscale`).
 
+A TRUNCATED_FUSED unit with ``step_size`` S > 0 runs each instruction step of S products as an
+emulated instruction does (fp8 ``mma.sync`` on Hopper and Blackwell: the fp8 operands widened to
+fp16, then fp16 steps of ``group_size`` products; :mod:`emu.steps`): the step's products, dealt
+in pairs to its S / ``group_size`` groups (pair p, products 2p and 2p + 1, to group p mod n),
+are summed group after group from a zero accumulator, each group a T-FDPA on fp16 values (field
+exponents of fp16, not of the fp8 format); the step's result is then added to c with one IEEE
+addition, RNE, in the output format. K is padded with +0 products to a multiple of S.
+
 Exponents here are *field* exponents, as the hardware aligns them: an fp16 subnormal or zero has
 exponent −14, an fp32 subnormal or zero −126, and a product's exponent is the sum of its factors'.
 """
@@ -175,6 +183,9 @@ class UnitParams(NamedTuple):
     ``scale_format``, the :class:`ScaleFormat` of both operands' scales; ``block_size``, the
     values along K one scale covers (32 for MX, 16 for NVFP4); ``subgroup_size``, the products a
     GROUPED_SCALED unit sums before scaling (0 for the other families).
+
+    ``step_size``: the products of one emulated instruction step (0: none; TRUNCATED_FUSED only:
+    see the module docstring), a multiple of ``group_size`` whose pairs deal evenly to its groups.
     """
 
     family: Family
@@ -199,6 +210,7 @@ class UnitParams(NamedTuple):
     scale_format: ScaleFormat = ScaleFormat.NONE
     block_size: int = 0
     subgroup_size: int = 0
+    step_size: int = 0
 
 
 #: field → its kind: the enum its values are members of, ``bool`` or ``int`` (the annotations of
@@ -263,6 +275,7 @@ def check_params(params: UnitParams) -> UnitParams:
         )
     fmt, _ = operand_formats(p)  # ValueError for a mixed pair with a wide format
     _check_block_scaling(p)
+    _check_steps(p, fmt)
     if p.family == Family.FUSED_EXACT and fmt in WIDE_INPUTS and p.group_size > 2:
         # the exact path's error sum is exact for fp16 products (a 2^-48 grid) or one TwoSum error
         raise ValueError(
@@ -343,6 +356,25 @@ def _check_block_scaling(p: UnitParams) -> None:
             f"unit.fraction_bits: {p.fraction_bits} with groups of {p.group_size} leaves the float64 sum of "
             "cut terms inexact; lower it or the group size"
         )
+
+
+def _check_steps(p: UnitParams, fmt: InputFormat) -> None:
+    """The ``step_size`` field of ``p`` (:func:`check_params`)."""
+    S = p.step_size
+    if not S:
+        return
+    if p.family != Family.TRUNCATED_FUSED:
+        raise ValueError(
+            f"unit.step_size: only a TRUNCATED_FUSED unit runs emulated steps; must be 0 for "
+            f"{Family(p.family).name}, got {S}"
+        )
+    if S < 0 or S > MAX_GROUP_SIZE or S % p.group_size or S % (2 * (S // p.group_size)):
+        raise ValueError(
+            f"unit.step_size: must be 0 or a multiple n·group_size (group_size {p.group_size}) of at most "
+            f"{MAX_GROUP_SIZE} whose pairs deal evenly to the n groups (a multiple of 2n), got {S}"
+        )
+    if fmt in WIDE_INPUTS:
+        raise ValueError(f"unit.step_size: emulated steps widen fp8 or fp16 operands to fp16, not {fmt.name.lower()}")
 
 
 def operand_formats(params: UnitParams) -> tuple[InputFormat, InputFormat]:

@@ -3,31 +3,28 @@
 ``unit(name, input=FORMAT, output=…)`` returns a frozen :class:`Unit` for one operand format
 (fp16, bf16, tf32, e4m3, e5m2, e4m3fnuz, e5m2fnuz: :data:`UNIT_INPUTS` says which units have
 which), or for a pair of fp8 formats, A's and B's (``input=("e4m3", "e5m2")``, also written
-``"e4m3xe5m2"``: :data:`UNIT_MIXED_INPUTS`); ``dataclasses.replace(unit, group_size=8)`` gives a variant to explore. ``Unit.params``
-is the plain record the ``emu`` kernels take.
+``"e4m3xe5m2"``: :data:`UNIT_MIXED_INPUTS`), and for one instruction of the GPU's
+(``instruction="mma"``, ``"wgmma"``, ``"tcgen05"``; AMD ``"mfma"``: :data:`UNIT_INSTRUCTIONS`,
+the first the default); ``dataclasses.replace(unit, group_size=8)`` gives a variant to explore.
+``Unit.params`` is the plain record the ``emu`` kernels take.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from dataclasses import field
 from types import MappingProxyType
 
 from emu.operands import input_name, input_pair, pair_name
 from emu.units import (
-    BLOCK_SCALED,
-    FIELD_KINDS,
     MAX_GROUP_SIZE,
     Family,
     Format,
     InputFormat,
     Rounding,
     ScaleFormat,
-    UnitParams,
-    check_params,
 )
 
+from .unit_record import Unit, cite
 from .units_cdna4 import CDNA4_ALIASES, CDNA4_NAMES, NOT_ON_SILICON, cdna4_fields
 
 __all__ = [
@@ -36,6 +33,7 @@ __all__ = [
     "UNIT_NAMES",
     "UNIT_INPUTS",
     "UNIT_MIXED_INPUTS",
+    "UNIT_INSTRUCTIONS",
     "ALIASES",
     "MAX_GROUP_SIZE",
     "SCALED_UNIT_NAMES",
@@ -61,135 +59,16 @@ PTX_MIXED_FP8 = (
     "any A and B type; MMA-Sim 2.1.1 isa_mma.py / isa_wgmma.py / isa_tcgen05mma.py list every "
     "(a_type, b_type) pair"
 )
+#: the arithmetic of fp8 mma.sync on Hopper and Blackwell, found here from the measured rows
+KM_FP8_ROWS = (
+    f"{KHATTAK} model_validation/{{H100,H200,B200}}/{{E4M3,E5M2}}/d_*_fp16.txt (mma.sync m16n8k32, CUDA/"
+    "mma_fp8_output_fp16.cu; 30,000 rows) and B200/{E4M3,E5M2}/d_B200_fp32.txt (mma_fp8_output_fp32.cu; "
+    "10,000 rows): every row equal (fp16emu's fit; tests/models/test_instructions.py)"
+)
 CDNA3_MIXED_FP8 = (
     "AMD CDNA3 ISA reference: V_MFMA_F32_16X16X32_FP8_BF8 / _BF8_FP8 and 32X32X16 (A fp8 = e4m3fnuz, "
     "B bf8 = e5m2fnuz, or the reverse); MMA-Sim 2.1.1 amd/isa_mfma.py cdna3_mfma_suffix"
 )
-
-
-class _NamedUnit:
-    """The methods of :class:`Unit` (its fields come from :class:`emu.UnitParams`)."""
-
-    def __post_init__(self):
-        # dataclasses.replace(unit, ...) goes through here too: every field keeps its meaning
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name: must be a non-empty string, got {self.name!r}")
-        check_params(UnitParams(*(getattr(self, f) for f in UnitParams._fields)))
-        for f, kind in FIELD_KINDS.items():  # each value as its kind: enums print by name
-            object.__setattr__(self, f, kind(getattr(self, f)))
-
-    def __reduce__(self):
-        # ``sources`` is read-only (a mappingproxy, which pickle refuses) and jobs carry units to
-        # worker processes: a unit pickles as its fields, ``sources`` as a plain dict
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        fields["sources"] = dict(self.sources)
-        return _unit_from_fields, (fields,)
-
-    @property
-    def params(self) -> UnitParams:
-        """The plain record the ``emu`` kernels take (every field an int)."""
-        return UnitParams(*(int(getattr(self, f)) for f in UnitParams._fields))
-
-    def source(self, field_name: str) -> str:
-        return self.sources[field_name]
-
-
-def _field(name: str):
-    """``name`` of :class:`emu.UnitParams` as a dataclass field: its kind and its default."""
-    if name in UnitParams._field_defaults:
-        return name, FIELD_KINDS[name], field(default=UnitParams._field_defaults[name])
-    return name, FIELD_KINDS[name]
-
-
-Unit = dataclasses.make_dataclass(
-    "Unit",
-    [
-        ("name", str),
-        ("description", str),
-        *map(_field, UnitParams._fields),
-        ("sources", Mapping[str, str], field(default_factory=dict, compare=False, repr=False)),
-    ],
-    bases=(_NamedUnit,),
-    frozen=True,
-)
-Unit.__module__ = __name__
-Unit.__doc__ = """A matrix unit or FMA path: ``name``, ``description``, the fields of
-:class:`emu.UnitParams` (declared there once; enum fields hold enum members) and ``sources``, which
-cites every other field. Made by :func:`unit`; ``dataclasses.replace(unit, group_size=8)`` gives a
-variant, validated as every unit is (:func:`emu.units.check_params`). ``params`` is the plain
-record the ``emu`` kernels take."""
-
-
-# Fields a family's arithmetic never reads: their source is that fact.
-_UNUSED = {
-    Family.FUSED_EXACT: (
-        "fraction_bits",
-        "sum_fraction_bits",
-        "alignment_rounding",
-        "c_alignment_rounding",
-        "zero_exponent",
-        "round_each_group",
-        "output_fraction_bits",
-        "interleaved_sums",
-    ),
-    Family.PAIRWISE: (
-        "fraction_bits",
-        "sum_fraction_bits",
-        "alignment_rounding",
-        "c_alignment_rounding",
-        "zero_exponent",
-        "round_each_group",
-        "output_fraction_bits",
-        "interleaved_sums",
-    ),
-    Family.TRUNCATED_FUSED: ("sum_fraction_bits", "c_alignment_rounding", "round_each_group", "interleaved_sums"),
-    Family.TWO_STAGE: ("zero_exponent", "round_each_group", "output_fraction_bits"),
-    Family.FMA: (
-        "fraction_bits",
-        "sum_fraction_bits",
-        "alignment_rounding",
-        "c_alignment_rounding",
-        "zero_exponent",
-        "round_each_group",
-        "output_fraction_bits",
-        "interleaved_sums",
-    ),
-    Family.FP64: (
-        "fraction_bits",
-        "sum_fraction_bits",
-        "alignment_rounding",
-        "c_alignment_rounding",
-        "zero_exponent",
-        "output_fraction_bits",
-        "interleaved_sums",
-    ),
-    Family.SCALED_FUSED: (
-        "sum_fraction_bits",
-        "c_alignment_rounding",
-        "round_each_group",
-        "interleaved_sums",
-        "subgroup_size",
-    ),
-    Family.GROUPED_SCALED: ("sum_fraction_bits", "c_alignment_rounding", "round_each_group", "interleaved_sums"),
-}
-#: the block-scaling fields, which only the block-scaled families read
-_SCALE_FIELDS = ("scale_format", "block_size", "subgroup_size")
-
-
-def _unit_from_fields(fields: dict) -> Unit:
-    """The unpickler of :meth:`Unit.__reduce__`: the unit again, ``sources`` read-only."""
-    return Unit(**(fields | {"sources": MappingProxyType(fields["sources"])}))
-
-
-def _cite(family: Family, default: str, **specific: str) -> Mapping[str, str]:
-    """Every field's source: ``specific`` where given, "unused by this family" for fields the
-    family never reads, else ``default``; the name is fp16emu's own."""
-    fields = [f.name for f in dataclasses.fields(Unit) if f.name != "sources"]
-    unused = dict.fromkeys(_UNUSED[family], "unused by this family")
-    if family not in BLOCK_SCALED:
-        unused |= dict.fromkeys(_SCALE_FIELDS, "0: not a block-scaled unit")
-    unused["b_input_format"] = "-1 (emu.units.SAME_AS_A): B is in A's format (a mixed-fp8 unit cites its instruction)"
-    return MappingProxyType({f: specific.get(f, unused.get(f, default)) for f in fields} | {"name": "fp16emu naming"})
 
 
 def _with_input(u: Unit, fmt: InputFormat, instruction: str, **changes) -> Unit:
@@ -226,7 +105,7 @@ def _nvidia_input(u: Unit, arch: str, bytes_per_step: int, fmt: InputFormat) -> 
     )
     if size == 1 and arch in ("Ada Lovelace", "Hopper"):
         src = f"{MMASIM_NV} MMA (Ada, e4m3/e5m2) and WGMMA (fp8): 'truncated to F=13', rho RZ-E8M13"
-        instruction = "mma.sync (Ada) / wgmma (Hopper; Hopper's mma.sync has no fp8)"
+        instruction = "mma.sync (Ada) / wgmma (Hopper; Hopper's fp8 mma.sync: instruction='mma')"
         changes["fraction_bits"] = (13, src)
         if u.output_format == Format.FP32:
             changes["output_fraction_bits"] = (13, src)
@@ -245,7 +124,7 @@ def _nvidia(name, arch, group_size, fraction_bits, zero_exponent_fp32, zero_expo
         output_rounding=Rounding.RNE if fp16_out else Rounding.RZ,
         zero_exponent=zero_exponent_fp16 if fp16_out else zero_exponent_fp32,
         output_format=Format.FP16 if fp16_out else Format.FP32,
-        sources=_cite(
+        sources=cite(
             Family.TRUNCATED_FUSED,
             f"{MMASIM_NV} ({arch}); {KHATTAK} {arch}TC.m",
             description=f"{MMASIM_NV}: MMA_T_FDPA for {arch}",
@@ -260,6 +139,37 @@ def _nvidia(name, arch, group_size, fraction_bits, zero_exponent_fp32, zero_expo
     )
 
 
+def _nvidia_fp8_mma(key: str, arch: str, output: str, fmt: InputFormat) -> Unit:
+    """fp8 ``mma.sync`` (m16n8k32) on Hopper or Blackwell: the fp8 values widened to fp16, each
+    instruction's 32 products summed by two fp16 mma steps of 16 from a zero accumulator (the
+    pairs of products alternating between them, as the fp8 registers unpack into fp16 ones),
+    the result added to c with one IEEE addition (RNE) in the output format (emu.steps)."""
+    u = _nvidia(key, *_NV[key], output=output)  # the fp16 instruction each step runs
+    step = f"{PTX}: mma.sync.aligned.m16n8k32 .e4m3/.e5m2 (sm_89+), k = 32 per instruction; {KM_FP8_ROWS}"
+    return _with_input(
+        u,
+        fmt,
+        f"{PTX}: mma.sync m16n8k32 .e4m3 / .e5m2",
+        step_size=(
+            32,
+            step
+            + "; c is added after the two fp16 steps, one IEEE RNE addition"
+            + (
+                "; Hopper with fp32 output: no measured mma.sync rows (the H100/H200 fp32 rows are wgmma's), "
+                "the steps inferred from Hopper's fp16-output and Blackwell's fp32-output rows"
+                if (key, output) == ("h100", "fp32")
+                else ""
+            ),
+        ),
+        group_size=(16, f"the fp16 mma.sync step ({MMASIM_NV} _mma_L_max_bytes['{arch}'] // 2); {KM_FP8_ROWS}"),
+        description=(
+            f"NVIDIA {arch} mma.sync, {input_name(fmt)} inputs, {output} output: fp8 widened to fp16, two fp16 "
+            f"T-FDPA steps of 16 per k32 from zero, then c + their result (one RNE addition)",
+            KM_FP8_ROWS,
+        ),
+    )
+
+
 def _amd_mi100(fmt: InputFormat = InputFormat.FP16) -> Unit:
     u = Unit(
         name="mi100",
@@ -267,7 +177,7 @@ def _amd_mi100(fmt: InputFormat = InputFormat.FP16) -> Unit:
         family=Family.FUSED_EXACT,
         group_size=4,
         output_rounding=Rounding.RNE,
-        sources=_cite(
+        sources=cite(
             Family.FUSED_EXACT,
             f"{MMASIM_AMD} (CDNA1: MMA_E_FDPA, L_max=4 for f16); {KHATTAK} MI100MC.m (fma=4, correct_rounding=1, rne, subnormals kept)",
         ),
@@ -299,7 +209,7 @@ def _amd_mi200(fmt: InputFormat = InputFormat.FP16) -> Unit:
         flush_products=True,
         flush_partials=True,
         flush_output=True,
-        sources=_cite(
+        sources=cite(
             Family.PAIRWISE,
             f"{MMASIM_AMD} (CDNA2: MMA_FTZ_MUL_ADD(P=4)); {KHATTAK} MI210MC.m / MI250MC.m (pair_wise_sum=1)",
             flush_inputs=flush + " (ftz_mul: inputs → +0)",
@@ -337,7 +247,7 @@ def _amd_mi300(fmt: InputFormat = InputFormat.FP16) -> Unit:
         alignment_rounding=Rounding.RZ,
         c_alignment_rounding=Rounding.RD,
         output_rounding=Rounding.RNE,
-        sources=_cite(
+        sources=cite(
             Family.TWO_STAGE,
             f"{MMASIM_AMD} (CDNA3: MMA_TR_FDPA(F=24, F2=31, rho='RNE-FP32', L_max=8)); {KHATTAK} MI300MC.m @d12a5b3^",
             alignment_rounding=f"{MMASIM} fdpa.truncated_fused_sum (torch.trunc); {KHATTAK} MI300MC.m",
@@ -389,7 +299,7 @@ def _fma32(fmt: InputFormat = InputFormat.FP16) -> Unit:
         family=Family.FMA,
         group_size=1,
         output_rounding=Rounding.RNE,
-        sources=_cite(
+        sources=cite(
             Family.FMA,
             f"{IEEE}; {MMASIM} arithmetic/fma.py (MMA_FMA)",
         ),
@@ -405,7 +315,7 @@ def _fp64(fmt: InputFormat = InputFormat.FP16) -> Unit:
         group_size=1,
         output_rounding=Rounding.RNE,
         round_each_group=False,
-        sources=_cite(
+        sources=cite(
             Family.FP64,
             "rocMLIR @3df931f1 (github.com/ROCm/rocMLIR) mcpuConv2dFloat: the CPU validation's double accumulator, result cast to float",
         ),
@@ -476,6 +386,32 @@ UNIT_MIXED_INPUTS = MappingProxyType(
         "fp64": _OCP_MIXED + _FNUZ_MIXED,
     }
 )
+#: The instructions each matrix unit models, the default first (the arithmetic ``unit`` gave before
+#: it took ``instruction``): PTX mma.sync ("mma"), wgmma.mma_async ("wgmma", Hopper),
+#: tcgen05.mma ("tcgen05", Blackwell), AMD v_mfma ("mfma"). On one GPU they are not one unit:
+#: fp8 mma.sync on Hopper and Blackwell runs as fp16 steps (:func:`unit`); their fp16, bf16 and
+#: tf32 arithmetic is one (MMA-Sim 2.1.1 nv_ptx/sim.py MMA, WGMMA, TCGen05MMA: F = 25, the same
+#: L_max per operand size).
+UNIT_INSTRUCTIONS = MappingProxyType(
+    {
+        "v100": ("mma",),
+        "t4": ("mma",),
+        "a100": ("mma",),
+        "ada": ("mma",),
+        "h100": ("wgmma", "mma"),
+        "b200": ("tcgen05", "mma"),
+        "mi100": ("mfma",),
+        "mi200": ("mfma",),
+        "mi300": ("mfma",),
+    }
+)
+_INSTRUCTION_ALIASES = {
+    "mma.sync": "mma",
+    "wgmma.mma_async": "wgmma",
+    "tcgen05.mma": "tcgen05",
+    "v_mfma": "mfma",
+    "mfma": "mfma",
+}
 ALIASES = MappingProxyType(
     {
         "a2": "a100",
@@ -600,7 +536,7 @@ def _scaled_unit(key: str, fa: InputFormat, fb: InputFormat, scale: str, block: 
         scale_format=ScaleFormat.UE8M0 if scale == "ue8m0" else ScaleFormat.UE4M3,
         block_size=block,
         **fields,
-        sources=_cite(
+        sources=cite(
             family,
             model,
             description=model,
@@ -625,7 +561,7 @@ def _cdna4_unit(key: str, fa: InputFormat, fb: InputFormat, scale: str, block: i
     values = {f: v for f, (v, _) in fields.items()}
     cited = {f: src for f, (_, src) in fields.items()}
     default = f"unused or at its default in {description} [{NOT_ON_SILICON}]"
-    sources = dict(_cite(Family.SCALED_FUSED, default)) | cited
+    sources = dict(cite(Family.SCALED_FUSED, default)) | cited
     return Unit(name=key, **values, sources=MappingProxyType(sources))
 
 
@@ -637,6 +573,7 @@ def unit(
     scale: str | None = None,
     block: int | None = None,
     kind: str | None = None,
+    instruction: str | None = None,
 ) -> Unit:
     """The named unit (case-insensitive; aliases such as ``h200`` → ``h100`` accepted) for
     operands of ``input`` (``"fp16"``, ``"bf16"``, ``"tf32"`` / ``"xf32"``, ``"e4m3"``,
@@ -656,11 +593,20 @@ def unit(
     default, or ``"mxf8f6f4"``); :data:`SCALED_KINDS`. ``emu.dot_add`` then needs the scales.
     ``"mi355"`` (aliases ``mi350``, ``cdna4``, ``gfx950``): AMD CDNA4 ``v_mfma_scale_f32_*_f8f6f4``,
     ue8m0 per 32 only, from documentation, not checked on silicon (:mod:`models.units_cdna4`).
+
+    ``instruction``: ``"mma"`` (PTX mma.sync), ``"wgmma"`` (Hopper), ``"tcgen05"`` (Blackwell
+    tcgen05.mma) or ``"mfma"`` (AMD); None or the first of :data:`UNIT_INSTRUCTIONS` is the unit
+    as before. They differ for fp8 operands on Hopper and Blackwell: ``mma`` there widens fp8 to
+    fp16 and runs two fp16 steps of 16 per k32 from zero, then adds c (one RNE addition), as the
+    measured rows show (Khattak & Mikaitis, arXiv 2512.07004). ValueError naming the accepted
+    values for an instruction the unit lacks.
     """
     key = str(name).strip().lower()
     key = ALIASES.get(key, key)
     key = _SCALED_ALIASES.get(key, key)
-    if scale is not None or block is not None or kind is not None:
+    scaled = scale is not None or block is not None or kind is not None
+    ins = _instruction(key, name, instruction, scaled)
+    if scaled:
         if key not in SCALED_UNIT_NAMES:
             raise ValueError(
                 f"unit: {name!r} has no block-scaled instructions; block-scaled units: {', '.join(SCALED_UNIT_NAMES)}"
@@ -692,7 +638,7 @@ def unit(
                 f"input: {key} has no {pair_name(fmt, b_fmt)} instruction (A {input_name(fmt)}, B "
                 f"{input_name(b_fmt)}); its mixed pairs: {have}"
             )
-        return _mixed(unit(key, output=output, input=fmt), b_fmt)
+        return _mixed(unit(key, output=output, input=fmt, instruction=ins), b_fmt)
     if input_name(fmt) not in UNIT_INPUTS[key]:
         raise ValueError(
             f"input: {key} has no {input_name(fmt)} instruction; its input formats: {', '.join(UNIT_INPUTS[key])}"
@@ -701,8 +647,37 @@ def unit(
         if output == "fp16" and fmt in (InputFormat.BF16, InputFormat.TF32):
             raise ValueError(f"output: {key} accumulates {input_name(fmt)} in fp32 only; 'fp16' is for fp16 and fp8")
         arch = _NV[key][0]
+        if ins == "mma" and key in ("h100", "b200") and fmt in (InputFormat.E4M3, InputFormat.E5M2):
+            return _nvidia_fp8_mma(key, arch, output, fmt)
         return _nvidia_input(_nvidia(key, *_NV[key], output=output), arch, 2 * _NV[key][1], fmt)
     builders = {"mi100": _amd_mi100, "mi200": _amd_mi200, "mi300": _amd_mi300, "fma32": _fma32, "fp64": _fp64}
     if output != "fp32":
         raise ValueError(f"output: {name!r} has only an fp32 output; 'fp16' is offered for NVIDIA units")
     return builders[key](fmt)
+
+
+def _instruction(key: str, name, instruction, scaled: bool) -> str | None:
+    """The instruction :func:`unit` builds ``key`` for (None: the default), or ValueError naming
+    the field and the accepted values."""
+    if instruction is None:
+        return None
+    ins = str(instruction).strip().lower()
+    ins = _INSTRUCTION_ALIASES.get(ins, ins)
+    if scaled or key == "rtx-blackwell":
+        have = {"b200": ("tcgen05",), "rtx-blackwell": ("mma",)}.get(key, ())
+        name = f"{name} (block-scaled)"
+    else:
+        have = UNIT_INSTRUCTIONS.get(key, ())
+    if not have and key not in UNIT_INPUTS:
+        return ins  # an unknown unit name: unit() says so
+    if not have:
+        known = ", ".join(UNIT_INSTRUCTIONS)
+        raise ValueError(
+            f"instruction: {name!r} is not a matrix unit with instructions (units that have them: {known})"
+        )
+    if ins not in have:
+        raise ValueError(
+            f"instruction: {name} has no {instruction!r} instruction; its instructions: {', '.join(have)} "
+            "(the first is the default)"
+        )
+    return ins

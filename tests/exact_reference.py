@@ -547,6 +547,8 @@ def reference_dot_add(a_bits, b_bits, c_bits: int, params: UnitParams) -> int:
     if p.flush_inputs:
         a = [_flush_to_pos_zero(x, input_emin(fmt)) for x in a]
         b = [_flush_to_pos_zero(x, input_emin(b_fmt)) for x in b]
+    if getattr(p, "step_size", 0):
+        return _encode(_steps(a, b, c, p, out3), out_fmt)
     if p.flush_c:
         c = _flush_to_pos_zero(c, c_emin)
     G = int(p.group_size)
@@ -585,6 +587,30 @@ def reference_dot_add(a_bits, b_bits, c_bits: int, params: UnitParams) -> int:
         if p.flush_output:
             c = _flush_keep_sign(c, c_emin)
     return _encode(c, out_fmt)
+
+
+def _steps(a, b, c, p: UnitParams, out3):
+    """``step_size`` S (an emulated instruction, fp8 mma.sync on Hopper and Blackwell): each
+    operand re-read as the fp16 value it equals (its fp16 field exponent), K padded with +0 to
+    whole steps; per step, the n = S / group_size groups from +0, group g taking the pairs of
+    products (2q, 2q + 1) with q ≡ g (mod n), each a T-FDPA of the fp16 unit; then c + the
+    step's result, one IEEE addition, RNE, in the output format."""
+    S, L = int(p.step_size), int(p.group_size)
+    n = S // L
+    inner = p._replace(step_size=0, input_format=InputFormat.FP16, b_input_format=-1, flush_inputs=False)
+    widen = [decode_input(_encode(x, Format.FP16), InputFormat.FP16) for x in a]
+    b_widen = [decode_input(_encode(x, Format.FP16), InputFormat.FP16) for x in b]
+    zero = decode_input(0, InputFormat.FP16)
+    while len(widen) % S:
+        widen.append(zero)
+        b_widen.append(zero)
+    for s0 in range(0, len(widen), S):
+        part = (FIN, 0, False)
+        for g in range(n):
+            ks = [s0 + k for k in range(S) if (k // 2) % n == g]
+            part = _group_truncated_fused([widen[k] for k in ks], [b_widen[k] for k in ks], part, inner, out3, out3[1])
+        c = _ieee_add(c, part, out3, Rounding.RNE)
+    return c
 
 
 def _round_keep_specials(x, fmt3, mode):

@@ -44,6 +44,14 @@ PAIRS += [(n, f, "fp16") for n in NVIDIA_FP8 for f in ("e4m3", "e5m2")]
 # the fp16 accumulator
 MIXED = [(n, fa, fb, "fp32") for n in models.UNIT_NAMES for fa, fb in models.UNIT_MIXED_INPUTS.get(n, ())]
 MIXED += [(n, fa, fb, "fp16") for n in NVIDIA_FP8 for fa, fb in models.UNIT_MIXED_INPUTS[n]]
+# fp8 mma.sync on Hopper and Blackwell (instruction="mma": fp16 steps from +0, then c; emu.steps):
+# every operand pair, both accumulators
+STEPPED = [
+    (n, fa, fb, out)
+    for n in ("h100", "b200")
+    for fa, fb in (("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2"), ("e5m2", "e4m3"))
+    for out in ("fp32", "fp16")
+]
 
 
 class Fmt:
@@ -432,8 +440,11 @@ FAMILIES = {
 }
 
 
-def _length(G: int) -> int:
-    """K: more than one group and not a multiple of G (chained groups, a short last group)."""
+def _length(G: int, step: int = 0) -> int:
+    """K: more than one group and not a multiple of G (chained groups, a short last group); for
+    a unit with emulated steps, more than one step and not a multiple of one (a padded step)."""
+    if step:
+        return step + step // 2 + 2
     if G == 1:
         return 5
     K = G + G // 2 + 1
@@ -520,15 +531,25 @@ def test_mixed_pairs_cover_every_unit_with_fp8():
     assert len(MIXED) == 22
 
 
-def _check_against_oracle(name, fmt_name, b_name, out):
+@pytest.mark.parametrize("name,fmt_a,fmt_b,out", STEPPED, ids=[f"{n}-{a}x{b}-{o}" for n, a, b, o in STEPPED])
+def test_fp8_mma_matches_oracle(name, fmt_a, fmt_b, out):
+    """fp8 mma.sync on Hopper and Blackwell: the emulated steps (two fp16 groups of 16 per k32,
+    pairs alternating, from +0, then one RNE addition of c), K = 50 (a padded second step)."""
+    unit = models.unit(name, input=(fmt_a, fmt_b), output=out, instruction="mma")
+    assert (unit.step_size, unit.group_size) == (32, 16)
+    _check_against_oracle(name, fmt_a, fmt_b, out, instruction="mma")
+
+
+def _check_against_oracle(name, fmt_name, b_name, out, instruction=None):
     spec = fmt_name if b_name == fmt_name else (fmt_name, b_name)
-    unit = models.unit(name, input=spec, output=out)
+    unit = models.unit(name, input=spec, output=out, instruction=instruction)
     params = unit.params
     fmt, fmt_b = Fmt(fmt_name), Fmt(b_name)
     fp16 = out == "fp16"
     G = params.group_size
-    K = _length(G)
+    K = _length(G, params.step_size)
     seed = f"{name}/{fmt_name}/{out}" if b_name == fmt_name else f"{name}/{fmt_name}x{b_name}/{out}"
+    seed += f"/{instruction}" if instruction else ""
     a, b, c, fam = _rows(seed, fmt, fmt_b, K, G, params.fraction_bits, out)
 
     with np.errstate(invalid="ignore"):  # signalling-NaN patterns warn when cast (harmless)

@@ -33,6 +33,7 @@ import numba
 import numpy as np
 
 import emu
+import models
 from emu.operands import input_name
 from emu.units import Format
 from models import space
@@ -48,6 +49,7 @@ __all__ = [
     "canonical_bits",
     "evaluate",
     "identify",
+    "instruction_matches",
     "load_rows",
     "next_probes",
     "pool_outputs",
@@ -326,8 +328,45 @@ def _identify(rows, points, screen, next_count, pool_rows, nearest, t0) -> Ident
             )
             for i in order
         ]
+    matches = instruction_matches(rows, d)
+    if matches:
+        result.named_among = list(dict.fromkeys([*result.named_among, *matches]))
+        if not consistent:  # the rows are an instruction outside the space: named, every row explained
+            result.named = " = ".join(matches)
+            result.explained = len(rows)
+        result.notes = (
+            *result.notes,
+            f"every row equals {' = '.join(matches)}, a per-instruction unit outside the searched space "
+            "(models.unit(NAME, input=…, instruction=…))",
+        )
     result.seconds = time.perf_counter() - t0
     return result
+
+
+#: the instruction names as PTX writes them
+_PTX = {"mma": "mma.sync", "wgmma": "wgmma", "tcgen05": "tcgen05.mma", "mfma": "v_mfma"}
+
+
+def instruction_matches(rows: Rows, d: np.ndarray | None = None) -> list[str]:
+    """The per-instruction units outside the space (``models.unit(NAME, …, instruction=…)`` that
+    is not the unit's default arithmetic: fp8 ``mma.sync`` on Hopper and Blackwell) that
+    reproduce every row, named "<unit> <instruction>" (e.g. "b200 mma.sync")."""
+    d = canonical_bits(rows.d) if d is None else d
+    out = []
+    fp16 = rows.output_format == Format.FP16
+    for name, instructions in models.UNIT_INSTRUCTIONS.items():
+        for ins in instructions[1:]:
+            try:
+                u = models.unit(name, input=rows.input_format, output="fp16" if fp16 else "fp32", instruction=ins)
+                default = models.unit(name, input=rows.input_format, output="fp16" if fp16 else "fp32")
+            except ValueError:
+                continue  # no such format, pair or output for this unit
+            if u.params == default.params:
+                continue  # the same arithmetic as the searched unit
+            got = emu.dot_add(rows.a, rows.b, rows.c.view(np.float16 if fp16 else np.float32), u)
+            if np.array_equal(canonical_bits(np.asarray(got).view(np.uint16 if fp16 else np.uint32)), d):
+                out.append(f"{name} {_PTX[ins]}")
+    return out
 
 
 # --- choosing probes ----------------------------------------------------------------------------
