@@ -482,6 +482,10 @@ class Engine:
                     fut.cancel()
 
 
+#: not empty while :func:`ending_on_signals` watches (an inner one leaves it to the outer)
+_WATCHING: list[bool] = []
+
+
 @contextlib.contextmanager
 def ending_on_signals(
     message: str | Callable[[int], str], grace_s: float = 0.5, heard: list[int] | None = None
@@ -499,8 +503,8 @@ def ending_on_signals(
     held it would stop the watcher too, until it returned. A signal ignored when the command
     started (``nohup``, a background job) stays ignored. The numbers of the signals received are
     appended to ``heard`` (so that a command line can skip the interpreter's slow teardown)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # pragma: no cover - signals are the main thread's
+    if threading.current_thread() is not threading.main_thread() or _WATCHING:
+        yield  # signals are the main thread's; nested (study inside fp16emu's main): the outer one's
         return
     wanted = {int(signal.SIGTERM)}
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
@@ -549,12 +553,14 @@ def ending_on_signals(
     old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
     watcher = threading.Thread(target=watch, name="fp16emu-signals", daemon=True)
     watcher.start()
+    _WATCHING.append(True)
     try:
         yield
     except KeyboardInterrupt:  # Terminated included: no child outlives the command
         _end_children()
         raise
     finally:
+        _WATCHING.clear()
         done.set()
         signal.set_wakeup_fd(old_fd)
         watcher.join(1.0)

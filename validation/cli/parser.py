@@ -93,8 +93,18 @@ def _main(argv, heard: list[int]) -> int:
         if getattr(args, "plot", None):  # before any computation: a picture that cannot be written is exit 2
             check_path(args.plot)
         # SIGTERM / SIGINT: 143 / 130 and one line within a second, in every phase (issue 41.7)
-        with ending_on_signals(lambda signum: _stopped_line(command, signum), heard=heard), warm.compile_notice():
-            return args.func(args)
+        with (
+            ending_on_signals(lambda signum: _stopped_line(command, signum), heard=heard),
+            warm.compile_notice() as notice,
+        ):
+            try:
+                code = args.func(args)
+            except KeyboardInterrupt:
+                notice.seconds = 0  # ended by a signal: its one line, not the compile time too
+                raise
+            if heard or code in (130, 143):
+                notice.seconds = 0
+            return code
     except (UsageError, ValueError) as err:  # ValueError: a bad config or input, reported by the library
         print(error_line(command, err), file=sys.stderr)
         return 2
