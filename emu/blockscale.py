@@ -120,8 +120,9 @@ def _scale_patterns(s, name: str, params: UnitParams) -> np.ndarray:
 
 
 def _rows(x, s, x_name, s_name, params, side):
-    """(values, powers, scale values, scale powers, batch shape): the distinct rows of one
-    operand with its scales ((n, K) and (n, K // block)), broadcast against each other."""
+    """(patterns, scale patterns, tables, batch shape): the distinct rows of one operand and its
+    scales ((n, K) and (n, K // block) uint8), broadcast against each other; the tables decode
+    them (:func:`_kernel_arrays`)."""
     fmt = operand_formats(params)[side == "b"]
     bits = _patterns(x, x_name, fmt)
     sbits = _scale_patterns(s, s_name, params)
@@ -141,20 +142,20 @@ def _rows(x, s, x_name, s_name, params, side):
     n = int(np.prod(batch))
     bits = np.broadcast_to(bits, batch + (K,)).reshape(n, K)
     sbits = np.broadcast_to(sbits, batch + (K // blk,)).reshape(n, K // blk)
-    vt, pt = operand_table(fmt)
-    st, sp = scale_table(ScaleFormat(params.scale_format))
-    return vt[bits], pt[bits], st[sbits], sp[sbits], batch
+    return bits, sbits, operand_table(fmt) + scale_table(ScaleFormat(params.scale_format)), batch
 
 
-def _kernel_arrays(rows, lanes: bool) -> tuple:
-    """(V, P, SV, SP) as :func:`emu.kernels.scaled.scaled_dot` takes one operand: values and
-    powers float32 (exact: every operand value and power is an fp16 value), its scales' values
-    and powers float64; rows (n, K), or with ``lanes`` transposed, (K, n)."""
-    V, P, SV, SP = rows
-    out = (V.astype(np.float32), P.astype(np.float32), SV, SP)
+def _kernel_arrays(rows, index, lanes: bool) -> tuple:
+    """(V, P, SV, SP) as :func:`emu.kernels.scaled.scaled_dot` takes one operand, for the rows
+    ``index`` of ``rows`` (:func:`_rows`): values and powers float32 (exact: every operand value
+    and power is an fp16 value), its scales' values and powers float64; (n, K) and (n, K // block),
+    or with ``lanes`` transposed, (K, n). The patterns are selected and laid out first (one byte
+    each), then decoded straight into the kernel's layout."""
+    bits, sbits, (vt, pt, st, sp), _ = rows
+    bits, sbits = bits[index], sbits[index]
     if lanes:
-        out = tuple(x.T for x in out)
-    return tuple(np.ascontiguousarray(x) for x in out)
+        bits, sbits = np.ascontiguousarray(bits.T), np.ascontiguousarray(sbits.T)
+    return vt.astype(np.float32)[bits], pt.astype(np.float32)[bits], st[sbits], sp[sbits]
 
 
 def _run(params, A, B, C: np.ndarray, a_lanes: bool) -> np.ndarray:
@@ -163,30 +164,31 @@ def _run(params, A, B, C: np.ndarray, a_lanes: bool) -> np.ndarray:
     out = np.empty((M, N), np.float32)
     if out.size:
         C = np.ascontiguousarray(np.broadcast_to(C, (M, N)), np.float32)
-        scaled_dot(*A[:2], *B[:2], *A[2:], *B[2:], C, out, kernel_vector(params), a_lanes)
+        if a_lanes:  # one A vector per output: the kernels' batched layout (1, K, N)
+            A = tuple(x[None] for x in A)
+        scaled_dot(*A[:2], *B[:2], *A[2:], *B[2:], C, out, kernel_vector(params))
     return out
 
 
 def scaled_dot_add(params: UnitParams, a, b, c32: np.ndarray, scale_a, scale_b) -> np.ndarray:
     """float32 d = c + Σ a_k·b_k·(block scales) of the broadcast batch shape (the block-scaled
     case of :func:`emu.dot_add`; ``c32`` float32 values)."""
-    *RA, a_batch = _rows(a, scale_a, "a", "scale_a", params, "a")
-    *RB, b_batch = _rows(b, scale_b, "b", "scale_b", params, "b")
+    RA, RB = _rows(a, scale_a, "a", "scale_a", params, "a"), _rows(b, scale_b, "b", "scale_b", params, "b")
     if RA[0].shape[1] != RB[0].shape[1]:
         raise ValueError(f"a, b: K differs ({RA[0].shape[1]} vs {RB[0].shape[1]})")
+    a_batch, b_batch = RA[3], RB[3]
     batch = np.broadcast_shapes(a_batch, b_batch, c32.shape)
     ia = np.broadcast_to(np.arange(RA[0].shape[0]).reshape(a_batch), batch)
     ib = np.broadcast_to(np.arange(RB[0].shape[0]).reshape(b_batch), batch)
     if batch and batch[-1] > 1 and ia.strides[-1] == 0 and all(st == 0 for st in ib.strides[:-1]):
         # a GEMM: A's row varies over the leading dimensions only, B's over the last only
         N = batch[-1]
-        rows_a = ia[..., 0].reshape(-1)
-        A = _kernel_arrays([x[rows_a] for x in RA], False)
-        B = _kernel_arrays([x[ib.reshape(-1, N)[0]] for x in RB], True)
+        A = _kernel_arrays(RA, ia[..., 0].reshape(-1), False)
+        B = _kernel_arrays(RB, ib.reshape(-1, N)[0], True)
         C = np.broadcast_to(c32, batch).reshape(-1, N)
         return _run(params, A, B, C, False).reshape(batch)
-    A = _kernel_arrays([x[ia.reshape(-1)] for x in RA], True)
-    B = _kernel_arrays([x[ib.reshape(-1)] for x in RB], True)
+    A = _kernel_arrays(RA, ia.reshape(-1), True)
+    B = _kernel_arrays(RB, ib.reshape(-1), True)
     return _run(params, A, B, np.broadcast_to(c32, batch).reshape(1, -1), True).reshape(batch)
 
 
@@ -204,11 +206,9 @@ def scaled_gemm(params: UnitParams, A, B, c32: np.ndarray, scale_a, scale_b) -> 
             raise ValueError(f"{name}: need {need}, got shape {np.shape(s)}")
     M, N = A.shape[0], B.shape[1]
     sb = None if scale_b is None else np.asarray(scale_b).T
-    *RA, a_batch = _rows(A, scale_a, "A", "scale_a", params, "a")
-    *RB, b_batch = _rows(B.T, sb, "B", "scale_b", params, "b")
-    if a_batch != (M,) or b_batch != (N,):
+    RA, RB = _rows(A, scale_a, "A", "scale_a", params, "a"), _rows(B.T, sb, "B", "scale_b", params, "b")
+    if RA[3] != (M,) or RB[3] != (N,):
         raise ValueError(
             f"scale_a, scale_b: shapes {np.shape(scale_a)} and {np.shape(scale_b)} do not fit A {A.shape} and B {B.shape}"
         )
-    out = _run(params, _kernel_arrays(RA, False), _kernel_arrays(RB, True), c32, False)
-    return out
+    return _run(params, _kernel_arrays(RA, slice(None), False), _kernel_arrays(RB, slice(None), True), c32, False)

@@ -1,8 +1,13 @@
 """The only numba decorator of the project.
 
 Every kernel is compiled with ``cache=True`` (compile once per machine), ``fastmath=False``
-(no reassociation, no FMA contraction: the arithmetic is the emulation) and
-``error_model="numpy"`` (no Python-style division checks in hot loops).
+(no reassociation, no FMA contraction: the arithmetic is the emulation),
+``error_model="numpy"`` (no Python-style division checks in hot loops) and ``nogil=True``: a
+kernel releases the GIL while it runs, so another thread of the process (the command line's
+signal watcher, ``validation.engine.ending_on_signals``) can act within a second of SIGTERM or
+SIGINT even while one call computes for minutes. Kernels touch no Python object, so releasing
+the GIL changes no result; with numba's OpenMP or TBB threading layer, parallel kernels may even
+be called from several threads at once (numba's ``workqueue`` layer must not be: it aborts).
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ def _why_unsafe(path, st) -> str | None:
     real folder or regular file (no link), this user's, that nobody else can write."""
     if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
         return f"{path} is not a folder or a regular file (a link?)"
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
         return f"{path} belongs to another user (uid {st.st_uid})"
     if st.st_mode & 0o022:
         return f"{path} can be written by others (mode {stat.S_IMODE(st.st_mode):o})"
@@ -226,6 +231,111 @@ def _private_writes(folder: Path) -> None:
             raise
 
     locator.ensure_cache_path, files._open_for_write, files._fp16emu = ensure_cache_path, _open_for_write, True
+    _checked_reads(files, folder)
+
+
+class _UnsafeCacheFile(OSError):
+    """A cache file (or a folder above it) that is not this user's own and private when opened."""
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _check_fd(fd: int, path: str, folder: bool) -> None:
+    """_UnsafeCacheFile unless the open ``fd`` (of ``path``) is a folder (``folder``) or a
+    regular file, this user's (the effective uid), that nobody else can write: the checks of
+    :func:`_why_unsafe` made on the descriptor that is then read, not on a path that another
+    process could swap between the check and the read."""
+    st = os.fstat(fd)
+    if not (stat.S_ISDIR if folder else stat.S_ISREG)(st.st_mode):
+        raise _UnsafeCacheFile(f"{path} is not a {'folder' if folder else 'regular file'}")
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        raise _UnsafeCacheFile(f"{path} belongs to another user (uid {st.st_uid})")
+    if st.st_mode & 0o022:
+        raise _UnsafeCacheFile(f"{path} can be written by others (mode {stat.S_IMODE(st.st_mode):o})")
+
+
+def _open_private(root, path) -> int:
+    """A read-only descriptor of the regular file ``path`` inside the folder ``root``, opened one
+    folder at a time from ``root`` down (each folder by a descriptor, links never followed) and
+    checked with :func:`_check_fd` at every step: ``root``, every folder between, the file. Raises
+    :class:`_UnsafeCacheFile` (an OSError) when one is not private, FileNotFoundError when missing."""
+    root, path = os.path.abspath(root), os.path.abspath(path)
+    parts = os.path.relpath(path, root).split(os.sep)
+    if parts[0] in (os.pardir, os.curdir) or not parts[-1]:
+        raise _UnsafeCacheFile(f"{path} is not inside {root}")
+    dfd = os.open(root, _DIR_FLAGS)
+    try:
+        _check_fd(dfd, root, True)
+        where = root
+        for name in parts[:-1]:
+            where = os.path.join(where, name)
+            nfd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+            os.close(dfd)
+            dfd = nfd
+            _check_fd(dfd, where, True)
+        fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=dfd)
+    except OSError as exc:  # ELOOP / ENOTDIR: a link or a file where a folder should be
+        if isinstance(exc, (_UnsafeCacheFile, FileNotFoundError)):
+            raise
+        raise _UnsafeCacheFile(f"{path} cannot be opened safely ({exc.strerror})") from None
+    finally:
+        os.close(dfd)
+    try:
+        _check_fd(fd, path, False)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _checked_reads(files, folder: Path) -> None:
+    """numba's index and data loads (``IndexDataCacheFile._load_index`` / ``_load_data``, both
+    unpickled) of files under ``folder`` read through :func:`_open_private`: the owner and mode of
+    the file and of every folder from the cache root (``folder``'s parent) down are checked on
+    the descriptors that are read, so a file swapped after :func:`_choose_cache` checked the tree
+    (another user's, or one others can write) is refused, never unpickled. A refused index is an
+    empty one (the kernel is compiled, and its fresh entry replaces the file); a refused data file
+    is a missing one (numba compiles)."""
+    import pickle
+
+    load_index, load_data = files._load_index, files._load_data
+    root, inside = str(folder.parent), str(folder) + os.sep
+
+    def _load_index(self):
+        if not str(self._index_path).startswith(inside):
+            return load_index(self)
+        try:
+            fd = _open_private(root, self._index_path)
+        except FileNotFoundError:
+            return {}
+        except _UnsafeCacheFile as exc:
+            warnings.warn(f"fp16emu: numba's cache: {exc}; not loaded, compiled again", RuntimeWarning, stacklevel=2)
+            return {}
+        with os.fdopen(fd, "rb") as f:
+            version = pickle.load(f)
+            data = f.read()
+        if version != self._version:
+            return {}
+        stamp, overloads = pickle.loads(data)
+        return overloads if stamp == self._source_stamp else {}
+
+    def _load_data(self, name):
+        path = self._data_path(name)
+        if not str(path).startswith(inside):
+            return load_data(self, name)
+        try:
+            fd = _open_private(root, path)
+        except _UnsafeCacheFile as exc:
+            warnings.warn(f"fp16emu: numba's cache: {exc}; not loaded, compiled again", RuntimeWarning, stacklevel=2)
+            raise
+        with os.fdopen(fd, "rb") as f:
+            data = f.read()
+        return pickle.loads(data)
+
+    files._load_index, files._load_data = _load_index, _load_data
 
 
 #: whether compiled kernels are cached on disk (see :func:`_choose_cache`)
@@ -234,7 +344,7 @@ CACHE = _choose_cache()
 
 def jit(*args, parallel: bool = False, inline: str = "never"):
     """``numba.njit`` with the project's fixed options; usable bare or with ``parallel=True``."""
-    options = dict(cache=CACHE, fastmath=False, error_model="numpy", parallel=parallel, inline=inline)
+    options = dict(cache=CACHE, fastmath=False, error_model="numpy", parallel=parallel, inline=inline, nogil=True)
     if args and callable(args[0]):
         return numba.njit(**options)(args[0])
     return numba.njit(**options)

@@ -230,6 +230,28 @@ def _pool_init(parent: int) -> None:
     _single_thread_numba()
 
 
+def _quiet_dask() -> None:
+    """Silence the logs of Dask, Tornado and asyncio in this process (they would print the
+    tracebacks of workers stopped while starting, after the command's one line)."""
+    names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] in ("distributed", "tornado", "asyncio")]
+    for name in {"distributed", "tornado", "asyncio", *names}:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+def _end_children() -> None:
+    """After a signal: kill the child processes still alive (a Dask worker stopped while it
+    started survives its cluster's close), and drop Dask's exit-time close of its clusters (it
+    would print that worker's traceback after the command's one line)."""
+    for child in mp.active_children():
+        with contextlib.suppress(Exception):
+            child.kill()
+    spec = sys.modules.get("distributed.deploy.spec")
+    if spec is not None and hasattr(spec, "close_clusters"):
+        import atexit
+
+        atexit.unregister(spec.close_clusters)
+
+
 def _dask_call(fn, item):
     _single_thread_numba()
     return fn(item)
@@ -343,13 +365,18 @@ class Engine:
             self._old_handler = signal.getsignal(signal.SIGTERM)
 
             def on_term(signum, frame):
+                _quiet_dask()
                 raise Terminated()
 
             signal.signal(signal.SIGTERM, on_term)
         return self
 
     def __exit__(self, *exc):
+        if isinstance(exc[1], KeyboardInterrupt):
+            _quiet_dask()  # ended by a signal: one line, not the log of workers stopped mid-start
         self.close()
+        if isinstance(exc[1], KeyboardInterrupt):
+            _end_children()
         if self._old_handler is not None:
             signal.signal(signal.SIGTERM, self._old_handler)
             self._old_handler = None
@@ -455,20 +482,29 @@ class Engine:
                     fut.cancel()
 
 
+#: not empty while :func:`ending_on_signals` watches (an inner one leaves it to the outer)
+_WATCHING: list[bool] = []
+
+
 @contextlib.contextmanager
-def ending_on_signals(message: str, grace_s: float = 1.0) -> Iterator[None]:
-    """Around a whole command: SIGTERM and SIGINT honoured within ``grace_s`` seconds in every
-    phase, children never left behind. SIGTERM raises :class:`Terminated` in the main thread
-    (SIGINT ``KeyboardInterrupt``, as always), so an engine stops its workers and the command
-    answers in order (143 or 130). Python runs that handler only between bytecodes, so a long
-    compiled call would delay it: the signal's number also reaches a watcher thread at once
+def ending_on_signals(
+    message: str | Callable[[int], str], grace_s: float = 0.5, heard: list[int] | None = None
+) -> Iterator[None]:
+    """Around a whole command: SIGTERM and SIGINT honoured within a second in every phase,
+    children never left behind. SIGTERM raises :class:`Terminated` in the main thread (SIGINT
+    ``KeyboardInterrupt``, as always), so an engine stops its workers and the command answers in
+    order (143 or 130). Python runs that handler only between bytecodes, so a long compiled call
+    would delay it: the signal's number also reaches a watcher thread at once
     (``signal.set_wakeup_fd``, written by the C-level handler whatever the main thread is doing),
     and when the command has not ended ``grace_s`` seconds later the watcher kills this
-    process's child processes (pool workers, Dask nannies and workers), prints ``message`` and
-    exits with 128 + the signal. A signal ignored when the command started (``nohup``, a
-    background job) stays ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # pragma: no cover - signals are the main thread's
+    process's child processes (pool workers, Dask nannies and workers), prints ``message`` (or
+    ``message(signum)``) and exits with 128 + the signal. The watcher runs while a kernel
+    computes because every kernel releases the GIL (``emu.jit``: ``nogil=True``); a call that
+    held it would stop the watcher too, until it returned. A signal ignored when the command
+    started (``nohup``, a background job) stays ignored. The numbers of the signals received are
+    appended to ``heard`` (so that a command line can skip the interpreter's slow teardown)."""
+    if threading.current_thread() is not threading.main_thread() or _WATCHING:
+        yield  # signals are the main thread's; nested (study inside fp16emu's main): the outer one's
         return
     wanted = {int(signal.SIGTERM)}
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
@@ -482,7 +518,15 @@ def ending_on_signals(message: str, grace_s: float = 1.0) -> Iterator[None]:
         wanted.discard(int(signal.SIGTERM))
 
     def on_term(signum, frame):
+        _quiet_dask()  # what stops now may log: the command answers one line
         raise Terminated()
+
+    def on_int(signum, frame):
+        _quiet_dask()
+        raise KeyboardInterrupt()
+
+    old_int = signal.getsignal(signal.SIGINT)
+    own_int = old_int is signal.default_int_handler
 
     def watch():
         import select
@@ -492,26 +536,41 @@ def ending_on_signals(message: str, grace_s: float = 1.0) -> Iterator[None]:
             if not ready:
                 continue
             got = [b for b in os.read(r, 64) if b in wanted]
+            if heard is not None:
+                heard.extend(got)
             if not got or done.wait(grace_s):
                 continue
             for child in mp.active_children():
                 with contextlib.suppress(Exception):
                     child.kill()
-            print(message, file=sys.stderr, flush=True)
+            print(message(got[0]) if callable(message) else message, file=sys.stderr, flush=True)
             os._exit(128 + got[0])
 
     if not ignored_term:
         signal.signal(signal.SIGTERM, on_term)
+    if own_int:
+        signal.signal(signal.SIGINT, on_int)
     old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
     watcher = threading.Thread(target=watch, name="fp16emu-signals", daemon=True)
     watcher.start()
+    _WATCHING.append(True)
     try:
         yield
+    except KeyboardInterrupt:  # Terminated included: no child outlives the command
+        _end_children()
+        raise
     finally:
+        _WATCHING.clear()
         done.set()
         signal.set_wakeup_fd(old_fd)
         watcher.join(1.0)
+        if heard is not None and not heard:  # a signal the watcher had no time to read
+            os.set_blocking(r, False)
+            with contextlib.suppress(OSError):
+                heard.extend(b for b in os.read(r, 64) if b in wanted)
         os.close(r)
         os.close(w)
         if not ignored_term:
             signal.signal(signal.SIGTERM, old_term)
+        if own_int:
+            signal.signal(signal.SIGINT, old_int)

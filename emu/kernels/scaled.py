@@ -9,9 +9,14 @@ scale), its power 2^(its field exponent) (UE8M0: 2^(x − 127); UE4M3: as e4m3's
 subnormals; 0 for a zero scale). Operand values and powers are float32 (fp16 values, exact),
 scale values and powers float64.
 
-Layout: the output is (M, N); a task is one row m and up to LANES columns, the lanes of every
-loop. B's arrays are (K, N) (scales (K // block, N)); A's are (M, K) (one A row per output row,
-a GEMM) or, with ``a_lanes``, (K, N) like B's (one A vector per output: M = 1).
+Layout (emu.kernels._tiles): the output is (M, N); a task is up to ROWS rows and LANES columns,
+the lanes of every loop; group by group, the task's rows are done one after another over the
+same block of B (L × LANES values of each of B's arrays, which stay in cache: the rows of a tile
+share them, as the other unit kernels' do), each output keeping its own strict k order. B's arrays
+are (K, N) (scales (K // block, N)); A's are (M, K) (one A row per output row, a GEMM) or
+(1, K, N) (scales (1, K // block, N)) like B's (one A vector per output: M = 1), told apart at
+compile time by their number of dimensions (:func:`emu.kernels._tiles.a_of`). Every output is
+computed by exactly one task, so the bits do not depend on the thread count.
 
 Contract (``SCALED_FUSED``, MMA-Sim's ST-FDPA, mmasim/arithmetic/fdpa.py st_fdpa), per group of
 ``L`` products and the accumulator c:
@@ -58,7 +63,7 @@ import numpy as np
 from ..jit import jit, prange
 from ..units import UnitParams
 from ._scalar import RD, RZ, exp_pow64, inv_pow2, pow2, round_to_fp32_bf
-from ._tiles import LANES
+from ._tiles import LANES, ROWS, a_of, lane
 from .truncated import rz_wide
 
 _F = UnitParams._fields
@@ -96,12 +101,6 @@ def _round(v, mode, fb):
 
 
 @jit(inline="always")
-def _a(X, m, k, j, a_lanes):
-    """A's entry for output lane j: X[k, j] (one A vector per output) or X[m, k] (GEMM)."""
-    return X[k, j] if a_lanes else X[m, k]
-
-
-@jit(inline="always")
 def _c_power(c, zpow):
     return zpow if c == 0.0 else exp_pow64(c, C_PMIN, C_PMAX)
 
@@ -115,39 +114,13 @@ def _sc32(x):
 
 
 @jit(inline="always")
-def _scaled_group(
-    AV,
-    AP,
-    BV,
-    BP,
-    SAV,
-    SAP,
-    SBV,
-    SBP,
-    m,
-    n0,
-    w,
-    g0,
-    g1,
-    blk,
-    acc,
-    emax,
-    sc,
-    tot,
-    pmax,
-    pmin,
-    sc32,
-    zpow,
-    two_f,
-    two_mf,
-    align,
-    mode,
-    fb,
-    a_lanes,
-):
-    """SCALED_FUSED over one group for the task's lanes (acc updated), a block at a time: the
+def _scaled_group(ops, work, acc, m, n0, w, g0, g1, blk, zpow, two_f, two_mf, align, mode, fb):
+    """SCALED_FUSED over one group for one row's lanes (acc updated), a block at a time: the
     products' powers (2^(ea+eb), float32, exact) maximised per block and raised by the block's
-    scale powers in float64; each product cut in float32 at its block's scale (module docstring)."""
+    scale powers in float64; each product cut in float32 at its block's scale (module docstring).
+    ``ops``: (AV, AP, BV, BP, SAV, SAP, SBV, SBP); ``work``: the task's scratch lanes."""
+    AV, AP, BV, BP, SAV, SAP, SBV, SBP = ops
+    emax, sc, tot, pmax, pmin, sc32 = work[0], work[1], work[2], work[5], work[6], work[7]
     for j in range(w):
         emax[j] = _c_power(acc[j], zpow)
     k0 = g0
@@ -159,15 +132,17 @@ def _scaled_group(
             pmin[j] = F32_ONE
         for k in range(k0, k1):
             BPk = BP[k, n0 : n0 + w]
+            APk = a_of(AP, m, k, n0, w)
             for j in range(w):
-                p = _a(AP, m, k, n0 + j, a_lanes) * BPk[j]
+                p = lane(APk, j) * BPk[j]
                 x, y = pmax[j], pmin[j]
                 pmax[j] = (p if p > x else x) + F32_ZERO  # + 0: no masked store (truncated._max_power)
                 pmin[j] = (p if p < y else y) + F32_ZERO
         SBPb = SBP[b, n0 : n0 + w]
+        SAPb = a_of(SAP, m, b, n0, w)
         for j in range(w):
             e = emax[j]
-            sp = _a(SAP, m, b, n0 + j, a_lanes) * SBPb[j]
+            sp = lane(SAPb, j) * SBPb[j]
             x = np.float64(pmax[j]) * sp
             x = x if x > e else e
             zero = (pmin[j] == F32_ZERO) | (sp == 0.0)  # a zero product, or a zero scale
@@ -181,50 +156,27 @@ def _scaled_group(
         b = k0 // blk
         k1 = min(g1, (b + 1) * blk)
         SBVb = SBV[b, n0 : n0 + w]
+        SAVb = a_of(SAV, m, b, n0, w)
         for j in range(w):
-            x = sc[j] * (_a(SAV, m, b, n0 + j, a_lanes) * SBVb[j])
+            x = sc[j] * (lane(SAVb, j) * SBVb[j])
             sc32[j] = _sc32(x) if x != 0.0 else F32_ZERO  # a zero scale: zero products
         for k in range(k0, k1):
             BVk = BV[k, n0 : n0 + w]
+            AVk = a_of(AV, m, k, n0, w)
             for j in range(w):
-                tot[j] += np.float64(_cut(_a(AV, m, k, n0 + j, a_lanes) * BVk[j] * sc32[j], align))
+                tot[j] += np.float64(_cut(lane(AVk, j) * BVk[j] * sc32[j], align))
         k0 = k1
     for j in range(w):
         acc[j] = _round(tot[j] * (emax[j] * two_mf), mode, fb)
 
 
 @jit(inline="always")
-def _grouped_group(
-    AW,
-    BW,
-    SAV,
-    SAP,
-    SBV,
-    SBP,
-    m,
-    n0,
-    w,
-    g0,
-    g1,
-    blk,
-    G,
-    acc,
-    emax,
-    sc,
-    tot,
-    ps,
-    pa,
-    TS,
-    zpow,
-    two_f,
-    two_mf,
-    align,
-    mode,
-    fb,
-    a_lanes,
-):
-    """GROUPED_SCALED over one group for the task's lanes (acc updated); TS holds the
-    subgroups' terms."""
+def _grouped_group(ops, work, TS, acc, m, n0, w, g0, g1, blk, G, zpow, two_f, two_mf, align, mode, fb):
+    """GROUPED_SCALED over one group for one row's lanes (acc updated); TS holds the subgroups'
+    terms. ``ops``: (AV, AP, BV, BP, SAV, SAP, SBV, SBP), the values AV and BV are the e2m1
+    operands'; ``work``: the task's scratch lanes."""
+    AW, _, BW, _, SAV, SAP, SBV, SBP = ops
+    emax, sc, tot, ps, pa = work[0], work[1], work[2], work[3], work[4]
     for j in range(w):
         emax[j] = _c_power(acc[j], zpow)
     n = 0
@@ -235,15 +187,17 @@ def _grouped_group(
             pa[j] = 0.0
         for k in range(s0, min(g1, s0 + G)):
             BWk = BW[k, n0 : n0 + w]
+            AWk = a_of(AW, m, k, n0, w)
             for j in range(w):
-                p = np.float64(_a(AW, m, k, n0 + j, a_lanes) * BWk[j])  # exact in float32
+                p = np.float64(lane(AWk, j) * BWk[j])  # exact in float32
                 ps[j] += p
                 pa[j] += abs(p)
         SBVb, SBPb = SBV[b, n0 : n0 + w], SBP[b, n0 : n0 + w]
+        SAVb, SAPb = a_of(SAV, m, b, n0, w), a_of(SAP, m, b, n0, w)
         TSn = TS[n]
         for j in range(w):
-            sv = _a(SAV, m, b, n0 + j, a_lanes) * SBVb[j]
-            spow = _a(SAP, m, b, n0 + j, a_lanes) * SBPb[j]
+            sv = lane(SAVb, j) * SBVb[j]
+            spow = lane(SAPb, j) * SBPb[j]
             x = spow if (pa[j] != 0.0) & (spow != 0.0) else zpow
             TSn[j] = ps[j] * sv
             e = emax[j]
@@ -261,10 +215,11 @@ def _grouped_group(
 
 
 @jit(parallel=True)
-def scaled_dot(AV, AP, BV, BP, SAV, SAP, SBV, SBP, C, out, prm, a_lanes):
+def scaled_dot(AV, AP, BV, BP, SAV, SAP, SBV, SBP, C, out, prm):
     """out (M, N) = the unit's d for A (AV values, AP powers, float32; SAV / SAP its scales'
     values and powers, float64), B (BV, BP; SBV, SBP) and the accumulator C (float32, (M, N));
-    module docstring."""
+    A's arrays are (M, K) (GEMM layout) or (1, K, N) (one A vector per output, M = 1); module
+    docstring."""
     M, N = out.shape
     K = BV.shape[0]
     L = prm[P_GROUP]
@@ -277,180 +232,35 @@ def scaled_dot(AV, AP, BV, BP, SAV, SAP, SBV, SBP, C, out, prm, a_lanes):
     G = max(prm[P_SUBGROUP], 1)
     grouped = prm[P_FAMILY] == GROUPED
     two_f, two_mf = pow2(F), pow2(-F)
+    ops = (AV, AP, BV, BP, SAV, SAP, SBV, SBP)
     n_cb = (N + LANES - 1) // LANES
-    for t in prange(M * n_cb):
-        m = t // n_cb
-        n0 = (t - m * n_cb) * LANES
+    n_rb = (M + ROWS - 1) // ROWS
+    for t in prange(n_rb * n_cb):
+        rb = t // n_cb
+        m0 = rb * ROWS
+        rows = min(ROWS, M - m0)
+        n0 = (t - rb * n_cb) * LANES
         w = min(LANES, N - n0)
-        acc = np.empty(LANES, np.float64)
-        emax = np.empty(LANES, np.float64)
-        sc = np.empty(LANES, np.float64)
-        tot = np.empty(LANES, np.float64)
-        ps = np.empty(LANES, np.float64)
-        pa = np.empty(LANES, np.float64)
-        pmax = np.empty(LANES, np.float32)
-        pmin = np.empty(LANES, np.float32)
-        sc32 = np.empty(LANES, np.float32)
+        ACC = np.empty((ROWS, LANES), np.float64)
+        W64 = np.empty((5, LANES), np.float64)  # emax, sc, tot, ps, pa
+        W32 = np.empty((3, LANES), np.float32)  # pmax, pmin, sc32
+        work = (W64[0], W64[1], W64[2], W64[3], W64[4], W32[0], W32[1], W32[2])
         TS = np.empty((L // G + 1, LANES), np.float64)
-        for j in range(w):
-            acc[j] = np.float64(C[m, n0 + j])
+        for r in range(rows):
+            for j in range(w):
+                ACC[r, j] = np.float64(C[m0 + r, n0 + j])
         for g0 in range(0, K, L):
             g1 = min(K, g0 + L)
-            # literal flags where they matter, so that the inlined loops are specialised
-            if grouped:
-                if a_lanes:
-                    _grouped_group(
-                        AV,
-                        BV,
-                        SAV,
-                        SAP,
-                        SBV,
-                        SBP,
-                        m,
-                        n0,
-                        w,
-                        g0,
-                        g1,
-                        blk,
-                        G,
-                        acc,
-                        emax,
-                        sc,
-                        tot,
-                        ps,
-                        pa,
-                        TS,
-                        zpow,
-                        two_f,
-                        two_mf,
-                        align,
-                        mode,
-                        fb,
-                        True,
-                    )
+            for r in range(rows):  # the tile's rows over the same group of B's columns
+                acc, m = ACC[r], m0 + r
+                # a literal alignment where it matters, so that the inlined loops are specialised
+                if grouped:
+                    _grouped_group(ops, work, TS, acc, m, n0, w, g0, g1, blk, G, zpow, two_f, two_mf, align, mode, fb)
+                elif align == RZ:
+                    _scaled_group(ops, work, acc, m, n0, w, g0, g1, blk, zpow, two_f, two_mf, RZ, mode, fb)
                 else:
-                    _grouped_group(
-                        AV,
-                        BV,
-                        SAV,
-                        SAP,
-                        SBV,
-                        SBP,
-                        m,
-                        n0,
-                        w,
-                        g0,
-                        g1,
-                        blk,
-                        G,
-                        acc,
-                        emax,
-                        sc,
-                        tot,
-                        ps,
-                        pa,
-                        TS,
-                        zpow,
-                        two_f,
-                        two_mf,
-                        align,
-                        mode,
-                        fb,
-                        False,
-                    )
-            elif align == RZ and not a_lanes:
-                _scaled_group(
-                    AV,
-                    AP,
-                    BV,
-                    BP,
-                    SAV,
-                    SAP,
-                    SBV,
-                    SBP,
-                    m,
-                    n0,
-                    w,
-                    g0,
-                    g1,
-                    blk,
-                    acc,
-                    emax,
-                    sc,
-                    tot,
-                    pmax,
-                    pmin,
-                    sc32,
-                    zpow,
-                    two_f,
-                    two_mf,
-                    RZ,
-                    mode,
-                    fb,
-                    False,
-                )
-            elif align == RZ:
-                _scaled_group(
-                    AV,
-                    AP,
-                    BV,
-                    BP,
-                    SAV,
-                    SAP,
-                    SBV,
-                    SBP,
-                    m,
-                    n0,
-                    w,
-                    g0,
-                    g1,
-                    blk,
-                    acc,
-                    emax,
-                    sc,
-                    tot,
-                    pmax,
-                    pmin,
-                    sc32,
-                    zpow,
-                    two_f,
-                    two_mf,
-                    RZ,
-                    mode,
-                    fb,
-                    True,
-                )
-            else:
-                _scaled_group(
-                    AV,
-                    AP,
-                    BV,
-                    BP,
-                    SAV,
-                    SAP,
-                    SBV,
-                    SBP,
-                    m,
-                    n0,
-                    w,
-                    g0,
-                    g1,
-                    blk,
-                    acc,
-                    emax,
-                    sc,
-                    tot,
-                    pmax,
-                    pmin,
-                    sc32,
-                    zpow,
-                    two_f,
-                    two_mf,
-                    align,
-                    mode,
-                    fb,
-                    a_lanes,
-                )
-        outm = out[m, n0 : n0 + w]
-        for j in range(w):
-            outm[j] = np.float32(acc[j])
+                    _scaled_group(ops, work, acc, m, n0, w, g0, g1, blk, zpow, two_f, two_mf, align, mode, fb)
+        for r in range(rows):
+            outm = out[m0 + r, n0 : n0 + w]
+            for j in range(w):
+                outm[j] = np.float32(ACC[r, j])

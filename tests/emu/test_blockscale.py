@@ -238,3 +238,34 @@ def test_gemm_layout_equals_rows(kind, fa, fb, scale, block, family):
         for m in range(M)
     ]
     assert np.array_equal(g, _bits(np.array(want, np.uint32).view(np.float32)))
+
+
+@pytest.mark.parametrize("kind, fa, fb, scale, block", [CONFIGS[0], CONFIGS[-1]], ids=str)
+def test_gemm_tiles_and_threads_do_not_change_the_bits(kind, fa, fb, scale, block):
+    """The GEMM layout runs tiles of rows × lanes in parallel (emu.kernels.scaled): rows and
+    columns that end mid-tile, at one thread and at two, give the bits of the rows layout, one
+    output per row (whose tasks are single outputs' lanes), for every output."""
+    import numba
+
+    u = models.unit("b200", input=(fa, fb), scale=scale, block=block, kind=kind)
+    M, N, k = 37, 300, 96
+    a, b, sa, sb, c = family_rows("uniform", fa, fb, scale, block, max(M, N), k, 5)
+    A, SA, B, SB = a[:M], sa[:M], b[:N].T, sb[:N].T
+    C = np.resize(c, M * N).reshape(M, N)
+    rows = _bits(
+        emu.dot_add(
+            np.repeat(A, N, 0),
+            np.tile(B.T, (M, 1)),
+            C.reshape(-1),
+            u,
+            scale_a=np.repeat(SA, N, 0),
+            scale_b=np.tile(SB.T, (M, 1)),
+        )
+    ).reshape(M, N)
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(threads)
+            assert np.array_equal(_bits(emu.gemm(A, B, C, u, scale_a=SA, scale_b=SB)), rows), threads
+    finally:
+        numba.set_num_threads(before)

@@ -220,3 +220,62 @@ def test_a_loose_umask_still_keeps_the_cache(tmp_path, umask):
     folder = Path(second.stdout.split()[1])
     modes = {p.name: p.stat().st_mode & 0o777 for p in folder.rglob("*")}
     assert modes and all(m in (0o700, 0o600) for m in modes.values()), modes
+
+
+# -- a file swapped after the check (issue 41.1: "with the same descriptor that reads it"): the
+# tree is checked when emu.jit is imported; numba reads its index only when the kernel is first
+# called. Between the two, the index is replaced (a rename keeps the planted file's owner and
+# mode); the load checks the descriptor it reads and refuses it.
+
+SWAP_RUN = (
+    "import sys, os, warnings; warnings.simplefilter('always'); sys.path.insert(0, sys.argv[1]); "
+    "import numba, emu.jit; from pathlib import Path; "
+    "(index,) = Path(numba.config.CACHE_DIR).rglob('tiny_kernel.plus_one-*.nbi'); "
+    "exec(sys.argv[2]); "
+    "import tiny_kernel; print(tiny_kernel.plus_one(41), numba.config.CACHE_DIR)"
+)
+SWAPS = {
+    "another user's file": "os.replace(sys.argv[3], index)",
+    "group-writable file": "os.replace(sys.argv[3], index)",
+    "open subfolder": "os.replace(sys.argv[3], index); os.chmod(index.parent, 0o777)",
+    "link": "os.unlink(index); index.symlink_to(sys.argv[3])",
+    "none": "os.replace(sys.argv[3], index)",  # the control: a private file of ours is loaded
+}
+
+
+def _swap(tmp_path, how: str) -> tuple[subprocess.CompletedProcess, Path]:
+    import pickle
+
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    first = _tiny(tmp_path, env)  # compiles and caches the tiny kernel in a private folder
+    assert first.returncode == 0 and first.stdout.split()[0] == "42", first.stderr
+    marker, planted = tmp_path / "marker", tmp_path / "planted.nbi"
+    planted.write_bytes(pickle.dumps(_Plant(marker)))
+    os.chmod(planted, 0o664 if how == "group-writable file" else 0o600)
+    if how == "another user's file":
+        os.chown(planted, 12345, 12345)
+    run_env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
+    run_env.update(PYTHONPATH=str(ROOT), **env)
+    cmd = [sys.executable, "-c", SWAP_RUN, str(tmp_path / "src"), SWAPS[how], str(planted)]
+    r = subprocess.run(cmd, cwd=tmp_path, env=run_env, capture_output=True, text=True)
+    return r, marker
+
+
+@pytest.mark.parametrize("how", [h for h in SWAPS if h != "none"])
+def test_an_index_swapped_after_the_check_is_refused(tmp_path, how):
+    if "another user" in how and (not hasattr(os, "geteuid") or os.geteuid() != 0):
+        pytest.skip("needs root to give a file to another user")
+    r, marker = _swap(tmp_path, how)
+    assert r.returncode == 0 and r.stdout.split()[0] == "42", r.stderr
+    assert not marker.exists()  # the planted pickle was never loaded
+    assert "not loaded, compiled again" in r.stderr, r.stderr
+    (index,) = Path(r.stdout.split()[1]).rglob("tiny_kernel.plus_one-*.nbi")
+    st = os.lstat(index)  # the kernel's fresh index replaced the planted one (or the link)
+    assert st.st_uid == os.geteuid() and (st.st_mode & 0o777) == 0o600 and not index.is_symlink()
+
+
+def test_the_swapped_index_would_run_when_private(tmp_path):
+    """The control: the same swap with a private file of this user's is loaded, so the swap
+    happens after the folder check and before numba's read (the refusals above are the load's)."""
+    r, marker = _swap(tmp_path, "none")
+    assert marker.exists(), r.stderr

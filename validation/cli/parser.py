@@ -9,8 +9,11 @@ Exit codes: 0 pass (or no verdict asked), 1 fail, 2 usage or input error (one li
 from __future__ import annotations
 
 import errno
+import gc
+import signal
 import sys
 
+from ..engine import ending_on_signals
 from ..plots import check_path
 from . import design, diff, explain, listing, study, units, warm
 from . import identify as identify_cli
@@ -61,7 +64,18 @@ def _command(argv: list[str]) -> str | None:
 
 def main(argv=None) -> int:
     """``fp16emu``: every error, whichever command, is one line ``fp16emu COMMAND: error: …`` on
-    stderr and exit 2 (:func:`validation.cli.common.error_line`)."""
+    stderr and exit 2 (:func:`validation.cli.common.error_line`). SIGTERM / SIGINT: exit 143 / 130
+    and one line within a second; the command-line process (``argv`` None) then leaves its
+    objects to the end of the process (``gc.freeze``): the interpreter's last collection took a
+    second or more after a Dask cluster, while the exit handlers (children, semaphores) still run."""
+    heard: list[int] = []
+    code = _main(argv, heard)
+    if argv is None and heard:
+        gc.freeze()
+    return code
+
+
+def _main(argv, heard: list[int]) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = _command(argv)
     try:
@@ -78,8 +92,19 @@ def main(argv=None) -> int:
                 )
         if getattr(args, "plot", None):  # before any computation: a picture that cannot be written is exit 2
             check_path(args.plot)
-        with warm.compile_notice():
-            return args.func(args)
+        # SIGTERM / SIGINT: 143 / 130 and one line within a second, in every phase (issue 41.7)
+        with (
+            ending_on_signals(lambda signum: _stopped_line(command, signum), heard=heard),
+            warm.compile_notice() as notice,
+        ):
+            try:
+                code = args.func(args)
+            except KeyboardInterrupt:
+                notice.seconds = 0  # ended by a signal: its one line, not the compile time too
+                raise
+            if heard or code in (130, 143):
+                notice.seconds = 0
+            return code
     except (UsageError, ValueError) as err:  # ValueError: a bad config or input, reported by the library
         print(error_line(command, err), file=sys.stderr)
         return 2
@@ -104,7 +129,14 @@ def main(argv=None) -> int:
         where = f" ({err.filename})" if err.filename else ""
         print(error_line(command, f"cannot go on: {err.strerror}{where}"), file=sys.stderr)
         return 2
-    except KeyboardInterrupt as err:  # Ctrl-C: 130; SIGTERM while an engine ran (engine.Terminated): 143
-        what = "terminated" if getattr(err, "exit_code", 130) == 143 else "interrupted"
-        print(f"fp16emu{' ' + command if command else ''}: {what}", file=sys.stderr)
-        return getattr(err, "exit_code", 130)
+    except KeyboardInterrupt as err:  # Ctrl-C: 130; SIGTERM (engine.Terminated): 143
+        code = getattr(err, "exit_code", 130)
+        print(_stopped_line(command, code - 128), file=sys.stderr)
+        return code
+
+
+def _stopped_line(command: str | None, signum: int) -> str:
+    """The one line of a command ended by a signal: ``fp16emu CMD: terminated`` (SIGTERM) or
+    ``… interrupted`` (SIGINT)."""
+    what = "terminated" if signum == signal.SIGTERM else "interrupted"
+    return f"fp16emu{' ' + command if command else ''}: {what}"
