@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import gc
+import os
 import signal
 import sys
 
@@ -69,10 +70,24 @@ def main(argv=None) -> int:
     objects to the end of the process (``gc.freeze``): the interpreter's last collection took a
     second or more after a Dask cluster, while the exit handlers (children, semaphores) still run."""
     heard: list[int] = []
+    if argv is None:
+        _quiet_resource_tracker()
     code = _main(argv, heard)
     if argv is None and heard:
         gc.freeze()
     return code
+
+
+#: multiprocessing's resource tracker is a process of its own, started with this environment; it
+#: warns of the semaphores a command ended by a signal leaves to it (a Dask cluster's), then removes
+#: them: the warning would follow the command's one line
+_TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
+def _quiet_resource_tracker() -> None:
+    given = os.environ.get("PYTHONWARNINGS", "")
+    if _TRACKER_QUIET not in given.split(","):
+        os.environ["PYTHONWARNINGS"] = f"{given},{_TRACKER_QUIET}" if given else _TRACKER_QUIET
 
 
 def _main(argv, heard: list[int]) -> int:
