@@ -145,9 +145,16 @@ def search_scaled(cap: Capture, hw: str | None = None, progress=None) -> SearchR
             hints.append(
                 f"{len(groups) - MAX_FULL} more split-K accumulations reproduce the first rows; not run in full"
             )
-    if len(reproducing) > 1:
-        hints.append(f"{len(reproducing)} schedules reproduce every output: the capture cannot tell them apart")
     hints.append("fp8 (scaled_mm) captures: the schedules are checked on synthetic captures only, no GPU capture yet")
+    return _result(want, reproducing, (best, best_same, best_out), searched, t0, stages, hints, unit_name)
+
+
+def _result(want, reproducing, nearest, searched: int, t0: float, stages, hints, unit_name: str) -> SearchResult:
+    """The search result of the scaled searches: ``nearest`` is (candidate, identical outputs,
+    its output) of the nearest when none reproduces; a hint when several do."""
+    best, best_same, best_out = nearest
+    if len(reproducing) > 1:
+        hints.insert(-1, f"{len(reproducing)} schedules reproduce every output: the capture cannot tell them apart")
     return SearchResult(
         answer="identical" if reproducing else "differs",
         n=int(want.size),
@@ -294,22 +301,8 @@ def search_block_scaled(cap: Capture, hw: str | None = None, progress=None) -> S
     hints.append("block scales applied per block inside the unit (emu.gemm)")
     if len(survivors) > MAX_FULL:
         hints.append(f"{len(survivors) - MAX_FULL} more schedules reproduce the first rows; not run in full")
-    if len(reproducing) > 1:
-        hints.append(f"{len(reproducing)} schedules reproduce every output: the capture cannot tell them apart")
     hints.append("block-scaled captures: the schedules are checked on synthetic captures only, no GPU capture yet")
-    return SearchResult(
-        answer="identical" if reproducing else "differs",
-        n=int(want.size),
-        n_identical=int(best_same),
-        best=reproducing[0] if reproducing else best,
-        reproducing=reproducing,
-        emulated=best_out,
-        searched=len(scheds),
-        seconds=time.perf_counter() - t0,
-        stages=stages,
-        hints=hints,
-        unit=name,
-    )
+    return _result(want, reproducing, (best, best_same, best_out), len(scheds), t0, stages, hints, name)
 
 
 def _with_output(sch: Schedule, cap: Capture) -> Schedule:
