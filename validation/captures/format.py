@@ -274,18 +274,7 @@ def _check_scaled(spec: dict) -> dict:
     if spec["dtype"].endswith("fnuz") != b_dtype.endswith("fnuz"):
         _fail(f"b_dtype: {b_dtype} with A {spec['dtype']}: OCP fp8 pairs with OCP, fnuz (MI300) with fnuz")
     shapes = spec.get("shapes", {})
-    for name in shapes:
-        if name not in ("A", "B", "bias"):
-            _fail(f"shapes.{name}: scaled_mm takes A, B and bias")
-    for name in ("A", "B"):
-        shape = shapes.get(name)
-        if not isinstance(shape, (list, tuple)) or len(shape) != 2 or not all(_whole(d, 1) for d in shape):
-            _fail(f"shapes.{name}: scaled_mm needs {name} as two sizes ≥ 1, got {shape!r}")
-    (M, K), (K2, N) = shapes["A"], shapes["B"]
-    if K2 != K:
-        _fail(f"shapes.B: A is {M}×{K}, so B must be {K}×N, got {K2}×{N}")
-    if K % 16 or N % 16:
-        _fail(f"shapes: torch._scaled_mm needs K and N multiples of 16, got K = {K}, N = {N}")
+    _, _, N = _scaled_mm_dims(shapes, ("A", "B", "bias"), 16, "torch._scaled_mm")
     out_dtype = spec["out_dtype"] = dtype_name("out_dtype", spec.get("out_dtype", "bfloat16"))
     if out_dtype not in SCALED_OUT_DTYPES:
         _fail(
@@ -321,11 +310,7 @@ def _check_scaled(spec: dict) -> dict:
     fast = spec.setdefault("use_fast_accum", False)
     if fast not in (True, False):
         _fail(f"use_fast_accum: expected true or false, got {fast!r}")
-    lo, hi = spec["range"]
-    largest = min(ROUNDED_FORMATS[spec["dtype"]][3], ROUNDED_FORMATS[b_dtype][3])
-    if not -largest <= lo < hi <= largest:
-        _fail(f"range: [{lo}, {hi}] leaves the finite range ±{largest:g} of {spec['dtype']} / {b_dtype}")
-    spec.setdefault("memory_format", "contiguous")
+    _check_operand_range(spec)
     return spec
 
 
@@ -346,17 +331,7 @@ def _check_block_scaled(spec: dict) -> dict:
     if (spec["dtype"] == FP4_DTYPE) != (spec["b_dtype"] == FP4_DTYPE):
         _fail(f"b_dtype: {spec['b_dtype']} with A {spec['dtype']}: fp4 pairs with fp4, fp8 with fp8")
     shapes = spec.get("shapes", {})
-    for key in shapes:
-        if key not in ("A", "B"):
-            _fail(f"shapes.{key}: a block-scaled scaled_mm takes A and B (its scales are drawn per block)")
-    for key in ("A", "B"):
-        if not _sizes(shapes.get(key), 2, 2):
-            _fail(f"shapes.{key}: scaled_mm needs {key} as two sizes ≥ 1, got {_shown(shapes.get(key))}")
-    (M, K), (K2, N) = shapes["A"], shapes["B"]
-    if K2 != K:
-        _fail(f"shapes.B: A is {M}×{K}, so B must be {K}×N, got {K2}×{N}")
-    if K % 32 or N % 16:
-        _fail(f"shapes: block-scaled torch._scaled_mm needs K a multiple of 32 and N of 16, got K = {K}, N = {N}")
+    _scaled_mm_dims(shapes, ("A", "B"), 32, "block-scaled torch._scaled_mm", " (its scales are drawn per block)")
     spec["shapes"] = {k: list(v) for k, v in shapes.items()}
     out_dtype = spec["out_dtype"] = dtype_name("out_dtype", spec.get("out_dtype", "bfloat16"))
     if out_dtype not in SCALED_OUT_DTYPES:
@@ -383,12 +358,39 @@ def _check_block_scaled(spec: dict) -> dict:
         ok = isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2 and _finite(lo_hi)
         if not ok or not 0 < lo_hi[0] < lo_hi[1] <= 448:
             _fail(f"scale_range: expected [lo, hi] with 0 < lo < hi ≤ 448 (e4m3 scales), got {_shown(lo_hi)}")
-    lo, hi = spec["range"]
-    largest = min(ROUNDED_FORMATS[spec["dtype"]][3], ROUNDED_FORMATS[spec["b_dtype"]][3])
-    if not -largest <= lo < hi <= largest:
-        _fail(f"range: [{lo}, {hi}] leaves the finite range ±{largest:g} of {spec['dtype']} / {spec['b_dtype']}")
-    spec.setdefault("memory_format", "contiguous")
+    _check_operand_range(spec)
     return spec
+
+
+def _scaled_mm_dims(shapes: dict, names: tuple, k_multiple: int, kind: str, why: str = "") -> tuple[int, int, int]:
+    """(M, K, N) of a ``scaled_mm`` entry's ``shapes`` (fp8 or block-scaled: ``kind`` names it in
+    the errors): only the operands ``names`` (``why`` says why no other), A (M, K) and B (K, N)
+    two sizes ≥ 1 each, K a multiple of ``k_multiple`` and N of 16; otherwise a ValueError
+    naming the field."""
+    for name in shapes:
+        if name not in names:
+            _fail(f"shapes.{name}: {kind} takes {', '.join(names[:-1])} and {names[-1]}{why}")
+    for name in ("A", "B"):
+        if not _sizes(shapes.get(name), 2, 2):
+            _fail(f"shapes.{name}: scaled_mm needs {name} as two sizes ≥ 1, got {_shown(shapes.get(name))}")
+    (M, K), (K2, N) = shapes["A"], shapes["B"]
+    if K2 != K:
+        _fail(f"shapes.B: A is {M}×{K}, so B must be {K}×N, got {K2}×{N}")
+    if K % k_multiple or N % 16:
+        multiples = "K and N multiples of 16" if k_multiple == 16 else f"K a multiple of {k_multiple} and N of 16"
+        _fail(f"shapes: {kind} needs {multiples}, got K = {K}, N = {N}")
+    return M, K, N
+
+
+def _check_operand_range(spec: dict) -> None:
+    """The drawing ``range`` inside the finite range of both operand formats; the default
+    memory format."""
+    lo, hi = spec["range"]
+    a, b = spec["dtype"], spec["b_dtype"]
+    largest = min(ROUNDED_FORMATS[a][3], ROUNDED_FORMATS[b][3])
+    if not -largest <= lo < hi <= largest:
+        _fail(f"range: [{lo}, {hi}] leaves the finite range ±{largest:g} of {a} / {b}")
+    spec.setdefault("memory_format", "contiguous")
 
 
 def blocked_scales(scales: np.ndarray) -> np.ndarray:
