@@ -41,7 +41,17 @@ from .implicit_gemm import piece_gemm
 from .schedule import Schedule
 from .simt import fma_gemm, fp32_values
 
-__all__ = ["TILES", "TransformOrder", "WinogradTile", "transform", "winograd_conv2d", "winograd_tiles"]
+__all__ = [
+    "CUDNN_WGRAD_POINTS",
+    "TILES",
+    "TransformOrder",
+    "WinogradTile",
+    "cudnn_wgrad_f3x3_4x4",
+    "toom_cook_tile",
+    "transform",
+    "winograd_conv2d",
+    "winograd_tiles",
+]
 
 
 def _fr(rows) -> tuple[tuple[Fraction, ...], ...]:
@@ -106,6 +116,47 @@ TILES = {
         _fr([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]),
     ),
 }
+
+
+def _poly(roots) -> list[Fraction]:
+    """Coefficients (ascending powers) of the monic polynomial with these roots."""
+    out = [Fraction(1)]
+    for p in roots:
+        out = [(out[k - 1] if k else 0) - p * (out[k] if k < len(out) else 0) for k in range(len(out) + 1)]
+    return out
+
+
+def toom_cook_tile(m: int, r: int, points, name: str | None = None) -> WinogradTile:
+    """F(m, r) built by the Toom-Cook construction at the α − 1 finite ``points`` and ∞ (α = m +
+    r − 1; Lavin & Gray, arXiv:1509.09308, §4; the fractions in G, as github.com/andravin/wincnn
+    ``cookToomFilter`` does by default): Aᵀ[i, j] = p_j^i; G[j, k] = p_j^k / f_j with f_j =
+    Π_{l≠j} (p_j − p_l); row j of Bᵀ the coefficients of Π_{l≠j} (x − p_l) (the last row:
+    Π_l (x − p_l)); the ∞ column of Aᵀ and row of G pick the highest power. Points (0, 1, −1, 2,
+    −2) give :data:`TILES`' F(4×4, 3×3). The result is checked exactly: Aᵀ[(G g) ⊙ (Bᵀ d)] is the
+    correlation of d with g for every unit d and g (a ValueError otherwise, e.g. repeated points)."""
+    a = m + r - 1
+    pts = [Fraction(p) for p in points]
+    if len(pts) != a - 1 or len(set(pts)) != len(pts):
+        raise ValueError(f"points: need {a - 1} distinct finite points for F({m}, {r}), got {list(points)}")
+    AT = [[p**i for p in pts] + [Fraction(int(i == m - 1))] for i in range(m)]
+    f = [_prod(pj - pl for pl in pts if pl != pj) for pj in pts]
+    G = [[pj**k / fj for k in range(r)] for pj, fj in zip(pts, f)] + [[Fraction(int(k == r - 1)) for k in range(r)]]
+    BT = [_poly([pl for pl in pts if pl != pj]) + [Fraction(0)] for pj in pts] + [_poly(pts)]
+    for i in range(m):  # exact check of the bilinear identity
+        for k in range(r):
+            for lo in range(a):
+                got = sum(AT[i][j] * G[j][k] * BT[j][lo] for j in range(a))
+                if got != (lo == i + k):
+                    raise ValueError(f"points {list(points)}: the Toom-Cook matrices do not give F({m}, {r})")
+    label = name or f"F({m}x{m},{r}x{r}) at {', '.join(str(p) for p in pts)}, inf"
+    return WinogradTile(label, m, r, tuple(map(tuple, BT)), tuple(map(tuple, G)), tuple(map(tuple, AT)))
+
+
+def _prod(xs) -> Fraction:
+    out = Fraction(1)
+    for x in xs:
+        out *= x
+    return out
 
 
 @dataclass(frozen=True)
@@ -221,3 +272,133 @@ def winograd_conv2d(
     m = t.m
     out = Y.transpose(0, 1, 2, 4, 3, 5).reshape(N, K, th * m, tw * m)
     return np.ascontiguousarray(out[:, :, :P, :Q])
+
+
+#: the finite points of cuDNN's ``winograd_nonfused::winogradWgrad…4x4`` kernels (and ∞): F(3×3,
+#: 4×4), the dual of F(4×4, 3×3) at (0, ±1, ±1/2) — the reciprocals of Lavin & Gray's ±2
+CUDNN_WGRAD_POINTS = (Fraction(0), Fraction(1), Fraction(-1), Fraction(1, 2), Fraction(-1, 2))
+_C = np.float32(2 / 3)  # RN32(2/3): the non-dyadic part of every 1/f_j at these points
+
+
+def _rn(x) -> np.ndarray:
+    return np.asarray(x, np.float32)
+
+
+def _sum_rn32(terms) -> np.ndarray:
+    """RN32 of the exact sum of float32 arrays (error-free float64 sums, then round to odd before
+    the one rounding to fp32, as :func:`emu.gemm.fma32`)."""
+    hi = np.zeros(np.broadcast(*terms).shape)
+    lo = np.zeros_like(hi)
+    for t in terms:
+        t = np.asarray(t, np.float32).astype(np.float64)
+        s = hi + t
+        bb = s - hi
+        lo = lo + ((hi - (s - bb)) + (t - bb))
+        hi = s
+    s = hi + lo
+    bb = s - hi
+    err = (hi - (s - bb)) + (lo - bb)
+    odd = (s.view(np.int64) & 1) == 1
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = np.where(np.isfinite(s) & (err != 0) & ~odd, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+        return s.astype(np.float32)
+
+
+def _wgrad_data_rows(X: np.ndarray, axis: int) -> np.ndarray:
+    """Bᵀ at (0, ±1, ±1/2, ∞) along ``axis`` as cuDNN's data transform rounds it (measured):
+    row 0 RN(RN(d0/4 + RN(−5/4·d2)) + d4); t0 = RN(d4 − d2/4), t1 = RN(d3 − d1/4), rows 1, 2
+    RN(t0 ± t1); t2 = RN(d4 − d2), t3 = RN(d3 − d1), rows 3, 4 RN(t2 ± t3/2); row 5 as row 0 on
+    d1, d3, d5. Products by powers of two are exact."""
+    d = [np.take(X, k, axis=axis) for k in range(6)]
+    m54 = np.float32(-1.25)
+    r0 = _rn(_rn(np.float32(0.25) * d[0] + _rn(m54 * d[2])) + d[4])
+    r5 = _rn(_rn(np.float32(0.25) * d[1] + _rn(m54 * d[3])) + d[5])
+    t0, t1 = _rn(d[4] - np.float32(0.25) * d[2]), _rn(d[3] - np.float32(0.25) * d[1])
+    t2, t3 = _rn(d[4] - d[2]), _rn(d[3] - d[1])
+    h = np.float32(0.5) * t3
+    return np.stack([r0, _rn(t0 + t1), _rn(t0 - t1), _rn(t2 + h), _rn(t2 - h), r5], axis=axis)
+
+
+def _wgrad_delta_rows(E: np.ndarray, axis: int, fused_12: bool = True) -> np.ndarray:
+    """A = (Aᵀ)ᵀ with the 1/f_j of the points (4, 2/3, 2/3, −8/3, −8/3, 1) along ``axis`` as
+    cuDNN's delta transform rounds it (measured), c = RN32(2/3): the even and odd halves of rows
+    1, 2 fma(c, e0, RN(c·e2)) and fma(c, e1, RN(c·e3)) (``fused_12``; else RN(RN(c·e0) + RN(c·e2))
+    and RN(RN(c·e1) + RN(c·e3))), rows 1, 2 their sum and difference; rows 3, 4 likewise from
+    fma(−4c, e0, RN(−c·e2)) and fma(−2c, e1, RN(−c/2·e3)); row 0 4·e0, row 5 e3."""
+    e = [np.take(E, k, axis=axis) for k in range(4)]
+    c = _C
+    if fused_12:
+        ev1, od1 = fma32(c, e[0], _rn(c * e[2])), fma32(c, e[1], _rn(c * e[3]))
+    else:
+        ev1, od1 = _rn(_rn(c * e[0]) + _rn(c * e[2])), _rn(_rn(c * e[1]) + _rn(c * e[3]))
+    ev3 = fma32(np.float32(-4) * c, e[0], _rn(-c * e[2]))
+    od3 = fma32(np.float32(-2) * c, e[1], _rn(np.float32(-0.5) * c * e[3]))
+    rows = [np.float32(4) * e[0], _rn(ev1 + od1), _rn(ev1 - od1), _rn(ev3 + od3), _rn(ev3 - od3), e[3]]
+    return np.stack([_rn(r) for r in rows], axis=axis)
+
+
+def _wgrad_output_rows(M: np.ndarray, axis: int) -> np.ndarray:
+    """Gᵀ·f (the Vandermonde rows 1, p_j, p_j² and ∞) along ``axis`` as cuDNN's output transform
+    rounds it (measured): t0 = RN(m1 + m2), t1 = RN(m3 + m4); row 0 RN(RN(m0 + t0) + t1); row 1
+    RN(RN(m1 − m2) + (m3 − m4)/2) with m3 − m4 not rounded on its own; row 2 RN(RN(m5 + t0) +
+    t1/4)."""
+    m = [np.take(M, k, axis=axis) for k in range(6)]
+    t0, t1 = _rn(m[1] + m[2]), _rn(m[3] + m[4])
+    r0 = _rn(_rn(m[0] + t0) + t1)
+    half = np.float32(0.5)
+    r1 = _sum_rn32([_rn(m[1] - m[2]), half * m[3], -half * m[4]])
+    r2 = _rn(_rn(m[5] + t0) + np.float32(0.25) * t1)
+    return np.stack([r0, r1, r2], axis=axis)
+
+
+def cudnn_wgrad_f3x3_4x4(x, dy, padding: tuple[int, int] = (0, 0)) -> np.ndarray:
+    """The weight gradient dW (K, C, 3, 3) of a 3×3, stride-1 convolution as cuDNN's
+    ``winograd_nonfused::winogradWgrad{Data,Delta,Output}4x4`` kernels and their fp32 FFMA GEMM
+    compute it (measured bit for bit on NVIDIA H200 captures, cuDNN 9.19: fp32 and fp16 operands,
+    docs/silicon/h200-convolutions.md). x (N, C, H, W), dy (N, K, P, Q): float32 values or uint32
+    fp32 patterns (fp16/bf16 values widened exactly); ``padding`` (rows, columns) of the forward
+    convolution.
+
+    F(3×3, 4×4), the dual of F(4×4, 3×3) (:func:`toom_cook_tile` at :data:`CUDNN_WGRAD_POINTS`):
+    dy is cut into 4×4 tiles from (0, 0) (+0 past its edge), x into the 6×6 tiles they see (from
+    −padding, +0 outside x). Per tile: V = Bᵀ d B from the x tile (rows first, then columns, each
+    pass as :func:`_wgrad_data_rows`), U = A e Aᵀ from the dy tile (rows first, then columns,
+    :func:`_wgrad_delta_rows`; in the column pass of the tile's last row rows 1 and 2 are not
+    fused). Per position (ξ, ν) of the 6×6 tile, M = U·V (K × C) is one fp32 FMA chain from +0
+    over the tiles (image n, tile row, tile column) ascending (the ``…ffma`` GEMM). Then
+    dW = Gᵀ M G (rows first, then columns, :func:`_wgrad_output_rows`). Returns float32."""
+    x, dy = np.asarray(fp32_values(x, "x")), np.asarray(fp32_values(dy, "dy"))
+    if x.ndim != 4 or dy.ndim != 4 or x.shape[0] != dy.shape[0]:
+        raise ValueError(f"x, dy: need (N, C, H, W) and (N, K, P, Q), got {x.shape} and {dy.shape}")
+    N, C, H, W = x.shape
+    K, P, Q = dy.shape[1:]
+    ph, pw = padding
+    if (P, Q) != (H + 2 * ph - 2, W + 2 * pw - 2):
+        raise ValueError(
+            f"dy: a 3x3 stride-1 convolution of {H}x{W} with padding {padding} gives {H + 2 * ph - 2}x{W + 2 * pw - 2}, got {P}x{Q}"
+        )
+    th, tw = -(-P // 4), -(-Q // 4)
+    e = np.zeros((N, K, th * 4, tw * 4), np.float32)
+    e[:, :, :P, :Q] = dy
+    xp = np.zeros((N, C, th * 4 + 2, tw * 4 + 2), np.float32)
+    hh, ww = min(H, xp.shape[2] - ph), min(W, xp.shape[3] - pw)
+    xp[:, :, ph : ph + hh, pw : pw + ww] = x[:, :, :hh, :ww]
+    d = np.empty((N, C, th, tw, 6, 6), np.float32)
+    et = np.empty((N, K, th, tw, 4, 4), np.float32)
+    for i in range(th):
+        for j in range(tw):
+            d[:, :, i, j] = xp[:, :, 4 * i : 4 * i + 6, 4 * j : 4 * j + 6]
+            et[:, :, i, j] = e[:, :, 4 * i : 4 * i + 4, 4 * j : 4 * j + 4]
+    with np.errstate(over="ignore", invalid="ignore"):
+        V = _wgrad_data_rows(_wgrad_data_rows(d, 4), 5)
+        T = _wgrad_delta_rows(et, 4)
+        U = _wgrad_delta_rows(T, 5)
+        U[..., 5, :] = _wgrad_delta_rows(T[..., 5, :], 4, fused_12=False)
+        L = N * th * tw
+        Vp = V.transpose(4, 5, 0, 2, 3, 1).reshape(6, 6, L, C)
+        Up = U.transpose(4, 5, 1, 0, 2, 3).reshape(6, 6, K, L)
+        M = np.empty((K, C, 6, 6), np.float32)
+        for xi in range(6):
+            for nu in range(6):
+                M[:, :, xi, nu] = fma_gemm(np.ascontiguousarray(Up[xi, nu]), np.ascontiguousarray(Vp[xi, nu]))
+        return _wgrad_output_rows(_wgrad_output_rows(M, 2), 3)

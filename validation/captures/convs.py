@@ -23,18 +23,22 @@ import numpy as np
 
 from emu.schedule import Schedule
 from emu.simt import fma_gemm
-from emu.winograd import TransformOrder, winograd_conv2d
+from emu.winograd import TransformOrder, cudnn_wgrad_f3x3_4x4, winograd_conv2d
+from models.libraries import MODELLED_WINOGRAD
 
 from .capture import PASS_OF, Capture
 
 __all__ = [
     "DGRAD_ALG1",
+    "WINOGRAD_WGRAD",
     "dgrad_alg1_chunk",
     "dgrad_alg1_output",
     "is_dgrad_alg1",
+    "is_winograd_wgrad",
     "quad_load_order",
     "quad_load_width",
     "winograd_orders",
+    "winograd_wgrad_output",
 ]
 
 #: the kernel-name pattern of cuDNN's CUDA-core backward-data kernel
@@ -206,3 +210,34 @@ def winograd_orders(cap: Capture) -> list[tuple[str, np.ndarray]]:
             text = f"Winograd {tile}, transforms in fp32 {'fused' if fused else 'unfused'}, per position one FMA chain over c"
             out.append((text, _as_out(cap, y)))
     return out
+
+
+#: the kernel-name pattern of cuDNN's Winograd weight-gradient kernels
+WINOGRAD_WGRAD = MODELLED_WINOGRAD
+
+
+def is_winograd_wgrad(cap: Capture) -> bool:
+    """Whether the capture is a 3×3, stride-1 weight gradient (no dilation, no groups) that ran
+    cuDNN's ``winograd_nonfused::winogradWgrad…4x4`` kernels (:func:`winograd_wgrad_output`)."""
+    s = cap.conv
+    return (
+        s is not None
+        and PASS_OF[cap.op] == "bwd_weight"
+        and (s.R, s.S) == (3, 3)
+        and tuple(s.stride) == (1, 1)
+        and tuple(s.dilation) == (1, 1)
+        and s.groups == 1
+        and any(re.search(WINOGRAD_WGRAD, str(k)) for k in cap.kernels)
+    )
+
+
+def winograd_wgrad_output(cap: Capture) -> np.ndarray:
+    """grad_weight as cuDNN's ``winogradWgrad{Data,Delta,Output}4x4`` kernels and their fp32 FFMA
+    GEMM compute it (:func:`emu.winograd.cudnn_wgrad_f3x3_4x4`: F(3×3, 4×4) at (0, ±1, ±1/2), the
+    transforms and the GEMM in fp32, the result rounded once to the output format), in the
+    capture's output dtype. fp16/bf16 operands are widened exactly; fp32 (and TF32-allowed)
+    operands are used whole (the kernels run on the CUDA cores)."""
+    s = cap.conv
+    x = _values(cap, "input").reshape(s.N, s.C, s.H, s.W)
+    dy = _values(cap, "grad_output").reshape(s.N, s.K, s.P, s.Q)
+    return _as_out(cap, cudnn_wgrad_f3x3_4x4(x, dy, tuple(s.padding)))

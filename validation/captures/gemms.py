@@ -93,8 +93,17 @@ class Variant:
     #: gemmK elements a quad of threads loads straight into its fragments (cuDNN's fprop kernel
     #: without shared memory, :func:`.convs.quad_load_order`; 0: none)
     quad_loads: int = 0
+    #: a Winograd order of :mod:`.convs` in place of GEMMs (``"cudnn-wgrad-4x4"``:
+    #: :func:`.convs.winograd_wgrad_output`; ``""``: none)
+    winograd: str = ""
 
     def describe(self) -> str:
+        if self.winograd:
+            return (
+                "Winograd F(3x3, 4x4) at (0, ±1, ±1/2): data, delta and output transforms in fp32 in cuDNN's "
+                "measured order, per position one fp32 FMA chain over (image, tile row, tile column) "
+                "(cuDNN winogradWgrad*4x4)"
+            )
         if self.quad_loads:
             return (
                 f"gemmK ({', '.join(self.k_order or 'rsc')}) zero-padded to a multiple of {self.quad_loads}, "
@@ -165,6 +174,8 @@ class Candidate:
                 out["position_chunk"] = self.variant.position_chunk
             if self.variant.quad_loads:
                 out["quad_loads"] = self.variant.quad_loads
+        if self.variant.winograd:
+            out["winograd"] = self.variant.winograd
         if self.variant.tf32_rounding:
             out["tf32_rounding"] = self.variant.tf32_rounding
         if self.variant.k_blocks is not None:
@@ -471,6 +482,10 @@ def run_candidate(cap: Capture, cand: Candidate) -> np.ndarray:
         from .convs import dgrad_alg1_output  # convs does not import this module
 
         return dgrad_alg1_output(cap, cand.variant.position_chunk)
+    if cand.variant.winograd:
+        from .convs import winograd_wgrad_output
+
+        return winograd_wgrad_output(cap)
     unit = model_unit(cand.unit, cap.input)
     whole = full_fp32(cap, cand.unit)
     out = np.zeros(cap.out.size, cap.out.dtype)

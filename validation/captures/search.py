@@ -32,7 +32,7 @@ from models.kernels import ATOMIC_ORDERS
 from models.libraries import from_source, matching, not_modelled, not_modelled_family
 
 from .capture import PASS_OF, Capture
-from .convs import dgrad_alg1_chunk, dgrad_alg1_output, is_dgrad_alg1, winograd_orders
+from .convs import dgrad_alg1_chunk, dgrad_alg1_output, is_dgrad_alg1, is_winograd_wgrad, winograd_orders
 from .gemms import (
     TF32_ROUNDINGS,
     Candidate,
@@ -346,61 +346,54 @@ def _dgrad_alg1(cap: Capture, unit_name: str, t0: float):
 
 
 def _winograd(cap: Capture, unit_name: str, t0: float) -> SearchResult:
-    """A convolution that ran cuDNN's Winograd kernels: not modelled (nothing in the space
-    reproduces them, and searching it all took minutes); the nearest of the direct fp32 FMA
-    chains (gemmK in each order of the pass, and the warp halving of a weight gradient) is
-    ``best``, the Winograd orders :func:`.convs.winograd_orders` has are measured and named in
-    the hints. Where a direct chain gives every output bit the answer is ``identical``."""
+    """A convolution that ran cuDNN's Winograd kernels. A weight gradient of
+    ``winogradWgrad…4x4`` is tried first as those kernels compute it (:func:`.convs.winograd_wgrad_output`,
+    measured on H200 captures); then the direct fp32 FMA chains (gemmK in each order of the
+    pass, and the warp halving of a weight gradient). The one that gives the most output bits is
+    ``best``; every output bit: ``identical``; else ``not-modelled`` (family ``Winograd``) with
+    that nearest order and its distance, the forward Winograd orders :func:`.convs.winograd_orders`
+    has measured and named in the hints. Seconds, not a search of the whole space."""
     want = bits(np.asarray(cap.out)).reshape(-1)
     pass_ = PASS_OF[cap.op]
-    direct = [Candidate("fma32", Variant(o), emu.Schedule(output=cap.out_format)) for o in K_ORDERS[pass_]]
+    plain = emu.Schedule(output=cap.out_format)
+    tried = []
+    if is_winograd_wgrad(cap):
+        tried.append(Candidate("fma32", Variant(winograd="cudnn-wgrad-4x4"), plain, "cudnn-winograd"))
+    tried += [Candidate("fma32", Variant(o), plain) for o in K_ORDERS[pass_]]
     if pass_ == "bwd_weight":
         halving = emu.Schedule(splits=32, split_rule="strided", reduction="halving", output=cap.out_format)
-        direct.append(Candidate("fma32", Variant("npq"), halving))
+        tried.append(Candidate("fma32", Variant("npq"), halving))
     scored = []
-    for c in direct:
+    for c in tried:
         got = run_candidate(cap, c)
         scored.append((int(np.count_nonzero(bits(got).reshape(-1) == want)), c, got))
-    same, best, got = max(scored, key=lambda t: t[0])
-    hints = []
-    for text, out in winograd_orders(cap):
-        d = _distance(cap.out, out)
-        hints.append(f"{text}: {d['n_differ']} of {want.size} outputs differ, at most {d['max_ulps']} ulps")
-    hints += not_modelled(cap.kernels)
+    same, best, got = max(scored, key=lambda t: t[0])  # the first of the best: the Winograd order before a chain
+    identical = same == want.size
     distance = _distance(cap.out, got)
-    stages = [("cuDNN Winograd: direct fp32 FMA chains and emu.winograd orders (every output)", len(direct), 0)]
-    if same == want.size:
-        hints.insert(0, "the kernels are Winograd; a direct fp32 FMA chain gives every output bit of this capture")
-        return SearchResult(
-            "identical",
-            int(want.size),
-            same,
-            best,
-            [best],
-            got,
-            len(direct),
-            time.perf_counter() - t0,
-            stages,
-            hints,
-            unit_name,
-        )
-    hints.insert(
-        0,
-        f"not modelled: Winograd; the nearest order gets {same} of {want.size} outputs "
-        f"({distance['n_differ']} differ, at most {distance['max_ulps']} ulps): {best.describe()}",
-    )
+    if identical:
+        what = "cuDNN's Winograd order" if best.variant.winograd else "a direct fp32 FMA chain"
+        hints = [f"the kernels are Winograd; {what} gives every output bit of this capture"]
+    else:
+        hints = [
+            f"not modelled: Winograd; the nearest order gets {same} of {want.size} outputs "
+            f"({distance['n_differ']} differ, at most {distance['max_ulps']} ulps): {best.describe()}"
+        ]
+        for text, out in winograd_orders(cap):
+            d = _distance(cap.out, out)
+            hints.append(f"{text}: {d['n_differ']} of {want.size} outputs differ, at most {d['max_ulps']} ulps")
+        hints += not_modelled(cap.kernels)
+    stage = "cuDNN Winograd: its weight-gradient order, direct fp32 FMA chains and emu.winograd orders (every output)"
     return SearchResult(
-        "not-modelled",
+        "identical" if identical else "not-modelled",
         int(want.size),
         same,
         best,
-        [],
+        [best] if identical else [],
         got,
-        len(direct),
+        len(tried),
         time.perf_counter() - t0,
-        stages,
+        [(stage, len(tried), int(identical))],
         hints,
         unit_name,
-        not_modelled="Winograd",
-        nearest_distance=distance,
+        **({} if identical else {"not_modelled": "Winograd", "nearest_distance": distance}),
     )

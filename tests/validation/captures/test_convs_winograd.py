@@ -1,7 +1,9 @@
-"""cuDNN's Winograd kernels (``winograd_nonfused::winogradForward…4x4``, ``winogradWgrad…4x4``,
-issue 37 item 3): not reproduced, so the search answers "not modelled: Winograd" with the nearest
-order and its distance, in seconds (not a search of the whole space), never a kernel bug. The
-captures are session 16's (tests/data/captures/h200_s16, README there)."""
+"""cuDNN's Winograd kernels (issue 37 item 3). The weight gradient of ``winogradWgrad…4x4`` is
+reproduced bit for bit (:func:`emu.winograd.cudnn_wgrad_f3x3_4x4`): fp32, TF32-allowed (fp32 on
+the CUDA cores) and fp16 captures, two shapes and channel counts, answered ``identical`` in
+seconds. The forward ``winogradForward…4x4`` is not: the search answers "not modelled: Winograd"
+with the nearest order and its distance, never a kernel bug. The captures are session 16's
+(tests/data/captures/h200_s16, README there) and the development set's (h200_dev)."""
 
 import time
 from pathlib import Path
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 
 from validation.captures.capture import load_capture
-from validation.captures.convs import winograd_orders
+from validation.captures.convs import is_winograd_wgrad, winograd_orders, winograd_wgrad_output
 from validation.captures.search import search
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "captures"
@@ -26,12 +28,33 @@ def _cap(name):
 @pytest.mark.parametrize(
     "name",
     [
-        "h200_s16/t_conv2d_n2c24k40h10r3s1p0_conti_f16.npz",  # forward, fp16
-        "h200_s16/t_conv2d_bwd_weight_n2c48k20h15r3s1p1_conti_tf32.npz",  # weight gradient, TF32 allowed
-        "h200_dev/c3x3_c32_k32_h16_nchw_bwd_weight.npz",  # weight gradient, fp16
+        "h200_s16/t_conv2d_bwd_weight_n2c48k20h15r3s1p1_conti_f32.npz",  # fp32, 15×15, padding 1 (partial tiles)
+        "h200_s16/t_conv2d_bwd_weight_n2c48k20h15r3s1p1_conti_tf32.npz",  # TF32 allowed, other operands
+        "h200_dev/c3x3_c32_k32_h16_nchw_bwd_weight.npz",  # fp16, 16×16, 32 channels
     ],
 )
-def test_not_modelled_with_the_nearest_order_quickly(name):
+def test_the_weight_gradient_is_identical_quickly(name):
+    cap = _cap(name)
+    t0 = time.perf_counter()
+    r = search(cap)
+    assert time.perf_counter() - t0 < 60
+    assert r.answer == "identical" and r.n_identical == r.n == np.asarray(cap.out).size
+    assert r.best.variant.winograd == "cudnn-wgrad-4x4" and r.best.family == "cudnn-winograd"
+    assert r.reproducing == [r.best]
+    assert r.hints[0] == "the kernels are Winograd; cuDNN's Winograd order gives every output bit of this capture"
+    assert "F(3x3, 4x4)" in r.best.describe() and r.best.fields()["winograd"] == "cudnn-wgrad-4x4"
+    got = winograd_wgrad_output(cap)
+    np.testing.assert_array_equal(got.view(np.uint8), np.asarray(cap.out).view(np.uint8))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "h200_s16/t_conv2d_n2c24k40h10r3s1p0_conti_f16.npz",  # forward, fp16
+        "h200_s16/t_conv2d_n2c24k40h10r3s1p0_conti_bf16.npz",  # forward, bf16
+    ],
+)
+def test_the_forward_is_not_modelled_with_the_nearest_order_quickly(name):
     cap = _cap(name)
     t0 = time.perf_counter()
     r = search(cap)
@@ -61,6 +84,7 @@ def test_the_forward_winograd_orders_are_measured_and_named():
     assert sum("Winograd F(2x2,3x3)" in h for h in r.hints) == 2 and sum("F(4x4,3x3)" in h for h in r.hints) == 2
 
 
-def test_no_winograd_order_for_a_weight_gradient():
-    cap = _cap("h200_s16/t_conv2d_bwd_weight_n2c48k20h15r3s1p1_conti_tf32.npz")
-    assert winograd_orders(cap) == []
+def test_no_forward_order_for_a_weight_gradient_and_no_wgrad_order_for_a_forward():
+    wgrad = _cap("h200_s16/t_conv2d_bwd_weight_n2c48k20h15r3s1p1_conti_tf32.npz")
+    assert winograd_orders(wgrad) == [] and is_winograd_wgrad(wgrad)
+    assert not is_winograd_wgrad(_cap("h200_s16/t_conv2d_n2c24k40h10r3s1p0_conti_f16.npz"))

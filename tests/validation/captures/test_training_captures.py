@@ -3,7 +3,7 @@
 The captures are session 16's (an NVIDIA H200, PyTorch 2.11, CUDA 13.0; operands drawn again
 from their seed and checked against the sha256 the GPU machine recorded): fp32 GEMMs without
 TF32 (SIMT sgemm + splitKreduce, gemv), addmm with alpha and beta, convolutions in fp32, TF32
-and bf16, and a Winograd weight gradient, which the search must call not modelled.
+and bf16, and a Winograd weight gradient (cuDNN's winogradWgrad*4x4, reproduced bit for bit).
 
 The search is judged by the bits: each case's schedule is run again through ``emu.simt`` /
 ``emu.implicit_gemm`` (public emu functions, not the search's sampled path) and compared to the
@@ -221,12 +221,10 @@ def test_dgrad2d_alg1_is_identical():
     assert r.answer == "identical" and r.best.variant.position_chunk == 128
 
 
-def test_winograd_is_not_modelled():
-    """cuDNN's Winograd weight gradient (winogradWgradData4x4 …): not modelled, with the nearest
-    order and how far it is; never a kernel bug."""
+def test_the_winograd_weight_gradient_is_identical():
+    """cuDNN's Winograd weight gradient (winogradWgradData4x4 …): identical, through
+    emu.winograd.cudnn_wgrad_f3x3_4x4 (fp32 operands, the ffma GEMM)."""
     cap = _cap("t_conv2d_bwd_weight_n2c48k20h15r3s1p1_conti_f32")
     r = search(cap)
-    assert r.answer == "not-modelled" and r.not_modelled == "Winograd"
-    assert r.best is not None and r.n_identical < r.n
-    assert r.nearest_distance["n_differ"] == r.n - r.n_identical and r.nearest_distance["max_ulps"] > 0
-    assert any(h.startswith("not modelled: Winograd") for h in r.hints)
+    assert r.answer == "identical" and r.n_identical == r.n
+    assert r.best.variant.winograd == "cudnn-wgrad-4x4"
