@@ -82,6 +82,8 @@ class Sample:
         self._jobs = {}
         self._chains = {}
         self._joins = {}
+        self._ready = set()  # id of each _keys list whose chains are all computed
+        self._arrays = {}  # id of a _keys list: its chains' results
 
     @classmethod
     def of_outputs(cls, cap: Capture, outputs) -> Sample:
@@ -142,6 +144,7 @@ class Sample:
     def prepare(self, cands: list[Candidate]):
         """Compute, in batches, every chain the candidates need that is not cached yet."""
         need: dict = {}
+        ready = []
         for c in cands:
             params = self._params(c.unit)
             jobs = self.jobs(c.variant, params)
@@ -151,9 +154,12 @@ class Sample:
                 keys = _keys(c, chain, jobs[0][0].shape[1], has_c)
             except ValueError:  # a schedule drawn for another gemmK length (a variant that pads it)
                 continue
+            if id(keys) in self._ready:  # _keys' lists are kept (its cache), so their ids stay theirs
+                continue
             for key in keys:
                 if key not in self._chains:
                     need.setdefault((c.variant, c.unit, chain), set()).add(key)
+            ready.append(keys)
         for (variant, unit, chain), keys in need.items():
             jobs = self.jobs(variant, self._params(unit))
             by_length: dict = {}
@@ -163,6 +169,7 @@ class Sample:
                 per = max(1, _BATCH_VALUES // max(1, length * self.size))
                 for lo in range(0, len(same), per):
                     self._run_batch(chain, jobs, same[lo : lo + per])
+        self._ready.update(id(keys) for keys in ready)
 
     def _run_batch(self, chain, jobs, keys):
         """The chains of ``keys`` (all of one length) for every sampled output, in one kernel
@@ -175,10 +182,10 @@ class Sample:
         a_cols, b_cols, c_cols, sizes = [], [], [], []
         for A, B, C, _ in jobs:
             E, K = A.shape
-            at = np.where(pos < 0, K, pos)  # column K of the padded operands holds the +0
+            at = np.where(pos < 0, K, pos).T  # (L, keys); row K of the padded operands holds the +0
             for X, cols in ((A, a_cols), (B, b_cols)):
-                padded = np.concatenate([X, np.zeros((E, 1), X.dtype)], axis=1)
-                cols.append(padded[:, at].transpose(2, 1, 0).reshape(L, -1))  # (L, keys·E)
+                padded = np.concatenate([X.T, np.zeros((1, E), X.dtype)])  # (K + 1, E)
+                cols.append(padded[at].reshape(L, -1))  # (L, keys·E): column (key, e)
             cv = np.zeros((len(keys), E), np.float32)
             if C is not None:
                 cv[with_c] = C
@@ -236,7 +243,10 @@ class Sample:
             except ValueError:  # a schedule drawn for another gemmK length (a variant that pads it): none
                 continue
             keys = _keys(c, _chain(params, c.schedule.instruction_k), K, jobs[0][2] is not None)
-            partials = split_results(chains, (self._chains[key] for key in keys))
+            arrays = self._arrays.get(id(keys))
+            if arrays is None:
+                arrays = self._arrays[id(keys)] = [self._chains[key] for key in keys]
+            partials = split_results(chains, arrays)
             s = c.schedule
             group = (params, id(jobs), len(partials), c.merge)
             group += tuple(getattr(s, f) for f in _EPILOGUE_FIELDS)
@@ -247,7 +257,8 @@ class Sample:
             per = max(1, _STACK_VALUES // max(1, n_parts * want.size))
             for lo in range(0, len(members), per):
                 block = members[lo : lo + per]
-                stacked = [np.stack([p[j] for _, p in block]) for j in range(n_parts)]
+                every = np.stack([x for _, p in block for x in p]).reshape(len(block), n_parts, -1)
+                stacked = [every[:, j] for j in range(n_parts)]
                 merged = serial_merge(unit, stacked, C, s) if merge == "serial" else combine(unit, stacked, C, s)
                 same = np.count_nonzero(bits(merged) == want, axis=1)
                 for (i, _), n in zip(block, same):
