@@ -11,9 +11,9 @@ The captures, made deterministically here:
   flipped.
 - ``h_mm-bit0``: ``tests/data/captures/h200_holdout/h_mm_16x256x256_12.npz`` (an H200 cuBLAS
   fp16 mm), out[7, 40]'s lowest bit flipped.
-- ``tf32-s0119`` and ``tf32-s1075``: two TF32 mm of the session-16 sweep
-  (``tests/data/captures/sweep_h200_s16.tar.gz``, cuBLAS ``cutlass_80_tensorop_s1688gemm``) that
-  no schedule of the space reproduces, as captured.
+- ``tf32-s0119``, ``tf32-s1075``, ``tf32-s0997`` and ``bf16-s0412``: three TF32 mm and a bf16
+  linear of the session-16 sweep (``tests/data/captures/sweep_h200_s16.tar.gz``) that no
+  schedule of the space reproduces, as captured.
 
 Each is searched once with :func:`validation.captures.search.search` on the unit of its ``gpu``;
 printed: the answer, the outputs the nearest schedule gets, the candidates judged, the CPU
@@ -85,6 +85,8 @@ CASES = {
     "h_mm-bit0": h_mm_bit0,
     "tf32-s0119": lambda: sweep("s0119"),
     "tf32-s1075": lambda: sweep("s1075"),
+    "tf32-s0997": lambda: sweep("s0997"),
+    "bf16-s0412": lambda: sweep("s0412"),
 }
 
 
