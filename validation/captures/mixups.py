@@ -300,11 +300,11 @@ def _screen(m: Mixup, wrong: np.ndarray | None = None, shape: tuple[int, ...] | 
         block = group[lo : lo + 500]
         if sw is not None:  # the outputs that tell first: few candidates get past them
             sw.prepare(block)
-            block = [c for c in block if sw.identical(c) == sw.size]
+            block = [c for c, n in zip(block, sw.counts(block)) if n == sw.size]
             if not block:
                 continue
         s1.prepare(block)
-        if any(s1.identical(c) == s1.size for c in block):
+        if any(n == s1.size for n in s1.counts(block)):
             return True
     return False
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from emu.dot import run_kernel
 from emu.formats import get_format
-from emu.gemm import chain_operands, chain_params, combine, operand_in_order, split_results
+from emu.gemm import chain_params, combine, operand_in_order, split_results
 from emu.jit import jit, prange
 from emu.operands import decode_flush, operand
 from emu.schedule import Chain, Schedule
@@ -81,6 +81,9 @@ class Sample:
         self.size = int(piece.size)
         self._jobs = {}
         self._chains = {}
+        self._joins = {}
+        self._ready = set()  # id of each _keys list whose chains are all computed
+        self._arrays = {}  # id of a _keys list: its chains' results
 
     @classmethod
     def of_outputs(cls, cap: Capture, outputs) -> Sample:
@@ -141,6 +144,7 @@ class Sample:
     def prepare(self, cands: list[Candidate]):
         """Compute, in batches, every chain the candidates need that is not cached yet."""
         need: dict = {}
+        ready = []
         for c in cands:
             params = self._params(c.unit)
             jobs = self.jobs(c.variant, params)
@@ -150,9 +154,12 @@ class Sample:
                 keys = _keys(c, chain, jobs[0][0].shape[1], has_c)
             except ValueError:  # a schedule drawn for another gemmK length (a variant that pads it)
                 continue
+            if id(keys) in self._ready:  # _keys' lists are kept (its cache), so their ids stay theirs
+                continue
             for key in keys:
                 if key not in self._chains:
                     need.setdefault((c.variant, c.unit, chain), set()).add(key)
+            ready.append(keys)
         for (variant, unit, chain), keys in need.items():
             jobs = self.jobs(variant, self._params(unit))
             by_length: dict = {}
@@ -162,20 +169,23 @@ class Sample:
                 per = max(1, _BATCH_VALUES // max(1, length * self.size))
                 for lo in range(0, len(same), per):
                     self._run_batch(chain, jobs, same[lo : lo + per])
+        self._ready.update(id(keys) for keys in ready)
 
     def _run_batch(self, chain, jobs, keys):
         """The chains of ``keys`` (all of one length) for every sampled output, in one kernel
         call: column (key, e) of each job holds sampled output e's chain, its operands laid out
-        by :func:`emu.gemm.chain_operands`."""
+        as :func:`emu.gemm.chain_operands` lays them out (the chain's positions, −1 a +0
+        product), gathered for every key at once."""
         L = keys[0][3].length
         with_c = np.array([k[4] for k in keys])
+        pos = np.stack([_positions(key[3]) for key in keys])  # (keys, L), −1 for a +0 product
         a_cols, b_cols, c_cols, sizes = [], [], [], []
         for A, B, C, _ in jobs:
-            E = A.shape[0]
-            # per key (E, L) rows of A and of B (as rows): the chain's operands of each sampled output
-            pairs = [chain_operands(A, B.T, key[3], _NO_RESIDUE) for key in keys]
-            a_cols.append(np.stack([a for a, _ in pairs]).transpose(2, 0, 1).reshape(L, -1))  # (L, keys·E)
-            b_cols.append(np.stack([b.T for _, b in pairs]).transpose(2, 0, 1).reshape(L, -1))
+            E, K = A.shape
+            at = np.where(pos < 0, K, pos).T  # (L, keys); row K of the padded operands holds the +0
+            for X, cols in ((A, a_cols), (B, b_cols)):
+                padded = np.concatenate([X.T, np.zeros((1, E), X.dtype)])  # (K + 1, E)
+                cols.append(padded[at].reshape(L, -1))  # (L, keys·E): column (key, e)
             cv = np.zeros((len(keys), E), np.float32)
             if C is not None:
                 cv[with_c] = C
@@ -193,8 +203,8 @@ class Sample:
         for E in sizes:
             per_job.append(out[at : at + len(keys) * E].reshape(len(keys), E))
             at += len(keys) * E
-        for i, key in enumerate(keys):
-            self._chains[key] = [block[i] for block in per_job]
+        for i, key in enumerate(keys):  # one array over every job's sampled outputs, job after job
+            self._chains[key] = np.concatenate([block[i] for block in per_job])
 
     def identical(self, cand: Candidate) -> int:
         """Identical outputs of the candidate on this sample (of :attr:`size`)."""
@@ -209,12 +219,72 @@ class Sample:
         except ValueError:  # a schedule drawn for another gemmK length (a variant that pads it): none
             return 0
         keys = _keys(cand, chain, jobs[0][0].shape[1], jobs[0][2] is not None)
-        same = 0
-        for j, (_, _, C, want) in enumerate(jobs):
-            partials = split_results(chains, (self._chains[key][j] for key in keys))
-            got = serial_merge(params, partials, C, s) if cand.merge == "serial" else combine(params, partials, C, s)
-            same += int(np.count_nonzero(bits(got) == bits(want)))
-        return same
+        C, want = self._joined(jobs)
+        # every job's sampled outputs at once: the reduction, epilogue and rounding act output by
+        # output, so one call on the joined outputs gives each output the bits it gets alone
+        partials = split_results(chains, (self._chains[key] for key in keys))
+        got = serial_merge(params, partials, C, s) if cand.merge == "serial" else combine(params, partials, C, s)
+        return int(np.count_nonzero(bits(got) == want))
+
+    def counts(self, cands: list[Candidate]) -> list[int]:
+        """:meth:`identical` of each candidate (its chains computed: :meth:`prepare`), the
+        candidates whose partials reduce and finish alike (the same unit, GEMMs, number of
+        partials, merge and :data:`_EPILOGUE_FIELDS`) judged together: the reduction, epilogue
+        and rounding act element by element, so a stack of their partials gives each the bits
+        it gets alone."""
+        out = [0] * len(cands)
+        groups: dict = {}
+        for i, c in enumerate(cands):
+            params = self._params(c.unit)
+            jobs = self.jobs(c.variant, params)
+            K = jobs[0][0].shape[1]
+            try:
+                chains = _chains(c.schedule, K)
+            except ValueError:  # a schedule drawn for another gemmK length (a variant that pads it): none
+                continue
+            keys = _keys(c, _chain(params, c.schedule.instruction_k), K, jobs[0][2] is not None)
+            arrays = self._arrays.get(id(keys))
+            if arrays is None:
+                arrays = self._arrays[id(keys)] = [self._chains[key] for key in keys]
+            partials = split_results(chains, arrays)
+            s = c.schedule
+            group = (params, id(jobs), len(partials), c.merge)
+            group += tuple(getattr(s, f) for f in _EPILOGUE_FIELDS)
+            groups.setdefault(group, (jobs, s, c.merge, []))[3].append((i, partials))
+        for (params, _, n_parts, *_), (jobs, s, merge, members) in groups.items():
+            C, want = self._joined(jobs)
+            unit = FMA32_PARAMS if params is FP32 else params
+            per = max(1, _STACK_VALUES // max(1, n_parts * want.size))
+            for lo in range(0, len(members), per):
+                block = members[lo : lo + per]
+                every = np.stack([x for _, p in block for x in p]).reshape(len(block), n_parts, -1)
+                stacked = [every[:, j] for j in range(n_parts)]
+                merged = serial_merge(unit, stacked, C, s) if merge == "serial" else combine(unit, stacked, C, s)
+                same = np.count_nonzero(bits(merged) == want, axis=1)
+                for (i, _), n in zip(block, same):
+                    out[i] = int(n)
+        return out
+
+    def wrong(self, cand: Candidate) -> int | None:
+        """Outputs of this sample the candidate gets wrong; None where the sample cannot judge it
+        (a schedule drawn for another gemmK length, which :meth:`identical` counts as none right)."""
+        try:
+            _chains(cand.schedule, self.jobs(cand.variant, self._params(cand.unit))[0][0].shape[1])
+        except ValueError:
+            return None
+        return self.size - self.identical(cand)
+
+    def _joined(self, jobs) -> tuple[np.ndarray | None, np.ndarray]:
+        """C of every job's sampled outputs joined (None where the GEMMs have none), and the
+        GPU's outputs' bit patterns, in the order of :meth:`_run_batch`'s arrays."""
+        key = id(jobs)
+        if key not in self._joins:  # kept with the jobs, so that id(jobs) stays theirs
+            Cs = [C for _, _, C, _ in jobs]
+            if len({C is None for C in Cs}) > 1:  # not met: a capture's GEMMs all have C or none
+                raise ValueError("C: some of the sampled GEMMs have C and some not")
+            C = None if Cs[0] is None else np.concatenate(Cs)
+            self._joins[key] = (jobs, C, bits(np.concatenate([w for _, _, _, w in jobs])))
+        return self._joins[key][1:]
 
 
 def output_positions(cap: Capture, outputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -259,8 +329,6 @@ def output_positions(cap: Capture, outputs) -> tuple[np.ndarray, np.ndarray, np.
     return piece, m, n
 
 
-#: chain_operands' schedule argument where the chain itself carries its residue tile
-_NO_RESIDUE = Schedule()
 #: the "unit parameters" and chain of the fp32 FMA unit on whole fp32 operands (``emu.simt``)
 FP32 = "fp32 fma"
 
@@ -280,6 +348,8 @@ def _fp32_chains(a, b, c, out):
 
 _CHAINS: dict = {}
 _PLANS: dict = {}
+_KEYS: dict = {}
+_POSITIONS: dict = {}
 
 
 def _chain(params, instruction_k: int):
@@ -302,18 +372,46 @@ def _chains(s: Schedule, K: int) -> list[Chain]:
 def _keys(cand: Candidate, chain, K: int, has_c: bool) -> list[tuple]:
     """The cache keys of a candidate's chains (:meth:`emu.schedule.Schedule.chains`): (variant,
     unit, group, the chain without its split index, from C); one chain is computed once for every
-    candidate that runs it."""
-    return [
-        (
-            cand.variant,
-            cand.unit,
-            1 if chain is FP32 else chain.group_size,
-            ch._replace(split=0, from_c=False),
-            ch.from_c and has_c,
-        )
-        for ch in _chains(cand.schedule, K)
-    ]
+    candidate that runs it. Cached by the fields that decide them."""
+    s = cand.schedule
+    plan = (s.k_tile, s.splits, s.split_rule, s.split_bounds, s.residue_tile, s.promotion_interval, s.c_entry, K)
+    memo = (cand.variant, cand.unit, chain, plan, has_c)
+    if memo not in _KEYS:
+        _KEYS[memo] = [
+            (
+                cand.variant,
+                cand.unit,
+                1 if chain is FP32 else chain.group_size,
+                ch._replace(split=0, from_c=False),
+                ch.from_c and has_c,
+            )
+            for ch in _chains(s, K)
+        ]
+    return _KEYS[memo]
 
+
+def _positions(chain: Chain) -> np.ndarray:
+    """A chain's sequence positions (:meth:`emu.schedule.Chain.positions`), cached."""
+    if chain not in _POSITIONS:
+        _POSITIONS[chain] = chain.positions()
+    return _POSITIONS[chain]
+
+
+#: the Schedule fields the reduction, epilogue and rounding of the partials read
+#: (:func:`emu.gemm.combine`, :func:`emu.gemm.finish`, :func:`.gemms.serial_merge`)
+_EPILOGUE_FIELDS = (
+    "reduction",
+    "reduction_seed",
+    "partial_format",
+    "c_entry",
+    "alpha",
+    "beta",
+    "epilogue_fma",
+    "output",
+    "scale_order",
+)
+#: partial values stacked per :meth:`Sample.counts` call
+_STACK_VALUES = 1 << 20
 
 #: decoded values per chain batch (a and b): a few hundred MB at most
 _BATCH_VALUES = 1 << 24

@@ -65,6 +65,7 @@ __all__ = [
     "tiers",
     "MAX_SPLITS",
     "MAX_CANDIDATES",
+    "FullRunBound",
 ]
 
 #: the most splits tried per k-tile width, and the most candidates judged in all (``space.BOUNDS``)
@@ -198,6 +199,7 @@ def search(
     want = bits(cap.out).reshape(-1)
     stages, nearest, searched = [], [], 0
     reproducing, best, best_same, best_out = [], None, -1, None
+    bound = FullRunBound(cap, want)
     tiers_list = tiers(cap, unit_name, cands)
     for tier, group in tiers_list:
         searched += len(group)
@@ -205,7 +207,7 @@ def search(
         for lo in range(0, len(group), 500):
             block = group[lo : lo + 500]
             s1.prepare(block)
-            scored.extend((s1.identical(c), i + lo) for i, c in enumerate(block))
+            scored.extend((n, i + lo) for i, n in enumerate(s1.counts(block)))
             if progress:
                 progress(f"{tier}, first sample", min(lo + 500, len(group)), len(group))
         survivors = [group[i] for s, i in scored if s == s1.size]
@@ -215,17 +217,20 @@ def search(
             continue
         s2 = s2 or Sample(cap, *(STAGE2_FP32 if fp32 else STAGE2), seed=2)
         s2.prepare(survivors)
-        pool = [c for c in survivors if s2.identical(c) == s2.size]
+        pool = [c for c, n in zip(survivors, s2.counts(survivors)) if n == s2.size]
         stages.append((f"{tier}: second sample ({s2.size} outputs)", len(survivors), len(pool)))
         for i, c in enumerate(pool[:MAX_FULL]):
-            got = run_candidate(cap, c)
-            same = int(np.count_nonzero(bits(got).reshape(-1) == want))
             if progress:
                 progress(f"{tier}, every output", i + 1, min(len(pool), MAX_FULL))
+            if bound.cannot_beat(c, best_same):
+                continue  # wrong where the nearest is: neither reproduces nor comes nearer
+            got = run_candidate(cap, c)
+            same = int(np.count_nonzero(bits(got).reshape(-1) == want))
             if same == want.size:
                 reproducing.append(c)
             if same > best_same:
                 best, best_same, best_out = c, same, got
+                bound.nearest(got)
         stages.append((f"{tier}: every output ({want.size})", min(len(pool), MAX_FULL), len(reproducing)))
         if len(pool) > MAX_FULL:
             hints.append(f"{len(pool) - MAX_FULL} more candidates reproduce the samples; not run on every output")
@@ -238,12 +243,13 @@ def search(
     if not reproducing:  # nothing reproduces: the nearest on the first sample, in full
         tried = {id(best)} if best is not None else set()
         for _, _, c in sorted(nearest, key=lambda t: (-t[0], -t[1]))[:3]:
-            if id(c) in tried:
+            if id(c) in tried or bound.cannot_beat(c, best_same):
                 continue
             got = run_candidate(cap, c)
             same = int(np.count_nonzero(bits(got).reshape(-1) == want))
             if same > best_same:
                 best, best_same, best_out = c, same, got
+                bound.nearest(got)
         stages.append(("nearest candidates: every output", 3, 0))
         # a split-K kernel with fp32 atomics: every output some add order's outcome? Only where the
         # output changes from run to run (repeat_differs > 0), a hypothesis where that is unknown
@@ -297,6 +303,43 @@ def search(
         not_modelled=family,
         nearest_distance=distance,
     )
+
+
+#: the most outputs the nearest schedule got wrong on which a candidate is judged before its full run
+BOUND_OUTPUTS = 64
+
+
+class FullRunBound:
+    """Skips a full run that cannot change the answer: where the nearest schedule so far gets
+    ``best_same`` of the n outputs, a candidate that gets w ≥ 1 of the outputs the nearest got
+    wrong (at most :data:`BOUND_OUTPUTS` of them, a :meth:`Sample.of_outputs` sample: the bits
+    :func:`emu.gemm` gives there) wrong gets at most n − w ≤ ``best_same`` outputs in full: it
+    does not reproduce and is not nearer (the search keeps the first of equally near ones). A
+    capture with one wrong output (a flipped bit) costs one full run per tier instead of
+    ``MAX_FULL``."""
+
+    def __init__(self, cap: Capture, want: np.ndarray):
+        self.cap, self.want, self.sample = cap, want, None
+
+    def nearest(self, got: np.ndarray):
+        """The nearest schedule so far computed ``got``: sample the outputs it got wrong."""
+        wrong = np.flatnonzero(bits(got).reshape(-1) != self.want)
+        if BOUND_OUTPUTS <= 0:  # 0: every candidate that reaches the full run is run
+            wrong = wrong[:0]
+        elif wrong.size > BOUND_OUTPUTS:
+            wrong = wrong[np.unique(np.linspace(0, wrong.size - 1, BOUND_OUTPUTS).round().astype(np.int64))]
+        self.sample = Sample.of_outputs(self.cap, wrong) if wrong.size else None
+        if self.sample is not None and not self.sample.size:
+            self.sample = None
+
+    def cannot_beat(self, cand: Candidate, best_same: int) -> bool:
+        """Whether ``cand`` gets so many of the sampled outputs wrong that it can neither
+        reproduce the capture nor get more than ``best_same`` outputs."""
+        if self.sample is None:
+            return False
+        self.sample.prepare([cand])
+        wrong = self.sample.wrong(cand)
+        return wrong is not None and wrong >= 1 and self.want.size - wrong <= best_same
 
 
 def _distance(gpu: np.ndarray, emulated: np.ndarray) -> dict:
