@@ -74,19 +74,19 @@ def _splitmix(x):
     return x ^ (x >> np.uint64(31))
 
 
-@jit(inline="always")
+@jit
 def _order_state(key, seed, index):
     """The generator state member ``index`` starts from for ``key``."""
     return _splitmix(seed * _GOLDEN + _splitmix(np.uint64(index) * _GOLDEN + _splitmix(np.uint64(key))))
 
 
-@jit(inline="always")
+@jit
 def _pick(state, j):
     """The Fisher–Yates pick in 0 … j from a state: Lemire's multiply-shift of 53 random bits."""
     return np.int64(((_splitmix(state) >> np.uint64(11)) * np.uint64(j + 1)) >> np.uint64(53))
 
 
-@jit(inline="always")
+@jit
 def _draw_order(s, key, seed, index, perm):
     """perm[0:s] = the add order of member ``index`` for ``key`` (Fisher–Yates over the stream
     keyed by (seed, index, key))."""
@@ -103,7 +103,7 @@ def _draw_order(s, key, seed, index, perm):
 _LANES = 4
 
 
-@jit(inline="always")
+@jit
 def _order_sums4(col, key, seed, index, perm, w):
     """w[t] = :func:`_col_sum` of member ``index + t`` for t < 4 over one element's partials
     ``col`` (contiguous: a column of ``parts`` is strided, and where its stride is a multiple of
@@ -148,7 +148,7 @@ def _order_sums4(col, key, seed, index, perm, w):
     w[3] = w3
 
 
-@jit(inline="always")
+@jit
 def _col_sum(col, key, seed, index, perm):
     """The fp32 sum of one element's partials ``col`` (contiguous) added one by one onto +0 in
     the order of member ``index`` for ``key``; ``perm`` is scratch."""
@@ -172,7 +172,7 @@ def add_order(n_split: int, seed: int, index: int, key: int = 0) -> np.ndarray:
     return perm
 
 
-@jit(inline="always")
+@jit
 def _distance_to(x, v):
     """|x − v| in float64 for an fp16 outcome ``x``; NaN counts as infinitely far."""
     d = abs(np.float64(x) - v)
@@ -201,7 +201,7 @@ def _member_sums(parts, keys, seed, index, out):
             out[i] = _col_sum(cols[i - lo], keys[i], seed, index, perm)
 
 
-@jit(inline="always")
+@jit
 def _keep_extremes(x, index, i, v16, near, far, dn, df):
     """Order ``index``'s fp16 outcome ``x`` of element i, against every reference row v: it
     replaces near[v, i] / far[v, i] where strictly closer to / farther from v16[v, i] (or where it
@@ -254,7 +254,7 @@ def _envelope(parts, keys, seed, count, v16, near, far, kept):
                 _keep_extremes(round_to_fp16_rne(np.float64(ws)), index, i, v16, near, far, dn, df)
 
 
-@jit(inline="always")
+@jit
 def _widen(x, j, v16, searched, near, far, dn, df):
     """:func:`_keep_extremes` for the deep search: x replaces near[v, j] / far[v, j] only where
     strictly closer / farther, and only for the rows v where searched[v, j]."""

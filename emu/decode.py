@@ -34,7 +34,7 @@ _THIRTEEN = np.uint32(13)
 TILE = 32
 
 
-@jit(inline="always")
+@jit
 def fp16_value(h, flush):
     """The float32 value of the fp16 pattern ``h`` (uint16 or wider, low 16 bits used); with
     ``flush``, subnormals and ±0 read as +0. Finite: the magnitude's bits shifted by 13 read as a
@@ -55,7 +55,7 @@ def fp16_value(h, flush):
     return np.uint32(bits | sign).view(np.float32)
 
 
-@jit(inline="always")
+@jit
 def decode_tile(bits, p0, n, flush, tmp, out, q0):
     """out[k, q0 + i] = value of bits[p0 + i, k] for i < n ≤ TILE, through ``tmp`` (K, TILE)
     uint16: the rows are read in memory order, the decode runs along contiguous k-rows."""
@@ -71,7 +71,7 @@ def decode_tile(bits, p0, n, flush, tmp, out, q0):
             dst[i] = fp16_value(row[i], flush)
 
 
-@jit(inline="always")
+@jit
 def decode_tile4(quad, p0, n, flush, tmp, out, q0):
     """:func:`decode_tile` for rows given as ``quad`` (P, K/4) uint64, each holding four fp16
     patterns in memory order (:func:`quads`), through ``tmp`` (K/4, TILE) uint64: the transpose

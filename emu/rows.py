@@ -27,7 +27,7 @@ from .kernels import KERNELS, SERIAL
 __all__ = ["rows_driver", "driver", "rows_fused"]
 
 
-@jit(inline="always")
+@jit
 def fill_rows(bits, flush, X):
     """X[k, i] = value of bits[k] for every lane i of the (K, w) buffer X."""
     for k in range(X.shape[0]):

@@ -22,13 +22,13 @@ EXP64_MASK = np.int64(0x7FF0000000000000)
 INV_POW2_BITS = np.int64(2046 << 52)
 
 
-@jit(inline="always")
+@jit
 def exponent64(x):
     """floor(log2|x|) from the float64 bit pattern (−1023 for zero; 1024 for inf/NaN)."""
     return np.int64(((np.float64(x).view(np.int64) >> 52) & 0x7FF) - 1023)
 
 
-@jit(inline="always")
+@jit
 def field_exponent(x, emin):
     """The exponent a unit aligns by: floor(log2|x|), with subnormals and zero given ``emin``;
     clamped above so that inf/NaN do not overflow scale factors."""
@@ -40,13 +40,13 @@ def field_exponent(x, emin):
     return e
 
 
-@jit(inline="always")
+@jit
 def pow2(e):
     """2**e as float64 for −1022 ≤ e ≤ 1023, built from its bit pattern (exact, vectorisable)."""
     return np.int64((e + 1023) << 52).view(np.float64)
 
 
-@jit(inline="always")
+@jit
 def two_sum(a, b):
     """Knuth's TwoSum: s = RN(a+b) and the exact error t, a + b = s + t."""
     s = a + b
@@ -55,7 +55,7 @@ def two_sum(a, b):
     return s, (a - av) + (b - bv)
 
 
-@jit(inline="always")
+@jit
 def add_round_to_odd(a, b):
     """a + b rounded to odd in float64 (the last bit set when inexact); with 53 ≥ 24 + 2 bits a
     later rounding to fp32 in any mode equals rounding the exact a + b once (Boldo–Melquiond).
@@ -71,7 +71,7 @@ def add_round_to_odd(a, b):
     return np.int64((sb - (other_sign & inexact)) | inexact).view(np.float64)
 
 
-@jit(inline="always")
+@jit
 def round_to_fp32_bf(v, mode):
     """Round an exact float64 ``v`` to fp32 with RNE, RZ or RD, without branches (vectorisable):
     the RNE result stepped one ulp toward zero (RZ: when it is above |v|; RD: when it is above v
@@ -87,7 +87,7 @@ def round_to_fp32_bf(v, mode):
     return np.int32(bits + step).view(np.float32)
 
 
-@jit(inline="always")
+@jit
 def exp_pow64(x, pmin, pmax):
     """2**floor(log2|x|) of a float64 x (normal or zero), clamped to [pmin, pmax] (powers of two);
     inf/NaN give pmax, zero gives pmin."""
@@ -96,13 +96,13 @@ def exp_pow64(x, pmin, pmax):
     return p if p < pmax else pmax
 
 
-@jit(inline="always")
+@jit
 def inv_pow2(p):
     """1/p for a power of two p = 2^e, −1022 ≤ e ≤ 1022, from the bit pattern (exact)."""
     return np.int64(INV_POW2_BITS - np.float64(p).view(np.int64)).view(np.float64)
 
 
-@jit(inline="always")
+@jit
 def round_to_fp16_rne(v):
     """RNE of an exact float64 to fp16, returned as the (exact) fp16 value in float32."""
     if v != v or v - v != 0.0:
@@ -117,7 +117,7 @@ def round_to_fp16_rne(v):
     return np.float32(r)
 
 
-@jit(inline="always")
+@jit
 def flush_keep_sign(x, tiny):
     """A subnormal ``x`` (|x| < tiny) becomes a zero of its own sign."""
     if abs(x) < tiny:
@@ -125,7 +125,7 @@ def flush_keep_sign(x, tiny):
     return x
 
 
-@jit(inline="always")
+@jit
 def flush_to_plus_zero(x, tiny):
     if abs(x) < tiny:
         return x - x

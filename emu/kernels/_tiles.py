@@ -61,14 +61,14 @@ FP16_EMIN = -14
 ) = range(21)
 
 
-@jit(inline="always")
+@jit
 def task_grid(M, N):
     """(number of tasks, number of row blocks)."""
     n_rb = (M + ROWS - 1) // ROWS
     return ((N + LANES - 1) // LANES) * n_rb, n_rb
 
 
-@jit(inline="always")
+@jit
 def task_bounds(t, n_rb, M, N):
     """(n0, w, m0, m1): the task's columns n0 … n0+w−1 and rows m0 … m1−1."""
     cb = t // n_rb
@@ -78,7 +78,7 @@ def task_bounds(t, n_rb, M, N):
     return n0, min(LANES, N - n0), m0, min(M, m0 + ROWS)
 
 
-@jit(inline="always")
+@jit
 def c_at(C, m, n):
     """C[m, n] with C broadcast to the output shape (a dimension of size 1 repeats)."""
     return C[m if C.shape[0] > 1 else 0, n if C.shape[1] > 1 else 0]
@@ -90,7 +90,7 @@ def is_wide(B):
     return B.dtype == np.float64
 
 
-@overload(is_wide, inline="always")
+@overload(is_wide)
 def _is_wide(B):
     if B.dtype == types.float64:
         return lambda B: True
@@ -103,7 +103,7 @@ def a_of(A, m, k, n0, w):
     return A[0, k, n0 : n0 + w] if A.ndim == 3 else A[m, k]
 
 
-@overload(a_of, inline="always")
+@overload(a_of)
 def _a_of(A, m, k, n0, w):
     if A.ndim == 3:
         return lambda A, m, k, n0, w: A[0, k, n0 : n0 + w]
@@ -115,7 +115,7 @@ def lane(x, j):
     return x[j] if isinstance(x, np.ndarray) else x
 
 
-@overload(lane, inline="always")
+@overload(lane)
 def _lane(x, j):
     if isinstance(x, types.Array):
         return lambda x, j: x[j]
@@ -127,7 +127,7 @@ def a_at(A, m, k, n):
     return A[0, k, n] if A.ndim == 3 else A[m, k]
 
 
-@overload(a_at, inline="always")
+@overload(a_at)
 def _a_at(A, m, k, n):
     if A.ndim == 3:
         return lambda A, m, k, n: A[0, k, n]
@@ -140,7 +140,7 @@ def a_table(A, K):
     return np.empty((K, LANES) if A.ndim == 3 else K, A.dtype)
 
 
-@overload(a_table, inline="always")
+@overload(a_table)
 def _a_table(A, K):
     if A.ndim == 3:
         return lambda A, K: np.empty((K, LANES), A.dtype)

@@ -19,7 +19,7 @@ from ._scalar import RNE, round_to_fp32_bf
 from ._tiles import K_BLOCK, LANES, P_GROUP, P_OUT_ROUND, P_ROUND_EACH, ROWS, a_of, c_at, lane, task_bounds, task_grid
 
 
-@jit(inline="always")
+@jit
 def _round_lanes(am, w, mode):
     """am[:w] rounded to fp32 (``mode``), kept as float64; RNE is the plain float32 conversion,
     vectorised when called with a literal mode."""

@@ -101,7 +101,7 @@ C_ON_GRID = 2.0**-25  # an fp32 value at least this large is a multiple of 2^-48
 GRID_SPAN = 2.0**29  # terms on a common grid: float64 sums up to 2^29 × the smallest are exact
 
 
-@jit(inline="always")
+@jit
 def _round_exact_sum(c, s, err):
     """RO53(c + s + err) for |err| ≤ ulp(s)/2; inf/NaN pass through as the plain sum."""
     plain = c + s  # before the error terms, which are NaN once an inf is involved
@@ -111,12 +111,12 @@ def _round_exact_sum(c, s, err):
     return z if plain - plain == 0.0 else plain
 
 
-@jit(inline="always")
+@jit
 def _round(z, mode):
     return np.float64(np.float32(z) if mode == RNE else round_to_fp32_bf(z, mode))
 
 
-@jit(inline="always")
+@jit
 def _plain_accept(c, z, worst, worst_below):
     """1 if the plain path is exact (see the module docstring), else 0: ``worst`` (the largest
     magnitude among the product partial sums, or a bound on it) below ``worst_below`` ≤ 2^5."""
@@ -125,7 +125,7 @@ def _plain_accept(c, z, worst, worst_below):
     return np.int64(ok)
 
 
-@jit(inline="always")
+@jit
 def _settled(z, total, mode):
     """1 if every value within 2^-53·``total`` of the float64 ``z`` rounds to the same fp32 value
     (``mode``) as z, else 0 (NaN and inf fail); see the module docstring."""
@@ -133,7 +133,7 @@ def _settled(z, total, mode):
     return np.int64(_round(z - margin, mode) == _round(z + margin, mode))
 
 
-@jit(inline="always")
+@jit
 def _plain4(A, B, m, g0, n0, w, acc, nxt, mode):
     """Plain path of a full group of 4 (tree order) on all lanes; returns the number of lanes the
     first (exactness) test accepts. Called with a literal ``mode`` (RNE) where it can be, so that
@@ -155,13 +155,13 @@ def _plain4(A, B, m, g0, n0, w, acc, nxt, mode):
     return accepted
 
 
-@jit(inline="always")
+@jit
 def _nonzero_abs(x):
     """|x|, with 0 counted as +inf (a zero term puts no bound on the grid)."""
     return abs(x) if x != 0.0 else np.inf
 
 
-@jit(inline="always")
+@jit
 def _settle4(A, B, m, g0, n0, w, acc, nxt, ok, mode):
     """Plain path of a full group of 4 with the second tests, for a row where some group failed
     the first: nxt[j] = the lane's plain result (as :func:`_plain4`), ok[j] = 1 where it is
@@ -195,7 +195,7 @@ def _settle4(A, B, m, g0, n0, w, acc, nxt, ok, mode):
     return proven
 
 
-@jit(inline="always")
+@jit
 def _exact4_lane(A, B, m, g0, n0, w, j, acc, nxt, mode):
     """Exact path of a full group of 4 (TwoSum tree) for lane j alone."""
     p0 = np.float64(lane(a_of(A, m, g0, n0, w), j)) * np.float64(B[g0, n0 + j])
@@ -208,7 +208,7 @@ def _exact4_lane(A, B, m, g0, n0, w, j, acc, nxt, mode):
     nxt[j] = _round(_round_exact_sum(acc[j], s, e + (e01 + e23)), mode)
 
 
-@jit(inline="always")
+@jit
 def _plain2_wide(A, B, m, g0, n0, w, acc, nxt, ok, mode):
     """Plain path of a group of 2 wide products on all lanes, with the grid test: nxt[j] = the
     rounded float64 sum c + (p0 + p1), ok[j] = 1 where the test proves it right and it is
@@ -235,7 +235,7 @@ def _plain2_wide(A, B, m, g0, n0, w, acc, nxt, ok, mode):
     return proven
 
 
-@jit(inline="always")
+@jit
 def _exact2_wide_lane(A, B, m, g0, n0, w, j, acc, nxt, mode):
     """Exact path of a group of 2 wide products for lane j alone: one TwoSum of the products (its
     error exact), then the round-to-odd sum with c (module docstring)."""

@@ -87,12 +87,12 @@ SC32_MIN, SC32_MAX = 2.0**-101, 2.0**127
 F32_ZERO, F32_ONE = np.float32(0.0), np.float32(1.0)
 
 
-@jit(inline="always")
+@jit
 def _cut(x, mode):
     return np.floor(x) if mode == RD else np.trunc(x)
 
 
-@jit(inline="always")
+@jit
 def _round(v, mode, fb):
     """The fp32 rounding of the exact group result v (module docstring), +0 for zero."""
     if mode == RZ:
@@ -100,12 +100,12 @@ def _round(v, mode, fb):
     return np.float64(round_to_fp32_bf(v, mode)) + 0.0
 
 
-@jit(inline="always")
+@jit
 def _c_power(c, zpow):
     return zpow if c == 0.0 else exp_pow64(c, C_PMIN, C_PMAX)
 
 
-@jit(inline="always")
+@jit
 def _sc32(x):
     """A float64 product scale as the float32 scale, clamped to [2^-101, 2^127] (NaN kept):
     emu.kernels.truncated's argument (module docstring there) makes the float32 cut exact."""
@@ -113,7 +113,7 @@ def _sc32(x):
     return np.float32(x if not (x > SC32_MAX) else SC32_MAX)
 
 
-@jit(inline="always")
+@jit
 def _scaled_group(ops, work, acc, m, n0, w, g0, g1, blk, zpow, two_f, two_mf, align, mode, fb):
     """SCALED_FUSED over one group for one row's lanes (acc updated), a block at a time: the
     products' powers (2^(ea+eb), float32, exact) maximised per block and raised by the block's
@@ -170,7 +170,7 @@ def _scaled_group(ops, work, acc, m, n0, w, g0, g1, blk, zpow, two_f, two_mf, al
         acc[j] = _round(tot[j] * (emax[j] * two_mf), mode, fb)
 
 
-@jit(inline="always")
+@jit
 def _grouped_group(ops, work, TS, acc, m, n0, w, g0, g1, blk, G, zpow, two_f, two_mf, align, mode, fb):
     """GROUPED_SCALED over one group for one row's lanes (acc updated); TS holds the subgroups'
     terms. ``ops``: (AV, AP, BV, BP, SAV, SAP, SBV, SBP), the values AV and BV are the e2m1
@@ -236,31 +236,41 @@ def scaled_dot(AV, AP, BV, BP, SAV, SAP, SBV, SBP, C, out, prm):
     n_cb = (N + LANES - 1) // LANES
     n_rb = (M + ROWS - 1) // ROWS
     for t in prange(n_rb * n_cb):
-        rb = t // n_cb
-        m0 = rb * ROWS
-        rows = min(ROWS, M - m0)
-        n0 = (t - rb * n_cb) * LANES
-        w = min(LANES, N - n0)
-        ACC = np.empty((ROWS, LANES), np.float64)
-        W64 = np.empty((5, LANES), np.float64)  # emax, sc, tot, ps, pa
-        W32 = np.empty((3, LANES), np.float32)  # pmax, pmin, sc32
-        work = (W64[0], W64[1], W64[2], W64[3], W64[4], W32[0], W32[1], W32[2])
-        TS = np.empty((L // G + 1, LANES), np.float64)
-        for r in range(rows):
-            for j in range(w):
-                ACC[r, j] = np.float64(C[m0 + r, n0 + j])
-        for g0 in range(0, K, L):
-            g1 = min(K, g0 + L)
-            for r in range(rows):  # the tile's rows over the same group of B's columns
-                acc, m = ACC[r], m0 + r
-                # a literal alignment where it matters, so that the inlined loops are specialised
-                if grouped:
-                    _grouped_group(ops, work, TS, acc, m, n0, w, g0, g1, blk, G, zpow, two_f, two_mf, align, mode, fb)
-                elif align == RZ:
-                    _scaled_group(ops, work, acc, m, n0, w, g0, g1, blk, zpow, two_f, two_mf, RZ, mode, fb)
-                else:
-                    _scaled_group(ops, work, acc, m, n0, w, g0, g1, blk, zpow, two_f, two_mf, align, mode, fb)
-        for r in range(rows):
-            outm = out[m0 + r, n0 : n0 + w]
-            for j in range(w):
-                outm[j] = np.float32(ACC[r, j])
+        _scaled_dot_task(ops, C, out, np.int64(t), n_cb, K, L, align, mode, zpow, fb, blk, G, grouped, two_f, two_mf)
+
+
+@jit
+def _scaled_dot_task(ops, C, out, t, n_cb, K, L, align, mode, zpow, fb, blk, G, grouped, two_f, two_mf):
+    """Task ``t`` of :func:`scaled_dot` (a tile of ROWS × LANES outputs). A function of its own,
+    called from a one-line parallel loop, as the other kernels' tasks: numba's parallel passes
+    then see one call, not the whole body. Same operations, same bits."""
+    M = out.shape[0]
+    N = out.shape[1]
+    rb = t // n_cb
+    m0 = rb * ROWS
+    rows = min(ROWS, M - m0)
+    n0 = (t - rb * n_cb) * LANES
+    w = min(LANES, N - n0)
+    ACC = np.empty((ROWS, LANES), np.float64)
+    W64 = np.empty((5, LANES), np.float64)  # emax, sc, tot, ps, pa
+    W32 = np.empty((3, LANES), np.float32)  # pmax, pmin, sc32
+    work = (W64[0], W64[1], W64[2], W64[3], W64[4], W32[0], W32[1], W32[2])
+    TS = np.empty((L // G + 1, LANES), np.float64)
+    for r in range(rows):
+        for j in range(w):
+            ACC[r, j] = np.float64(C[m0 + r, n0 + j])
+    for g0 in range(0, K, L):
+        g1 = min(K, g0 + L)
+        for r in range(rows):  # the tile's rows over the same group of B's columns
+            acc, m = ACC[r], m0 + r
+            # a constant alignment where it matters, so that the RZ case is specialised
+            if grouped:
+                _grouped_group(ops, work, TS, acc, m, n0, w, g0, g1, blk, G, zpow, two_f, two_mf, align, mode, fb)
+            elif align == RZ:
+                _scaled_group(ops, work, acc, m, n0, w, g0, g1, blk, zpow, two_f, two_mf, RZ, mode, fb)
+            else:
+                _scaled_group(ops, work, acc, m, n0, w, g0, g1, blk, zpow, two_f, two_mf, align, mode, fb)
+    for r in range(rows):
+        outm = out[m0 + r, n0 : n0 + w]
+        for j in range(w):
+            outm[j] = np.float32(ACC[r, j])

@@ -113,7 +113,7 @@ def in_pow(x, pmin):
     finite one (2^16 for fp16 values in float32, 2^200 for float64 operands)."""
 
 
-@overload(in_pow, inline="always")
+@overload(in_pow)
 def _in_pow(x, pmin):
     if isinstance(x, types.Float) and x.bitwidth == 32:
 
@@ -140,7 +140,7 @@ def _clip(p, on):
     the identity for fp16 values, whose products are far below."""
 
 
-@overload(_clip, inline="always")
+@overload(_clip)
 def _clip_impl(p, on):
     if isinstance(p, types.Float) and p.bitwidth == 64:
 
@@ -157,7 +157,7 @@ def _clip_impl(p, on):
     return identity
 
 
-@jit(inline="always")
+@jit
 def rz_bits(v, mask):
     """RZ of a float64 v by clearing the significand bits ``mask`` drops (fp32: the 29 below its
     precision; E8M13: 39). Correct only when v is 0, inf, NaN (a NaN that has a payload bit among
@@ -166,7 +166,7 @@ def rz_bits(v, mask):
     return np.float32(np.int64(np.float64(v).view(np.int64) & mask).view(np.float64))
 
 
-@jit(inline="always")
+@jit
 def rz_wide(v, fb):
     """RZ of an exact float64 v to ``fb`` fraction bits in fp32's exponent range as MMA-Sim's
     RZ-FP32 / RZ-E8M13 does it: on the grid 2^(-126-fb) below 2^-126, and ±inf from 2^128 up."""
@@ -179,7 +179,7 @@ def rz_wide(v, fb):
     return np.float32(np.int64(np.float64(v).view(np.int64) & ~((np.int64(1) << (52 - fb)) - 1)).view(np.float64))
 
 
-@jit(inline="always")
+@jit
 def _cut(x, mode):
     """x cut to an integer: toward −∞ (RD) or toward zero (RZ, the default)."""
     return np.floor(x) if mode == RD else np.trunc(x)
@@ -189,7 +189,7 @@ def _fill_a_pows(A, m, n0, w, T, pmin):
     """T[k] (GEMM layout) or T[k, j] (batched layout) = power of the a operand (in_pow)."""
 
 
-@overload(_fill_a_pows, inline="always")
+@overload(_fill_a_pows)
 def _fill_a_pows_impl(A, m, n0, w, T, pmin):
     if A.ndim == 3:
 
@@ -209,7 +209,7 @@ def _fill_a_pows_impl(A, m, n0, w, T, pmin):
     return fill_row
 
 
-@jit(inline="always")
+@jit
 def _b_pows(B, n0, w, pmin):
     """Powers (in_pow) of the task's block of B, (K, LANES) of B's dtype."""
     K = B.shape[0]
@@ -222,21 +222,21 @@ def _b_pows(B, n0, w, pmin):
     return T
 
 
-@jit(inline="always")
+@jit
 def _sc32(sc):
     """A float64 power-of-two product scale as the clamped float32 scale (module docstring)."""
     x = sc if sc > SC32_MIN else SC32_MIN
     return np.float32(x if x < SC32_MAX else SC32_MAX)
 
 
-@jit(inline="always")
+@jit
 def _pw(ea, EBk, j):
     """The power of a product from its factors' powers: 0 or 2^-28 … 2^32 for fp16 values, exact
     in float32 (0 or 2^-252 … 2^400 for wide operands, in float64)."""
     return lane(ea, j) * EBk[j]
 
 
-@jit(inline="always")
+@jit
 def _max_power(n0, w, g0, g, EA, EB, emax):
     """emax[j] (float32) = max(emax[j], the group's product powers) (a zero product has power 0).
 
@@ -265,7 +265,7 @@ def _max_power(n0, w, g0, g, EA, EB, emax):
         k += 1
 
 
-@jit(inline="always")
+@jit
 def _min_power(n0, w, g0, g, EA, EB, emin):
     """emin[j] (float32) = the smallest product power of the group (0 when a product is zero)."""
     for j in range(w):
@@ -279,14 +279,14 @@ def _min_power(n0, w, g0, g, EA, EB, emin):
             emin[j] = (x if x < e else e) + F32_ZERO  # see _max_power
 
 
-@jit(inline="always")
+@jit
 def _cut_p(ak, Bk, j, sc32, mode, clip):
     """cut(a·b·σ) of one product, in float32 for fp16 values (module docstring), in float64 for
     wide operands (exact: a·b has at most 22 bits, σ is a power of two in range), as float64."""
     return np.float64(_cut(_clip(lane(ak, j) * Bk[j], clip) * sc32, mode))
 
 
-@jit(inline="always")
+@jit
 def _add_cut_products(A, B, m, n0, w, g0, g, sc32, total, mode, clip):
     """total[j] += cut(p·σ[j]) for the group's products p, in k order (four per pass); ``clip``:
     products ≥ 2^128 are ±inf (:func:`_clip`)."""
@@ -311,13 +311,13 @@ def _add_cut_products(A, B, m, n0, w, g0, g, sc32, total, mode, clip):
         k += 1
 
 
-@jit(inline="always")
+@jit
 def _cut_p64(ak, Bk, j, sc, mode):
     """cut(a·b·σ) of one product in float64."""
     return _cut(np.float64(lane(ak, j)) * np.float64(Bk[j]) * sc, mode)
 
 
-@jit(inline="always")
+@jit
 def _round_out(v, mode, align, mask, fb, wide):
     """The fp32 rounding of a T-FDPA group result v (module docstring: rz_bits where it applies;
     :func:`rz_wide` for RZ of wide operands' results, which may be subnormal or overflow)."""
@@ -326,7 +326,7 @@ def _round_out(v, mode, align, mask, fb, wide):
     return rz_bits(v, mask) if (mode == RZ) & (align == RZ) else round_to_fp32_bf(v, mode)
 
 
-@jit(inline="always")
+@jit
 def _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, align, mode, zero_low, mask, fb):
     """T-FDPA on a full group of 4 with fp32 output, all in one pass over the lanes (the V100
     case): the same arithmetic as the general path, in float64 (at four lanes per vector,
@@ -359,7 +359,7 @@ def _group4(A, B, m, g0, n0, w, EA, EB, acc, zpow, c_pmin, two_f, two_mf, align,
         acc[j] = np.float64(_round_out(tot * (e * two_mf), mode, align, mask, fb, is_wide(B))) + 0.0
 
 
-@jit(inline="always")
+@jit
 def _finish32(total, emax, acc, w, two_mf, mode, align, mask, fb, wide):
     """acc[j] = the fp32 rounding of total[j]·emax[j]·2^-F, +0 for zero."""
     for j in range(w):
@@ -465,7 +465,7 @@ def _truncated_fused_task(A, B, C, out, prm, t, n_rb):
             outm[j] = np.float32(acc[j])
 
 
-@jit(inline="always")
+@jit
 def _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, c_mode, out_mode, drop_c):
     """TR-FDPA stage 2 for the lanes: acc[j] ← the rounded sum of the floored product sum and
     the cut accumulator (see the module docstring); edot[j] is e_dot's power (0: no product).
@@ -487,7 +487,7 @@ def _stage2(edot, sdot, acc, w, two_f, two_mf, two_f2, two_mf2, c_mode, out_mode
         acc[j] = np.float64(round_to_fp32_bf(np.floor(v * (inv_pow2(ev) * two_f2)) * q, out_mode))
 
 
-@jit(inline="always")
+@jit
 def _half_sum(A, B, m, n0, w, k0, k1, EA, EB, two_f, epow, sc, total, mode):
     """Stage 1 of one interleaved half of a GTR-FDPA group (the products k0, k0 + 2, … < k1):
     epow[j] = their largest power (0: all zero), total[j] = Σ cut(p·2^F/epow[j])."""
@@ -511,7 +511,7 @@ def _half_sum(A, B, m, n0, w, k0, k1, EA, EB, two_f, epow, sc, total, mode):
             total[j] += _cut_p(ak, Bk, j, sc[j], mode, True)
 
 
-@jit(inline="always")
+@jit
 def _merge_halves(w, e_even, t_even, e_odd, t_odd, edot, sdot):
     """GTR-FDPA: the two halves' sums floored onto the grid 2^(e_dot − F) of the larger power
     (MMA-Sim gtr_fdpa: floor(s·2^(e − e_dot + F))·2^-F), as one stage-1 result (edot, sdot)."""
