@@ -85,6 +85,8 @@ from __future__ import annotations
 from fractions import Fraction
 from functools import lru_cache
 
+import numpy as np
+
 from emu.units import Family, Format, InputFormat, Rounding, UnitParams
 
 __all__ = [
@@ -96,6 +98,7 @@ __all__ = [
     "decode_input",
     "INPUT_LAYOUT",
     "to_fraction",
+    "rn32",
     "NAN32",
     "NAN16",
 ]
@@ -119,6 +122,23 @@ _FP64 = (53, -1022, 1023)
 
 
 _NANV = (NAN, 0, False)
+
+
+def rn32(q: Fraction) -> np.float32:
+    """An exact value rounded to fp32, to nearest, ties to even (+0 for 0; subnormals on fp32's
+    grid; no overflow: the callers' values are far below 2^128)."""
+    if q == 0:
+        return np.float32(0.0)
+    neg, m = q < 0, abs(q)
+    e = m.numerator.bit_length() - m.denominator.bit_length()
+    if Fraction(2) ** e > m:
+        e -= 1
+    ulp = Fraction(2) ** (max(e, -126) - 23)
+    n = m / ulp
+    fl = n.numerator // n.denominator
+    if n - fl > Fraction(1, 2) or (n - fl == Fraction(1, 2) and fl % 2):
+        fl += 1
+    return np.float32(-float(fl * ulp) if neg else float(fl * ulp))
 
 
 def _inf(neg: bool):

@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from exact_reference import rn32
 
 from emu.gemm import GemmOrder
 from emu.winograd import TILES, TransformOrder, winograd_conv2d
@@ -29,25 +30,11 @@ def _direct(x: np.ndarray, w: np.ndarray, pad: tuple[int, int]) -> np.ndarray:
     return out
 
 
-def _rn32(q: Fraction) -> np.float32:
-    """A nonzero exact value rounded to fp32, to nearest, ties to even (no overflow here)."""
-    neg, m = q < 0, abs(q)
-    e = m.numerator.bit_length() - m.denominator.bit_length()
-    if Fraction(2) ** e > m:
-        e -= 1
-    ulp = Fraction(2) ** (max(e, -126) - 23)
-    n = m / ulp
-    fl = n.numerator // n.denominator
-    if n - fl > Fraction(1, 2) or (n - fl == Fraction(1, 2) and fl % 2):
-        fl += 1
-    return np.float32(-float(fl * ulp) if neg else float(fl * ulp))
-
-
 def _fma(a, b, c) -> np.float32:
     """RN32(a·b + c) from the exact sum; an exact zero is −0 only for (−0) + (−0) (IEEE 754 §6.3)."""
     r = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
     if r != 0:
-        return _rn32(r)
+        return rn32(r)
     both_negative_zeros = (np.signbit(a) != np.signbit(b)) and np.signbit(c) and float(a) * float(b) == 0 and c == 0
     return np.float32(-0.0 if both_negative_zeros else 0.0)
 

@@ -12,30 +12,15 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from exact_reference import rn32
 
 from emu.winograd import CUDNN_WGRAD_POINTS, TILES, cudnn_wgrad_f3x3_4x4, toom_cook_tile
 
 F32 = np.float32
 
 
-def _rn32(q: Fraction) -> np.float32:
-    """An exact value rounded to fp32, to nearest, ties to even (+0 for 0; no overflow here)."""
-    if q == 0:
-        return F32(0.0)
-    neg, m = q < 0, abs(q)
-    e = m.numerator.bit_length() - m.denominator.bit_length()
-    if Fraction(2) ** e > m:
-        e -= 1
-    ulp = Fraction(2) ** (max(e, -126) - 23)
-    n = m / ulp
-    fl = n.numerator // n.denominator
-    if n - fl > Fraction(1, 2) or (n - fl == Fraction(1, 2) and fl % 2):
-        fl += 1
-    return F32(-float(fl * ulp) if neg else float(fl * ulp))
-
-
 def _fma(a, b, c) -> np.float32:
-    return _rn32(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))
+    return rn32(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))
 
 
 C23 = F32(2 / 3)
@@ -63,7 +48,7 @@ def _delta(e, fused_12=True):  # one row of 4 -> 6
 def _out(m):  # one row of 6 -> 3
     t0, t1 = F32(m[1] + m[2]), F32(m[3] + m[4])
     a = F32(m[1] - m[2])
-    r1 = _rn32(Fraction(float(a)) + (Fraction(float(m[3])) - Fraction(float(m[4]))) / 2)
+    r1 = rn32(Fraction(float(a)) + (Fraction(float(m[3])) - Fraction(float(m[4]))) / 2)
     return [F32(F32(m[0] + t0) + t1), r1, F32(F32(m[5] + t0) + F32(0.25) * t1)]
 
 
