@@ -129,7 +129,9 @@ def _gemms_task(a3, b3, c3, flush, out, prm, g):
         decode_tile(bg, q0, min(TILE, N - q0), flush, tmp, B, q0)
     o = np.empty((M, N), np.float32)
     KERNEL(A, B, c3[g * sc], o, prm)  # noqa: F821  (bound by specialise)
-    out[g] = o
+    for m in range(M):  # element by element: a slice assignment compiles numba's shape-error text
+        for n in range(N):
+            out[g, m, n] = o[m, n]
 
 
 _DRIVERS: dict = {}
