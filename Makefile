@@ -27,9 +27,11 @@ demo: $(STAMP)
 	$(BIN)/python -m validation.warm
 	$(BIN)/python -m validation.demo
 
-# Two processes, one test file each at a time (--dist loadfile): a file's numba compiles are done
-# once, by one worker, and the two cores of CI are both busy. TEST_JOBS=0 runs in one process.
-TEST_JOBS ?= 2
+# Three processes, one test file each at a time (--dist loadfile): a file's numba compiles are done
+# once, by one worker. On CI's two cores two workers were busy 83 % of the time (the rest waiting on
+# subprocesses, Dask workers and signals); a third fills it: 13 min 13 s against 14 min 34 s from a
+# fresh clone (BENCHMARKS.md, "Session 19: compiling"). TEST_JOBS=0 runs in one process.
+TEST_JOBS ?= 3
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -m "not oracle" -n $(TEST_JOBS) --dist loadfile
 
