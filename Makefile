@@ -36,9 +36,9 @@ test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -m "not oracle" -n $(TEST_JOBS) --dist loadfile
 
 # The inner loop: the tests that need no long numba compile and no emulated convolution sweep
-# (public names, layering, formats and rounding, units, configs, metrics, verifiers): 473 tests in
-# 29 s on 2 cores with the emulator's kernels cached (session 16's end, light load; 524 s wall on
-# the same machine shared at load ~20). `make test` remains the gate.
+# (public names, layering, formats and rounding, units, configs, metrics, verifiers): 477 tests in
+# 24 s on 2 cores (3 workers) with the emulator's kernels cached (session 19, idle). `make test`
+# remains the gate.
 FAST_TESTS ?= tests/test_public_api.py tests/test_layering.py tests/test_import_graph.py \
 	tests/emu/test_formats.py tests/emu/test_rounding.py tests/emu/test_operands.py \
 	tests/models/test_units.py tests/models/test_tuning.py \
