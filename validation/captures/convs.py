@@ -30,7 +30,6 @@ from .capture import PASS_OF, Capture
 
 __all__ = [
     "DGRAD_ALG1",
-    "WINOGRAD_WGRAD",
     "dgrad_alg1_chunk",
     "dgrad_alg1_output",
     "is_dgrad_alg1",
@@ -181,6 +180,20 @@ def quad_load_order(K: int, width: int = 32) -> np.ndarray:
     return seq.reshape(-1, width)[:, inst].reshape(-1)
 
 
+def _plain_3x3(cap: Capture, pass_: str) -> bool:
+    """Whether the capture is a convolution of the pass ``pass_`` with a 3×3 filter, stride 1, no
+    dilation and no groups: the convolutions Winograd F(·, 3×3) kernels compute."""
+    s = cap.conv
+    return (
+        s is not None
+        and PASS_OF[cap.op] == pass_
+        and (s.R, s.S) == (3, 3)
+        and tuple(s.stride) == (1, 1)
+        and tuple(s.dilation) == (1, 1)
+        and s.groups == 1
+    )
+
+
 def winograd_orders(cap: Capture) -> list[tuple[str, np.ndarray]]:
     """The Winograd orders :mod:`emu.winograd` has for the capture, as (description, output in
     the capture's dtype): a forward 3×3 stride-1 convolution without groups or dilation by
@@ -190,16 +203,9 @@ def winograd_orders(cap: Capture) -> list[tuple[str, np.ndarray]]:
     for other passes or shapes (the weight gradient's F(3×3, 2×2) is not in :mod:`emu.winograd`).
     None of these reproduces an H200 capture of cuDNN's Winograd kernels (docs/silicon/
     h200-convolutions.md): they are the nearest orders the search reports for them."""
-    s = cap.conv
-    if (
-        s is None
-        or PASS_OF[cap.op] != "fwd"
-        or (s.R, s.S) != (3, 3)
-        or tuple(s.stride) != (1, 1)
-        or tuple(s.dilation) != (1, 1)
-        or s.groups != 1
-    ):
+    if not _plain_3x3(cap, "fwd"):
         return []
+    s = cap.conv
     x = _values(cap, "input").reshape(s.N, s.C, s.H, s.W)
     w = _values(cap, "weight").reshape(s.K, s.C, s.R, s.S)
     out = []
@@ -212,23 +218,10 @@ def winograd_orders(cap: Capture) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-#: the kernel-name pattern of cuDNN's Winograd weight-gradient kernels
-WINOGRAD_WGRAD = MODELLED_WINOGRAD
-
-
 def is_winograd_wgrad(cap: Capture) -> bool:
     """Whether the capture is a 3×3, stride-1 weight gradient (no dilation, no groups) that ran
     cuDNN's ``winograd_nonfused::winogradWgrad…4x4`` kernels (:func:`winograd_wgrad_output`)."""
-    s = cap.conv
-    return (
-        s is not None
-        and PASS_OF[cap.op] == "bwd_weight"
-        and (s.R, s.S) == (3, 3)
-        and tuple(s.stride) == (1, 1)
-        and tuple(s.dilation) == (1, 1)
-        and s.groups == 1
-        and any(re.search(WINOGRAD_WGRAD, str(k)) for k in cap.kernels)
-    )
+    return _plain_3x3(cap, "bwd_weight") and any(re.search(MODELLED_WINOGRAD, str(k)) for k in cap.kernels)
 
 
 def winograd_wgrad_output(cap: Capture) -> np.ndarray:

@@ -12,6 +12,8 @@ bits as :func:`emu.gemm` on those outputs.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from emu.dot import run_kernel
@@ -349,7 +351,6 @@ def _fp32_chains(a, b, c, out):
 _CHAINS: dict = {}
 _PLANS: dict = {}
 _KEYS: dict = {}
-_POSITIONS: dict = {}
 
 
 def _chain(params, instruction_k: int):
@@ -361,9 +362,14 @@ def _chain(params, instruction_k: int):
     return _CHAINS[key]
 
 
+def _plan(s: Schedule, K: int) -> tuple:
+    """The fields of ``s`` that decide ``s.chains(K)``, and K."""
+    return (s.k_tile, s.splits, s.split_rule, s.split_bounds, s.residue_tile, s.promotion_interval, s.c_entry, K)
+
+
 def _chains(s: Schedule, K: int) -> list[Chain]:
     """``s.chains(K)``, cached by the fields that decide them."""
-    key = (s.k_tile, s.splits, s.split_rule, s.split_bounds, s.residue_tile, s.promotion_interval, s.c_entry, K)
+    key = _plan(s, K)
     if key not in _PLANS:
         _PLANS[key] = s.chains(K)
     return _PLANS[key]
@@ -374,8 +380,7 @@ def _keys(cand: Candidate, chain, K: int, has_c: bool) -> list[tuple]:
     unit, group, the chain without its split index, from C); one chain is computed once for every
     candidate that runs it. Cached by the fields that decide them."""
     s = cand.schedule
-    plan = (s.k_tile, s.splits, s.split_rule, s.split_bounds, s.residue_tile, s.promotion_interval, s.c_entry, K)
-    memo = (cand.variant, cand.unit, chain, plan, has_c)
+    memo = (cand.variant, cand.unit, chain, _plan(s, K), has_c)
     if memo not in _KEYS:
         _KEYS[memo] = [
             (
@@ -390,11 +395,10 @@ def _keys(cand: Candidate, chain, K: int, has_c: bool) -> list[tuple]:
     return _KEYS[memo]
 
 
+@functools.cache
 def _positions(chain: Chain) -> np.ndarray:
     """A chain's sequence positions (:meth:`emu.schedule.Chain.positions`), cached."""
-    if chain not in _POSITIONS:
-        _POSITIONS[chain] = chain.positions()
-    return _POSITIONS[chain]
+    return chain.positions()
 
 
 #: the Schedule fields the reduction, epilogue and rounding of the partials read
