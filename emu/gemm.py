@@ -45,6 +45,7 @@ __all__ = [
     "combine",
     "finish",
     "fma32",
+    "fp32_of_odd_sum",
     "reduce_partials",
     "gemm",
     "gemm_decoded",
@@ -282,7 +283,14 @@ def fma32(a, b, c) -> np.ndarray:
         p = a * b
         s = p + c
         bb = s - p
-        err = (p - (s - bb)) + (c - bb)
+        return fp32_of_odd_sum(s, (p - (s - bb)) + (c - bb))
+
+
+def fp32_of_odd_sum(s: np.ndarray, err: np.ndarray) -> np.ndarray:
+    """RNE32 of the exact value s + err, for a float64 sum ``s`` and its exact error ``err``
+    (TwoSum's): s rounded to odd (``err`` sets the sticky bit), then to fp32, which is the
+    correct rounding since 53 ≥ 24 + 2 (Boldo & Melquiond); inf and NaN pass through."""
+    with np.errstate(invalid="ignore", over="ignore"):
         odd = (s.view(np.int64) & 1) == 1
         fix = np.isfinite(s) & (err != 0) & ~odd
         s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)

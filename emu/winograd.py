@@ -36,7 +36,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .gemm import GemmOrder, fma32
+from .gemm import GemmOrder, fma32, fp32_of_odd_sum
 from .implicit_gemm import piece_gemm
 from .schedule import Schedule
 from .simt import fma_gemm, fp32_values
@@ -297,11 +297,7 @@ def _sum_rn32(terms) -> np.ndarray:
         hi = s
     s = hi + lo
     bb = s - hi
-    err = (hi - (s - bb)) + (lo - bb)
-    odd = (s.view(np.int64) & 1) == 1
-    with np.errstate(invalid="ignore", over="ignore"):
-        s = np.where(np.isfinite(s) & (err != 0) & ~odd, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
-        return s.astype(np.float32)
+    return fp32_of_odd_sum(s, (hi - (s - bb)) + (lo - bb))
 
 
 def _wgrad_data_rows(X: np.ndarray, axis: int) -> np.ndarray:
