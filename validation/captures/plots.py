@@ -27,18 +27,27 @@ def _as_matrix(x: np.ndarray) -> np.ndarray:
     return x.reshape(x.shape[0] * x.shape[1], -1)
 
 
+def _span(v) -> tuple[int, int]:
+    """An axis of a cause's place: one index, or an inclusive [first, last] range."""
+    return (int(v), int(v)) if np.isscalar(v) else (int(v[0]), int(v[1]))
+
+
 def _box_cause(ax, cause: dict, cap: Capture) -> None:
-    """Box the tile the likely cause names, and say what it is."""
+    """Box each output place the likely cause names (a tile, or the elements whose bits flipped),
+    and say what it is."""
     from matplotlib.patches import Rectangle
 
-    w = cause["where"]
-    (m0, m1), (n0, n1) = w["m"], w["n"]
-    if cap.op == "bmm":
-        off = int(w.get("batch", 0)) * cap.out.shape[1]
-        m0, m1 = m0 + off, m1 + off
-    ax.add_patch(Rectangle((n0 - 0.5, m0 - 0.5), n1 - n0 + 1, m1 - m0 + 1, fill=False, edgecolor="#2166ac", lw=1.5))
-    label = cause["mutant"] + (f": k {w['k'][0]}..{w['k'][1]}" if "k" in w else "")
-    ax.annotate(label, (n0, m0), xytext=(0, 3), textcoords="offset points", fontsize=7, color="#2166ac")
+    places = cause["where"] if isinstance(cause["where"], list) else [cause["where"]]
+    for w in places:
+        if "m" not in w or "n" not in w:
+            continue
+        (m0, m1), (n0, n1) = _span(w["m"]), _span(w["n"])
+        if "batch" in w and cap.out.ndim == 3:  # batches are stacked by rows (_as_matrix)
+            b0, b1 = _span(w["batch"])
+            m0, m1 = m0 + b0 * cap.out.shape[1], m1 + b1 * cap.out.shape[1]
+        ax.add_patch(Rectangle((n0 - 0.5, m0 - 0.5), n1 - n0 + 1, m1 - m0 + 1, fill=False, edgecolor="#2166ac", lw=1.5))
+        label = cause["mutant"] + (f": k {w['k'][0]}..{w['k'][1]}" if "k" in w else "")
+        ax.annotate(label, (n0, m0), xytext=(0, 3), textcoords="offset points", fontsize=7, color="#2166ac")
 
 
 def plot_capture(cap: Capture, result: SearchResult, path, reading=None) -> None:
@@ -67,7 +76,7 @@ def plot_capture(cap: Capture, result: SearchResult, path, reading=None) -> None
     else:
         ax0.imshow(np.zeros_like(mat), aspect="auto", interpolation="nearest", cmap="Greys", vmin=0, vmax=4)
     cause = reading.cause if reading is not None else None
-    if cause and isinstance(cause.get("where"), dict) and "m" in cause["where"] and "n" in cause["where"]:
+    if cause and cause.get("where"):
         _box_cause(ax0, cause, cap)
     rows = "rows: " + ("m" if cap.conv is None else "(n, k)" if cap.op == "conv2d" else "leading axes")
     ax0.set_xlabel("columns (the output's trailing axes)")

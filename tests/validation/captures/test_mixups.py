@@ -195,7 +195,7 @@ def _baddbmm_one_sign_flipped():
     return cap, result
 
 
-def test_one_wrong_output_runs_no_full_search_per_unit(monkeypatch):
+def test_one_wrong_output_runs_no_full_search_per_unit(monkeypatch, tmp_path):
     """A capture one output of which differs from its nearest schedule: every other unit rounds
     the search's first sample alike, so that sample alone lets each through to a full search
     (tens of seconds each); screened on the wrong output too, none is, and the reading is the
@@ -222,6 +222,15 @@ def test_one_wrong_output_runs_no_full_search_per_unit(monkeypatch):
     assert searched == [] and reading.screened == len(mixups.transforms(cap, "h100"))
     assert reading.reading == "bug-suspect" and reading.matches == []
     assert reading.cause == {"mutant": "bits flipped", "where": {"batch": 1, "m": 5, "n": 7}, "bits": [15]}
+    # the plot boxes the one element (batch 1 is stacked under batch 0) and names the cause
+    import matplotlib
+
+    from validation.captures.plots import plot_capture
+
+    matplotlib.rcParams["svg.fonttype"] = "none"
+    plot_capture(reading.capture, reading.result, tmp_path / "bug.svg", reading=reading)
+    svg = (tmp_path / "bug.svg").read_text()
+    assert "BUG-SUSPECT" in svg and "bits flipped" in svg
 
 
 def test_wrong_outputs_move_with_the_transform():
