@@ -2,6 +2,7 @@
 user can write (numba unpickles its index files: a planted index is code run as the caller)."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -138,25 +139,49 @@ class _Plant:
         return (os.system, (f"touch {self.marker}",))
 
 
-def _tiny(tmp_path, env_extra: dict) -> subprocess.CompletedProcess:
-    src = tmp_path / "src"
-    src.mkdir(exist_ok=True)
-    (src / "tiny_kernel.py").write_text(KERNEL)
+def _tiny(tmp_path, env_extra: dict, src: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the tiny kernel in a fresh process (its source in ``src``, default ``tmp_path/src``,
+    written there when missing), the cache where ``env_extra`` says."""
+    if src is None:
+        src = tmp_path / "src"
+        src.mkdir(exist_ok=True)
+        (src / "tiny_kernel.py").write_text(KERNEL)
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
     env.update(PYTHONPATH=str(ROOT), **env_extra)
     return subprocess.run([sys.executable, "-c", RUN, str(src)], cwd=tmp_path, env=env, capture_output=True, text=True)
 
 
-def _plant(tmp_path, how: str):
-    """A compiled, cached tiny kernel whose index is then replaced by a pickle that would create
-    ``marker``, the folder or file spoiled as ``how`` says; returns (env, marker, index)."""
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> Path:
+    """A folder holding the tiny kernel's source (``src``) and a private cache it was compiled into
+    once (``xdg``): each test below spoils a copy of that cache, so the module compiles the
+    kernel once instead of once per test (numba keys the cache on the source's path and stamp,
+    which the copies share)."""
+    base = tmp_path_factory.mktemp("tiny")
+    src = base / "src"
+    src.mkdir()
+    (src / "tiny_kernel.py").write_text(KERNEL)
+    r = _tiny(base, {"XDG_CACHE_HOME": str(base / "xdg")}, src)
+    assert r.returncode == 0 and r.stdout.split()[0] == "42", r.stderr
+    return base
+
+
+def _compiled_copy(compiled: Path, tmp_path: Path) -> tuple[dict, Path]:
+    """A private copy of the compiled cache in ``tmp_path`` (folders 0700, files 0600 as numba left
+    them): the environment that points at it, and the kernel's cache folder in it."""
+    shutil.copytree(compiled / "xdg", tmp_path / "xdg", symlinks=True)
+    (index,) = (tmp_path / "xdg").rglob("tiny_kernel.plus_one-*.nbi")
+    return {"XDG_CACHE_HOME": str(tmp_path / "xdg")}, index
+
+
+def _plant(compiled: Path, tmp_path: Path, how: str):
+    """A copy of the compiled, cached tiny kernel whose index is then replaced by a pickle that
+    would create ``marker``, the folder or file spoiled as ``how`` says; returns (env, marker,
+    index)."""
     import pickle
 
-    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    r = _tiny(tmp_path, env)
-    assert r.returncode == 0 and r.stdout.split()[0] == "42", r.stderr
-    folder = Path(r.stdout.split()[1])
-    (index,) = folder.rglob("tiny_kernel.plus_one-*.nbi")
+    env, index = _compiled_copy(compiled, tmp_path)
+    folder = index.parents[1]
     marker = tmp_path / "marker"
     index.write_bytes(pickle.dumps(_Plant(marker)))
     if how == "another user's file":
@@ -181,12 +206,12 @@ SPOILED = ["another user's file", "open folder", "open subfolder", "group-writab
 
 
 @pytest.mark.parametrize("how", SPOILED)
-def test_a_planted_index_never_runs(tmp_path, how):
+def test_a_planted_index_never_runs(compiled, tmp_path, how):
     if "another user" in how or "root" in how:
         if not hasattr(os, "getuid") or os.getuid() != 0:
             pytest.skip("needs root to give a file to another user")
-    env, marker, index = _plant(tmp_path, how)
-    r = _tiny(tmp_path, env)
+    env, marker, index = _plant(compiled, tmp_path, how)
+    r = _tiny(tmp_path, env, compiled / "src")
     assert r.returncode == 0 and r.stdout.split()[0] == "42", r.stderr
     assert not marker.exists()  # the planted pickle was never loaded
     assert "is replaced by an empty folder" in r.stderr and r.stdout.split()[1] == str(index.parents[1])
@@ -197,11 +222,11 @@ def test_a_planted_index_never_runs(tmp_path, how):
     assert not list(folder.parent.glob(".*unsafe*"))  # the folder moved aside is gone
 
 
-def test_the_planted_index_would_run_from_a_trusted_folder(tmp_path):
+def test_the_planted_index_would_run_from_a_trusted_folder(compiled, tmp_path):
     """The control: the same planted file, left in a private folder of this user's, is loaded (so
     the tests above would see it run if the checks let it through)."""
-    env, marker, _ = _plant(tmp_path, "none")
-    _tiny(tmp_path, env)
+    env, marker, _ = _plant(compiled, tmp_path, "none")
+    _tiny(tmp_path, env, compiled / "src")
     assert marker.exists()
 
 
@@ -243,12 +268,10 @@ SWAPS = {
 }
 
 
-def _swap(tmp_path, how: str) -> tuple[subprocess.CompletedProcess, Path]:
+def _swap(compiled: Path, tmp_path: Path, how: str) -> tuple[subprocess.CompletedProcess, Path]:
     import pickle
 
-    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    first = _tiny(tmp_path, env)  # compiles and caches the tiny kernel in a private folder
-    assert first.returncode == 0 and first.stdout.split()[0] == "42", first.stderr
+    env, _ = _compiled_copy(compiled, tmp_path)  # the tiny kernel compiled and cached, privately
     marker, planted = tmp_path / "marker", tmp_path / "planted.nbi"
     planted.write_bytes(pickle.dumps(_Plant(marker)))
     os.chmod(planted, 0o664 if how == "group-writable file" else 0o600)
@@ -256,16 +279,16 @@ def _swap(tmp_path, how: str) -> tuple[subprocess.CompletedProcess, Path]:
         os.chown(planted, 12345, 12345)
     run_env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
     run_env.update(PYTHONPATH=str(ROOT), **env)
-    cmd = [sys.executable, "-c", SWAP_RUN, str(tmp_path / "src"), SWAPS[how], str(planted)]
+    cmd = [sys.executable, "-c", SWAP_RUN, str(compiled / "src"), SWAPS[how], str(planted)]
     r = subprocess.run(cmd, cwd=tmp_path, env=run_env, capture_output=True, text=True)
     return r, marker
 
 
 @pytest.mark.parametrize("how", [h for h in SWAPS if h != "none"])
-def test_an_index_swapped_after_the_check_is_refused(tmp_path, how):
+def test_an_index_swapped_after_the_check_is_refused(compiled, tmp_path, how):
     if "another user" in how and (not hasattr(os, "geteuid") or os.geteuid() != 0):
         pytest.skip("needs root to give a file to another user")
-    r, marker = _swap(tmp_path, how)
+    r, marker = _swap(compiled, tmp_path, how)
     assert r.returncode == 0 and r.stdout.split()[0] == "42", r.stderr
     assert not marker.exists()  # the planted pickle was never loaded
     assert "not loaded, compiled again" in r.stderr, r.stderr
@@ -274,8 +297,8 @@ def test_an_index_swapped_after_the_check_is_refused(tmp_path, how):
     assert st.st_uid == os.geteuid() and (st.st_mode & 0o777) == 0o600 and not index.is_symlink()
 
 
-def test_the_swapped_index_would_run_when_private(tmp_path):
+def test_the_swapped_index_would_run_when_private(compiled, tmp_path):
     """The control: the same swap with a private file of this user's is loaded, so the swap
     happens after the folder check and before numba's read (the refusals above are the load's)."""
-    r, marker = _swap(tmp_path, "none")
+    r, marker = _swap(compiled, tmp_path, "none")
     assert marker.exists(), r.stderr
