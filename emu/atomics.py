@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .jit import jit, prange
+from .jit import jit, run_tasks
 from .kernels._scalar import round_to_fp16_rne
 from .rounding import fp32_to_fp16
 
@@ -181,15 +181,20 @@ def _distance_to(x, v):
     return d
 
 
-@jit(parallel=True)
 def _member_sums(parts, keys, seed, index, out):
     """out[i] = the fp32 sum of parts[:, i] added one by one onto +0 in the order of member
     ``index`` for key keys[i]. Each block of elements is first copied element by element into
     contiguous scratch (the columns of ``parts`` are strided; the sums are the same). Parallel
     over elements only."""
+    run_tasks(lambda t0, t1: _member_sums_tasks(parts, keys, seed, index, out, t0, t1), -(-parts.shape[1] // 1024))
+
+
+@jit
+def _member_sums_tasks(parts, keys, seed, index, out, t0, t1):
+    """Tasks ``t0`` … ``t1`` − 1 of :func:`_member_sums`."""
     s, size = parts.shape
     block = 1024
-    for b in prange((size + block - 1) // block):
+    for b in range(t0, min(t1, (size + block - 1) // block)):
         perm = np.empty(s, np.int64)
         lo = b * block
         hi = min(size, lo + block)
@@ -216,7 +221,6 @@ def _keep_extremes(x, index, i, v16, near, far, dn, df):
             df[v] = d
 
 
-@jit(parallel=True)
 def _envelope(parts, keys, seed, count, v16, near, far, kept):
     """Per element i and reference row v, over the orders of members 0 … count−1: near[v, i] the
     fp16 outcome closest to ``v16[v, i]`` (a reference in fp16, as float64), far[v, i] the
@@ -224,12 +228,21 @@ def _envelope(parts, keys, seed, count, v16, near, far, kept):
     of order j for j < kept.shape[0]. Orders are summed four at a time (:func:`_order_sums4`)
     and then looked at one by one in order, so the result is that of one order at a time.
     Parallel over elements only."""
+    run_tasks(
+        lambda t0, t1: _envelope_tasks(parts, keys, seed, count, v16, near, far, kept, t0, t1),
+        -(-parts.shape[1] // 1024),
+    )
+
+
+@jit
+def _envelope_tasks(parts, keys, seed, count, v16, near, far, kept, t0, t1):
+    """Tasks ``t0`` … ``t1`` − 1 of :func:`_envelope`."""
     s, size = parts.shape
     nv = v16.shape[0]
     n_keep = kept.shape[0]
     lanes = count - count % _LANES
     block = 1024
-    for b in prange((size + block - 1) // block):
+    for b in range(t0, min(t1, (size + block - 1) // block)):
         perm = np.empty(s, np.int64)
         perm4 = np.empty((_LANES, s), np.int32)
         w = np.empty(_LANES, np.float32)
@@ -269,17 +282,24 @@ def _widen(x, j, v16, searched, near, far, dn, df):
                 df[v] = d
 
 
-@jit(parallel=True)
 def _envelope_at(parts, keys, at, seed, first, stop, v16, searched, near, far):
     """:func:`_envelope` continued on the elements ``at`` (keys[j] is element at[j]'s key) over
     orders ``first`` … ``stop − 1``, each order's sum computed once for every reference row v
     where searched[v, j]: near[v, j] and far[v, j] (the outcomes found so far) are replaced by
     any outcome strictly closer to / farther from v16[v, j]. Orders are summed four at a time
     and looked at in order. Parallel over elements only."""
+    run_tasks(
+        lambda t0, t1: _envelope_at_tasks(parts, keys, at, seed, first, stop, v16, searched, near, far, t0, t1), at.size
+    )
+
+
+@jit
+def _envelope_at_tasks(parts, keys, at, seed, first, stop, v16, searched, near, far, t0, t1):
+    """Tasks ``t0`` … ``t1`` − 1 of :func:`_envelope_at`."""
     s = parts.shape[0]
     nv = v16.shape[0]
     lanes = first + (stop - first) - (stop - first) % _LANES
-    for j in prange(at.size):
+    for j in range(t0, min(t1, at.size)):
         perm = np.empty(s, np.int64)
         perm4 = np.empty((_LANES, s), np.int32)
         w = np.empty(_LANES, np.float32)
@@ -299,12 +319,17 @@ def _envelope_at(parts, keys, at, seed, first, stop, v16, searched, near, far):
             _widen(round_to_fp16_rne(np.float64(ws)), j, v16, searched, near, far, dn, df)
 
 
-@jit(parallel=True)
 def _sum_in_order(by_element, order, out):
     """out[i] = the fp32 sum of by_element[i, :] (element i's partials, contiguous) added one by
     one onto +0 in the order order[i, :]."""
+    run_tasks(lambda t0, t1: _sum_in_order_tasks(by_element, order, out, t0, t1), by_element.shape[0])
+
+
+@jit
+def _sum_in_order_tasks(by_element, order, out, t0, t1):
+    """Tasks ``t0`` … ``t1`` − 1 of :func:`_sum_in_order`."""
     size, s = by_element.shape
-    for i in prange(size):
+    for i in range(t0, min(t1, size)):
         ws = np.float32(0.0)
         for j in range(s):
             ws = ws + by_element[i, order[i, j]]
@@ -479,15 +504,23 @@ class SplitPartials:
         return self._sorted
 
 
-@jit(parallel=True)
 def orders_landing_in(P, perms, lo_mid, hi_mid, lo_inc, hi_inc, always, ever):
     """always[e] / ever[e]: whether the partials P[:, e] added in order (fp32 adds onto +0) land in
     [lo_mid[e], hi_mid[e]] (each end included when its flag is set) for every / some order: the rows of ``perms`` and four
     per-element sorted orders (by value and by magnitude, each ascending and descending). Parallel
     over elements only."""
+    run_tasks(
+        lambda t0, t1: _orders_landing_in_tasks(P, perms, lo_mid, hi_mid, lo_inc, hi_inc, always, ever, t0, t1),
+        P.shape[1],
+    )
+
+
+@jit
+def _orders_landing_in_tasks(P, perms, lo_mid, hi_mid, lo_inc, hi_inc, always, ever, t0, t1):
+    """Tasks ``t0`` … ``t1`` − 1 of :func:`orders_landing_in`."""
     S, E = P.shape
     R = perms.shape[0]
-    for e in prange(E):
+    for e in range(t0, min(t1, E)):
         a = True
         v = False
         col = P[:, e].copy()

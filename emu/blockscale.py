@@ -21,6 +21,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from .jit import run_tasks
+from .kernels import task_count
 from .kernels.scaled import scaled_dot
 from .operands import PATTERN_BITS, input_name, pattern_dtype, value_dtype
 from .units import (
@@ -166,7 +168,8 @@ def _run(params, A, B, C: np.ndarray, a_lanes: bool) -> np.ndarray:
         C = np.ascontiguousarray(np.broadcast_to(C, (M, N)), np.float32)
         if a_lanes:  # one A vector per output: the kernels' batched layout (1, K, N)
             A = tuple(x[None] for x in A)
-        scaled_dot(*A[:2], *B[:2], *A[2:], *B[2:], C, out, kernel_vector(params))
+        ops, prm = (*A[:2], *B[:2], *A[2:], *B[2:], C, out), kernel_vector(params)
+        run_tasks(lambda t0, t1: scaled_dot(*ops, prm, t0, t1), task_count(M, N))
     return out
 
 

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from .jit import jit, prange
+from .jit import jit, run_tasks
 
 __all__ = ["fp16_value", "decode_tile", "decode_tile4", "decode_rows_t", "quads", "TILE"]
 
@@ -110,11 +110,16 @@ def quads(bits: np.ndarray):
     return bits.view(np.uint64) if ok else None
 
 
-@jit(parallel=True)
 def decode_rows_t(bits, flush, out):
     """out[k, p] = value of bits[p, k] for a (P, K) uint16 array of any strides into a C-ordered
     (K, P) float32 array, ``TILE`` rows at a time (:func:`decode_tile`)."""
+    run_tasks(lambda t0, t1: _decode_rows_t_tasks(bits, flush, out, t0, t1), -(-bits.shape[0] // TILE))
+
+
+@jit
+def _decode_rows_t_tasks(bits, flush, out, t0, t1):
+    """Tasks ``t0`` … ``t1`` − 1 of :func:`decode_rows_t`."""
     P, K = bits.shape
-    for t in prange((P + TILE - 1) // TILE):
+    for t in range(t0, min(t1, (P + TILE - 1) // TILE)):
         tmp = np.empty((K, TILE), np.uint16)
         decode_tile(bits, t * TILE, min(TILE, P - t * TILE), flush, tmp, out, t * TILE)

@@ -8,7 +8,7 @@ from numba import get_num_threads
 from .blockscale import is_block_scaled, scaled_dot_add
 from .decode import TILE, quads
 from .formats import FP16_TO_FP32, FP16_TO_FP32_FTZ
-from .jit import jit, prange
+from .jit import jit, run_tasks
 from .kernels import KERNELS, LANES, SERIAL
 from .operands import decode_flush, is_wide, operand
 from .rows import driver, rows_driver, rows_fused
@@ -75,35 +75,48 @@ _T_COLS, _T_ROWS = 16, 256
 _DECODE_ROWS, _DECODE_COLS = 64, 512
 
 
-@jit(parallel=True)
 def _decode_2d(bits, lut, out):
     """out[r, c] = lut[bits[r, c]] for a 2-D uint16 array of any strides. A column-major source (a
     transposed view) is read in its own memory order, in tiles of 16 columns × 256 rows: each
     source column segment is contiguous, and each tile row of ``out`` is one cache line."""
     R, Ncol = bits.shape
     if R > 1 and Ncol > 1 and abs(bits.strides[0]) < abs(bits.strides[1]):
-        n_cb = (Ncol + _T_COLS - 1) // _T_COLS
-        n_rb = (R + _T_ROWS - 1) // _T_ROWS
-        for t in prange(n_cb * n_rb):
-            cb, rb = t // n_rb, t % n_rb
-            c0, r0 = cb * _T_COLS, rb * _T_ROWS
-            c1, r1 = min(Ncol, c0 + _T_COLS), min(R, r0 + _T_ROWS)
-            for c in range(c0, c1):
-                src = bits[r0:r1, c]
-                for i in range(r1 - r0):
-                    out[r0 + i, c] = lut[src[i]]
+        n = -(-Ncol // _T_COLS) * -(-R // _T_ROWS)
+        run_tasks(lambda t0, t1: _decode_2d_t(bits, lut, out, t0, t1), n)
     else:  # row-major: tiles of 64 rows × 512 columns, each row segment contiguous
-        n_rb = (R + _DECODE_ROWS - 1) // _DECODE_ROWS
-        n_cb = (Ncol + _DECODE_COLS - 1) // _DECODE_COLS
-        for t in prange(n_rb * n_cb):
-            rb, cb = t // n_cb, t % n_cb
-            c0 = cb * _DECODE_COLS
-            c1 = min(Ncol, c0 + _DECODE_COLS)
-            for r in range(rb * _DECODE_ROWS, min(R, (rb + 1) * _DECODE_ROWS)):
-                src = bits[r, c0:c1]
-                dst = out[r, c0:c1]
-                for j in range(c1 - c0):
-                    dst[j] = lut[src[j]]
+        n = -(-R // _DECODE_ROWS) * -(-Ncol // _DECODE_COLS)
+        run_tasks(lambda t0, t1: _decode_2d_c(bits, lut, out, t0, t1), n)
+
+
+@jit
+def _decode_2d_t(bits, lut, out, t0, t1):
+    """Tiles ``t0`` … ``t1`` − 1 of :func:`_decode_2d` for a column-major source."""
+    R, Ncol = bits.shape
+    n_rb = (R + _T_ROWS - 1) // _T_ROWS
+    for t in range(t0, t1):
+        cb, rb = t // n_rb, t % n_rb
+        c0, r0 = cb * _T_COLS, rb * _T_ROWS
+        c1, r1 = min(Ncol, c0 + _T_COLS), min(R, r0 + _T_ROWS)
+        for c in range(c0, c1):
+            src = bits[r0:r1, c]
+            for i in range(r1 - r0):
+                out[r0 + i, c] = lut[src[i]]
+
+
+@jit
+def _decode_2d_c(bits, lut, out, t0, t1):
+    """Tiles ``t0`` … ``t1`` − 1 of :func:`_decode_2d` for a row-major source."""
+    R, Ncol = bits.shape
+    n_cb = (Ncol + _DECODE_COLS - 1) // _DECODE_COLS
+    for t in range(t0, t1):
+        rb, cb = t // n_cb, t % n_cb
+        c0 = cb * _DECODE_COLS
+        c1 = min(Ncol, c0 + _DECODE_COLS)
+        for r in range(rb * _DECODE_ROWS, min(R, (rb + 1) * _DECODE_ROWS)):
+            src = bits[r, c0:c1]
+            dst = out[r, c0:c1]
+            for j in range(c1 - c0):
+                dst[j] = lut[src[j]]
 
 
 def decode_operands(bits: np.ndarray, flush: bool) -> np.ndarray:
@@ -199,7 +212,7 @@ def run_kernel(params: UnitParams, A, B, C) -> np.ndarray:
     if out.size:
         params = kernel_params(params)
         kernel, prm = KERNELS[Family(params.family)], kernel_vector(params, emin)
-        if A.ndim == 3 and out.size <= DIRECT_ROWS:  # a small batch: the serial twin (emu.kernels.SERIAL)
+        if A.ndim == 3 and out.size <= DIRECT_ROWS:  # a small batch: on this thread (emu.kernels.SERIAL)
             kernel = SERIAL[Family(params.family)]
         if A.dtype == np.float64 and A.ndim == 2 and params.family != Family.FUSED_EXACT:
             # float64 operands run in the batched layout only (one compiled kernel per family, not
@@ -296,10 +309,9 @@ def _dot_batch(params, a_bits, b_bits, c32, batch, flush) -> np.ndarray:
 
 
 #: batches of at most this many rows (outputs) that :func:`_rows` would send to the rows driver
-#: run the family kernel's serial twin in the batched layout instead (:func:`run_kernel`), their
-#: operands decoded by table: the kernel the narrow-range bf16/tf32 rows use, so a first call
-#: compiles one kernel per family rather than the driver, its task, its serial twin and their
-#: parallel wrappers (the wrappers were about half of the first ``fp16emu units``); the same code
+#: run the family kernel in the batched layout instead, on the calling thread (:func:`run_kernel`),
+#: their operands decoded by table: the kernel the narrow-range bf16/tf32 rows use, so a first
+#: call compiles one kernel per family rather than also the driver and its tasks; the same code
 #: computes the same bits. Identification runs such batches on one thread anyway.
 DIRECT_ROWS = 4096
 

@@ -6,8 +6,14 @@ Every kernel is compiled with ``cache=True`` (compile once per machine), ``fastm
 kernel releases the GIL while it runs, so another thread of the process (the command line's
 signal watcher, ``validation.engine.ending_on_signals``) can act within a second of SIGTERM or
 SIGINT even while one call computes for minutes. Kernels touch no Python object, so releasing
-the GIL changes no result; with numba's OpenMP or TBB threading layer, parallel kernels may even
-be called from several threads at once (numba's ``workqueue`` layer must not be: it aborts).
+the GIL changes no result.
+
+Kernels are compiled serial, over a range of their tasks; :func:`run_tasks` runs the ranges on
+threads of the process (``numba.get_num_threads()`` of them), so no kernel starts numba's own
+threading layer: any thread may call any kernel, and one compile serves the serial and the
+parallel call (a ``prange`` loop made numba compile a parallel copy, seconds per kernel and
+argument types; and the OpenMP layer's threads, spinning after each loop, slowed the threads
+that ran next on a 2-core machine by up to half).
 """
 
 from __future__ import annotations
@@ -19,13 +25,14 @@ import secrets
 import shutil
 import stat
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
 
 import numba
 
-__all__ = ["jit", "prange", "specialise", "CACHE", "default_cache_dir"]
+__all__ = ["jit", "prange", "specialise", "run_tasks", "ALL_TASKS", "CACHE", "default_cache_dir"]
 
 prange = numba.prange
 
@@ -361,3 +368,56 @@ def specialise(func, name: str, *, parallel: bool = False, **names):
     copy.__qualname__ = name
     copy.__doc__ = func.__doc__
     return jit(copy, parallel=parallel)
+
+
+#: the end of "every task" for a kernel taking a task range (t0, t1): it runs tasks t0 … min(t1,
+#: its task count) − 1
+ALL_TASKS = 1 << 62
+
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool():
+    """The process's worker threads for :func:`run_tasks` (made on first use, anew after a fork)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL = ThreadPoolExecutor(max(1, numba.config.NUMBA_NUM_THREADS - 1), thread_name_prefix="fp16emu-task")
+        return _POOL
+
+
+def _forget_pool() -> None:
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()  # a forked child has none of the parent's threads
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def run_tasks(call, n_tasks: int) -> None:
+    """Run ``call(t0, t1)`` over ``[0, n_tasks)`` cut into contiguous ranges, one per thread of
+    ``numba.get_num_threads()`` (the calling thread runs the first): how the kernels run in
+    parallel. Each ``call`` is a compiled serial function over its tasks (``nogil``, so the
+    threads run at once), and each output belongs to exactly one task, so the results are the
+    same for any thread count. A ``prange`` loop would do the same, but numba compiles a parallel
+    copy of the loop for it (seconds per kernel and argument types, a third of a cold first
+    call); here one serial compile serves the parallel and the serial uses. An exception in any
+    range is raised here, after every range has ended."""
+    n = min(numba.get_num_threads(), n_tasks)
+    if n <= 1:
+        if n_tasks > 0:
+            call(0, n_tasks)
+        return
+    bounds = [n_tasks * i // n for i in range(n + 1)]
+    futures = [_pool().submit(call, bounds[i], bounds[i + 1]) for i in range(1, n)]
+    try:
+        call(bounds[0], bounds[1])
+    finally:
+        errors = [f.exception() for f in futures]
+    for error in errors:
+        if error is not None:
+            raise error

@@ -42,7 +42,7 @@ from .formats import (
     scalar_if_0d,
     split_fields,
 )
-from .jit import jit, prange
+from .jit import jit, run_tasks
 from .kernels._scalar import round_to_fp16_rne
 from .units import Rounding
 
@@ -319,13 +319,18 @@ def fp32_to_fp16_truncate(x: Any) -> Any:
 _F2H_BLOCK = 1 << 16
 
 
-@jit(parallel=True)
 def _fp32_to_fp16_bits(b, out):
     """out[i] = the fp16 pattern of the float32 pattern b[i], rounded to nearest even; NaN keeps
     the top 10 payload bits (0x7C01 if they are all 0): numpy's ``npy_floatbits_to_halfbits``.
     Parallel over elements."""
+    run_tasks(lambda t0, t1: _fp32_to_fp16_bits_tasks(b, out, t0, t1), -(-b.size // _F2H_BLOCK))
+
+
+@jit
+def _fp32_to_fp16_bits_tasks(b, out, t0, t1):
+    """Tasks ``t0`` … ``t1`` − 1 of :func:`_fp32_to_fp16_bits`."""
     n = b.size
-    for t in prange((n + _F2H_BLOCK - 1) // _F2H_BLOCK):
+    for t in range(t0, min(t1, (n + _F2H_BLOCK - 1) // _F2H_BLOCK)):
         for i in range(t * _F2H_BLOCK, min(n, (t + 1) * _F2H_BLOCK)):
             f = np.uint32(b[i])
             sign = (f >> np.uint32(16)) & np.uint32(0x8000)
@@ -410,12 +415,19 @@ def round_rne(x: Any, fmt: Any) -> np.ndarray:
 _DIFFERS_BLOCK = 1 << 16
 
 
-@jit(parallel=True)
 def _fp16_rne_differs_pass(v, k, k_is_fp16, mask, block_max, block):
     """``v`` float32 or float64 (read as ``(float)v``); ``k`` float32 values, or fp16 bit patterns
     (uint16) when ``k_is_fp16``: decoded here, so no float32 copy of a large kernel output."""
+    run_tasks(
+        lambda t0, t1: _fp16_rne_differs_pass_tasks(v, k, k_is_fp16, mask, block_max, block, t0, t1), block_max.size
+    )
+
+
+@jit
+def _fp16_rne_differs_pass_tasks(v, k, k_is_fp16, mask, block_max, block, t0, t1):
+    """Tasks ``t0`` … ``t1`` − 1 of :func:`_fp16_rne_differs_pass`."""
     n = v.size
-    for b in prange(block_max.size):
+    for b in range(t0, min(t1, block_max.size)):
         best = np.float32(0.0)
         for i in range(b * block, min(n, (b + 1) * block)):
             c = round_to_fp16_rne(np.float64(np.float32(v[i])))

@@ -5,24 +5,26 @@ The unit kernels want operands lane-major (k outer, outputs inner: the batched l
 ``kernels._tiles``). Decoding the whole (P, K) batch into that layout first and then running the
 kernel reads every operand from memory three times, at a 4·P-byte stride, and two or three
 parallel launches per call cost milliseconds on a loaded machine. Here the outputs are cut into
-chunks of ``width`` (a multiple of the kernels' lane count); one parallel loop runs over the
-chunks, and each chunk decodes its rows transposed into a small buffer (in cache) and runs a
-serial twin of the family kernel on it; each parallel task runs several chunks with one set of
-buffers, and rows of K a multiple of 4 are moved four values per load (``decode.quads``). Every
-output is still computed by the same kernel code from the same values, so the bits are those of
-the batched layout. The FMA family and pairwise groups of 4, whose kernels are cheap next to the
-decoding, skip the decoded buffers: :func:`rows_fused` decodes each lane's operands inside its k
-loop. A batch of GEMMs (G, M, N) runs its elements in parallel, each decoded and computed by the
-serial twin in the GEMM layout.
+chunks of ``width`` (a multiple of the kernels' lane count); the chunks run in parallel
+(:func:`emu.jit.run_tasks`), and each chunk decodes its rows transposed into a small buffer (in
+cache) and runs the family kernel on it, over all its tasks on the chunk's thread; each parallel
+task runs several chunks with one set of buffers, and rows of K a multiple of 4 are moved four
+values per load (``decode.quads``). Every output is still computed by the same kernel code from
+the same values, so the bits are those of the batched layout. The FMA family and pairwise groups
+of 4, whose kernels are cheap next to the decoding, skip the decoded buffers: :func:`rows_fused`
+decodes each lane's operands inside its k loop. A batch of GEMMs (G, M, N) runs its elements in
+parallel, each decoded and computed by the family kernel in the GEMM layout on one thread.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .decode import TILE, decode_tile, decode_tile4, fp16_value
-from .jit import jit, prange, specialise
-from .kernels import KERNELS, SERIAL
+from .jit import ALL_TASKS, jit, run_tasks, specialise
+from .kernels import TASKS
 
 __all__ = ["rows_driver", "driver", "rows_fused"]
 
@@ -37,20 +39,26 @@ def fill_rows(bits, flush, X):
             Xk[i] = v
 
 
-def _rows_body(a2, b2, a4, b4, c1, flush, a_same, b_same, c_same, width, per, out, prm):
+def _rows_launch(task, a2, b2, a4, b4, c1, flush, a_same, b_same, c_same, width, per, out, prm):
     """out[p] = KERNEL(a2[p], b2[p], c1[p]) for chunks of ``width`` outputs, ``per`` chunks per
     parallel task (one set of buffers per task), a2, b2 or c1 of one row when ``a_same``,
     ``b_same``, ``c_same`` (the same operand for every output). ``a4``/``b4``: the rows as
     :func:`emu.decode.quads` (K/4 uint64 each), or of shape (0, 0) to decode them one by one.
-    Each task is TASK (:func:`_rows_task`, bound by specialise)."""
-    n_ch = (out.shape[0] + width - 1) // width
-    for task in prange((n_ch + per - 1) // per):
-        TASK(a2, b2, a4, b4, c1, flush, a_same, b_same, c_same, width, per, out, prm, np.int64(task))  # noqa: F821
+    Each task is ``task`` (:func:`_rows_task` for one kernel), the tasks on threads
+    (:func:`emu.jit.run_tasks`)."""
+    n_ch = -(-out.shape[0] // width)
+    args = (a2, b2, a4, b4, c1, flush, a_same, b_same, c_same, width, per, out, prm)
+    run_tasks(lambda t0, t1: task(*args, t0, t1), -(-n_ch // per))
 
 
-def _rows_task(a2, b2, a4, b4, c1, flush, a_same, b_same, c_same, width, per, out, prm, task):
-    """Task ``task`` of :func:`_rows_body`: a function of its own, so that numba's parallel
-    passes see a one-line loop (they take seconds to minutes over an inlined body)."""
+def _rows_task(a2, b2, a4, b4, c1, flush, a_same, b_same, c_same, width, per, out, prm, t0, t1):
+    """Tasks ``t0`` … ``t1`` − 1 of :func:`_rows_launch`."""
+    for task in range(t0, t1):
+        _rows_one(a2, b2, a4, b4, c1, flush, a_same, b_same, c_same, width, per, out, prm, task)
+
+
+def _rows_one(a2, b2, a4, b4, c1, flush, a_same, b_same, c_same, width, per, out, prm, task):
+    """Task ``task`` of :func:`_rows_launch`."""
     P, K = out.shape[0], a2.shape[1]
     n_ch = (P + width - 1) // width
     tmp = np.empty((K, TILE), np.uint16)
@@ -98,20 +106,26 @@ def _rows_task(a2, b2, a4, b4, c1, flush, a_same, b_same, c_same, width, per, ou
         else:
             for i in range(w):
                 C[0, i] = c1[p0 + i]
-        KERNEL(A, B, C, o, prm)  # noqa: F821  (bound by specialise)
+        KERNEL(A, B, C, o, prm, 0, ALL_TASKS)  # noqa: F821  (bound by specialise)
         for i in range(w):
             out[p0 + i] = o[0, i]
 
 
-def _gemms_body(a3, b3, c3, flush, out, prm):
+def _gemms_launch(task, a3, b3, c3, flush, out, prm):
     """out[g] = KERNEL(a3[g] (M, K), b3[g] (N, K), c3[g]) in the GEMM layout, the batch elements
-    in parallel (a3, b3 or c3 of one element when it repeats; c3[g] is (1 or M, 1 or N))."""
-    for g in prange(out.shape[0]):
-        TASK(a3, b3, c3, flush, out, prm, np.int64(g))  # noqa: F821
+    in parallel (a3, b3 or c3 of one element when it repeats; c3[g] is (1 or M, 1 or N)); ``task``
+    is :func:`_gemms_task` for one kernel."""
+    run_tasks(lambda t0, t1: task(a3, b3, c3, flush, out, prm, t0, t1), out.shape[0])
 
 
-def _gemms_task(a3, b3, c3, flush, out, prm, g):
-    """Element ``g`` of :func:`_gemms_body` (a function of its own: see :func:`_rows_task`)."""
+def _gemms_task(a3, b3, c3, flush, out, prm, t0, t1):
+    """Elements ``t0`` … ``t1`` − 1 of :func:`_gemms_launch`."""
+    for g in range(t0, t1):
+        _gemms_one(a3, b3, c3, flush, out, prm, g)
+
+
+def _gemms_one(a3, b3, c3, flush, out, prm, g):
+    """Element ``g`` of :func:`_gemms_launch`."""
     G, M, N = out.shape
     K = a3.shape[2]
     sa = 1 if a3.shape[0] > 1 else 0
@@ -128,24 +142,26 @@ def _gemms_task(a3, b3, c3, flush, out, prm, g):
     for q0 in range(0, N, TILE):
         decode_tile(bg, q0, min(TILE, N - q0), flush, tmp, B, q0)
     o = np.empty((M, N), np.float32)
-    KERNEL(A, B, c3[g * sc], o, prm)  # noqa: F821  (bound by specialise)
+    KERNEL(A, B, c3[g * sc], o, prm, 0, ALL_TASKS)  # noqa: F821  (bound by specialise)
     for m in range(M):  # element by element: a slice assignment compiles numba's shape-error text
         for n in range(N):
             out[g, m, n] = o[m, n]
 
 
 _DRIVERS: dict = {}
-_BODIES = {"rows": (_rows_body, _rows_task), "gemms": (_gemms_body, _gemms_task)}
+_PARTS = {"rows": (_rows_launch, _rows_task, _rows_one), "gemms": (_gemms_launch, _gemms_task, _gemms_one)}
 
 
 def driver(family, kind: str = "rows"):
-    """The one-launch driver of ``kind`` ("rows": :func:`_rows_body`, "gemms": a batch of GEMMs,
-    :func:`_gemms_body`) for ``family``'s kernel (built once per process, cached on disk)."""
+    """The one-launch driver of ``kind`` ("rows": :func:`_rows_launch`, "gemms": a batch of GEMMs,
+    :func:`_gemms_launch`) for ``family``'s kernel (built once per process, cached on disk): its
+    task compiled once per kernel, with the family's kernel (:data:`emu.kernels.TASKS`) bound in."""
     if (family, kind) not in _DRIVERS:
-        kernel, serial = KERNELS[family].py_func, SERIAL[family]
-        body, task = _BODIES[kind]
-        task = specialise(task, f"{kind}_task_{kernel.__name__}", KERNEL=serial)
-        _DRIVERS[family, kind] = specialise(body, f"{kind}_{kernel.__name__}", parallel=True, TASK=task)
+        kernel = TASKS[family]
+        launch, tasks, one = _PARTS[kind]
+        one = specialise(one, f"{kind}_one_{kernel.__name__}", KERNEL=kernel)
+        tasks = specialise(tasks, f"{kind}_task_{kernel.__name__}", **{f"_{kind}_one": one})
+        _DRIVERS[family, kind] = functools.partial(launch, tasks)
     return _DRIVERS[family, kind]
 
 
@@ -158,7 +174,6 @@ _TINY32 = np.float32(2.0**-126)  # the smallest normal float32
 _Q16, _Q32, _Q48 = np.uint64(16), np.uint64(32), np.uint64(48)
 
 
-@jit(parallel=True)
 def rows_fused(a4, b4, c1, flush, c_same, flush_c, flush_out, pairwise, per, out):
     """The FMA family (``emu.kernels.fma``: c ← RNE32(c + a_k·b_k) for k = 0, 1, …) or, with
     ``pairwise``, the pairwise family with groups of 4 (``emu.kernels.pairwise``: c ← RNE32(c +
@@ -169,14 +184,21 @@ def rows_fused(a4, b4, c1, flush, c_same, flush_c, flush_out, pairwise, per, out
     same float32 operations in the same order as the kernels (whose docstrings show why their
     other flushes are the identity), so the same bits; only where two NaNs meet in one operation
     may the result's NaN payload differ (which operand's payload wins is the compiler's order)."""
-    n_t = (out.shape[0] + TILE - 1) // TILE
-    for task in prange((n_t + per - 1) // per):
-        _rows_fused_task(a4, b4, c1, flush, c_same, flush_c, flush_out, pairwise, per, out, np.int64(task))
+    n_t = -(-out.shape[0] // TILE)
+    args = (a4, b4, c1, flush, c_same, flush_c, flush_out, pairwise, per, out)
+    run_tasks(lambda t0, t1: _rows_fused_tasks(*args, t0, t1), -(-n_t // per))
+
+
+@jit
+def _rows_fused_tasks(a4, b4, c1, flush, c_same, flush_c, flush_out, pairwise, per, out, t0, t1):
+    """Tasks ``t0`` … ``t1`` − 1 of :func:`rows_fused`."""
+    for task in range(t0, t1):
+        _rows_fused_task(a4, b4, c1, flush, c_same, flush_c, flush_out, pairwise, per, out, task)
 
 
 @jit
 def _rows_fused_task(a4, b4, c1, flush, c_same, flush_c, flush_out, pairwise, per, out, task):
-    """Task ``task`` of :func:`rows_fused` (a function of its own: see :func:`_rows_task`)."""
+    """Task ``task`` of :func:`rows_fused`."""
     P = out.shape[0]
     K4 = a4.shape[1]
     n_t = (P + TILE - 1) // TILE

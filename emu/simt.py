@@ -49,7 +49,7 @@ import numpy as np
 
 from .dot import unit_params
 from .gemm import GemmOrder, as_schedule, chain_operands, combine
-from .jit import jit, prange
+from .jit import jit, run_tasks
 from .schedule import Schedule
 from .units import Family, Rounding, UnitParams
 
@@ -112,13 +112,18 @@ def fma32_scalar(a, b, c):
     return _fma(a, b, c)
 
 
-@jit(parallel=True)
 def _chains(A, B, C, out):
     """out[m, n] = the chain c ← RN32(A[m, k]·B[k, n] + c), k = 0 … K−1, from c = C[m, n]
     (C of out's shape); parallel over rows."""
+    run_tasks(lambda t0, t1: _chains_tasks(A, B, C, out, t0, t1), A.shape[0])
+
+
+@jit
+def _chains_tasks(A, B, C, out, t0, t1):
+    """Tasks ``t0`` … ``t1`` − 1 of :func:`_chains`."""
     M, K = A.shape
     N = B.shape[1]
-    for m in prange(M):
+    for m in range(t0, min(t1, M)):
         acc = np.empty(N, np.float32)
         for n in range(N):
             acc[n] = C[m, n]

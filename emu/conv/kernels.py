@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..formats import FP16_TO_FP32, FP16_TO_FP32_FTZ
-from ..jit import jit, prange
+from ..jit import ALL_TASKS, jit, run_tasks
 
 __all__ = ["gather", "scatter", "taken_decoded", "has_flushable"]
 
@@ -51,32 +51,46 @@ def _scatter_tile(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_
             dst[ro + c_off[j] + h * stride_h + w * stride_w] = values[i, j]
 
 
-@jit(parallel=True)
+@jit
+def _gather_tasks(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out, t0, t1):
+    n_blocks = (c_off.shape[0] + _BLOCK - 1) // _BLOCK
+    for t in range(t0, min(t1, r_off.shape[0] * n_blocks)):
+        _gather_tile(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out, t)
+
+
 def _gather_parallel(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out):
-    n_blocks = (c_off.shape[0] + _BLOCK - 1) // _BLOCK
-    for t in prange(r_off.shape[0] * n_blocks):
-        _gather_tile(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out, t)
+    n_tasks = r_off.shape[0] * -(-c_off.shape[0] // _BLOCK)
+    run_tasks(
+        lambda t0, t1: _gather_tasks(
+            src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out, t0, t1
+        ),
+        n_tasks,
+    )
 
 
-@jit
 def _gather_serial(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out):
-    n_blocks = (c_off.shape[0] + _BLOCK - 1) // _BLOCK
-    for t in range(r_off.shape[0] * n_blocks):
-        _gather_tile(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out, t)
-
-
-@jit(parallel=True)
-def _scatter_parallel(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w):
-    n_blocks = (c_off.shape[0] + _BLOCK - 1) // _BLOCK
-    for t in prange(r_off.shape[0] * n_blocks):
-        _scatter_tile(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, t)
+    _gather_tasks(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out, 0, ALL_TASKS)
 
 
 @jit
-def _scatter_serial(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w):
+def _scatter_tasks(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, t0, t1):
     n_blocks = (c_off.shape[0] + _BLOCK - 1) // _BLOCK
-    for t in range(r_off.shape[0] * n_blocks):
+    for t in range(t0, min(t1, r_off.shape[0] * n_blocks)):
         _scatter_tile(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, t)
+
+
+def _scatter_parallel(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w):
+    n_tasks = r_off.shape[0] * -(-c_off.shape[0] // _BLOCK)
+    run_tasks(
+        lambda t0, t1: _scatter_tasks(
+            dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, t0, t1
+        ),
+        n_tasks,
+    )
+
+
+def _scatter_serial(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w):
+    _scatter_tasks(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, 0, ALL_TASKS)
 
 
 @jit
@@ -91,11 +105,16 @@ def has_flushable(src):
     return False
 
 
-@jit(parallel=True)
 def _take_decoded(src, rows, cols, lut, out):
     """out[i, j] = lut[src[rows[i], cols[j]]]: a sub-matrix of fp16 patterns decoded to float32
     in one pass (the in-bounds products of a backward-weight tap), parallel over out's rows."""
-    for i in prange(rows.shape[0]):
+    run_tasks(lambda t0, t1: _take_decoded_tasks(src, rows, cols, lut, out, t0, t1), rows.shape[0])
+
+
+@jit
+def _take_decoded_tasks(src, rows, cols, lut, out, t0, t1):
+    """Tasks ``t0`` … ``t1`` − 1 of :func:`_take_decoded`."""
+    for i in range(t0, min(t1, rows.shape[0])):
         row = src[rows[i]]
         dst = out[i]
         for j in range(cols.shape[0]):
@@ -105,12 +124,17 @@ def _take_decoded(src, rows, cols, lut, out):
 _TAKE_T = 64  # out rows per tile of the transposing gather
 
 
-@jit(parallel=True)
 def _take_decoded_t(src, rows, cols, lut, out):
     """out[j, i] = lut[src[rows[i], cols[j]]]: the transpose of :func:`_take_decoded`, in tiles
     of 64 out rows so that each source row is read along a short run of ``cols``."""
+    run_tasks(lambda t0, t1: _take_decoded_t_tasks(src, rows, cols, lut, out, t0, t1), -(-cols.shape[0] // _TAKE_T))
+
+
+@jit
+def _take_decoded_t_tasks(src, rows, cols, lut, out, t0, t1):
+    """Tasks ``t0`` … ``t1`` − 1 of :func:`_take_decoded_t`."""
     n_tiles = (cols.shape[0] + _TAKE_T - 1) // _TAKE_T
-    for t in prange(n_tiles):
+    for t in range(t0, min(t1, n_tiles)):
         j0 = t * _TAKE_T
         j1 = min(cols.shape[0], j0 + _TAKE_T)
         for i in range(rows.shape[0]):

@@ -1,16 +1,21 @@
 """One numba kernel per arithmetic family; all share the signature
-``kernel(A, B, C, out, params)`` (see ``_tiles`` for the layouts)."""
+``kernel(A, B, C, out, params, t0, t1)``: tasks t0 … min(t1, the task count) − 1 of the output,
+one after another (see ``_tiles`` for the layouts and tasks). :data:`KERNELS` runs every task,
+in parallel; :data:`SERIAL` runs them on the calling thread. Both call the same compiled code."""
 
-from ..jit import specialise
+import numpy as np
+
+from ..jit import ALL_TASKS, run_tasks
 from ..units import Family
-from ._tiles import LANES
+from ._tiles import LANES, task_count
 from .fma import fma32
 from .fp64 import fp64_acc
 from .fused_exact import fused_exact
 from .pairwise import pairwise
 from .truncated import truncated_fused, two_stage
 
-KERNELS = {
+#: the compiled kernel of each family (serial over the task range it is given)
+TASKS = {
     Family.FUSED_EXACT: fused_exact,
     Family.PAIRWISE: pairwise,
     Family.TRUNCATED_FUSED: truncated_fused,
@@ -19,11 +24,30 @@ KERNELS = {
     Family.FP64: fp64_acc,
 }
 
-#: the serial twin of each kernel: the same code on one thread (``prange`` runs as ``range``; each
-#: output is still computed by exactly one task), compiled and cached apart. The rows driver runs
-#: it per chunk (``emu.rows``), and small batched launches run it directly (``emu.dot.run_kernel``):
-#: a parallel kernel's own compile (numba's parallel passes and the gufunc around the task) costs a
-#: third to a half of its task's, a serial one's a tenth
-SERIAL = {family: specialise(k.py_func, f"{k.__name__}_serial") for family, k in KERNELS.items()}
 
-__all__ = ["KERNELS", "SERIAL", "LANES"]
+def _parallel(kernel):
+    def run(A, B, C, out, prm):
+        run_tasks(lambda t0, t1: kernel(A, B, C, out, prm, np.int64(t0), np.int64(t1)), task_count(*out.shape))
+
+    run.__name__ = run.__qualname__ = kernel.__name__
+    run.__doc__ = f"Every task of ``{kernel.__name__}`` on ``numba.get_num_threads()`` threads."
+    return run
+
+
+def _serial(kernel):
+    def run(A, B, C, out, prm):
+        kernel(A, B, C, out, prm, np.int64(0), np.int64(ALL_TASKS))
+
+    run.__name__ = run.__qualname__ = f"{kernel.__name__}_serial"
+    run.__doc__ = f"Every task of ``{kernel.__name__}`` on the calling thread."
+    return run
+
+
+#: each family's kernel over every task of ``out``, in parallel: ``KERNELS[family](A, B, C, out, prm)``
+KERNELS = {family: _parallel(k) for family, k in TASKS.items()}
+
+#: the same on the calling thread (small batched launches, :func:`emu.dot.run_kernel`), the same
+#: compiled code: a launch of a few tasks gains nothing from threads
+SERIAL = {family: _serial(k) for family, k in TASKS.items()}
+
+__all__ = ["KERNELS", "SERIAL", "TASKS", "LANES", "task_count"]

@@ -2,7 +2,8 @@
 
 A kernel computes ``out[m, n] = unit(A-row, B-column, C[m, n])``. The outputs are cut into
 tasks of up to ``ROWS`` rows × ``LANES`` columns (:func:`task_grid`, :func:`task_bounds`); the
-tasks run in parallel (``prange``) and each output is computed by exactly one task, whatever
+tasks run in parallel (every kernel takes a task range ``t0, t1``; :func:`emu.jit.run_tasks` cuts
+the tasks into one range per thread) and each output is computed by exactly one task, whatever
 the thread count. Inside a task the rows are done one after another, and for one row the loops
 run over k outside and lanes inside, so each output keeps its own strict k order while LLVM
 vectorises across lanes. The rows of a task share the task's block of B (K × LANES values),
@@ -59,6 +60,11 @@ FP16_EMIN = -14
     P_IN_EMIN,  # A's subnormal field exponent, appended by emu.units.kernel_vector
     P_IN_EMIN_B,  # B's (mixed fp8 operands differ)
 ) = range(21)
+
+
+def task_count(M: int, N: int) -> int:
+    """The number of tasks of an (M, N) output (:func:`task_grid`'s first value), in Python."""
+    return -(-N // LANES) * -(-M // ROWS)
 
 
 @jit

@@ -21,22 +21,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import jit, prange
+from ..jit import jit
 from ._scalar import FP32_MIN_NORMAL, flush_keep_sign, flush_to_plus_zero
 from ._tiles import K_BLOCK, LANES, P_FLUSH_C, P_FLUSH_OUT, ROWS, a_of, c_at, is_wide, lane, task_bounds, task_grid
 
 TINY32 = np.float32(FP32_MIN_NORMAL)
 
 
-@jit(parallel=True)
-def fma32(A, B, C, out, prm):
+@jit
+def fma32(A, B, C, out, prm, t0, t1):
     M, N = out.shape
     K = B.shape[0]
     flush_c = prm[P_FLUSH_C] != 0
     flush_out = prm[P_FLUSH_OUT] != 0
     wide = is_wide(B)
     n_tasks, n_rb = task_grid(M, N)
-    for t in prange(n_tasks):
+    for t in range(t0, min(t1, n_tasks)):
         n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
         acc = np.empty((ROWS, LANES), np.float32)
         for m in range(m0, m1):

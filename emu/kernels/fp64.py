@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import jit, prange
+from ..jit import jit
 from ._scalar import RNE, round_to_fp32_bf
 from ._tiles import K_BLOCK, LANES, P_GROUP, P_OUT_ROUND, P_ROUND_EACH, ROWS, a_of, c_at, lane, task_bounds, task_grid
 
@@ -31,8 +31,8 @@ def _round_lanes(am, w, mode):
             am[j] = np.float64(round_to_fp32_bf(am[j], mode))
 
 
-@jit(parallel=True)
-def fp64_acc(A, B, C, out, prm):
+@jit
+def fp64_acc(A, B, C, out, prm, t0, t1):
     M, N = out.shape
     K = B.shape[0]
     L = prm[P_GROUP]
@@ -42,7 +42,7 @@ def fp64_acc(A, B, C, out, prm):
     kb = K_BLOCK if K_BLOCK % L == 0 else L * (K_BLOCK // L + 1)
     step = L if each else kb  # one rounding at the end: a whole block is one stretch of the loop
     n_tasks, n_rb = task_grid(M, N)
-    for t in prange(n_tasks):
+    for t in range(t0, min(t1, n_tasks)):
         n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
         acc = np.empty((ROWS, LANES), np.float64)
         for m in range(m0, m1):

@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import jit, prange
+from ..jit import jit
 from ._scalar import (
     FP32_MIN_NORMAL,
     RNE,
@@ -245,10 +245,10 @@ def _exact2_wide_lane(A, B, m, g0, n0, w, j, acc, nxt, mode):
     nxt[j] = _round(_round_exact_sum(acc[j], s, e), mode)
 
 
-@jit(parallel=True)
-def fused_exact(A, B, C, out, prm):
+@jit
+def fused_exact(A, B, C, out, prm, t0, t1):
     n_tasks, n_rb = task_grid(out.shape[0], out.shape[1])
-    for t in prange(n_tasks):
+    for t in range(t0, min(t1, n_tasks)):
         _fused_exact_task(A, B, C, out, prm, np.int64(t), n_rb)
 
 

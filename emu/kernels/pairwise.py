@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import jit, prange
+from ..jit import jit
 from ._scalar import FP32_MIN_NORMAL, flush_keep_sign, flush_to_plus_zero
 from ._tiles import (
     LANES,
@@ -47,8 +47,8 @@ from ._tiles import (
 TINY32 = np.float32(FP32_MIN_NORMAL)
 
 
-@jit(parallel=True)
-def pairwise(A, B, C, out, prm):
+@jit
+def pairwise(A, B, C, out, prm, t0, t1):
     M, N = out.shape
     K = B.shape[0]
     L = prm[P_GROUP]
@@ -58,7 +58,7 @@ def pairwise(A, B, C, out, prm):
     flush_prod = wide and prm[P_FLUSH_PROD] != 0
     flush_part = wide and prm[P_FLUSH_PART] != 0
     n_tasks, n_rb = task_grid(M, N)
-    for t in prange(n_tasks):
+    for t in range(t0, min(t1, n_tasks)):
         n0, w, m0, m1 = task_bounds(t, n_rb, M, N)
         acc = np.empty(LANES, np.float32)
         tree = np.empty((L, LANES), np.float32)

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import jit, prange
+from ..jit import jit
 from ..units import UnitParams
 from ._scalar import RD, RZ, exp_pow64, inv_pow2, pow2, round_to_fp32_bf
 from ._tiles import LANES, ROWS, a_of, lane
@@ -214,8 +214,8 @@ def _grouped_group(ops, work, TS, acc, m, n0, w, g0, g1, blk, G, zpow, two_f, tw
         acc[j] = _round(tot[j] * (emax[j] * two_mf), mode, fb)
 
 
-@jit(parallel=True)
-def scaled_dot(AV, AP, BV, BP, SAV, SAP, SBV, SBP, C, out, prm):
+@jit
+def scaled_dot(AV, AP, BV, BP, SAV, SAP, SBV, SBP, C, out, prm, t0, t1):
     """out (M, N) = the unit's d for A (AV values, AP powers, float32; SAV / SAP its scales'
     values and powers, float64), B (BV, BP; SBV, SBP) and the accumulator C (float32, (M, N));
     A's arrays are (M, K) (GEMM layout) or (1, K, N) (one A vector per output, M = 1); module
@@ -235,7 +235,7 @@ def scaled_dot(AV, AP, BV, BP, SAV, SAP, SBV, SBP, C, out, prm):
     ops = (AV, AP, BV, BP, SAV, SAP, SBV, SBP)
     n_cb = (N + LANES - 1) // LANES
     n_rb = (M + ROWS - 1) // ROWS
-    for t in prange(n_rb * n_cb):
+    for t in range(t0, min(t1, n_rb * n_cb)):
         _scaled_dot_task(ops, C, out, np.int64(t), n_cb, K, L, align, mode, zpow, fb, blk, G, grouped, two_f, two_mf)
 
 

@@ -58,7 +58,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from ..jit import jit, prange
+from ..jit import jit
 from ._scalar import (
     EXP64_MASK,
     EXP_CLAMP,
@@ -366,10 +366,10 @@ def _finish32(total, emax, acc, w, two_mf, mode, align, mask, fb, wide):
         acc[j] = np.float64(_round_out(total[j] * (emax[j] * two_mf), mode, align, mask, fb, wide)) + 0.0
 
 
-@jit(parallel=True)
-def truncated_fused(A, B, C, out, prm):
+@jit
+def truncated_fused(A, B, C, out, prm, t0, t1):
     n_tasks, n_rb = task_grid(out.shape[0], out.shape[1])
-    for t in prange(n_tasks):
+    for t in range(t0, min(t1, n_tasks)):
         _truncated_fused_task(A, B, C, out, prm, np.int64(t), n_rb)
 
 
@@ -525,10 +525,10 @@ def _merge_halves(w, e_even, t_even, e_odd, t_odd, edot, sdot):
         edot[j] = e_even[j] if e_even[j] > e_odd[j] else e_odd[j]
 
 
-@jit(parallel=True)
-def two_stage(A, B, C, out, prm):
+@jit
+def two_stage(A, B, C, out, prm, t0, t1):
     n_tasks, n_rb = task_grid(out.shape[0], out.shape[1])
-    for t in prange(n_tasks):
+    for t in range(t0, min(t1, n_tasks)):
         _two_stage_task(A, B, C, out, prm, np.int64(t), n_rb)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from emu.dot import run_kernel
 from emu.formats import get_format
 from emu.gemm import chain_params, combine, operand_in_order, split_results
-from emu.jit import jit, prange
+from emu.jit import jit, run_tasks
 from emu.operands import decode_flush, operand
 from emu.schedule import Chain, Schedule
 from emu.simt import FMA32_PARAMS, fma32_scalar
@@ -335,13 +335,22 @@ def output_positions(cap: Capture, outputs) -> tuple[np.ndarray, np.ndarray, np.
 FP32 = "fp32 fma"
 
 
-@jit(parallel=True)
 def _fp32_chains(a, b, c, out):
     """out[j] = the chain acc ← RN32(a[k, j]·b[k, j] + acc), k = 0 … L−1, from acc = c[j]: one
     fp32 FMA chain per column (``emu.simt.fma32_scalar``, the IEEE binary32 fusedMultiplyAdd);
-    parallel over columns."""
+    parallel over blocks of columns."""
+    run_tasks(lambda t0, t1: _fp32_chains_tasks(a, b, c, out, t0, t1), -(-a.shape[1] // _CHAIN_COLS))
+
+
+#: columns per task of :func:`_fp32_chains`
+_CHAIN_COLS = 1024
+
+
+@jit
+def _fp32_chains_tasks(a, b, c, out, t0, t1):
+    """Tasks ``t0`` … ``t1`` − 1 of :func:`_fp32_chains`."""
     L, cols = a.shape
-    for j in prange(cols):
+    for j in range(t0 * _CHAIN_COLS, min(t1 * _CHAIN_COLS, cols)):
         acc = c[j]
         for k in range(L):
             acc = fma32_scalar(a[k, j], b[k, j], acc)
