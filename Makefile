@@ -31,8 +31,12 @@ demo: $(STAMP)
 # once, by one worker. On CI's two cores two workers were busy 83 % of the time (the rest waiting on
 # subprocesses, Dask workers and signals); a third fills it: 13 min 13 s against 14 min 34 s from a
 # fresh clone (BENCHMARKS.md, "Session 19: compiling"). TEST_JOBS=0 runs in one process.
+# `fp16emu warm` first: the kernels every command uses, compiled once in two processes, so the
+# test processes and the commands they start load them instead of compiling the same kernels at
+# the same time (seconds when the cache has them; the tests of a cold cache use caches of their own)
 TEST_JOBS ?= 3
 test: $(STAMP) lint
+	$(BIN)/python -m validation.warm
 	$(BIN)/python -m pytest -q -m "not oracle" -n $(TEST_JOBS) --dist loadfile
 
 # The inner loop: the tests that need no long numba compile and no emulated convolution sweep
