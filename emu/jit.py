@@ -398,7 +398,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool)
 
 
-def run_tasks(call, n_tasks: int) -> None:
+def run_tasks(call, n_tasks: int, parallel: bool = True) -> None:
     """Run ``call(t0, t1)`` over ``[0, n_tasks)`` cut into contiguous ranges, one per thread of
     ``numba.get_num_threads()`` (the calling thread runs the first): how the kernels run in
     parallel. Each ``call`` is a compiled serial function over its tasks (``nogil``, so the
@@ -406,8 +406,9 @@ def run_tasks(call, n_tasks: int) -> None:
     same for any thread count. A ``prange`` loop would do the same, but numba compiles a parallel
     copy of the loop for it (seconds per kernel and argument types, a third of a cold first
     call); here one serial compile serves the parallel and the serial uses. An exception in any
-    range is raised here, after every range has ended."""
-    n = min(numba.get_num_threads(), n_tasks)
+    range is raised here, after every range has ended. ``parallel=False`` runs ``call(0, n_tasks)``
+    on the calling thread (a launch too small to gain from threads)."""
+    n = min(numba.get_num_threads(), n_tasks) if parallel else 1
     if n <= 1:
         if n_tasks > 0:
             call(0, n_tasks)

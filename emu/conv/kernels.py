@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..formats import FP16_TO_FP32, FP16_TO_FP32_FTZ
-from ..jit import ALL_TASKS, jit, run_tasks
+from ..jit import jit, run_tasks
 
 __all__ = ["gather", "scatter", "taken_decoded", "has_flushable"]
 
@@ -58,39 +58,11 @@ def _gather_tasks(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, strid
         _gather_tile(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out, t)
 
 
-def _gather_parallel(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out):
-    n_tasks = r_off.shape[0] * -(-c_off.shape[0] // _BLOCK)
-    run_tasks(
-        lambda t0, t1: _gather_tasks(
-            src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out, t0, t1
-        ),
-        n_tasks,
-    )
-
-
-def _gather_serial(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out):
-    _gather_tasks(src, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, out, 0, ALL_TASKS)
-
-
 @jit
 def _scatter_tasks(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, t0, t1):
     n_blocks = (c_off.shape[0] + _BLOCK - 1) // _BLOCK
     for t in range(t0, min(t1, r_off.shape[0] * n_blocks)):
         _scatter_tile(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, t)
-
-
-def _scatter_parallel(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w):
-    n_tasks = r_off.shape[0] * -(-c_off.shape[0] // _BLOCK)
-    run_tasks(
-        lambda t0, t1: _scatter_tasks(
-            dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, t0, t1
-        ),
-        n_tasks,
-    )
-
-
-def _scatter_serial(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w):
-    _scatter_tasks(dst, values, r_off, r_h, r_w, c_off, c_h, c_w, bound_h, bound_w, stride_h, stride_w, 0, ALL_TASKS)
 
 
 @jit
@@ -157,6 +129,12 @@ def taken_decoded(src: np.ndarray, rows: np.ndarray, cols: np.ndarray, flush: bo
     return out
 
 
+def _n_tiles(r, c) -> int:
+    """The tiles of :func:`_gather_tasks` and :func:`_scatter_tasks`: every row by blocks of
+    ``_BLOCK`` columns (``r``, ``c``: the rows' and columns' offset arrays first)."""
+    return r[0].size * -(-c[0].size // _BLOCK)
+
+
 def gather(src: np.ndarray, m, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
     """Rows and columns [start, stop) of the matrix an :class:`~emu.conv.indexing.IndexMap` ``m``
     lays over the flat patterns ``src`` (uint16 for fp16 and bf16, uint32 for fp32): of
@@ -164,8 +142,8 @@ def gather(src: np.ndarray, m, rows: tuple[int, int], cols: tuple[int, int]) -> 
     r, c = m.rows.at(*rows), m.cols.at(*cols)
     out = np.empty((r[0].size, c[0].size), dtype=src.dtype)
     if out.size:
-        kernel = _gather_parallel if out.size >= _PARALLEL_MIN else _gather_serial
-        kernel(src, *r, *c, m.bound_h, m.bound_w, m.stride_h, m.stride_w, out)
+        args = (src, *r, *c, m.bound_h, m.bound_w, m.stride_h, m.stride_w, out)
+        run_tasks(lambda t0, t1: _gather_tasks(*args, t0, t1), _n_tiles(r, c), out.size >= _PARALLEL_MIN)
     return out
 
 
@@ -174,5 +152,5 @@ def scatter(dst: np.ndarray, values: np.ndarray, m, cols: tuple[int, int]) -> No
     elements that fall on padding are dropped."""
     r, c = m.rows.at(0, m.rows.length), m.cols.at(*cols)
     if values.size:
-        kernel = _scatter_parallel if values.size >= _PARALLEL_MIN else _scatter_serial
-        kernel(dst, values, *r, *c, m.bound_h, m.bound_w, m.stride_h, m.stride_w)
+        args = (dst, values, *r, *c, m.bound_h, m.bound_w, m.stride_h, m.stride_w)
+        run_tasks(lambda t0, t1: _scatter_tasks(*args, t0, t1), _n_tiles(r, c), values.size >= _PARALLEL_MIN)
