@@ -32,9 +32,7 @@ from pathlib import Path
 
 import numba
 
-__all__ = ["jit", "prange", "specialise", "run_tasks", "ALL_TASKS", "CACHE", "default_cache_dir"]
-
-prange = numba.prange
+__all__ = ["jit", "specialise", "run_tasks", "ALL_TASKS", "CACHE", "default_cache_dir"]
 
 
 def _writable(path) -> bool:
@@ -349,25 +347,26 @@ def _checked_reads(files, folder: Path) -> None:
 CACHE = _choose_cache()
 
 
-def jit(*args, parallel: bool = False, inline: str = "never"):
-    """``numba.njit`` with the project's fixed options; usable bare or with ``parallel=True``."""
-    options = dict(cache=CACHE, fastmath=False, error_model="numpy", parallel=parallel, inline=inline, nogil=True)
+def jit(*args):
+    """``numba.njit`` with the project's fixed options; usable bare or called. Never parallel:
+    kernels run in parallel through :func:`run_tasks`."""
+    options = dict(cache=CACHE, fastmath=False, error_model="numpy", nogil=True)
     if args and callable(args[0]):
         return numba.njit(**options)(args[0])
     return numba.njit(**options)
 
 
-def specialise(func, name: str, *, parallel: bool = False, **names):
+def specialise(func, name: str, **names):
     """A separately compiled (and separately cached) copy of the plain Python function ``func``
     under the new name ``name``, with the global ``names`` bound as given: how one source gets a
-    serial twin of a parallel kernel, or a driver per kernel it calls. Each copy has its own
-    qualified name, so numba's cache never mixes the copies up."""
+    driver task per family kernel it calls. Each copy has its own qualified name, so numba's cache
+    never mixes the copies up."""
     import types
 
     copy = types.FunctionType(func.__code__, {**func.__globals__, **names}, name, func.__defaults__)
     copy.__qualname__ = name
     copy.__doc__ = func.__doc__
-    return jit(copy, parallel=parallel)
+    return jit(copy)
 
 
 #: the end of "every task" for a kernel taking a task range (t0, t1): it runs tasks t0 … min(t1,
