@@ -563,11 +563,15 @@ def splitk_merges(kernels) -> tuple[str, ...]:
     return ("fp32", "partials", "serial")
 
 
-def cutlass_splitk_grain(K: int) -> int:
-    """The k grain at which cuBLAS's CUTLASS split-K cuts K: 64 where 64 divides K, else 8 (the
-    128-bit access of 16-bit operands): CUTLASS ``include/cutlass/gemm/kernel/params_universal_base.h``
-    (``kAlignK``), measured by facebookexperimental/triton bitequiv (``plan.py``, ``splitk_grains``)."""
-    return 64 if K % 64 == 0 else 8
+def cutlass_splitk_grain(K: int, operand_bits: int = 16) -> int:
+    """The k grain at which cuBLAS's CUTLASS split-K cuts K: 64 where 64 divides K, else the
+    elements of one 128-bit access, 8 of 16-bit operands and 4 of 32-bit ones (TF32 kernels read
+    fp32 values): CUTLASS ``include/cutlass/gemm/kernel/params_universal_base.h`` (``kAlignK``),
+    measured for 16-bit operands by facebookexperimental/triton bitequiv (``plan.py``,
+    ``splitk_grains``); the 4 of TF32 on NVIDIA H200 captures (cuBLAS's
+    ``cutlass_80_tensorop_s1688gemm_*`` with ``splitKreduce``: 19 of 19 mm and linear captures of a
+    random-shape sweep, K = 15 … 250, none reproduced with 8)."""
+    return 64 if K % 64 == 0 else 128 // operand_bits
 
 
 def unit_from_gpu(gpu: str) -> str | None:

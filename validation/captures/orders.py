@@ -5,8 +5,8 @@ public peer documented and the AMD libraries' orders read from their source.
 (``cublas_match/plan.py``, ``kernels.py``, ``arch/sm90_lt13_1.py`` at commit
 db4666f22c1f8b206584c3f06e3b4a0ff035989e), a Triton GEMM made to match cuBLAS bit for bit:
 
-* CUTLASS split-K for unaligned shapes: K cut at a grain of 64 where 64 divides K, else 8
-  (:func:`models.libraries.cutlass_splitk_grain`), ⌈tiles/splits⌉ tiles per split, the K remainder
+* CUTLASS split-K for unaligned shapes: K cut at a grain of 64 where 64 divides K, else 8 (4
+  for TF32, whose kernels read fp32 values; :func:`models.libraries.cutlass_splitk_grain`), ⌈tiles/splits⌉ tiles per split, the K remainder
   in the last split, each split's k residue (modulo the threadblock K) first, 8 or 16 products per
   mma; the partials merged in an fp32 workspace, as output-format partials, or serially with the
   running sum in the output format (:func:`models.libraries.splitk_merges` reads which from the
@@ -123,7 +123,7 @@ def cutlass_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
         return []
     _, _, K = gemm_dims(cap, Variant())
     names = [str(k) for k in cap.kernels]
-    grain = cutlass_splitk_grain(K)
+    grain = cutlass_splitk_grain(K, 32 if cap.input == "tf32" else 16)
     hinted = k_tile_from_name(names)
     # the threadblock K of the name; a CUTLASS name without one ran STAGES_ID 0, block_k 32
     # (bitequiv arch/sm90_lt13_1.py stages_recipe); unnamed, the common 32 and 64

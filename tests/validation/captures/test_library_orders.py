@@ -3,13 +3,16 @@ documented (facebookexperimental/triton bitequiv) and the AMD libraries' orders 
 Synthetic captures emulated with each schedule are identified as that schedule, bit for bit; an
 AMD capture's space holds the AMD families, an NVIDIA one's does not."""
 
+import tarfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import models
 from emu.schedule import Schedule
 from models.libraries import cutlass_splitk_grain, from_source, splitk_merges
-from validation.captures import Capture
+from validation.captures import Capture, load_capture, search_capture
 from validation.captures.gemms import Candidate, Variant, bits, run_candidate, serial_merge
 from validation.captures.orders import gsu_bounds
 from validation.captures.search import search
@@ -52,6 +55,24 @@ def test_the_merge_is_read_from_the_kernel_names():
     assert splitk_merges([cutlass]) == ("serial",)
     assert set(splitk_merges([])) == {"fp32", "partials", "serial"}
     assert (cutlass_splitk_grain(2013), cutlass_splitk_grain(4096)) == (8, 64)
+    assert (cutlass_splitk_grain(56, 32), cutlass_splitk_grain(4096, 32)) == (4, 64)  # TF32: fp32 reads
+
+
+SWEEP = Path(__file__).resolve().parents[2] / "data" / "captures" / "sweep_h200_s16.tar.gz"
+
+
+@pytest.mark.parametrize("name", ["s0031_mm_1620x56x4_tf32", "s0469_mm_150x541x28_tf32", "s0742_mm_457x3129x16_tf32"])
+def test_tf32_cutlass_split_k_cuts_k_at_the_grain_of_fp32_reads(name, tmp_path):
+    """cuBLAS's TF32 ``cutlass_80_tensorop_s1688gemm_*_align{1,4}`` with ``splitKreduce`` (NVIDIA
+    H200, a random-shape sweep): identical only with K cut at 4, the fp32 elements of a 128-bit
+    read (they were answered as bug suspects, "tile scaled", with the 16-bit operands' 8)."""
+    if not SWEEP.exists():
+        pytest.skip(f"{SWEEP.name} is absent")
+    with tarfile.open(SWEEP) as tar:
+        tar.extract(f"sweep_small/{name}.npz", tmp_path, filter="data")
+    result = search_capture(load_capture(tmp_path / "sweep_small" / f"{name}.npz"))
+    assert result.answer == "identical", result.answer
+    assert any(c.family == "cublas-cutlass-splitk" and c.schedule.k_tile == 4 for c in result.reproducing)
 
 
 def test_a_serial_split_k_capture_is_found_with_its_merge():
