@@ -569,8 +569,8 @@ def cutlass_splitk_grain(K: int, operand_bits: int = 16) -> int:
     fp32 values): CUTLASS ``include/cutlass/gemm/kernel/params_universal_base.h`` (``kAlignK``),
     measured for 16-bit operands by facebookexperimental/triton bitequiv (``plan.py``,
     ``splitk_grains``); the 4 of TF32 on NVIDIA H200 captures (cuBLAS's
-    ``cutlass_80_tensorop_s1688gemm_*`` with ``splitKreduce``: 19 of 19 mm and linear captures of a
-    random-shape sweep, K = 15 … 250, none reproduced with 8)."""
+    ``cutlass_80_tensorop_s1688gemm_*`` with ``splitKreduce``: 18 of 18 mm and linear captures of a
+    random-shape sweep, K = 2 … 250, none reproduced with 8)."""
     return 64 if K % 64 == 0 else 128 // operand_bits
 
 
