@@ -181,19 +181,26 @@ def _distance_to(x, v):
     return d
 
 
+#: elements per task of the ensemble kernels (:func:`_member_sums`, :func:`_envelope`), each
+#: block copied into contiguous scratch once
+_ELEMENT_BLOCK = 1024
+
+
 def _member_sums(parts, keys, seed, index, out):
     """out[i] = the fp32 sum of parts[:, i] added one by one onto +0 in the order of member
     ``index`` for key keys[i]. Each block of elements is first copied element by element into
     contiguous scratch (the columns of ``parts`` are strided; the sums are the same). Parallel
     over elements only."""
-    run_tasks(lambda t0, t1: _member_sums_tasks(parts, keys, seed, index, out, t0, t1), -(-parts.shape[1] // 1024))
+    run_tasks(
+        lambda t0, t1: _member_sums_tasks(parts, keys, seed, index, out, t0, t1), -(-parts.shape[1] // _ELEMENT_BLOCK)
+    )
 
 
 @jit
 def _member_sums_tasks(parts, keys, seed, index, out, t0, t1):
     """Tasks ``t0`` … ``t1`` − 1 of :func:`_member_sums`."""
     s, size = parts.shape
-    block = 1024
+    block = _ELEMENT_BLOCK
     for b in range(t0, min(t1, (size + block - 1) // block)):
         perm = np.empty(s, np.int64)
         lo = b * block
@@ -230,7 +237,7 @@ def _envelope(parts, keys, seed, count, v16, near, far, kept):
     Parallel over elements only."""
     run_tasks(
         lambda t0, t1: _envelope_tasks(parts, keys, seed, count, v16, near, far, kept, t0, t1),
-        -(-parts.shape[1] // 1024),
+        -(-parts.shape[1] // _ELEMENT_BLOCK),
     )
 
 
@@ -241,7 +248,7 @@ def _envelope_tasks(parts, keys, seed, count, v16, near, far, kept, t0, t1):
     nv = v16.shape[0]
     n_keep = kept.shape[0]
     lanes = count - count % _LANES
-    block = 1024
+    block = _ELEMENT_BLOCK
     for b in range(t0, min(t1, (size + block - 1) // block)):
         perm = np.empty(s, np.int64)
         perm4 = np.empty((_LANES, s), np.int32)

@@ -3,9 +3,7 @@
 one after another (see ``_tiles`` for the layouts and tasks). :data:`KERNELS` runs every task,
 in parallel; :data:`SERIAL` runs them on the calling thread. Both call the same compiled code."""
 
-import numpy as np
-
-from ..jit import ALL_TASKS, run_tasks
+from ..jit import run_tasks
 from ..units import Family
 from ._tiles import LANES, task_count
 from .fma import fma32
@@ -25,29 +23,21 @@ TASKS = {
 }
 
 
-def _parallel(kernel):
+def _launch(kernel, parallel: bool, name: str):
     def run(A, B, C, out, prm):
-        run_tasks(lambda t0, t1: kernel(A, B, C, out, prm, np.int64(t0), np.int64(t1)), task_count(*out.shape))
+        run_tasks(lambda t0, t1: kernel(A, B, C, out, prm, t0, t1), task_count(*out.shape), parallel)
 
-    run.__name__ = run.__qualname__ = kernel.__name__
-    run.__doc__ = f"Every task of ``{kernel.__name__}`` on ``numba.get_num_threads()`` threads."
-    return run
-
-
-def _serial(kernel):
-    def run(A, B, C, out, prm):
-        kernel(A, B, C, out, prm, np.int64(0), np.int64(ALL_TASKS))
-
-    run.__name__ = run.__qualname__ = f"{kernel.__name__}_serial"
-    run.__doc__ = f"Every task of ``{kernel.__name__}`` on the calling thread."
+    run.__name__ = run.__qualname__ = name
+    where = "``numba.get_num_threads()`` threads" if parallel else "the calling thread"
+    run.__doc__ = f"Every task of ``{kernel.__name__}`` on {where}."
     return run
 
 
 #: each family's kernel over every task of ``out``, in parallel: ``KERNELS[family](A, B, C, out, prm)``
-KERNELS = {family: _parallel(k) for family, k in TASKS.items()}
+KERNELS = {family: _launch(k, True, k.__name__) for family, k in TASKS.items()}
 
 #: the same on the calling thread (small batched launches, :func:`emu.dot.run_kernel`), the same
 #: compiled code: a launch of a few tasks gains nothing from threads
-SERIAL = {family: _serial(k) for family, k in TASKS.items()}
+SERIAL = {family: _launch(k, False, f"{k.__name__}_serial") for family, k in TASKS.items()}
 
 __all__ = ["KERNELS", "SERIAL", "TASKS", "LANES", "task_count"]
