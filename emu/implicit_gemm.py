@@ -21,8 +21,9 @@ bit patterns of the same width (uint16, uint32) with the output index of each GE
 any unit and schedule runs them. ``rows`` / ``columns`` select a subset of a group's GEMM
 outputs (for searches on a sample). :func:`conv_gemm` runs a whole pass through a unit: fp16 and
 bf16 operands through units of their format; fp32 operands through the fp32 FMA unit (fp32
-without TF32: :func:`emu.simt.fma_gemm`) or a tf32 unit, the operands first rounded to tf32 to
-nearest even as GEMMs do (:func:`emu.operands.round_to_tf32`). Layout transposes (the
+without TF32: :func:`emu.simt.fma_gemm`) or a tf32 unit, the operands first rounded to tf32 as
+the kernel does (:func:`emu.operands.tf32_operands`: ties to even by default, as GEMMs and sm90
+kernels do; ties away for code built for sm_80). Layout transposes (the
 ``nchwToNhwcKernel`` / ``nhwcToNchwKernel`` around an NHWC kernel) move values without changing
 them and are not modelled: an NHWC kernel is its gemmK order (``"rsc"``).
 
@@ -41,7 +42,7 @@ import numpy as np
 
 from .dot import unit_params
 from .gemm import GemmOrder, gemm
-from .operands import input_name, round_to_tf32
+from .operands import TF32_ROUNDINGS, input_name, tf32_operands
 from .schedule import Schedule
 from .simt import fma_gemm, is_fp32_fma
 from .units import InputFormat
@@ -123,11 +124,6 @@ class ConvShape:
             "bwd_data": (self.Cg, self.N * self.H * self.W, self.Kg * self.R * self.S),
             "bwd_weight": (self.Kg, self.Cg * self.R * self.S, self.N * self.P * self.Q),
         }[pass_]
-
-
-#: How a kernel makes tf32 operands of fp32 tensors (:func:`conv_gemm`): ``"rne"`` to nearest,
-#: ties to even (:func:`emu.operands.round_to_tf32`), or ``""``: the unit drops the 13 low bits
-TF32_ROUNDINGS = ("rne", "")
 
 
 def patterns(x, name: str) -> np.ndarray:
@@ -324,9 +320,9 @@ def piece_gemm(A, B, unit, order: GemmOrder | Schedule | None = None, C=None, *,
     uint16 patterns are of the unit's input format (fp16 or bf16): :func:`emu.gemm.gemm`.
     uint32 patterns are fp32 tensors: the fp32 FMA unit (:func:`emu.simt.is_fp32_fma`) multiplies
     them whole (:func:`emu.simt.fma_gemm`, a SIMT kernel: fp32 without TF32); a tf32 unit gets
-    them rounded to tf32 as ``tf32_rounding`` says (:data:`TF32_ROUNDINGS`; ``"rne"`` first, as
-    CUTLASS's ``NumericConverter<tfloat32_t, float>`` and cuBLAS's tf32 GEMMs do), then drops
-    what is left of the 13 low bits. ValueError for any other unit on fp32 patterns."""
+    them rounded to tf32 as ``tf32_rounding`` says (:data:`emu.operands.TF32_ROUNDINGS`: ``"rne"``
+    as CUTLASS's ``NumericConverter<tfloat32_t, float>`` and cuBLAS's tf32 GEMMs do, ``"rna"`` as
+    cuDNN's sm80 tf32 convolutions do), then drops what is left of the 13 low bits. ValueError for any other unit on fp32 patterns."""
     A, B = patterns(A, "A"), patterns(B, "B")
     if A.dtype == np.uint32 or B.dtype == np.uint32:
         if is_fp32_fma(unit):
@@ -337,10 +333,7 @@ def piece_gemm(A, B, unit, order: GemmOrder | Schedule | None = None, C=None, *,
                 f"unit: multiplies {input_name(params.input_format)}; fp32 operands take the fp32 FMA unit "
                 "(fp32 without TF32) or a tf32 unit (input='tf32')"
             )
-        if tf32_rounding not in TF32_ROUNDINGS:
-            raise ValueError(f"tf32_rounding: {tf32_rounding!r} is not one of {TF32_ROUNDINGS}")
-        if tf32_rounding == "rne":
-            A, B = round_to_tf32(A), round_to_tf32(B)
+        A, B = tf32_operands(A, tf32_rounding), tf32_operands(B, tf32_rounding)
     return gemm(A, B, C, unit, order)
 
 

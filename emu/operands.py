@@ -36,6 +36,8 @@ __all__ = [
     "operand",
     "multiplied_values",
     "round_to_tf32",
+    "tf32_operands",
+    "TF32_ROUNDINGS",
     "value_dtype",
     "pattern_dtype",
     "PATTERN_BITS",
@@ -73,24 +75,50 @@ PATTERN_BITS = {InputFormat.E2M1: 4, InputFormat.E2M3: 6, InputFormat.E3M2: 6}
 TF32_DROPPED = np.uint32((1 << 13) - 1)
 
 
-def round_to_tf32(x) -> np.ndarray:
+#: How a kernel makes tf32 operands of fp32 values before its tf32 unit (:func:`tf32_operands`):
+#: ``"rne"`` to nearest, ties to even (CUTLASS's ``NumericConverter<tfloat32_t, float>``, cuBLAS's
+#: tf32 GEMMs, code built for sm_90: PTX ``cvt.rn.tf32.f32``); ``"rna"`` to nearest, ties away from
+#: zero (PTX ``cvt.rna.tf32.f32``, the only rounding conversion to tf32 that code built for sm_80
+#: has: cuDNN's sm80 tf32 convolution kernels); ``""``: the fp32 bits reach the unit, which drops
+#: the 13 low ones.
+TF32_ROUNDINGS = ("rne", "rna", "")
+
+
+def round_to_tf32(x, ties: str = "even") -> np.ndarray:
     """fp32 values (float32, or uint32 patterns) rounded to tf32's 10 fraction bits to nearest,
-    ties to even, as float32 (uint32 for patterns); infinities and NaNs kept, a value rounding
-    past the largest tf32 becomes infinite.
+    ties to even (``ties="even"``) or away from zero (``"away"``), as float32 (uint32 for
+    patterns); infinities and NaNs kept, a value rounding past the largest tf32 becomes infinite.
 
     A tf32 unit drops the 13 low bits of what reaches it (:func:`operand`); a library kernel
-    that converts its fp32 operands first rounds them this way (CUTLASS's tf32 GEMMs, the
-    ``cutlass_80_tensorop_s1688gemm`` kernels cuBLAS runs with ``allow_tf32``: H200 captures,
-    docs/library.md), so ``operand(round_to_tf32(x), …)`` is what their matrix units multiply."""
+    that converts its fp32 operands first rounds them this way, so ``operand(round_to_tf32(x),
+    …)`` is what its matrix unit multiplies. Ties to even: CUTLASS's tf32 GEMMs (the
+    ``cutlass_80_tensorop_s1688gemm`` kernels cuBLAS runs with ``allow_tf32``) and the sm90
+    kernels (PTX ``cvt.rn.tf32.f32``, sm_90 and later); ties away: PTX ``cvt.rna.tf32.f32``
+    (sm_80), what cuDNN's sm80 tf32 convolution kernels do (NVIDIA H200 captures; the PTX ISA,
+    "cvt"; LLVM's ``BuiltinsNVPTX.td``: ``__nvvm_f2tf32_rna`` SM_80, ``__nvvm_f2tf32_rn`` SM_90)."""
     a = np.asarray(x)
     if a.dtype not in (np.float32, np.uint32):
         raise TypeError(f"x: expected float32 values or uint32 patterns, got dtype {a.dtype}")
+    if ties not in ("even", "away"):
+        raise ValueError(f"ties: {ties!r} is not one of even, away")
     b = a.view(np.uint32)
-    lsb = (b >> np.uint32(13)) & np.uint32(1)
+    # half of the dropped part's ulp, less one where a tie goes down (ties to even, kept bit 0)
+    half = np.uint32(0x1000) if ties == "away" else np.uint32(0xFFF) + ((b >> np.uint32(13)) & np.uint32(1))
     with np.errstate(over="ignore"):
-        r = (b + np.uint32(0xFFF) + lsb) & ~TF32_DROPPED
+        r = (b + half) & ~TF32_DROPPED
     out = np.where((b & np.uint32(0x7F800000)) == np.uint32(0x7F800000), b, r).astype(np.uint32)
     return out if a.dtype == np.uint32 else out.view(np.float32)
+
+
+def tf32_operands(x, rounding: str) -> np.ndarray:
+    """fp32 values or uint32 patterns as a kernel hands them to its tf32 unit, ``rounding`` one of
+    :data:`TF32_ROUNDINGS` (``"rne"``, ``"rna"``: :func:`round_to_tf32` with ties to even or
+    away; ``""``: unchanged, the unit drops the low bits). ValueError for any other rounding."""
+    if rounding not in TF32_ROUNDINGS:
+        raise ValueError(f"tf32_rounding: {rounding!r} is not one of {', '.join(map(repr, TF32_ROUNDINGS))}")
+    if not rounding:
+        return np.asarray(x)
+    return round_to_tf32(x, "even" if rounding == "rne" else "away")
 
 
 #: Every name :func:`input_format` accepts (lower case) and the format it stands for.

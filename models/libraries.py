@@ -21,6 +21,8 @@ __all__ = [
     "LIBRARY_SCHEDULES",
     "AMD_UNITS",
     "channel_tile_from_name",
+    "tf32_roundings",
+    "TF32_TIES_AWAY",
     "cutlass_splitk_grain",
     "from_source",
     "is_amd",
@@ -383,8 +385,12 @@ NOT_MODELLED = (
 #: nothing reproduces the answer is "not modelled"): (pattern, family)
 UNRESOLVED = (
     (r"dgrad2d_alg1_1<", "dgrad2d_alg1_1"),
+    # reproduced with ties away and the k-tile rule (142 of 147 H200 tf32 convolutions), but not
+    # every shape yet (a 182-channel fprop with one output channel); the weight gradients not yet
     (r"sm80_xmma_(fprop|dgrad)_implicit_gemm_tf32f32", "sm80 xmma TF32 implicit-GEMM convolution"),
     (r"s1688(fprop|dgrad)_optimized_tf32", "CUTLASS s1688 TF32 convolution"),
+    (r"sm80_xmma_wgrad_implicit_gemm\w*tf32f32", "sm80 xmma TF32 implicit-GEMM weight gradient"),
+    (r"sm90_xmma_wgrad\w*segment_k_on", "sm90 xmma weight gradient with segment-K"),
     (r"\bdot_kernel<", "cuBLAS dot_kernel + reduce_1Block_kernel"),
 )
 
@@ -492,6 +498,25 @@ def k_tile_from_name(kernels) -> int | None:
         if m:
             return int(m.group(3))
     return None
+
+
+#: kernels built for sm_80 that make tf32 operands with PTX ``cvt.rna.tf32.f32`` (to nearest, ties
+#: away from zero; sm_80 code has no other rounding conversion to tf32, ``cvt.rn.tf32.f32`` needs
+#: sm_90): cuDNN's sm80 tensor-core convolutions, xmma and CUTLASS ``s1688`` alike. Measured on NVIDIA
+#: H200 captures (cuDNN 9.19): 24 of 24 sm80 tf32 fprop and dgrad captures whose operands hold
+#: ties reproduce with ties away, none with ties to even (docs/silicon/h200-convolutions.md)
+TF32_TIES_AWAY = r"sm80_xmma_\w*tf32|cutlass_tensorop_s1688(fprop|dgrad|wgrad)\w*tf32"
+
+
+def tf32_roundings(kernels) -> tuple[str, ...]:
+    """The ways a capture's tf32 kernel may round its fp32 operands to tf32
+    (:data:`emu.operands.TF32_ROUNDINGS`), the one its kernel names say first: ``"rna"`` for the
+    sm80 kernels of :data:`TF32_TIES_AWAY`, else ``"rne"`` (CUTLASS's ``NumericConverter``, cuBLAS's
+    tf32 GEMMs, sm90 code); then the other; then ``""`` (the raw bits, the unit dropping the low
+    ones)."""
+    if any(re.search(TF32_TIES_AWAY, str(k)) for k in kernels):
+        return ("rna", "rne", "")
+    return ("rne", "rna", "")
 
 
 def channel_tile_from_name(kernels) -> tuple[int, bool] | None:

@@ -31,7 +31,7 @@ from ..atomics import SplitPartials
 from ..dot import unit_params
 from ..gemm import as_schedule, gemm_decoded, operand_in_order
 from ..gemm import gemm as _unit_gemm
-from ..operands import input_name, operand, round_to_tf32
+from ..operands import TF32_ROUNDINGS, input_name, operand, tf32_operands
 from ..simt import fma_gemm, fma_gemm_in_order, is_fp32_fma
 from ..units import InputFormat
 from .geometry import ConvProblem, SubGemm
@@ -54,11 +54,6 @@ __all__ = [
 #: decoded A operands kept across a group's gemmN chunks (one per gemmK order and flush setting)
 #: while they take no more than this; beyond it A is decoded again for each chunk
 DECODED_A_BYTES = 256 * 2**20
-#: How a kernel makes tf32 operands of fp32 tensors before its tf32 unit
-#: (:attr:`ConvArithmetic.tf32_rounding`): ``"rne"`` rounds them to nearest, ties to even
-#: (:func:`emu.operands.round_to_tf32`; CUTLASS's ``NumericConverter<tfloat32_t, float>``, what
-#: cuBLAS's tf32 GEMMs do), ``""`` hands the fp32 bits to the unit, which drops the 13 low ones.
-TF32_ROUNDINGS = ("rne", "")
 #: Bytes of B (fp16 gemmK × gemmN) gathered at once by the in-bounds pass: wider than the usual
 #: chunks, so each filter tap's A columns are gathered once and not once per chunk it spans.
 INBOUNDS_B_BYTES = 1 << 30
@@ -95,8 +90,8 @@ class ConvArithmetic(NamedTuple):
     The units multiply the tensors' format (fp16 or bf16 tensors: units of that input format).
     fp32 tensors take either the fp32 FMA unit (:func:`emu.simt.is_fp32_fma`: a SIMT kernel,
     each product a whole-fp32 FMA, :func:`emu.simt.fma_gemm`) or a tf32 unit, whose operands
-    the kernel first makes tf32 as ``tf32_rounding`` says (:data:`TF32_ROUNDINGS`; default
-    ``"rne"``, as GEMMs do). Layout transposes (NCHW ↔ NHWC kernels) move values, never
+    the kernel first makes tf32 as ``tf32_rounding`` says (:data:`emu.operands.TF32_ROUNDINGS`;
+    default ``"rne"``, as GEMMs do; ``"rna"`` for code built for sm_80). Layout transposes (NCHW ↔ NHWC kernels) move values, never
     change them, and are not modelled."""
 
     units: tuple
@@ -128,23 +123,24 @@ class Step:
 
 def _kind(unit, fmt: str, tf32_rounding: str = "rne") -> str:
     """How the unit takes the tensors' values: ``"fp16"`` (the fp16 decode), ``"wide"`` (the
-    unit's float64 values: bf16, or tf32 from raw fp32 bits), ``"tf32-rne"`` (fp32 rounded to
-    tf32 first, then the unit's values) or ``"fp32"`` (the fp32 FMA unit: float32 values whole)."""
+    unit's float64 values: bf16, or tf32 from raw fp32 bits), ``"tf32-rne"`` / ``"tf32-rna"``
+    (fp32 rounded to tf32 first, ties to even or away, then the unit's values) or ``"fp32"`` (the
+    fp32 FMA unit: float32 values whole)."""
     if fmt == "fp32":
         if is_fp32_fma(unit):
             return "fp32"
-        return "tf32-rne" if tf32_rounding == "rne" else "wide"
+        return f"tf32-{tf32_rounding}" if tf32_rounding else "wide"
     return "fp16" if fmt == "fp16" else "wide"
 
 
 def _unit_values(values: np.ndarray, kind: str, params, flush: bool) -> np.ndarray:
     """Gathered values (float16 / bfloat16 / float32, 2-D) as the unit multiplies them: float64
-    for ``"wide"`` and ``"tf32-rne"``, float32 for ``"fp32"`` (not for ``"fp16"``: its decode
+    for ``"wide"`` and the tf32 roundings, float32 for ``"fp32"`` (not for ``"fp16"``: its decode
     is fused with the reorder)."""
     if kind == "fp32":
         return np.asarray(values, np.float32)
-    if kind == "tf32-rne":
-        values = round_to_tf32(np.asarray(values, np.float32))
+    if kind.startswith("tf32-"):
+        values = tf32_operands(np.asarray(values, np.float32), kind[5:])
     return operand(values, "operand", params._replace(flush_inputs=int(flush)))
 
 
@@ -179,11 +175,11 @@ def _gemm_in_order(a_seq, b_seq, unit, order, kind: str) -> np.ndarray:
 
 def _gemm_values(a, b, unit, order, kind: str) -> np.ndarray:
     """The GEMM on gathered values of the tensors' format (:func:`emu.gemm.gemm`, after the
-    tf32 rounding for ``"tf32-rne"``; :func:`emu.simt.fma_gemm` for ``"fp32"``)."""
+    tf32 rounding of a ``"tf32-…"`` kind; :func:`emu.simt.fma_gemm` for ``"fp32"``)."""
     if kind == "fp32":
         return fma_gemm(a, b, None, order)
-    if kind == "tf32-rne":
-        a, b = round_to_tf32(a), round_to_tf32(b)
+    if kind.startswith("tf32-"):
+        a, b = tf32_operands(a, kind[5:]), tf32_operands(b, kind[5:])
     return _unit_gemm(a, b, None, unit, order)
 
 

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 import models
-from emu.operands import operand, round_to_tf32
+from emu.operands import TF32_ROUNDINGS, operand, round_to_tf32, tf32_operands
 
 
-def _rne_tf32(x: float) -> float:
-    """x (a finite fp32 value) to 11 significant bits, nearest, ties to even (Fractions)."""
+def _rne_tf32(x: float, ties: str = "even") -> float:
+    """x (a finite fp32 value) to 11 significant bits, nearest, ties to even or away from zero
+    (Fractions)."""
     if x == 0:
         return x
     f = Fraction(x)
@@ -23,6 +24,8 @@ def _rne_tf32(x: float) -> float:
     q = Fraction(2) ** (max(e, -126) - 10)
     n = f / q
     r = round(n)  # Python rounds ties to even
+    if ties == "away" and abs(n - int(n)) == Fraction(1, 2):
+        r = int(n) + (1 if n > 0 else -1)
     return float(r * q)
 
 
@@ -40,6 +43,38 @@ def test_round_to_tf32_is_nearest_even_on_ties_and_keeps_specials():
     assert round_to_tf32(x.view(np.uint32)).dtype == np.uint32
     with pytest.raises(TypeError, match="float32 values or uint32"):
         round_to_tf32(np.ones(2))
+
+
+def test_round_to_tf32_ties_away_rounds_every_tie_up_in_magnitude():
+    """PTX ``cvt.rna.tf32.f32`` (sm_80 code): nearest, a tie away from zero, against the Fraction
+    oracle; on ties with an even kept bit the two roundings part (a tie with an odd one agrees)."""
+    rng = np.random.default_rng(7)
+    patterns = rng.integers(0, 0x7F800000, 3000, dtype=np.uint64).astype(np.uint32)
+    ties = (rng.integers(0x00000000, 0x7F000000, 500, dtype=np.uint64).astype(np.uint32) & ~np.uint32(0x1FFF)) | 0x1000
+    x = np.concatenate([patterns, ties, ties | 0x80000000]).view(np.float32)  # subnormal ties among them
+    got = round_to_tf32(x, ties="away")
+    want = np.array([_rne_tf32(float(v), "away") for v in x], np.float64).astype(np.float32)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    even_kept = ties[(ties & 0x2000) == 0].view(np.float32)
+    assert np.all(np.abs(round_to_tf32(even_kept, ties="away")) > np.abs(round_to_tf32(even_kept)))
+    odd_kept = ties[(ties & 0x2000) != 0].view(np.float32)
+    assert np.array_equal(round_to_tf32(odd_kept, ties="away"), round_to_tf32(odd_kept))
+    top = np.array([np.finfo(np.float32).max, -np.finfo(np.float32).max, np.inf, np.nan], np.float32)
+    out = round_to_tf32(top, ties="away")
+    assert np.isposinf(out[0]) and np.isneginf(out[1]) and np.isposinf(out[2]) and np.isnan(out[3])
+    assert round_to_tf32(np.float32(-0.0), ties="away").view(np.uint32) == 0x80000000
+    with pytest.raises(ValueError, match="ties: 'odd' is not one of even, away"):
+        round_to_tf32(x, ties="odd")
+
+
+def test_tf32_operands_names_each_rounding():
+    x = np.array([1 + 2.0**-11, 1 + 3 * 2.0**-11, 1 + 2.0**-11 + 2.0**-20], np.float32)
+    assert TF32_ROUNDINGS == ("rne", "rna", "")
+    assert tf32_operands(x, "rne").tolist() == [1.0, 1 + 2.0**-9, 1 + 2.0**-10]
+    assert tf32_operands(x, "rna").tolist() == [1 + 2.0**-10, 1 + 2.0**-9, 1 + 2.0**-10]
+    assert np.array_equal(tf32_operands(x, ""), x)  # the raw bits: the unit drops the low ones
+    with pytest.raises(ValueError, match="tf32_rounding: 'rz' is not one of 'rne', 'rna', ''"):
+        tf32_operands(x, "rz")
 
 
 def test_operand_refuses_other_formats_by_name_and_reads_patterns():

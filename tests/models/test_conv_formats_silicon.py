@@ -205,3 +205,46 @@ def test_warp_halving_is_needed():
     pass_, shape, first, second, out, _, fmt = _case("t_conv2d_bwd_weight_n1c3k16h32r7s2p3_conti_f32")
     got = conv_gemm(pass_, shape, first, second, unit("fma32", input=fmt))
     assert _same_bits(got, out) > 0
+
+
+# (capture, kernel named in it, pass order, k tile T of the k-tile rule (0: plain order), splits of
+# T-wide k tiles): cuDNN's sm80 tf32 tensor-core convolutions on the H200, whose operands hold ties
+SM80_TF32 = [
+    ("s0351_conv2d_n1c44k48h23r5s2p2_conti_tf32", "sm80_xmma_fprop_implicit_gemm_tf32f32", "rsc", 64, 1),
+    ("s0292_conv2d_n4c58k5h14r5s1p0_conti_tf32", "sm80_xmma_fprop_implicit_gemm_tf32f32", "rsc", 64, 1),
+    ("s0644_conv2d_n1c243k14h10r3s1p1_conti_tf32", "sm80_xmma_fprop_implicit_gemm_tf32f32", "rsc", 64, 4),
+    ("t_conv2d_n2c96k96h14r3s2p1_conti_tf32", "sm80_xmma_fprop_implicit_gemm_tf32f32", "rsc", 64, 1),
+    ("t_conv2d_bwd_data_n2c24k40h10r3s1p0_conti_tf32", "sm80_xmma_dgrad_implicit_gemm_tf32f32", "rsk", 64, 1),
+    ("s0162_conv2d_n4c133k62h11r7s2p2_chann_tf32", "s1688fprop_optimized_tf32", "rsc", 16, 1),
+    ("s0334_conv2d_n2c44k5h10r7s1p1_chann_tf32", "s1688fprop_optimized_tf32", "rsc", 16, 1),
+    ("s1174_conv2d_n2c12k2h21r7s2p1_conti_tf32", "sm80_xmma_fprop_implicit_gemm_indexed_wo_smem_tf32", "rsc", 0, 1),
+]
+
+
+@pytest.mark.parametrize("name,kernel,k_order,T,splits", SM80_TF32, ids=[c[0] for c in SM80_TF32])
+def test_sm80_tf32_kernels_round_operands_to_nearest_ties_away(name, kernel, k_order, T, splits):
+    """Code built for sm_80 makes tf32 with PTX ``cvt.rna.tf32.f32`` (ties away from zero; sm_80 has
+    no ``cvt.rn`` to tf32): with ties away every output is the GPU's, with ties to even (the rule
+    of the GEMMs and the sm90 kernels) some are not."""
+    pass_, shape, first, second, out, kernels, fmt = _case(name)
+    assert kernel in kernels, f"{name}: ran {kernels}"
+    u = unit("h100", input=fmt)
+    order = Schedule(k_tile=T, splits=splits) if splits > 1 else None
+    runs = {
+        r: conv_gemm(pass_, shape, first, second, u, order, k_order, channel_block=T, channel_tile=T, tf32_rounding=r)
+        for r in ("rna", "rne")
+    }
+    assert _same_bits(runs["rna"], out) == 0
+    assert _same_bits(runs["rne"], out) > 0
+
+
+def test_sm90_wgrad_hands_the_raw_fp32_bits_to_the_unit():
+    """``sm90_xmma_wgrad_indexed_implicit_gemm_f32f32_tf32f32`` rounds neither operand: one chain
+    over (n, p, q) of the raw bits (the unit dropping the 13 low ones) is the GPU's weight gradient;
+    rounded first, to nearest even or away, every output differs."""
+    pass_, shape, first, second, out, kernels, fmt = _case("s0570_conv2d_bwd_weight_n1c12k2h27r3s1p1_chann_tf32")
+    assert "sm90_xmma_wgrad_indexed_implicit_gemm_f32f32_tf32f32" in kernels
+    u = unit("h100", input=fmt)
+    assert _same_bits(conv_gemm(pass_, shape, first, second, u, tf32_rounding=""), out) == 0
+    for r in ("rne", "rna"):
+        assert _same_bits(conv_gemm(pass_, shape, first, second, u, tf32_rounding=r), out) == out.size

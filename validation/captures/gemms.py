@@ -20,7 +20,7 @@ from emu.dot import unit_params
 from emu.gemm import finish, fma32
 from emu.implicit_gemm import conv_pieces
 from emu.lanes import lane_of_k
-from emu.operands import multiplied_values, round_to_tf32, value_dtype
+from emu.operands import TF32_ROUNDINGS, multiplied_values, tf32_operands, value_dtype
 from emu.schedule import Schedule
 from emu.simt import FMA32_PARAMS, fma_gemm
 from models.libraries import unit_from_gpu
@@ -29,6 +29,7 @@ from .capture import PASS_OF, Capture, CaptureError, GemmJob
 
 __all__ = [
     "TF32_ROUNDINGS",
+    "TF32_ROUNDING_TEXT",
     "Candidate",
     "GemmJob",
     "MERGES",
@@ -61,10 +62,19 @@ __all__ = [
 #: ``_splitk_combine_modes`` CMODE 3)
 MERGES = ("", "serial")
 
-#: how a kernel rounds fp32 operands to tf32 before its mma: ``"rne"`` to nearest, ties to even
-#: (CUTLASS's ``NumericConverter<tfloat32_t, float>``; measured on the H200 tf32 captures), or
-#: ``""``: the raw fp32 bits reach the unit, which drops the 13 low ones (RZ, the unit's model)
-TF32_ROUNDINGS = ("rne", "")
+#: how a kernel rounds fp32 operands to tf32 before its mma (:data:`emu.operands.TF32_ROUNDINGS`):
+#: ``"rne"`` to nearest, ties to even (CUTLASS's ``NumericConverter<tfloat32_t, float>``, code
+#: built for sm_90; the H200 tf32 GEMMs), ``"rna"`` ties away from zero (PTX ``cvt.rna.tf32.f32``,
+#: code built for sm_80: cuDNN's sm80 tf32 convolutions on an H200), or ``""``: the raw fp32 bits
+#: reach the unit, which drops the 13 low ones (RZ, the unit's model)
+TF32_ROUNDING_TEXT = {
+    "rne": "operands rounded to tf32 (RNE) before the unit",
+    "rna": "operands rounded to tf32 (to nearest, ties away: cvt.rna of sm_80 code) before the unit",
+}
+
+
+#: the operands a capture's GEMMs multiply (C and a bias are added, never rounded to tf32)
+MULTIPLIED = ("A", "B", "input", "weight", "grad_output")
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,12 @@ class Variant:
     winograd: str = ""
 
     def describe(self) -> str:
+        text = self._order_text()
+        if self.k_order is not None and self.tf32_rounding == "rna":  # rne, the tf32 default, goes unsaid
+            text += "; " + TF32_ROUNDING_TEXT["rna"]
+        return text
+
+    def _order_text(self) -> str:
         if self.winograd:
             return (
                 "Winograd F(3x3, 4x4) at (0, ±1, ±1/2): data, delta and output transforms in fp32 in cuDNN's "
@@ -125,7 +141,7 @@ class Variant:
             text = f"{how} to {n} lanes" + (f" in groups of {grain} consecutive k" if grain > 1 else "")
             return (f"gemmK ({', '.join(self.k_order)}); " if self.k_order else "") + text
         if self.k_order is None:
-            return "operands rounded to tf32 (RNE) before the unit" if self.tf32_rounding else ""
+            return TF32_ROUNDING_TEXT.get(self.tf32_rounding, "")
         if self.channel_block:
             axis = "c" if self.k_order in ("rsc", "crs") else "k"
             text = f"gemmK ({axis} // {self.channel_block}, r, s, {axis} % {self.channel_block})"
@@ -284,7 +300,7 @@ def _jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=Non
     o = cap.operands
     if variant.tf32_rounding:  # the kernel rounds the fp32 operands (not C or a bias) to tf32 first
         o = {
-            k: round_to_tf32(np.asarray(v, np.uint32)) if k in ("A", "B", "input", "weight") else v
+            k: tf32_operands(np.asarray(v, np.uint32), variant.tf32_rounding) if k in MULTIPLIED else v
             for k, v in o.items()
         }
     if cap.op in ("mm", "addmm"):

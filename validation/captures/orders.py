@@ -38,10 +38,10 @@ import re
 from dataclasses import replace
 
 from emu.schedule import Schedule
-from models.libraries import cutlass_splitk_grain, is_amd, k_tile_from_name, splitk_merges
+from models.libraries import cutlass_splitk_grain, is_amd, k_tile_from_name, splitk_merges, tf32_roundings
 
 from .capture import Capture
-from .gemms import TF32_ROUNDINGS, Candidate, Variant, gemm_dims, lane_layout, search_unit_params
+from .gemms import Candidate, Variant, gemm_dims, lane_layout, search_unit_params
 
 __all__ = [
     "AMD_BOUNDS",
@@ -104,7 +104,7 @@ def _sched(cap: Capture, ce: str, **kw) -> Schedule:
 
 
 def _base_variants(cap: Capture) -> list[Variant]:
-    return [Variant(tf32_rounding=r) for r in TF32_ROUNDINGS] if cap.input == "tf32" else [Variant()]
+    return [Variant(tf32_rounding=r) for r in tf32_roundings(cap.kernels)] if cap.input == "tf32" else [Variant()]
 
 
 def _bounds(K: int, width: int, splits: int) -> tuple[int, ...] | None:

@@ -52,11 +52,11 @@ from dataclasses import dataclass, replace
 import emu
 from emu.implicit_gemm import K_ORDERS
 from emu.schedule import SCALE_ORDERS, Schedule
-from models.libraries import channel_tile_from_name, is_amd, k_tile_from_name, matching
+from models.libraries import channel_tile_from_name, is_amd, k_tile_from_name, matching, tf32_roundings
 
 from .capture import PASS_OF, Capture
 from .convs import quad_load_width
-from .gemms import TF32_ROUNDINGS, Candidate, Variant, gemm_dims, image_tile, lane_layout, search_unit_params
+from .gemms import Candidate, Variant, gemm_dims, image_tile, lane_layout, search_unit_params
 from .orders import GEMM_OPS, amd_candidates, cublas_candidates
 
 __all__ = [
@@ -118,14 +118,18 @@ BOUNDS = SpaceBounds()
 
 def variants(cap: Capture, named) -> list[Variant]:
     """How the capture becomes GEMMs: the kernel-name families' gemmK orders and channel blocks
-    first, then every order, block and flip; a tf32 GEMM with and without the kernel's own RNE
-    rounding to tf32, a tf32 convolution with it (what the tf32 GEMMs measured; the fp32 FMA
-    unit of :func:`simt_candidates` takes the operands whole)."""
+    first, then every order, block and flip. tf32 operands: a GEMM with each of the kernel's own
+    roundings to tf32 (:func:`models.libraries.tf32_roundings`, the one the kernel names say
+    first: ties away for sm_80 code, ties to even otherwise; then the raw bits); a convolution
+    every variant with each rounding in that order (the fp32 FMA unit of :func:`simt_candidates`
+    takes the operands whole)."""
+    if cap.input != "tf32":
+        return [Variant()] if cap.conv is None else conv_variants(cap, named)
+    roundings = tf32_roundings(cap.kernels)
     if cap.conv is None:
-        return [Variant(tf32_rounding=r) for r in TF32_ROUNDINGS] if cap.input == "tf32" else [Variant()]
-    if cap.input == "tf32":  # the operand rule of tf32 GEMMs (issue 37): rounded to tf32 to nearest even first
-        return [replace(v, tf32_rounding="rne") for v in conv_variants(cap, named)]
-    return conv_variants(cap, named)
+        return [Variant(tf32_rounding=r) for r in roundings]
+    base = conv_variants(cap, named)
+    return [replace(v, tf32_rounding=r) for r in roundings for v in base]
 
 
 def conv_variants(cap: Capture, named) -> list[Variant]:

@@ -11,11 +11,13 @@ GPU's output, and the schedule's shape (split ranges, lanes) is checked against 
 is known to do (research-gemm's and research-conv's findings, docs/library.md).
 """
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from emu.operands import tf32_operands
 from emu.schedule import Schedule
 from emu.simt import fma_gemm
 from models.libraries import (
@@ -24,6 +26,7 @@ from models.libraries import (
     fp32_cuda_core,
     kernel_family,
     not_modelled_family,
+    tf32_roundings,
 )
 from validation.captures.capture import load_capture
 from validation.captures.gemms import Candidate, Variant, jobs_of, lane_layout, run_candidate
@@ -73,6 +76,20 @@ def test_kernel_name_helpers():
         "wgrad_alg0_engine"
     )
     assert not_modelled_family([gemv], "mm") is None  # a named schedule (cublas-gemv) covers it
+
+
+def test_the_tf32_rounding_is_read_from_the_kernel_names():
+    """sm_80 code rounds to tf32 with ties away (cvt.rna), the rest to even; the other is tried next."""
+    sm80 = "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize64x32x64_stage5"
+    cudnn_cutlass = (
+        "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_s1688fprop_optimized_tf32_128x128_16x4_nhwc_align4>"
+    )
+    cublas_cutlass = "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>(x)"
+    sm90 = "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x64x32"
+    assert tf32_roundings([sm80]) == tf32_roundings([cudnn_cutlass]) == ("rna", "rne", "")
+    assert tf32_roundings([cublas_cutlass]) == tf32_roundings([sm90]) == tf32_roundings([]) == ("rne", "rna", "")
+    wgrad = "sm80_xmma_wgrad_implicit_gemm_indexed_wo_smem_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize32x16x64"
+    assert not_modelled_family([wgrad], "conv2d_bwd_weight") == "sm80 xmma TF32 implicit-GEMM weight gradient"
 
 
 def test_channel_tile_from_kernel_names():
@@ -210,6 +227,30 @@ def test_conv_k_tile_rule(name):
     v = r.best.variant
     assert r.best.unit == "h100" and (v.k_order, v.channel_block, v.channel_tile) == ("rsc", 32, 32)
     assert v.tf32_rounding == ("rne" if cap.input == "tf32" else "")
+
+
+def test_sm80_tf32_convolution_is_identical_with_ties_away():
+    """cuDNN's sm80 TF32 tensor-core fprop (``sm80_xmma_fprop_implicit_gemm_tf32f32``, the kernel
+    behind PyTorch's default fp32 convolutions): identical with the k-tile rule (T = 64 from the
+    name) once the operands are rounded to tf32 as sm_80 code does, ties away (``cvt.rna``); it was
+    answered "not modelled" while the search rounded them to even."""
+    cap, r = _identical("t_conv2d_n2c96k96h14r3s2p1_conti_tf32")
+    v = r.best.variant
+    assert "sm80_xmma_fprop_implicit_gemm_tf32f32" in " ".join(cap.kernels)
+    assert (v.k_order, v.channel_block, v.channel_tile, v.tf32_rounding) == ("rsc", 64, 64, "rna")
+    assert "ties away" in r.best.describe()
+
+
+def test_a_tf32_backward_pass_rounds_grad_output_too():
+    """The kernel rounds both operands it multiplies: a backward-data pass's grad_output as well as
+    the weight (the search rounded only the weight, and answered this sm80 dgrad "not modelled")."""
+    cap, r = _identical("t_conv2d_bwd_data_n2c24k40h10r3s1p0_conti_tf32")
+    v = r.best.variant
+    assert "sm80_xmma_dgrad_implicit_gemm_tf32f32" in " ".join(cap.kernels)
+    assert v.tf32_rounding == "rna" and (v.channel_block, v.channel_tile) == (64, 64)
+    only_weight = dict(cap.operands, weight=tf32_operands(cap.operands["weight"], "rna"))  # grad_output raw
+    half = run_candidate(replace(cap, operands=only_weight), replace(r.best, variant=replace(v, tf32_rounding="")))
+    assert _differ(half, cap.out) > 0
 
 
 # --- not modelled ---------------------------------------------------------------------------
