@@ -427,7 +427,8 @@ def finish(unit, acc: np.ndarray, C, schedule: Schedule, scale_a=None, scale_b=N
     """The epilogue and output rounding of ``schedule`` on a reduced fp32 accumulator ``acc``:
     with ``c_entry="epilogue"`` RNE32(alpha·acc + beta·C) as one FMA (C float32, broadcastable,
     or None for 0; with ``epilogue_fma`` false alpha·acc rounded first, then beta·C added), else
-    alpha·acc (rounded) where alpha ≠ 1; then the output rounding. With
+    alpha·acc (rounded) where alpha ≠ 1; then the output rounding; with ``c_entry="output"``
+    RN_out(RN_out(alpha·acc) + RN32(beta·C)): C added to the stored result and rounded again. With
     ``scale_a`` / ``scale_b`` (float32, broadcastable to the output: a scalar, (M, 1), (1, N)),
     the scales in ``schedule.scale_order`` instead of alpha, C (in the epilogue) added as
     ``schedule.epilogue_fma`` says (see :mod:`emu.schedule`)."""
@@ -437,6 +438,13 @@ def finish(unit, acc: np.ndarray, C, schedule: Schedule, scale_a=None, scale_b=N
             raise ValueError("scale_a, scale_b: scaled GEMMs take no alpha or beta (fold them into the scales)")
         c = C if schedule.c_entry == "epilogue" else None
         return _output(params, _scaled(acc, c, schedule, scale_a, scale_b), schedule.output)
+    if schedule.c_entry == "output":  # stored in the output format, then C added to it by a second pass
+        alpha_acc = acc if schedule.alpha == 1 else (np.float32(schedule.alpha) * acc).astype(np.float32)
+        stored = _output(params, alpha_acc, schedule.output).astype(np.float32)
+        if C is None:
+            return _output(params, stored, schedule.output)
+        beta_c = (np.float32(schedule.beta) * np.broadcast_to(np.asarray(C, np.float32), acc.shape)).astype(np.float32)
+        return _output(params, (stored + beta_c).astype(np.float32), schedule.output)
     if schedule.c_entry == "epilogue":
         c = np.zeros((1, 1), np.float32) if C is None else np.asarray(C, np.float32)
         beta_c = (np.float32(schedule.beta) * np.broadcast_to(c, acc.shape)).astype(np.float32)

@@ -39,7 +39,11 @@ output element:
   (``"workspace"``) or the epilogue (``"epilogue"``: D = RNE(alpha·acc + beta·C) as one fused
   multiply-add on beta·C, CUTLASS's ``LinearCombination``); a ``bias`` (one value per column)
   is added the same way; then one rounding to ``output`` (``"fp16"``, ``"bf16"``, ``"fp32"``, or
-  None for the unit's own output format).
+  None for the unit's own output format). With ``"output"`` the sum is stored in the output
+  format first and C added to the stored value by a second epilogue, rounded again:
+  D = RN_out(RN_out(alpha·acc) + beta·C) (cuBLASLt's split-K with output-format partials and a
+  bias: ``splitKreduce_kernel`` writes the reduced sum, the bias comes after; NVIDIA H200
+  captures of ``F.linear``).
 
 :class:`emu.GemmOrder` is one case: :meth:`emu.GemmOrder.schedule` gives the schedule that
 reproduces it bit for bit (k tiles of width 1, an even split, C in the chain for one split and
@@ -79,7 +83,7 @@ MAX_SPLITS = 1 << 12
 SCALE_ORDERS = ("product", "a_then_b", "b_then_a")
 SPLIT_RULES = ("even", "ceil", "strided")
 REDUCTIONS = ("sequential", "workspace", "random", "tree", "halving")
-C_ENTRIES = ("chain", "workspace", "epilogue")
+C_ENTRIES = ("chain", "workspace", "epilogue", "output")
 OUTPUTS = (None, "fp32", "fp16", "bf16")
 
 
@@ -194,8 +198,10 @@ class Schedule:
                 raise ValueError(f"{name}: must be a finite number, got {value!r}")
             if float(np.float32(value)) != float(value):
                 raise ValueError(f"{name}: must be an fp32 value (the epilogue computes in fp32), got {value!r}")
-        if self.beta != 1 and self.c_entry != "epilogue":
-            raise ValueError(f"beta: scales C in the epilogue only (c_entry='epilogue'), got c_entry={self.c_entry!r}")
+        if self.beta != 1 and self.c_entry not in ("epilogue", "output"):
+            raise ValueError(
+                f"beta: scales C in an epilogue only (c_entry='epilogue' or 'output'), got c_entry={self.c_entry!r}"
+            )
         _whole("residue_tile", self.residue_tile, 0, MAX_PAD_K)
         if self.residue_tile and self.split_rule == "strided":
             raise ValueError("residue_tile: needs contiguous splits, not split_rule='strided'")
@@ -302,9 +308,12 @@ class Schedule:
             parts.append(f"each split's k residue first, zero-filled to a {self.residue_tile}-wide tile")
         if self.instruction_k:
             parts.append(f"{self.instruction_k} products fused per instruction")
-        if self.c_entry == "epilogue" and (self.alpha != 1 or self.beta != 1):
+        if self.c_entry in ("epilogue", "output") and (self.alpha != 1 or self.beta != 1):
             parts.append(f"epilogue alpha={self.alpha:g}, beta={self.beta:g}")
-        parts.append(f"C enters the {self.c_entry}")
+        if self.c_entry == "output":
+            parts.append("the sum stored in the output format, then C added to it and rounded again")
+        else:
+            parts.append(f"C enters the {self.c_entry}")
         if self.scale_order != "product" or not self.epilogue_fma:
             how = {
                 "product": "scale_a·scale_b first",

@@ -191,6 +191,24 @@ def test_alpha_beta_epilogue_and_bias(operands):
     assert got16.dtype == np.float16
 
 
+def test_c_added_to_the_stored_output_is_rounded_twice():
+    """``c_entry="output"``: the sum rounded to the output format, then C added and rounded again.
+    1 + 2^-11 (a tie in fp16) plus C = 2^-11: stored as 1 (ties to even), then 1 + 2^-11 → 1;
+    in one epilogue 1 + 2^-10, an fp16 value. Worked by hand, not by the code under test."""
+    unit = models.unit("h100")
+    A = np.array([[1.0, 2.0**-11]], np.float16)
+    B = np.array([[1.0], [1.0]], np.float16)
+    C = np.array([[2.0**-11]], np.float32)
+    once = emu.gemm(A, B, C, unit, Schedule(c_entry="epilogue", output="fp16"))
+    twice = emu.gemm(A, B, C, unit, Schedule(c_entry="output", output="fp16"))
+    assert float(once[0, 0]) == 1 + 2.0**-10 and float(twice[0, 0]) == 1.0
+    # alpha 2, beta 1/2: 2 + 2^-10 is a tie at 2 (stored 2), 2 + 2^-12 → 2; one epilogue: 2 + 2^-9
+    ab = dict(alpha=2.0, beta=0.5, output="fp16")
+    assert float(emu.gemm(A, B, C, unit, Schedule(c_entry="output", **ab))[0, 0]) == 2.0
+    assert float(emu.gemm(A, B, C, unit, Schedule(c_entry="epilogue", **ab))[0, 0]) == 2 + 2.0**-9
+    assert "then C added to it and rounded again" in Schedule(c_entry="output").describe()
+
+
 def test_bad_fields_name_themselves(operands):
     A, B = operands
     for kwargs, field in (

@@ -98,8 +98,16 @@ def _c_entries(cap: Capture) -> tuple[str, ...]:
     return ("epilogue", "chain") if has_c else ("chain",)
 
 
+def _stored_c_entries(cap: Capture) -> tuple[str, ...]:
+    """``("output",)`` where the capture adds a C or bias: with output-format partials cuBLASLt's
+    ``splitKreduce_kernel`` stores the reduced sum in the output format and the bias is added to
+    the stored value, rounded again (NVIDIA H200 ``F.linear`` captures: 7 CUTLASS split-K ones
+    that no fp32 epilogue reproduces); else none."""
+    return ("output",) if cap.op in ("addmm", "baddbmm") or "bias" in cap.operands else ()
+
+
 def _sched(cap: Capture, ce: str, **kw) -> Schedule:
-    ab = dict(alpha=cap.alpha, beta=cap.beta) if ce == "epilogue" else dict(alpha=cap.alpha)
+    ab = dict(alpha=cap.alpha, beta=cap.beta) if ce in ("epilogue", "output") else dict(alpha=cap.alpha)
     return Schedule(c_entry=ce, output=cap.out_format, **ab, **kw)
 
 
@@ -146,8 +154,10 @@ def cutlass_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
         for v in _base_variants(cap):
             for ik in iks:
                 for bk in block_ks:
-                    for ce in _c_entries(cap):
+                    for ce in _c_entries(cap) + _stored_c_entries(cap):
                         for m in merges:
+                            if ce == "output" and m != "partials":
+                                continue
                             kw = dict(k_tile=grain, splits=n, split_bounds=b, instruction_k=ik, residue_tile=bk)
                             if m == "partials":
                                 kw["partial_format"] = cap.out_format

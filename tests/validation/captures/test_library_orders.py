@@ -4,6 +4,7 @@ Synthetic captures emulated with each schedule are identified as that schedule, 
 AMD capture's space holds the AMD families, an NVIDIA one's does not."""
 
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -73,6 +74,25 @@ def test_tf32_cutlass_split_k_cuts_k_at_the_grain_of_fp32_reads(name, tmp_path):
     result = search_capture(load_capture(tmp_path / "sweep_small" / f"{name}.npz"))
     assert result.answer == "identical", result.answer
     assert any(c.family == "cublas-cutlass-splitk" and c.schedule.k_tile == 4 for c in result.reproducing)
+
+
+@pytest.mark.parametrize("name", ["s0096_linear_435x696x23_f16", "s0717_linear_9x920x1388_bf16"])
+def test_a_bias_after_output_format_partials_is_added_to_the_stored_sum(name, tmp_path):
+    """``F.linear`` with a bias on cuBLAS's CUTLASS split-K whose ``splitKreduce_kernel`` merges
+    fp16 / bf16 partials (NVIDIA H200 sweep): identical only with the reduced sum stored in the
+    output format and the bias added to it (rounded twice); with the bias in the fp32 epilogue a
+    quarter of the outputs differ, and the search answered these correct kernels as bug suspects."""
+    if not SWEEP.exists():
+        pytest.skip(f"{SWEEP.name} is absent")
+    with tarfile.open(SWEEP) as tar:
+        tar.extract(f"sweep_small/{name}.npz", tmp_path, filter="data")
+    cap = load_capture(tmp_path / "sweep_small" / f"{name}.npz")
+    result = search_capture(cap)
+    assert result.answer == "identical", result.answer
+    best = result.best
+    assert best.schedule.c_entry == "output" and best.schedule.partial_format == cap.out_format
+    fused = replace(best, schedule=replace(best.schedule, c_entry="epilogue"))
+    assert np.count_nonzero(bits(run_candidate(cap, fused)) != bits(cap.out)) > 0
 
 
 def test_a_serial_split_k_capture_is_found_with_its_merge():
