@@ -101,7 +101,7 @@ def _c_entries(cap: Capture) -> tuple[str, ...]:
 def _stored_c_entries(cap: Capture) -> tuple[str, ...]:
     """``("output",)`` where the capture adds a C or bias: with output-format partials cuBLASLt's
     ``splitKreduce_kernel`` stores the reduced sum in the output format and the bias is added to
-    the stored value, rounded again (NVIDIA H200 ``F.linear`` captures: 7 CUTLASS split-K ones
+    the stored value, rounded again (NVIDIA H200 ``F.linear`` captures: 6 CUTLASS split-K ones
     that no fp32 epilogue reproduces); else none."""
     return ("output",) if cap.op in ("addmm", "baddbmm") or "bias" in cap.operands else ()
 
@@ -112,7 +112,13 @@ def _sched(cap: Capture, ce: str, **kw) -> Schedule:
 
 
 def _base_variants(cap: Capture) -> list[Variant]:
-    return [Variant(tf32_rounding=r) for r in tf32_roundings(cap.kernels)] if cap.input == "tf32" else [Variant()]
+    """The operand rule of a library order: for tf32 the rounding the kernel names say
+    (:func:`models.libraries.tf32_roundings`; every one when the capture names no kernel: the
+    generic space tries the others, so each named order is not run three times)."""
+    if cap.input != "tf32":
+        return [Variant()]
+    roundings = tf32_roundings(cap.kernels)
+    return [Variant(tf32_rounding=r) for r in (roundings[:1] if cap.kernels else roundings)]
 
 
 def _bounds(K: int, width: int, splits: int) -> tuple[int, ...] | None:

@@ -29,7 +29,7 @@ import numpy as np
 import emu
 from emu.implicit_gemm import K_ORDERS
 from models.kernels import ATOMIC_ORDERS
-from models.libraries import from_source, matching, not_modelled, not_modelled_family
+from models.libraries import from_source, matching, not_modelled, not_modelled_family, tf32_roundings
 
 from .capture import PASS_OF, Capture
 from .convs import dgrad_alg1_chunk, dgrad_alg1_output, is_dgrad_alg1, is_winograd_wgrad, winograd_orders
@@ -142,13 +142,19 @@ MANY_SPLITS = 16
 def tiers(cap: Capture, unit_name: str, cands: list[Candidate]) -> list[tuple[str, list[Candidate]]]:
     """The space in the order it is searched: the kernel names' families; the GPU's matrix unit
     (fp32 accumulator) with plain splits; the same with residue-first tiles or a narrower
-    instruction; the other units (fp32 FMA, an fp16 accumulator). The search stops after the
-    first tier in which some candidate reproduces every output."""
+    instruction; for tf32 operands, the matrix unit's candidates with a rounding to tf32 other than
+    the one the kernel names say (:func:`models.libraries.tf32_roundings`); the other units (fp32
+    FMA, an fp16 accumulator). The search stops after the first tier in which some candidate
+    reproduces every output."""
     named = matching(cap.kernels, cap.op)
     image = image_tile(cap)
     groups: dict[str, list[Candidate]] = {}
     names = {f.name for f in named}
+    preferred = tf32_roundings(cap.kernels)[0] if cap.input == "tf32" else ""
     for c in cands:
+        if c.unit == unit_name and c.variant.tf32_rounding != preferred:
+            groups.setdefault("other tf32 roundings", []).append(c)  # not the one the kernel names say
+            continue
         if c.family != "generic":  # a named library order (models.libraries) drawn by its own family
             tier = "kernel-name families" if c.family in names else "library schedules"
             if c.family == "cublas-cutlass-splitk" and c.schedule.splits > MANY_SPLITS:
@@ -170,6 +176,7 @@ def tiers(cap: Capture, unit_name: str, cands: list[Candidate]) -> list[tuple[st
         f"unit {unit_name}",
         f"unit {unit_name}, residue tiles, narrow instructions, fp16 partials",
         "library schedules, many splits",
+        "other tf32 roundings",
         "other units",
     ]
     return [(name, groups[name]) for name in order if name in groups]
