@@ -500,20 +500,22 @@ def k_tile_from_name(kernels) -> int | None:
     return None
 
 
-#: kernels built for sm_80 that make tf32 operands with PTX ``cvt.rna.tf32.f32`` (to nearest, ties
-#: away from zero; sm_80 code has no other rounding conversion to tf32, ``cvt.rn.tf32.f32`` needs
-#: sm_90): cuDNN's sm80 tensor-core convolutions, xmma and CUTLASS ``s1688`` alike. Measured on NVIDIA
-#: H200 captures (cuDNN 9.19): 24 of 24 sm80 tf32 fprop and dgrad captures whose operands hold
-#: ties reproduce with ties away, none with ties to even (docs/silicon/h200-convolutions.md)
-TF32_TIES_AWAY = r"sm80_xmma_\w*tf32|cutlass_tensorop_s1688(fprop|dgrad|wgrad)\w*tf32"
+#: cuDNN's sm80 tensor-core convolutions (xmma and CUTLASS ``s1688`` alike), which make tf32
+#: operands with PTX ``cvt.rna.tf32.f32``: to nearest, ties away from zero, the only rounding
+#: conversion to tf32 in code built for sm_80 (``cvt.rn.tf32.f32`` needs sm_90). A kernel may round
+#: to even in software instead (CUTLASS's ``NumericConverter``): cuDNN's ``sm80_xmma_gemm…tf32``, a
+#: 1×1 convolution, does. Measured on NVIDIA H200 captures (cuDNN 9.19): 21 of 22 sm80 tf32 fprop
+#: and dgrad captures identical with ties away; in 14 of them ties to even differs (8 … 3,900
+#: outputs; docs/silicon/h200-convolutions.md)
+TF32_TIES_AWAY = r"sm80_xmma_(fprop|dgrad|wgrad)_implicit_gemm\w*tf32|cutlass_tensorop_s1688(fprop|dgrad|wgrad)\w*tf32"
 
 
 def tf32_roundings(kernels) -> tuple[str, ...]:
     """The ways a capture's tf32 kernel may round its fp32 operands to tf32
     (:data:`emu.operands.TF32_ROUNDINGS`), the one its kernel names say first: ``"rna"`` for the
-    sm80 kernels of :data:`TF32_TIES_AWAY`, else ``"rne"`` (CUTLASS's ``NumericConverter``, cuBLAS's
-    tf32 GEMMs, sm90 code); then the other; then ``""`` (the raw bits, the unit dropping the low
-    ones)."""
+    sm80 convolutions of :data:`TF32_TIES_AWAY`, else ``"rne"`` (CUTLASS's ``NumericConverter``,
+    cuBLAS's tf32 GEMMs, sm90 code); then the other; then ``""`` (the raw bits, the unit dropping
+    the low ones)."""
     if any(re.search(TF32_TIES_AWAY, str(k)) for k in kernels):
         return ("rna", "rne", "")
     return ("rne", "rna", "")
