@@ -108,8 +108,13 @@ class SpaceBounds:
     #: CUDA-core lane layouts: lane counts, grains (consecutive k per lane and turn)
     simt_lanes: tuple[int, ...] = (32, 16, 8, 4, 2, 64)
     simt_grains: tuple[int, ...] = (1, 4, 8)
-    #: the most splits of 8-wide k tiles dealt round-robin (the xmma ffma GEMM's split_k kernel)
-    simt_round_robin: int = 32
+    #: the most splits of fp32 SIMT split-K (cuBLAS's SIMT sgemm goes to one k tile per split, as its
+    #: CUTLASS tensor-op split-K does: an H200 linear of K = 7361 ran 132 splits of 56 k); only the
+    #: distinct split ranges are kept, about 2·√tiles of them
+    simt_max_splits: int = 4096
+    #: the most splits of 8-wide k tiles dealt round-robin (the xmma ffma GEMM's split_k kernel; an H200
+    #: linear of K = 3838 ran 33)
+    simt_round_robin: int = 128
 
 
 #: the bounds of the space (see :class:`SpaceBounds`)
@@ -372,7 +377,7 @@ def simt_schedules(K: int, c_entries=("chain",), alpha: float = 1.0, beta: float
     """The accumulations of the ``simt-fp32`` family, cheapest first: one chain; 32 lanes over
     k ≡ j (mod 32) reduced by a halving tree (then a pairwise tree, then in order), the other
     lane counts of ``BOUNDS.lanes`` halving; with ``splits``, ⌈tiles/splits⌉ k tiles of
-    ``BOUNDS.simt_k_tiles`` per split, 2 … ``BOUNDS.max_splits`` splits, partials added onto +0
+    ``BOUNDS.simt_k_tiles`` per split, 2 … ``BOUNDS.simt_max_splits`` splits, partials added onto +0
     in split order; each with every C entry (alpha, beta in the epilogue)."""
     shapes: list[dict] = [{}]
     for lanes in BOUNDS.lanes:
@@ -383,7 +388,7 @@ def simt_schedules(K: int, c_entries=("chain",), alpha: float = 1.0, beta: float
         seen = set()
         for kt in BOUNDS.simt_k_tiles:
             tiles = -(-K // kt)
-            for n in range(2, min(tiles, BOUNDS.max_splits) + 1):
+            for n in range(2, min(tiles, BOUNDS.simt_max_splits) + 1):  # every count: ~2·√tiles distinct
                 try:
                     sch = Schedule(k_tile=kt, splits=n, split_rule="ceil", reduction="workspace")
                     ranges = tuple((r.start, r.stop) for r in sch.split_ranges(K))

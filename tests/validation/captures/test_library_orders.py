@@ -95,6 +95,26 @@ def test_a_bias_after_output_format_partials_is_added_to_the_stored_sum(name, tm
     assert np.count_nonzero(bits(run_candidate(cap, fused)) != bits(cap.out)) > 0
 
 
+@pytest.mark.parametrize(
+    "name,splits,rule",
+    [
+        ("s0495_linear_14x3838x220_f32", 33, "strided"),  # xmma ffma GEMM + split_k: 8-wide tiles round-robin
+        ("s0701_linear_47x7361x4_f32", 132, "ceil"),  # cutlass_80_simt_sgemm + splitKreduce: 132 splits of 56 k
+    ],
+)
+def test_fp32_simt_split_k_goes_past_the_old_bounds(name, splits, rule, tmp_path):
+    """Two fp32 linears of the H200 sweep, answered as bug suspects while the space stopped at 32
+    round-robin splits and 128 SIMT splits: identical with 33 and 132."""
+    if not SWEEP.exists():
+        pytest.skip(f"{SWEEP.name} is absent")
+    with tarfile.open(SWEEP) as tar:
+        tar.extract(f"sweep_small/{name}.npz", tmp_path, filter="data")
+    result = search_capture(load_capture(tmp_path / "sweep_small" / f"{name}.npz"))
+    assert result.answer == "identical", result.answer
+    assert result.best.unit == "fma32"
+    assert (result.best.schedule.splits, result.best.schedule.split_rule) == (splits, rule)
+
+
 def test_a_serial_split_k_capture_is_found_with_its_merge():
     """An unaligned fp16 GEMM that ran a CUTLASS kernel and no reduce kernel: the splits' running
     sum kept in fp16 (GemmSplitKSerial), K = 200 in k tiles of 8 (64 does not divide it)."""
