@@ -62,16 +62,21 @@ def test_the_merge_is_read_from_the_kernel_names():
 SWEEP = Path(__file__).resolve().parents[2] / "data" / "captures" / "sweep_h200_s16.tar.gz"
 
 
+def _sweep_capture(name: str, tmp_path) -> Capture:
+    """A capture of the session-16 H200 sweep, extracted from the tarball (skipped where it is absent)."""
+    if not SWEEP.exists():
+        pytest.skip(f"{SWEEP.name} is absent")
+    with tarfile.open(SWEEP) as tar:
+        tar.extract(f"sweep_small/{name}.npz", tmp_path, filter="data")
+    return load_capture(tmp_path / "sweep_small" / f"{name}.npz")
+
+
 @pytest.mark.parametrize("name", ["s0031_mm_1620x56x4_tf32", "s0469_mm_150x541x28_tf32", "s0742_mm_457x3129x16_tf32"])
 def test_tf32_cutlass_split_k_cuts_k_at_the_grain_of_fp32_reads(name, tmp_path):
     """cuBLAS's TF32 ``cutlass_80_tensorop_s1688gemm_*_align{1,4}`` with ``splitKreduce`` (NVIDIA
     H200, a random-shape sweep): identical only with K cut at 4, the fp32 elements of a 128-bit
     read (they were answered as bug suspects, "tile scaled", with the 16-bit operands' 8)."""
-    if not SWEEP.exists():
-        pytest.skip(f"{SWEEP.name} is absent")
-    with tarfile.open(SWEEP) as tar:
-        tar.extract(f"sweep_small/{name}.npz", tmp_path, filter="data")
-    result = search_capture(load_capture(tmp_path / "sweep_small" / f"{name}.npz"))
+    result = search_capture(_sweep_capture(name, tmp_path))
     assert result.answer == "identical", result.answer
     assert any(c.family == "cublas-cutlass-splitk" and c.schedule.k_tile == 4 for c in result.reproducing)
 
@@ -82,11 +87,7 @@ def test_a_bias_after_output_format_partials_is_added_to_the_stored_sum(name, tm
     fp16 / bf16 partials (NVIDIA H200 sweep): identical only with the reduced sum stored in the
     output format and the bias added to it (rounded twice); with the bias in the fp32 epilogue a
     quarter of the outputs differ, and the search answered these correct kernels as bug suspects."""
-    if not SWEEP.exists():
-        pytest.skip(f"{SWEEP.name} is absent")
-    with tarfile.open(SWEEP) as tar:
-        tar.extract(f"sweep_small/{name}.npz", tmp_path, filter="data")
-    cap = load_capture(tmp_path / "sweep_small" / f"{name}.npz")
+    cap = _sweep_capture(name, tmp_path)
     result = search_capture(cap)
     assert result.answer == "identical", result.answer
     best = result.best
@@ -105,11 +106,7 @@ def test_a_bias_after_output_format_partials_is_added_to_the_stored_sum(name, tm
 def test_fp32_simt_split_k_goes_past_the_old_bounds(name, splits, rule, tmp_path):
     """Two fp32 linears of the H200 sweep, answered as bug suspects while the space stopped at 32
     round-robin splits and 128 SIMT splits: identical with 33 and 132."""
-    if not SWEEP.exists():
-        pytest.skip(f"{SWEEP.name} is absent")
-    with tarfile.open(SWEEP) as tar:
-        tar.extract(f"sweep_small/{name}.npz", tmp_path, filter="data")
-    result = search_capture(load_capture(tmp_path / "sweep_small" / f"{name}.npz"))
+    result = search_capture(_sweep_capture(name, tmp_path))
     assert result.answer == "identical", result.answer
     assert result.best.unit == "fma32"
     assert (result.best.schedule.splits, result.best.schedule.split_rule) == (splits, rule)
