@@ -30,6 +30,8 @@ from .capture import PASS_OF, Capture, CaptureError, GemmJob
 __all__ = [
     "TF32_ROUNDINGS",
     "TF32_ROUNDING_TEXT",
+    "MAGNITUDE_WORK",
+    "product_magnitudes",
     "Candidate",
     "GemmJob",
     "MERGES",
@@ -366,6 +368,29 @@ def _jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=Non
             C = np.broadcast_to(bias[g * cap.conv.Kg + r][:, None], piece.out_index.shape)
         out.append(GemmJob(piece.A, piece.B, C, piece.out_index))
     return out
+
+
+#: the most outputs × gemmK for which :func:`product_magnitudes` sums |a·b| (above it: None)
+MAGNITUDE_WORK = 4 * 10**8
+
+
+def product_magnitudes(cap: Capture) -> tuple[np.ndarray, int] | None:
+    """Σ_k |a_k·b_k| (+ |C|) of every output (float64, the flattened output's order) and gemmK,
+    the scale of what a change of summation order can move; None for ``scaled_mm`` (its own
+    path), or where outputs × gemmK exceeds :data:`MAGNITUDE_WORK`."""
+    if cap.op == "scaled_mm":
+        return None
+    jobs = jobs_of(cap, Variant())
+    K = max(j.A.shape[1] for j in jobs)
+    if cap.out.size * K > MAGNITUDE_WORK:
+        return None
+    total = np.zeros(cap.out.size, np.float64)
+    for j in jobs:
+        mag = np.abs(operand_values(cap, j.A)) @ np.abs(operand_values(cap, j.B))
+        if j.C is not None:
+            mag = mag + np.abs(np.broadcast_to(np.asarray(j.C, np.float64), mag.shape))
+        total[j.out_index.reshape(-1)] = mag.reshape(-1)
+    return total, K
 
 
 def c_values(cap: Capture, bits: np.ndarray) -> np.ndarray:

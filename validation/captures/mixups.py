@@ -402,10 +402,12 @@ def likely_cause(cap: Capture, result: SearchResult) -> dict | None:
     gd, wd = g64[differ], w64[differ]
     if (gd == -wd).all():
         return {"mutant": "sign flipped", "where": _box(cap, idx)}
-    # one row, column or channel scaled
+    # one row, column or channel scaled, by a factor told apart from 1 (ratios within 2e-3 of 1 are
+    # another order's rounding, not a scale: "tile scaled by 0.999998" misled)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = gd / wd
-    if np.isfinite(ratio).all() and ratio.size and np.allclose(ratio, ratio[0], rtol=2e-3, atol=0):
+    alike = np.isfinite(ratio).all() and ratio.size and np.allclose(ratio, ratio[0], rtol=2e-3, atol=0)
+    if alike and not np.isclose(ratio[0], 1.0, rtol=0, atol=4e-3):
         for ax, name in enumerate(axes_of(cap)):
             if len(np.unique(idx[:, ax])) == 1:
                 return {"mutant": f"{name} scaled", "where": _box(cap, idx), "factor": float(ratio[0])}

@@ -18,7 +18,7 @@ from emu.formats import spacing
 from models.libraries import not_modelled
 
 from .capture import Capture, load_capture
-from .gemms import SearchResult, bits
+from .gemms import SearchResult, bits, product_magnitudes
 from .mixups import AXES, MixupFound, axes_of, find_mixup, likely_cause
 from .search import search
 
@@ -128,6 +128,36 @@ EXIT_CODES = {"rounding": 0, "mix-up": 1, "not-modelled": 1, "bug-suspect": 1}
 _REPRODUCES = ("identical", "inside-ensemble")
 
 
+#: the unit roundoff of the accumulations the order bound allows for: fp32's 2^-24, doubled for the
+#: matrix units that truncate (RZ) what they align and add
+ORDER_ROUNDOFF = 2.0**-23
+
+
+def within_order_bound(cap: Capture, emulated: np.ndarray) -> bool:
+    """Whether every output the GPU and the emulation disagree on lies within what another
+    summation order of the same products can give: |GPU − emulated| ≤ 2·γ_K·Σ|a·b| + one ulp of
+    the output format at the GPU's value, γ_K = K·u/(1 − K·u) with u = :data:`ORDER_ROUNDOFF`
+    (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §3.1: any order of a
+    K-term sum is within γ_{K−1}·Σ|x_i| of the exact one, so two orders within twice that). False
+    where the magnitudes are not computed (:func:`product_magnitudes`) or an output is not finite.
+    A kernel bug that drops, doubles, scales or misreads products moves an output by about a
+    product's size, far beyond this bound."""
+    got = np.asarray(cap.out).astype(np.float64).reshape(-1)
+    want = np.asarray(emulated).astype(cap.out.dtype).astype(np.float64).reshape(-1)
+    differ = bits(cap.out).reshape(-1) != bits(np.asarray(emulated).astype(cap.out.dtype)).reshape(-1)
+    if not differ.any():
+        return True
+    if not (np.isfinite(got[differ]).all() and np.isfinite(want[differ]).all()):
+        return False
+    mags = product_magnitudes(cap)
+    if mags is None:
+        return False
+    total, K = mags
+    gamma = K * ORDER_ROUNDOFF / (1 - K * ORDER_ROUNDOFF)
+    out_ulp = spacing(np.abs(got[differ]), cap.out_format)
+    return bool(np.all(np.abs(got[differ] - want[differ]) <= 2 * gamma * total[differ] + out_ulp))
+
+
 @dataclass(repr=False)
 class CaptureReading:
     """A capture and what the search found for it.
@@ -148,6 +178,8 @@ class CaptureReading:
     mixup: MixupFound | None = None
     cause: dict | None = None
     screened: int = 0
+    #: every differing output lies within the bound of another summation order (:func:`within_order_bound`)
+    order_bound: bool = False
 
     @property
     def answer(self) -> str:
@@ -183,6 +215,11 @@ class CaptureReading:
         s = self.nearest_suspects
         if s and s.get("pattern") == "scattered, all within 1 ulp":
             return "scattered 1-ulp differences: arithmetic the search does not model (another order or unit)"
+        if self.order_bound:
+            return (
+                "every difference lies within what another fp32 summation order of the same products can give "
+                "(|Δ| ≤ 2·γ_K·Σ|a·b| + 1 ulp): an order the search does not model, not a lost or wrong product"
+            )
         return None
 
     @property
@@ -427,4 +464,6 @@ def reading_of(
     rd = CaptureReading(cap, result, found, None, screened)
     if rd.reading == "bug-suspect":
         rd.cause = likely_cause(cap, result)
+        if rd.cause is None and result.emulated is not None:
+            rd.order_bound = within_order_bound(cap, result.emulated)
     return rd

@@ -104,6 +104,28 @@ def test_gpu_string_of_another_gpu(tmp_path, capsys):
     assert reading.result.unit == "a100"  # the unit gpu names was searched first
 
 
+def test_a_scaled_row_is_named_and_rounding_noise_is_not_a_scale():
+    """One output row doubled is "m scaled by 2"; the same row off by one fp16 ulp here and there
+    (ratios within 1e-3 of 1, what another summation order gives) is no scale at all."""
+    from dataclasses import replace
+
+    from validation.captures.mixups import likely_cause
+
+    cap = load_capture(DATA / "h200_holdout/h_mm_16x256x256_12.npz")
+    r = search(cap)
+    assert r.answer == "identical"
+    doubled = cap.out.copy()
+    doubled[3] = (doubled[3].astype(np.float32) * 2).astype(np.float16)
+    cause = likely_cause(replace(cap, out=doubled), r)
+    assert cause["mutant"] == "m scaled" and cause["factor"] == 2.0 and cause["where"]["m"] == [3, 3]
+    nudged = cap.out.copy()
+    cols = np.arange(0, 256, 16)
+    away = np.where(np.arange(cols.size) % 2, np.float16(np.inf), np.float16(-np.inf))
+    nudged[3, cols] = np.nextafter(nudged[3, cols], away)
+    cause = likely_cause(replace(cap, out=nudged), r)
+    assert cause is None or not cause["mutant"].endswith("scaled"), cause
+
+
 def test_a_tile_missing_its_last_k_block_is_a_bug_suspect(tmp_path, capsys):
     """One 64×64 output tile computed without the products of its last 64 k (planted with the
     capture's own schedule, so only the lost block changes the tile)."""
