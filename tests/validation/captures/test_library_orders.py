@@ -203,3 +203,14 @@ def test_differences_within_another_orders_bound_are_not_modelled_not_a_bug(tmp_
     cols = np.array([5, 300, 700, 1100])
     wrong[0, cols] += A[0, 17] * B[17, cols]  # k = 17 counted twice in four scattered outputs
     assert not within_order_bound(cap, wrong.astype(np.float32))
+
+
+def test_the_sm90_tf32_weight_gradient_is_found_with_raw_operands(tmp_path):
+    """``sm90_xmma_wgrad…segment_k_off`` rounds neither operand: the search, which tries the kernel
+    names' rounding (to even) first, finds it in the tier of the other roundings — one chain over
+    (n, p, q) of the raw fp32 bits."""
+    cap = _sweep_capture("s0570_conv2d_bwd_weight_n1c12k2h27r3s1p1_chann_tf32", tmp_path)
+    result = search(cap)
+    assert result.answer == "identical"
+    assert result.best.variant.tf32_rounding == "" and result.best.schedule.splits == 1
+    assert any(stage.startswith("other tf32 roundings") for stage, _, _ in result.stages)
