@@ -380,12 +380,11 @@ def product_magnitudes(cap: Capture) -> tuple[np.ndarray, int] | None:
     path), or where outputs × gemmK exceeds :data:`MAGNITUDE_WORK`."""
     if cap.op == "scaled_mm":
         return None
-    jobs = jobs_of(cap, Variant())
-    K = max(j.A.shape[1] for j in jobs)
-    if cap.out.size * K > MAGNITUDE_WORK:
+    K = gemm_dims(cap, Variant())[2]
+    if cap.out.size * K > MAGNITUDE_WORK:  # before the GEMMs are gathered: a large convolution's are big
         return None
     total = np.zeros(cap.out.size, np.float64)
-    for j in jobs:
+    for j in jobs_of(cap, Variant()):
         mag = np.abs(operand_values(cap, j.A)) @ np.abs(operand_values(cap, j.B))
         if j.C is not None:
             mag = mag + np.abs(np.broadcast_to(np.asarray(j.C, np.float64), mag.shape))
