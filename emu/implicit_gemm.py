@@ -322,7 +322,8 @@ def piece_gemm(A, B, unit, order: GemmOrder | Schedule | None = None, C=None, *,
     them whole (:func:`emu.simt.fma_gemm`, a SIMT kernel: fp32 without TF32); a tf32 unit gets
     them rounded to tf32 as ``tf32_rounding`` says (:data:`emu.operands.TF32_ROUNDINGS`: ``"rne"``
     as CUTLASS's ``NumericConverter<tfloat32_t, float>`` and cuBLAS's tf32 GEMMs do, ``"rna"`` as
-    cuDNN's sm80 tf32 convolutions do), then drops what is left of the 13 low bits. ValueError for any other unit on fp32 patterns."""
+    cuDNN's sm80 tf32 convolutions do), then drops what is left of the 13 low bits. ValueError
+    for any other unit on fp32 patterns."""
     A, B = patterns(A, "A"), patterns(B, "B")
     if A.dtype == np.uint32 or B.dtype == np.uint32:
         if is_fp32_fma(unit):

@@ -91,8 +91,8 @@ class ConvArithmetic(NamedTuple):
     fp32 tensors take either the fp32 FMA unit (:func:`emu.simt.is_fp32_fma`: a SIMT kernel,
     each product a whole-fp32 FMA, :func:`emu.simt.fma_gemm`) or a tf32 unit, whose operands
     the kernel first makes tf32 as ``tf32_rounding`` says (:data:`emu.operands.TF32_ROUNDINGS`;
-    default ``"rne"``, as GEMMs do; ``"rna"`` for code built for sm_80). Layout transposes (NCHW ↔ NHWC kernels) move values, never
-    change them, and are not modelled."""
+    default ``"rne"``, as GEMMs do; ``"rna"`` for code built for sm_80). Layout transposes
+    (NCHW ↔ NHWC kernels) move values, never change them, and are not modelled."""
 
     units: tuple
     orders: tuple

@@ -402,8 +402,8 @@ def likely_cause(cap: Capture, result: SearchResult) -> dict | None:
     gd, wd = g64[differ], w64[differ]
     if (gd == -wd).all():
         return {"mutant": "sign flipped", "where": _box(cap, idx)}
-    # one row, column or channel scaled, by a factor told apart from 1 (ratios within 2e-3 of 1 are
-    # another order's rounding, not a scale: "tile scaled by 0.999998" misled)
+    # one row, column or channel scaled, by a factor told apart from 1 (a common ratio within 4e-3
+    # of 1 is another order's rounding, not a scale: "tile scaled by 0.999998" misled)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = gd / wd
     alike = np.isfinite(ratio).all() and ratio.size and np.allclose(ratio, ratio[0], rtol=2e-3, atol=0)

@@ -6,11 +6,12 @@ public peer documented and the AMD libraries' orders read from their source.
 db4666f22c1f8b206584c3f06e3b4a0ff035989e), a Triton GEMM made to match cuBLAS bit for bit:
 
 * CUTLASS split-K for unaligned shapes: K cut at a grain of 64 where 64 divides K, else 8 (4
-  for TF32, whose kernels read fp32 values; :func:`models.libraries.cutlass_splitk_grain`), ⌈tiles/splits⌉ tiles per split, the K remainder
-  in the last split, each split's k residue (modulo the threadblock K) first, 8 or 16 products per
-  mma; the partials merged in an fp32 workspace, as output-format partials, or serially with the
-  running sum in the output format (:func:`models.libraries.splitk_merges` reads which from the
-  kernel names; :data:`validation.captures.gemms.MERGES`);
+  for TF32, whose kernels read fp32 values; :func:`models.libraries.cutlass_splitk_grain`),
+  ⌈tiles/splits⌉ tiles per split, the K remainder in the last split, each split's k residue
+  (modulo the threadblock K) first, 8 or 16 products per mma; the partials merged in an fp32
+  workspace, as output-format partials, or serially with the running sum in the output format
+  (:func:`models.libraries.splitk_merges` reads which from the kernel names;
+  :data:`validation.captures.gemms.MERGES`);
 * ``gemmSN`` (small M or N): S contiguous k chunks of ⌈K/S⌉, each in sub-blocks of B k summed from
   +0 and added in order (a promotion interval of B), the S partials added in order;
 * ``gemv2N``/``gemv2T`` (M or N = 1): the sm_90 recipes (V, W, CC, butterfly) of

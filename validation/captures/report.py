@@ -142,9 +142,9 @@ def within_order_bound(cap: Capture, emulated: np.ndarray) -> bool:
     where the magnitudes are not computed (:func:`product_magnitudes`) or an output is not finite.
     A kernel bug that drops, doubles, scales or misreads products moves an output by about a
     product's size, far beyond this bound."""
-    got = np.asarray(cap.out).astype(np.float64).reshape(-1)
-    want = np.asarray(emulated).astype(cap.out.dtype).astype(np.float64).reshape(-1)
-    differ = bits(cap.out).reshape(-1) != bits(np.asarray(emulated).astype(cap.out.dtype)).reshape(-1)
+    stored = np.asarray(emulated).astype(cap.out.dtype)  # the emulation in the capture's output format
+    got, want = (np.asarray(x).astype(np.float64).reshape(-1) for x in (cap.out, stored))
+    differ = bits(cap.out).reshape(-1) != bits(stored).reshape(-1)
     if not differ.any():
         return True
     if not (np.isfinite(got[differ]).all() and np.isfinite(want[differ]).all()):

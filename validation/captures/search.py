@@ -146,8 +146,8 @@ def tiers(cap: Capture, unit_name: str, cands: list[Candidate]) -> list[tuple[st
     the one the kernel names say (:func:`models.libraries.tf32_roundings`), their residue-tile,
     narrow-instruction, 16-bit-partial and many-split schedules left out (they made a search that
     finds nothing twice as long: 30,840 of 46,920 candidates of a 147,456-output TF32 weight
-    gradient); the other units (fp32 FMA, an fp16 accumulator). The search stops after the first tier in which some candidate
-    reproduces every output."""
+    gradient); the other units (fp32 FMA, an fp16 accumulator). The search stops after the first
+    tier in which some candidate reproduces every output."""
     named = matching(cap.kernels, cap.op)
     image = image_tile(cap)
     groups: dict[str, list[Candidate]] = {}
