@@ -72,7 +72,7 @@ def plot_capture(cap: Capture, result: SearchResult, path, reading=None) -> None
     mat = _as_matrix(ulps).astype(float)
     if (mat > 0).any():
         im = ax0.imshow(np.where(mat > 0, mat, np.nan), aspect="auto", interpolation="nearest", cmap="magma_r")
-        fig.colorbar(im, ax=ax0, label="|GPU − emulated| (ulps of the output format at the larger magnitude)")
+        fig.colorbar(im, ax=ax0, label="|GPU − emulated|\n(ulps of the output format at the larger magnitude)")
     else:
         ax0.imshow(np.zeros_like(mat), aspect="auto", interpolation="nearest", cmap="Greys", vmin=0, vmax=4)
     cause = reading.cause if reading is not None else None
