@@ -486,6 +486,36 @@ class Engine:
 _WATCHING: list[bool] = []
 
 
+#: signals whose handler raised inside a callback that cannot raise, for the watcher to re-deliver
+_SWALLOWED: list[int] = []
+
+
+@contextlib.contextmanager
+def _signals_outlive_callbacks() -> Iterator[None]:
+    """While it lasts, a :class:`Terminated` or ``KeyboardInterrupt`` raised by a signal handler
+    that Python ran inside a callback which cannot raise (a garbage-collector callback such as
+    ``distributed.gc``'s, a ``__del__``, a weakref finaliser) is neither printed ("Exception
+    ignored … Traceback") nor lost: the signal goes into ``_SWALLOWED`` and the watcher of
+    :func:`ending_on_signals` delivers it to the main thread again once the callback has
+    returned, so the command still ends in order with its one line."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable):
+        err = unraisable.exc_value
+        if isinstance(err, KeyboardInterrupt):
+            _SWALLOWED.append(int(signal.SIGTERM if isinstance(err, Terminated) else signal.SIGINT))
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        if sys.unraisablehook is hook:
+            sys.unraisablehook = previous
+        _SWALLOWED.clear()
+
+
 @contextlib.contextmanager
 def ending_on_signals(
     message: str | Callable[[int], str], grace_s: float = 0.5, heard: list[int] | None = None
@@ -501,7 +531,9 @@ def ending_on_signals(
     ``message(signum)``) and exits with 128 + the signal. The watcher runs while a kernel
     computes because every kernel releases the GIL (``emu.jit``: ``nogil=True``); a call that
     held it would stop the watcher too, until it returned. A signal ignored when the command
-    started (``nohup``, a background job) stays ignored. The numbers of the signals received are
+    started (``nohup``, a background job) stays ignored. A handler that Python ran inside a
+    callback which cannot raise (a gc callback, a ``__del__``) loses its exception there: the
+    watcher delivers that signal to the main thread again. The numbers of the signals received are
     appended to ``heard`` (so that a command line can skip the interpreter's slow teardown)."""
     if threading.current_thread() is not threading.main_thread() or _WATCHING:
         yield  # signals are the main thread's; nested (study inside fp16emu's main): the outer one's
@@ -538,7 +570,13 @@ def ending_on_signals(
             got = [b for b in os.read(r, 64) if b in wanted]
             if heard is not None:
                 heard.extend(got)
-            if not got or done.wait(grace_s):
+            if not got:
+                continue
+            deadline = time.monotonic() + grace_s
+            while not done.wait(0.05) and time.monotonic() < deadline:
+                if _SWALLOWED:  # the handler raised inside a callback: again, from here
+                    signal.pthread_kill(threading.main_thread().ident, _SWALLOWED.pop())
+            if done.is_set():
                 continue
             for child in mp.active_children():
                 with contextlib.suppress(Exception):
@@ -555,7 +593,8 @@ def ending_on_signals(
     watcher.start()
     _WATCHING.append(True)
     try:
-        yield
+        with _signals_outlive_callbacks():
+            yield
     except KeyboardInterrupt:  # Terminated included: no child outlives the command
         _end_children()
         raise

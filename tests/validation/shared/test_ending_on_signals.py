@@ -74,6 +74,52 @@ def test_the_command_ends_within_a_second_and_takes_its_children(tmp_path, sig, 
         pytest.fail("the child outlived the command")
 
 
+# -- a signal heard inside a garbage-collector callback (CI, session 21): Python runs a signal's
+# handler between bytecodes, so it may run inside a callback that cannot raise (distributed.gc's,
+# a __del__). Terminated was then printed as "Exception ignored ... Traceback" and lost, and the
+# watcher ended the command late with that traceback above its one line. The script's gc callback
+# sends SIGTERM to its own process and runs on until the handler has run inside it; the grace is
+# 30 s, so only the main thread can end the command within the bound.
+
+GC_SCRIPT = textwrap.dedent(
+    """
+    import gc, os, signal, sys, time
+    from validation.engine import ending_on_signals
+
+    def in_a_collection(phase, info):
+        if phase == "start" and not getattr(in_a_collection, "sent", False):
+            in_a_collection.sent = True
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1_000_000):  # the handler runs here, inside the callback
+                pass
+
+    try:
+        with ending_on_signals("fp16emu: terminated by the watcher (test)", grace_s=30.0):
+            gc.callbacks.append(in_a_collection)
+            gc.collect()
+            time.sleep(20)
+            print("not reached", flush=True)
+    except KeyboardInterrupt as err:
+        print(f"fp16emu: ended in order ({type(err).__name__})", file=sys.stderr)
+        sys.exit(getattr(err, "exit_code", 130))
+    """
+)
+
+
+def test_a_signal_heard_inside_a_gc_callback_still_ends_the_command_in_order(tmp_path):
+    script = tmp_path / "gc_cmd.py"
+    script.write_text(GC_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    seconds = time.monotonic() - t0
+    assert p.returncode == 143, p.stderr
+    assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
+    assert p.stderr.strip().splitlines() == ["fp16emu: ended in order (Terminated)"], p.stderr
+    assert "not reached" not in p.stdout
+    assert seconds < 15.0, seconds  # not the 20 s sleep nor the 30 s grace
+
+
 # -- a long compiled call (issue 41.7): a serial numba kernel held the GIL, so the watcher thread
 # above could not run until the call returned (2.8-3.6 s late in `study reproduce --members 4096`
 # on the loaded machine, minutes for a longer call). Every kernel now releases it (emu.jit:
