@@ -261,6 +261,8 @@ def reduce_partials(partials, schedule: Schedule, ws: np.ndarray | None = None) 
                 h = (len(level) + 1) // 2
                 level = [level[i] + level[i + h] if i + h < len(level) else level[i] for i in range(h)]
             return level[0]
+        if schedule.reduction == "bisection":
+            return _bisection(list(partials))
         if schedule.reduction == "sequential":
             acc = partials[0]
             for p in partials[1:]:
@@ -272,6 +274,14 @@ def reduce_partials(partials, schedule: Schedule, ws: np.ndarray | None = None) 
         for s in order:
             ws = ws + partials[s]
         return ws
+
+
+def _bisection(partials: list) -> np.ndarray:
+    """The first ⌊n/2⌋ partials reduced, the rest reduced, the two added (fp32, RNE)."""
+    if len(partials) == 1:
+        return partials[0]
+    h = len(partials) // 2
+    return _bisection(partials[:h]) + _bisection(partials[h:])
 
 
 def fma32(a, b, c) -> np.ndarray:

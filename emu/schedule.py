@@ -24,7 +24,9 @@ output element:
   ``"random"`` the same in the order :func:`emu.atomics.add_order` draws for ``reduction_seed``;
   ``"tree"`` a pairwise tree (p0+p1, p2+p3, …, then pairs of those); ``"halving"`` the tree of a
   warp's shuffle reduction (p_i + p_{i+n/2} for the first half, then again: lane 0 of an xor
-  butterfly);
+  butterfly); ``"bisection"`` the recursive split, the first ⌊n/2⌋ partials reduced, the rest
+  reduced, the two added (7 partials: (p0 + (p1+p2)) + ((p3+p4) + (p5+p6)); for a power of two
+  the pairwise tree);
 * **two-level accumulation** (``promotion_interval`` n > 0): inside each split the unit's chain
   restarts from +0 every n k tiles, and each such interval's result is added, in order, into an
   fp32 register accumulator (RNE; the first interval's result is that accumulator's value):
@@ -82,7 +84,7 @@ MAX_PAD_K = 1 << 16
 MAX_SPLITS = 1 << 12
 SCALE_ORDERS = ("product", "a_then_b", "b_then_a")
 SPLIT_RULES = ("even", "ceil", "strided")
-REDUCTIONS = ("sequential", "workspace", "random", "tree", "halving")
+REDUCTIONS = ("sequential", "workspace", "random", "tree", "halving", "bisection")
 C_ENTRIES = ("chain", "workspace", "epilogue", "output")
 OUTPUTS = (None, "fp32", "fp16", "bf16")
 
@@ -294,6 +296,7 @@ class Schedule:
                 "random": f"partials added in the order of seed {self.reduction_seed}",
                 "tree": "partials added in a pairwise fp32 tree",
                 "halving": "partials added in a halving fp32 tree (a warp shuffle's)",
+                "bisection": "partials added in an fp32 tree of halves (the first ⌊n/2⌋, the rest)",
             }[self.reduction]
             width = "" if self.split_rule == "strided" else f" of {self.k_tile}-wide k tiles"
             parts.append(f"{self.splits} splits{width}, {how}, each from +0; {red}")

@@ -23,6 +23,7 @@ __all__ = [
     "channel_tile_from_name",
     "tf32_roundings",
     "TF32_TIES_AWAY",
+    "TF32_RAW_BITS",
     "cutlass_splitk_grain",
     "from_source",
     "is_amd",
@@ -187,6 +188,21 @@ LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
         checked=_H200,
         source="CUTLASS implicit-GEMM dgrad (unity and strided): gemmK (r, s, k), filter taps ascending or "
         "rotated (H200 captures)",
+    ),
+    LibrarySchedule(
+        "cudnn-sm90-wgrad-segment-k",
+        "cuDNN (xmma)",
+        r"sm90_xmma_wgrad\w*segment_k_on",
+        ("conv2d_bwd_weight",),
+        k_tiles=(32, 64, 128),
+        split_rule="ceil",
+        reduction="bisection",
+        k_orders=("npq",),
+        checked=_H200 + " (TF32, 147,456 outputs: the raw fp32 bits reach the unit; 7 segments of 28 k tiles)",
+        source="cuDNN's Hopper weight gradient with segment-K (sm90_xmma_wgrad_indexed_…_segment_k_on, after "
+        "init_device_workspace_kernel): gemmK (n, p, q) cut into segments of ⌈tiles/segments⌉ k tiles of the "
+        "name's width, each a chain of the unit from +0, the segments' fp32 partials added as a tree of halves "
+        "(the first ⌊n/2⌋, the rest: emu reduction 'bisection'); measured on an H200, not in any public source",
     ),
     LibrarySchedule(
         "cudnn-cutlass-wgrad",
@@ -390,7 +406,6 @@ UNRESOLVED = (
     (r"sm80_xmma_(fprop|dgrad)_implicit_gemm_tf32f32", "sm80 xmma TF32 implicit-GEMM convolution"),
     (r"s1688(fprop|dgrad)_optimized_tf32", "CUTLASS s1688 TF32 convolution"),
     (r"sm80_xmma_wgrad_implicit_gemm\w*tf32f32", "sm80 xmma TF32 implicit-GEMM weight gradient"),
-    (r"sm90_xmma_wgrad\w*segment_k_on", "sm90 xmma weight gradient with segment-K"),
     (r"\bdot_kernel<", "cuBLAS dot_kernel + reduce_1Block_kernel"),
 )
 
@@ -510,14 +525,23 @@ def k_tile_from_name(kernels) -> int | None:
 TF32_TIES_AWAY = r"sm80_xmma_(fprop|dgrad|wgrad)_implicit_gemm\w*tf32|cutlass_tensorop_s1688(fprop|dgrad|wgrad)\w*tf32"
 
 
+#: cuDNN's Hopper weight gradients, which hand the fp32 operands' raw bits to the unit (the unit
+#: ignores the low 13): measured on NVIDIA H200 captures (cuDNN 9.19), ``segment_k_off`` (s0570 of
+#: the sweep) and ``segment_k_on`` (a 147,456-output weight gradient), both identical only so
+TF32_RAW_BITS = r"sm90_xmma_wgrad\w*tf32"
+
+
 def tf32_roundings(kernels) -> tuple[str, ...]:
     """The ways a capture's tf32 kernel may round its fp32 operands to tf32
     (:data:`emu.operands.TF32_ROUNDINGS`), the one its kernel names say first: ``"rna"`` for the
-    sm80 convolutions of :data:`TF32_TIES_AWAY`, else ``"rne"`` (CUTLASS's ``NumericConverter``,
-    cuBLAS's tf32 GEMMs, sm90 code); then the other; then ``""`` (the raw bits, the unit dropping
-    the low ones)."""
-    if any(re.search(TF32_TIES_AWAY, str(k)) for k in kernels):
+    sm80 convolutions of :data:`TF32_TIES_AWAY`, ``""`` (the raw bits, the unit dropping the low
+    ones) for the sm90 weight gradients of :data:`TF32_RAW_BITS`, else ``"rne"`` (CUTLASS's
+    ``NumericConverter``, cuBLAS's tf32 GEMMs, sm90 code); then the others."""
+    names = [str(k) for k in kernels]
+    if any(re.search(TF32_TIES_AWAY, k) for k in names):
         return ("rna", "rne", "")
+    if any(re.search(TF32_RAW_BITS, k) for k in names):
+        return ("", "rne", "rna")
     return ("rne", "rna", "")
 
 

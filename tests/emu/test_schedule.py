@@ -10,7 +10,7 @@ import pytest
 
 import emu
 import models
-from emu.gemm import fma32
+from emu.gemm import fma32, reduce_partials
 from emu.schedule import Schedule
 from tests.exact_reference import reference_dot_add
 
@@ -80,6 +80,39 @@ def test_splits_are_chains_from_zero_reduced_in_fp32(operands, name, reduction):
                     ]
                 acc = level[0]
             assert _bits(got[m, n]) == _bits(np.float32(acc)), (m, n)
+
+
+def test_seven_splits_reduced_by_a_tree_of_halves(operands):
+    """``"bisection"``: the first ⌊n/2⌋ partials, the rest, then the two; for 7 splits
+    (p0 + (p1+p2)) + ((p3+p4) + (p5+p6)), written out here, each partial a chain of the exact
+    reference. The adversarial rows (a wide exponent span, cancellation) make the orders differ."""
+    A, B = operands
+    unit = models.unit("h100")
+    sched = Schedule(k_tile=8, splits=7, split_rule="ceil", reduction="bisection")
+    got = emu.gemm(A, B, None, unit, sched)
+    for m in range(A.shape[0]):
+        for n in range(B.shape[1]):
+            p = [_f32(_chain(A[m, r], B[r, n], 0, unit)) for r in sched.split_ranges(A.shape[1])]
+            left = np.float32(p[0] + np.float32(p[1] + p[2]))
+            right = np.float32(np.float32(p[3] + p[4]) + np.float32(p[5] + p[6]))
+            assert _bits(got[m, n]) == _bits(np.float32(left + right)), (m, n)
+
+
+def test_a_tree_of_halves_differs_from_the_pairwise_tree_only_off_powers_of_two():
+    """Seven partials where the pairwise tree ((p0+p1)+(p2+p3)) + ((p4+p5)+p6) loses what the tree
+    of halves keeps; for four, both are (p0+p1) + (p2+p3)."""
+    big, one = np.float32(2.0**25), np.float32(1.0)
+    seven = [np.array([v], np.float32) for v in (one, one, one, big, -big, one, one)]
+    halves = reduce_partials(seven, Schedule(splits=7, reduction="bisection"))
+    pairs = reduce_partials(seven, Schedule(splits=7, reduction="tree"))
+    # halves: (1 + (1+1)) + ((2^25 − 2^25) + (1+1)) = 5; pairs: ((1+1) + (1 + 2^25)) + ((−2^25 + 1) + 1),
+    # where the 1s beside ±2^25 are rounded away
+    assert _bits(halves) == _bits(np.array([5.0], np.float32))
+    assert _bits(pairs) != _bits(halves)
+    four = [np.array([v], np.float32) for v in (big, one, -big, one)]
+    assert _bits(reduce_partials(four, Schedule(splits=4, reduction="bisection"))) == _bits(
+        reduce_partials(four, Schedule(splits=4, reduction="tree"))
+    )
 
 
 def test_strided_lanes_reduced_by_a_halving_tree(operands):

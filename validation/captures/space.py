@@ -10,9 +10,10 @@ order where the family applies to the capture:
   the gemmK orders (``rsc``/``crs``, channel blocks, a rotated filter for backward data); the
   accumulations of :func:`split_schedules` (one chain; strided lanes; k tiles cut into 2 …
   ``max_splits`` splits, ⌈tiles/splits⌉ each or as even as possible); the reduction of the
-  partials (in split order, a pairwise or halving tree), each partial rounded to the output
-  format or not; residue-first tiles; 8 products per instruction where the unit's group is 16;
-  where C enters (chain, workspace, epilogue) — :func:`matrix_unit_candidates`;
+  partials (in split order, a pairwise or halving tree, a tree of halves where a kernel-name
+  family says so), each partial rounded to the output format or not; residue-first tiles; 8
+  products per instruction where the unit's group is 16; where C enters (chain, workspace,
+  epilogue) — :func:`matrix_unit_candidates`;
 * ``simt-fp32`` (fp32 operands multiplied whole: fp32 captures, and the CUDA-core kernels of
   tf32 ones): the fp32 FMA unit (``emu.simt``), few candidates — one k-ascending chain; 32 lanes
   of a warp, lane j over k ≡ j (mod 32), reduced by the warp's halving tree (cuBLAS gemv,
@@ -247,6 +248,8 @@ def matrix_unit_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     c_entries = ("epilogue", "chain") if has_c else ("chain",)
     if cap.alpha != 1 or cap.beta != 1:
         c_entries = ("epilogue",)
+    # a tree of halves only where a kernel-name family says so (cuDNN's sm90 segment-K wgrad), on its tiles
+    bisection = {t for f in named if f.reduction == "bisection" for t in f.k_tiles}
     out: list[Candidate] = []
     seen = set()
     for u in units:
@@ -258,6 +261,8 @@ def matrix_unit_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
                     reductions = (
                         ("sequential", "tree") if base.splits > 3 else ("sequential",)
                     )  # 3: (p0+p1)+p2 either way
+                    if base.k_tile in bisection and base.splits > 2 and base.splits & (base.splits - 1):
+                        reductions += ("bisection",)  # a power of two: the pairwise tree
                     if base.split_rule == "strided":
                         reductions = ("halving", "tree", "sequential")
                     for red, ce, tile, pf in split_shapes(

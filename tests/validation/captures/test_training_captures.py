@@ -90,6 +90,11 @@ def test_the_tf32_rounding_is_read_from_the_kernel_names():
     assert tf32_roundings([cublas_cutlass]) == tf32_roundings([sm90]) == tf32_roundings([]) == ("rne", "rna", "")
     wgrad = "sm80_xmma_wgrad_implicit_gemm_indexed_wo_smem_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize32x16x64"
     assert not_modelled_family([wgrad], "conv2d_bwd_weight") == "sm80 xmma TF32 implicit-GEMM weight gradient"
+    # the Hopper weight gradients hand the raw bits to the unit, with segment-K or without
+    for seg in ("off", "on"):
+        sm90_wgrad = f"sm90_xmma_wgrad_indexed_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x64x32_warpgroupsize1x1x1_g1_execute_segment_k_{seg}_kernel__5x_cudnn"
+        assert tf32_roundings([sm90_wgrad]) == ("", "rne", "rna")
+        assert not_modelled_family([sm90_wgrad], "conv2d_bwd_weight") is None
 
 
 def test_channel_tile_from_kernel_names():
