@@ -47,6 +47,7 @@ __all__ = [
     "fma32",
     "fp32_of_odd_sum",
     "reduce_partials",
+    "run_reduction_program",
     "gemm",
     "gemm_decoded",
     "operand_in_order",
@@ -263,6 +264,8 @@ def reduce_partials(partials, schedule: Schedule, ws: np.ndarray | None = None) 
             return level[0]
         if schedule.reduction == "bisection":
             return _bisection(list(partials))
+        if schedule.reduction == "program":
+            return run_reduction_program(np.stack(partials), schedule.reduction_program)
         if schedule.reduction == "sequential":
             acc = partials[0]
             for p in partials[1:]:
@@ -274,6 +277,40 @@ def reduce_partials(partials, schedule: Schedule, ws: np.ndarray | None = None) 
         for s in order:
             ws = ws + partials[s]
         return ws
+
+
+def run_reduction_program(x: np.ndarray, program) -> np.ndarray:
+    """The partials ``x`` (n, …) float32 reduced by ``program``, a sequence of
+    :data:`emu.schedule.REDUCTION_STEPS` (name, width); every add fp32 RNE; the last step must
+    leave one entry, which is returned. ValueError where a step does not fit the list."""
+    x = np.asarray(x, np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for name, width in program:
+            n = x.shape[0]
+            if name in ("chunks", "chunks-first", "fold") and n % width:
+                raise ValueError(f"reduction_program: {name} {width} on {n} partials (not a multiple)")
+            if name == "strided":
+                padded = -(-n // width) * width
+                if padded > n:
+                    x = np.concatenate([x, np.zeros((padded - n,) + x.shape[1:], np.float32)])
+                rows = x.reshape((padded // width, width) + x.shape[1:])
+                acc = rows[0]
+                for r in rows[1:]:
+                    acc = acc + r
+                x = acc
+            elif name == "fold":
+                groups = x.reshape((n // width, width) + x.shape[1:])
+                half = width // 2
+                x = (groups[:, :half] + groups[:, half:]).reshape((n // 2,) + x.shape[1:])
+            else:
+                groups = x.reshape((n // width, width) + x.shape[1:])
+                acc = np.zeros_like(groups[:, 0]) + groups[:, 0] if name == "chunks" else groups[:, 0]
+                for j in range(1, width):
+                    acc = acc + groups[:, j]
+                x = acc
+    if x.shape[0] != 1:
+        raise ValueError(f"reduction_program: leaves {x.shape[0]} partials, not one")
+    return x[0]
 
 
 def _bisection(partials: list) -> np.ndarray:

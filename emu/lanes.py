@@ -15,7 +15,11 @@ Two ways of dealing k to ``lanes`` lanes are modelled (:func:`lane_of_k`):
   then skips the others' — coalesced loads, as a warp reading a row of a column-major matrix);
 * ``"chunked"``: lane l takes the contiguous block [l·w, (l + 1)·w) with w = ⌈K / lanes⌉
   rounded up to a multiple of ``grain`` (each thread walking its own stretch of a contiguous
-  row).
+  row);
+* ``"tiled"``: k cut into tiles of ``grain`` k, tile i going to block i mod (lanes / grain), and
+  within a block one lane per position in the tile: lane (i mod blocks)·grain + k mod grain
+  (thread blocks taking strided tiles, each thread's registers separate chains — cuBLAS's
+  ``dot_kernel``: a tile of 128 threads × V consecutive k).
 
 Lanes that get no k contribute +0 and still take their place in the tree. The combination
 with C follows CUTLASS's ``LinearCombination`` (github.com/NVIDIA/cutlass,
@@ -35,7 +39,7 @@ from .simt import fp32_values
 
 __all__ = ["LAYOUTS", "LANE_REDUCTIONS", "lane_of_k", "lane_partials", "reduce_lanes", "lane_gemm"]
 
-LAYOUTS = ("strided", "chunked")
+LAYOUTS = ("strided", "chunked", "tiled")
 LANE_REDUCTIONS = ("halving", "tree", "sequential")
 
 
@@ -51,6 +55,10 @@ def lane_of_k(K: int, lanes: int, grain: int = 1, layout: str = "strided") -> np
         width = -(-max(K, 1) // lanes)
         width = -(-width // grain) * grain
         return k // width
+    if layout == "tiled":
+        if lanes % grain:
+            raise ValueError(f"lanes: 'tiled' needs a multiple of the tile of {grain} k, got {lanes}")
+        return ((k // grain) % (lanes // grain)) * grain + k % grain
     raise ValueError(f"layout: {layout!r} is not one of {', '.join(map(repr, LAYOUTS))}")
 
 

@@ -26,7 +26,10 @@ output element:
   warp's shuffle reduction (p_i + p_{i+n/2} for the first half, then again: lane 0 of an xor
   butterfly); ``"bisection"`` the recursive split, the first ⌊n/2⌋ partials reduced, the rest
   reduced, the two added (7 partials: (p0 + (p1+p2)) + ((p3+p4) + (p5+p6)); for a power of two
-  the pairwise tree);
+  the pairwise tree); ``"program"`` the steps of ``reduction_program`` in turn, each turning the
+  list of partials into a shorter one (:data:`REDUCTION_STEPS`) — the nested reductions of
+  thread blocks (each thread's chains, then the block's shuffle tree, then the blocks' partials
+  in a second kernel);
 * **two-level accumulation** (``promotion_interval`` n > 0): inside each split the unit's chain
   restarts from +0 every n k tiles, and each such interval's result is added, in order, into an
   fp32 register accumulator (RNE; the first interval's result is that accumulator's value):
@@ -72,6 +75,7 @@ __all__ = [
     "check_k_order",
     "C_ENTRIES",
     "REDUCTIONS",
+    "REDUCTION_STEPS",
     "SPLIT_RULES",
     "OUTPUTS",
     "SCALE_ORDERS",
@@ -81,10 +85,17 @@ __all__ = [
 
 #: Bounds of the integer fields: beyond them no kernel runs, and padding alone would exhaust memory.
 MAX_PAD_K = 1 << 16
-MAX_SPLITS = 1 << 12
+MAX_SPLITS = 1 << 13
 SCALE_ORDERS = ("product", "a_then_b", "b_then_a")
 SPLIT_RULES = ("even", "ceil", "strided")
-REDUCTIONS = ("sequential", "workspace", "random", "tree", "halving", "bisection")
+REDUCTIONS = ("sequential", "workspace", "random", "tree", "halving", "bisection", "program")
+#: the steps of a reduction program, each (name, width) on the list x of n partials (every add
+#: fp32, RNE): ``"chunks"`` the consecutive groups of ``width`` each added in order onto +0;
+#: ``"chunks-first"`` the same from each group's first entry; ``"fold"`` in each consecutive
+#: group of ``width`` (even), entry i + entry i + width/2 (a count-down butterfly's step: n → n/2);
+#: ``"strided"`` x padded with +0 to a multiple of ``width``, then y[t] = x[t] + x[t+width] + …
+#: in order (n → width). "chunks" and "fold" need n to be a multiple of the width.
+REDUCTION_STEPS = ("chunks", "chunks-first", "fold", "strided")
 C_ENTRIES = ("chain", "workspace", "epilogue", "output")
 OUTPUTS = (None, "fp32", "fp16", "bf16")
 
@@ -156,6 +167,7 @@ class Schedule:
     split_bounds: tuple[int, ...] | None = None
     reduction: str = "sequential"
     reduction_seed: int = 0
+    reduction_program: tuple[tuple[str, int], ...] = ()
     instruction_k: int = 0
     residue_tile: int = 0
     partial_format: str | None = None
@@ -209,6 +221,15 @@ class Schedule:
             raise ValueError("residue_tile: needs contiguous splits, not split_rule='strided'")
         if self.promotion_interval and (self.split_rule == "strided" or self.residue_tile):
             raise ValueError("promotion_interval: needs contiguous splits without residue tiles")
+        if (self.reduction == "program") != bool(self.reduction_program):
+            raise ValueError("reduction_program: given exactly when reduction='program'")
+        for step in self.reduction_program:
+            if not (isinstance(step, tuple) and len(step) == 2 and step[0] in REDUCTION_STEPS):
+                raise ValueError(
+                    f"reduction_program: each step is (name, width) with name one of "
+                    f"{', '.join(map(repr, REDUCTION_STEPS))}, got {step!r}"
+                )
+            _whole("reduction_program width", step[1], 2 if step[0] == "fold" else 1)
         if self.c_entry == "workspace" and self.reduction not in ("workspace", "random"):
             raise ValueError(f"c_entry: 'workspace' needs reduction 'workspace' or 'random', got {self.reduction!r}")
 
@@ -284,6 +305,8 @@ class Schedule:
         else:
             if self.split_rule == "strided":
                 how = "strided (split t takes every entry t mod splits)"
+            elif self.split_bounds is not None and len(self.split_bounds) > 17:
+                how = f"at {len(self.split_bounds)} given tile bounds"
             elif self.split_bounds is not None:
                 how = f"at tile bounds {list(self.split_bounds)}"
             elif self.split_rule == "ceil":
@@ -297,6 +320,8 @@ class Schedule:
                 "tree": "partials added in a pairwise fp32 tree",
                 "halving": "partials added in a halving fp32 tree (a warp shuffle's)",
                 "bisection": "partials added in an fp32 tree of halves (the first ⌊n/2⌋, the rest)",
+                "program": "partials reduced in fp32 by the steps "
+                + ", ".join(f"{name} {width}" for name, width in self.reduction_program),
             }[self.reduction]
             width = "" if self.split_rule == "strided" else f" of {self.k_tile}-wide k tiles"
             parts.append(f"{self.splits} splits{width}, {how}, each from +0; {red}")
@@ -347,6 +372,8 @@ class Schedule:
         }
         if self.reduction == "random":
             out["reduction_seed"] = self.reduction_seed
+        if self.reduction == "program":
+            out["reduction_program"] = [list(step) for step in self.reduction_program]
         if self.alpha != 1 or self.beta != 1:
             out.update(alpha=self.alpha, beta=self.beta)
         if self.promotion_interval:

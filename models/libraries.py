@@ -327,6 +327,23 @@ LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
         + "kernels.py (_gemv_lane, _gemv_cslice), arch/sm90_lt13_1.py (gemv_recipe)",
     ),
     LibrarySchedule(
+        "cublas-dot",
+        "cuBLAS",
+        r"\bdot_kernel<",
+        GEMM_OPS,
+        unit="fma32",
+        k_tiles=(128, 256),
+        reduction="program",
+        checked=_H200 + " (9 of 9 fp32 and TF32-allowed sweep captures, M or N = 1)",
+        source="cuBLAS dot_kernel<float, 128, …> + reduce_1Block_kernel<float, 128, 7> (ALGO_ID 14, M or N = 1): "
+        "k in tiles of 128·V (V = 2 where N = 1, else 1), tile i to block i mod NB (NB = SPLITK_NUM), thread t "
+        "of a block keeping V chains of fp32 FMAs (chain s over k = i·128V + t·V + s, the block's tiles ascending) "
+        "added onto +0; the 128 threads by a count-down butterfly; the NB block partials by the one-block reduce "
+        "(q[t] = p[t] + p[t+128] + …, q[t] += q[t+64], q[t] += q[t+32], u[j] = q[j] + q[j+4] + … + q[j+28], "
+        "((u0 + u1) + u2) + u3) — " + _BITEQUIV + "kernels.py (_gemv_block_dot, _gemv_block_reduce); FMA "
+        "(not multiply-then-add) and NB = min(tiles, about 32) measured on the H200 captures",
+    ),
+    LibrarySchedule(
         "hipblaslt-gsu",
         "hipBLASLt (Tensile)",
         r"Cijk_\w*_GSU\d|_GSU",
@@ -406,7 +423,6 @@ UNRESOLVED = (
     (r"sm80_xmma_(fprop|dgrad)_implicit_gemm_tf32f32", "sm80 xmma TF32 implicit-GEMM convolution"),
     (r"s1688(fprop|dgrad)_optimized_tf32", "CUTLASS s1688 TF32 convolution"),
     (r"sm80_xmma_wgrad_implicit_gemm\w*tf32f32", "sm80 xmma TF32 implicit-GEMM weight gradient"),
-    (r"\bdot_kernel<", "cuBLAS dot_kernel + reduce_1Block_kernel"),
 )
 
 
@@ -482,7 +498,7 @@ def not_modelled_family(kernels, op: str) -> str | None:
 _FP32_CUDA_CORE = (
     r"simt_sgemm|gemvx?::|gemv2?[NT]?_kernel|gemmSN|_ffma_|implicit_convolve_sgemm|convolve_common_engine_float|"
     r"wgrad2d_grouped_direct_kernel<[^>]*float, float, float>|wgrad_alg\d_engine<float|dgrad2d_alg1_1<float|"
-    r"dgrad_alg\d_engine<float|winograd\w*<float"
+    r"dgrad_alg\d_engine<float|winograd\w*<float|dot_kernel<float, \d+, \d+, cublasDotParams<\w+<float const>"
 )
 #: tensor-core kernels that multiply tf32 operands
 _TF32_TENSOR_CORE = r"tf32|xf32|s1688|tensorop_s|tensorop_tf32"

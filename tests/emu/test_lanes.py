@@ -118,6 +118,10 @@ def test_lane_of_k_layouts():
     assert lane_of_k(10, 4, grain=2).tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 0, 0]
     assert lane_of_k(10, 4, layout="chunked").tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]
     assert lane_of_k(10, 4, grain=4, layout="chunked").tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
+    # tiles of 3 k to 2 blocks in turn, a lane per position: block 0 lanes 0-2, block 1 lanes 3-5
+    assert lane_of_k(14, 6, grain=3, layout="tiled").tolist() == [0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 0, 1]
+    with pytest.raises(ValueError):
+        lane_of_k(14, 7, grain=3, layout="tiled")  # not whole blocks
     with pytest.raises(ValueError):
         lane_of_k(10, 0)
     with pytest.raises(ValueError):
@@ -137,3 +141,77 @@ def test_reduce_lanes_halving_pairs_i_with_i_plus_half():
 def test_rejects_float64():
     with pytest.raises(TypeError):
         lane_gemm(np.ones((2, 2)), np.ones((2, 2), np.float32))
+
+
+def _program_reference(parts, program):
+    """A reduction program on exact rationals, one fp32 rounding per add, written from the step
+    definitions of emu.schedule.REDUCTION_STEPS."""
+    x = list(parts)
+    for name, w in program:
+        if name == "strided":
+            x = x + [Fraction(0)] * (-len(x) % w)
+            y = []
+            for t in range(w):
+                acc = x[t]
+                for r in range(t + w, len(x), w):
+                    acc = _rn32(acc + x[r])
+                y.append(acc)
+            x = y
+        elif name == "fold":
+            x = [_rn32(x[g + i] + x[g + i + w // 2]) for g in range(0, len(x), w) for i in range(w // 2)]
+        else:
+            y = []
+            for g in range(0, len(x), w):
+                acc = Fraction(0) if name == "chunks" else x[g]
+                for v in x[g + (name == "chunks-first") : g + w]:
+                    acc = _rn32(acc + v)
+                y.append(acc)
+            x = y
+    assert len(x) == 1
+    return np.float32(float(x[0]))
+
+
+def test_a_thread_block_reduction_program_matches_exact_reference():
+    """cuBLAS dot_kernel's shape at a small scale: 3 blocks × 8 threads × 2 registers of FMA chains
+    over "tiled" lanes, each thread's registers onto +0, the block's threads by a count-down
+    butterfly, then the blocks strided by 4, folded, strided by 2, in order — through
+    emu.simt.fma_gemm against exact rationals (every FMA and add rounded once)."""
+    from emu.gemm import run_reduction_program
+    from emu.schedule import Schedule
+    from emu.simt import fma_gemm
+
+    rng = np.random.default_rng(3)
+    K, blocks, threads, regs = 100, 3, 8, 2
+    lanes, tile = blocks * threads * regs, threads * regs
+    A, B, _ = _operands(rng, 2, K, 3)
+    owner = lane_of_k(K, lanes, grain=tile, layout="tiled")
+    program = (("chunks", regs), ("fold", 8), ("fold", 4), ("fold", 2), ("strided", 4), ("fold", 4), ("strided", 1))
+    seq = np.concatenate([np.flatnonzero(owner == j) if (owner == j).any() else [-1] for j in range(lanes)])
+    bounds = [0]
+    for j in range(lanes):
+        bounds.append(bounds[-1] + max(int((owner == j).sum()), 1))
+    A_seq = np.where(seq < 0, 0, A[:, np.maximum(seq, 0)]).astype(np.float32)
+    B_seq = np.where((seq < 0)[:, None], 0, B[np.maximum(seq, 0)]).astype(np.float32)
+    sch = Schedule(
+        splits=lanes, split_bounds=tuple(bounds), split_rule="ceil", reduction="program", reduction_program=program
+    )
+    got = fma_gemm(A_seq, B_seq, None, sch)
+    for m in range(2):
+        for n in range(3):
+            parts = []
+            for j in range(lanes):
+                acc = Fraction(0)
+                for k in np.flatnonzero(owner == j):
+                    acc = _rn32(_f(A[m, k]) * _f(B[k, n]) + acc)
+                parts.append(acc)
+            want = _program_reference(parts, program)
+            assert got[m, n].view(np.uint32) == want.view(np.uint32), (m, n)
+    # the program's own checks: a step that does not fit, a program that leaves more than one
+    with pytest.raises(ValueError, match="not a multiple"):
+        run_reduction_program(np.ones((6, 1), np.float32), (("fold", 4),))
+    with pytest.raises(ValueError, match="leaves 2"):
+        run_reduction_program(np.ones((4, 1), np.float32), (("fold", 4),))
+    with pytest.raises(ValueError, match="reduction_program"):
+        Schedule(splits=2, reduction="program")
+    with pytest.raises(ValueError, match="reduction_program"):
+        Schedule(splits=2, reduction="program", reduction_program=(("spiral", 2),))

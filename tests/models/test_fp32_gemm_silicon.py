@@ -238,3 +238,63 @@ def test_tf32_sm90_xmma_one_chain():
     # the raw fp32 bits cut by the unit (no RNE first) are not the kernel's
     A, B, out = cap["triples"][0]
     assert _same_bits(gemm(A, B, None, unit, Schedule()), out) > 0
+
+
+# cuBLAS dot_kernel<float, 128, …> + reduce_1Block_kernel<float, 128, 7> (M or N = 1): (capture,
+# registers per thread V, blocks NB); the pair was answered "not modelled" in session 21
+DOT = [
+    ("s0029_mm_1x2274x8_tf32", 1, 18),
+    ("s0034_mm_1x1226x6_f32", 1, 10),
+    ("s0268_mm_1x2484x4_f32", 1, 20),
+    ("s0738_mm_1x1466x35_tf32", 1, 12),
+    ("s0774_linear_1x709x60_f32", 2, 3),  # bias in the epilogue
+    ("s0866_mm_25x2751x1_f32", 2, 11),
+    ("s0932_mm_1x7748x6_tf32", 1, 31),  # 61 tiles: 31 blocks of 2 (FMA: multiply-then-add differs)
+    ("s1035_mm_7x860x1_f32", 2, 4),
+    ("s1060_mm_1x1069x4_tf32", 1, 9),
+]
+
+
+def _dot(A, B, C, v: int, blocks: int, program=None):
+    """emu's dot_kernel order: k in tiles of 128·v dealt to the blocks in turn, a lane (an FMA
+    chain from +0) per position in the tile, reduced by the kernels' program."""
+    from emu.lanes import lane_of_k
+    from validation.captures.orders import dot_program
+
+    K = A.shape[1]
+    lanes, tile = blocks * 128 * v, 128 * v
+    owner = lane_of_k(K, lanes, tile, "tiled")
+    seq, bounds = [], [0]
+    for j in range(lanes):
+        ks = np.flatnonzero(owner == j)
+        seq.append(ks if ks.size else np.array([-1]))
+        bounds.append(bounds[-1] + max(ks.size, 1))
+    seq = np.concatenate(seq)
+    A_seq = np.where(seq < 0, 0, A[:, np.maximum(seq, 0)]).astype(np.float32)
+    B_seq = np.where((seq < 0)[:, None], 0, B[np.maximum(seq, 0)]).astype(np.float32)
+    sch = Schedule(
+        splits=lanes, split_bounds=tuple(bounds), split_rule="ceil", reduction="program",
+        reduction_program=program or dot_program(v), c_entry="epilogue" if C is not None else "chain",
+    )  # fmt: skip
+    return fma_gemm(A_seq, B_seq, C, sch)
+
+
+@pytest.mark.parametrize("name, v, blocks", DOT)
+def test_cublas_dot_kernel(name, v, blocks, sweep_dir):
+    """Each thread's v FMA chains added onto +0, the block's 128 threads by a count-down butterfly,
+    the blocks' partials by reduce_1Block_kernel's strided sums, two folds and two in-order sums
+    (facebookexperimental/triton bitequiv, kernels.py ``_gemv_block_dot``/``_gemv_block_reduce``)."""
+    cap = _load(sweep_dir / f"{name}.npz")
+    assert any("dot_kernel<float, 128" in k for k in cap["kernels"])
+    assert any("reduce_1Block_kernel<float, 128, 7" in k for k in cap["kernels"])
+    (A, B, out), C = cap["triples"][0], cap["C"]
+    A, B = (x.view(np.float32) if x.dtype == np.uint32 else x for x in (A, B))
+    assert _same_bits(_dot(A, B, C, v, blocks), out) == 0
+    # the one-block reduce matters: a plain halving of the blocks' partials (padded to a power of
+    # two) differs somewhere in these captures for the larger block counts
+    if blocks > 8:
+        halving = (("chunks", v),) + tuple(("fold", 1 << e) for e in range(7, 0, -1))
+        halving += (("strided", 1 << (blocks - 1).bit_length()),) + tuple(
+            ("fold", 1 << e) for e in range((blocks - 1).bit_length(), 0, -1)
+        )
+        assert _same_bits(_dot(A, B, C, v, blocks, halving), out) > 0

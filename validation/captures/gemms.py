@@ -139,8 +139,11 @@ class Variant:
             return f"k in blocks of {width} taken in the order {list(order)}"
         if self.lanes is not None:
             layout, n, grain = self.lanes
-            how = "k dealt round-robin" if layout == "strided" else "k in contiguous chunks"
-            text = f"{how} to {n} lanes" + (f" in groups of {grain} consecutive k" if grain > 1 else "")
+            if layout == "tiled":
+                text = f"k in tiles of {grain} dealt to {n // grain} blocks in turn, one lane per position in the tile"
+            else:
+                how = "k dealt round-robin" if layout == "strided" else "k in contiguous chunks"
+                text = f"{how} to {n} lanes" + (f" in groups of {grain} consecutive k" if grain > 1 else "")
             return (f"gemmK ({', '.join(self.k_order)}); " if self.k_order else "") + text
         if self.k_order is None:
             return TF32_ROUNDING_TEXT.get(self.tf32_rounding, "")
@@ -236,7 +239,8 @@ class SearchResult:
 
 def lane_layout(K: int, layout: str, lanes: int, grain: int = 1) -> tuple[np.ndarray, tuple[int, ...]]:
     """gemmK dealt to ``lanes`` lanes (:func:`emu.lanes.lane_of_k`: ``"strided"``, lane (k //
-    grain) mod lanes; ``"chunked"``, contiguous blocks of ⌈K/lanes⌉ rounded up to ``grain``) as
+    grain) mod lanes; ``"chunked"``, contiguous blocks of ⌈K/lanes⌉ rounded up to ``grain``;
+    ``"tiled"``, tiles of ``grain`` k to the blocks in turn, a lane per position in the tile) as
     (sequence, bounds): the k indices lane by lane, each lane's ascending, −1 (a +0 product) as
     the one entry of a lane that gets no k (its +0 partial keeps its place in the lanes' tree);
     ``bounds`` the lanes' start positions and the end (a schedule's ``split_bounds`` with

@@ -18,7 +18,12 @@ db4666f22c1f8b206584c3f06e3b4a0ff035989e), a Triton GEMM made to match cuBLAS bi
   ``arch/sm90_lt13_1.py`` as lane layouts (:func:`validation.captures.gemms.lane_layout`): W lanes,
   V consecutive k per lane and turn (V = min(64, ⌈K/W⌉) for the contiguous-slice options), chunks
   of CC turns summed apart, the lanes added by a halving (count-down butterfly) tree or in order;
-  and ``CUSTOM_OPTION`` 5, one contiguous slice per lane in chunks of 16.
+  and ``CUSTOM_OPTION`` 5, one contiguous slice per lane in chunks of 16;
+* ``dot_kernel`` + ``reduce_1Block_kernel`` (M or N = 1, ALGO_ID 14): k in tiles of 128·V dealt to
+  NB blocks in turn (``"tiled"`` lanes), each thread's V chains added onto +0, the block's 128
+  threads by a count-down butterfly, the blocks' partials by the one-block reduce
+  (:data:`DOT_REDUCE`), for V = 1 and 2 and every NB up to the tiles (the kernel's SPLITK_NUM is
+  not in its name).
 
 **AMD** (:func:`amd_candidates`, a capture whose ``gpu`` is an MI100, MI200 or MI300), from source,
 not checked on silicon: hipBLASLt/Tensile GlobalSplitU (ROCm/rocm-libraries
@@ -53,6 +58,8 @@ __all__ = [
     "amd_candidates",
     "cublas_candidates",
     "gemv_candidates",
+    "dot_candidates",
+    "dot_program",
     "gemmsn_candidates",
     "cutlass_splitk_candidates",
 ]
@@ -73,6 +80,22 @@ GEMV_RECIPES = (
     (1, 16, 32, False),
     (4, 32, 0, True),
 ) + tuple((v, w, 0, True) for w in (32, 16, 8, 4, 2) for v in (-64, 1))
+
+
+#: ``reduce_1Block_kernel<float, 128, 7>``'s steps on the NB block partials (emu reduction
+#: program): q[t] = p[t] + p[t+128] + … (t < 128, missing ones +0), q[t] += q[t+64], q[t] +=
+#: q[t+32], u[j] = q[j] + q[j+4] + … + q[j+28], then ((u0 + u1) + u2) + u3 (bitequiv kernels.py
+#: ``_gemv_block_reduce``)
+DOT_REDUCE = (("strided", 128), ("fold", 128), ("fold", 64), ("strided", 4), ("chunks-first", 4))
+#: the most blocks of the dot candidates: NB·128·V lanes stay within emu's splits
+DOT_MAX_BLOCKS = 64
+
+
+def dot_program(v: int) -> tuple[tuple[str, int], ...]:
+    """The whole reduction of ``dot_kernel`` + ``reduce_1Block_kernel`` on its NB·128·v chains (in
+    block, thread, register order): each thread's v chains onto +0, the block's 128 threads by a
+    count-down butterfly (fold 128, 64, …, 2), then :data:`DOT_REDUCE`."""
+    return (("chunks", v),) + tuple(("fold", 1 << e) for e in range(7, 0, -1)) + DOT_REDUCE
 
 
 class _AmdBounds:
@@ -227,11 +250,31 @@ def gemv_candidates(cap: Capture) -> list[Candidate]:
     return out
 
 
+def dot_candidates(cap: Capture) -> list[Candidate]:
+    """cuBLAS ``dot_kernel`` + ``reduce_1Block_kernel`` (see the module docstring) on the fp32 FMA
+    unit: V = 1 and 2 registers per thread, NB = 1 … min(tiles, :data:`DOT_MAX_BLOCKS`) blocks, C
+    (a bias) in the epilogue."""
+    _, _, K = gemm_dims(cap, Variant())
+    out = []
+    for v in (1, 2):
+        tile = 128 * v
+        for blocks in range(1, min(-(-K // tile), DOT_MAX_BLOCKS) + 1):
+            lanes = blocks * tile
+            _, bounds = lane_layout(K, "tiled", lanes, tile)
+            for ce in _c_entries(cap)[:1]:  # C after the reduce kernel's total: the epilogue
+                sch = _sched(
+                    cap, ce, k_tile=1, splits=lanes, split_bounds=bounds, split_rule="ceil", reduction="program",
+                    reduction_program=dot_program(v),
+                )  # fmt: skip
+                out.append(Candidate("fma32", Variant(lanes=("tiled", lanes, tile)), sch, "cublas-dot"))
+    return out
+
+
 def cublas_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     """The peer-documented cuBLAS orders for an NVIDIA GEMM capture (see the module docstring):
     CUTLASS split-K where a CUTLASS tensor-core kernel ran (or the names say nothing); ``gemmSN``
-    where it ran (or, unnamed, M or N is at most 16); ``gemv2`` where a gemv ran (or, unnamed, M
-    or N is 1)."""
+    where it ran (or, unnamed, M or N is at most 16); ``gemv2`` where a gemv ran and ``dot`` where
+    a ``dot_kernel`` ran (or either, unnamed, where M or N is 1)."""
     names = [str(k) for k in cap.kernels]
     M, N, _ = gemm_dims(cap, Variant())
     out = []
@@ -241,6 +284,8 @@ def cublas_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
         out.extend(gemmsn_candidates(cap))
     if any(re.search(r"gemv", k) for k in names) or (not names and min(M, N) == 1):
         out.extend(gemv_candidates(cap))
+    if any(re.search(r"\bdot_kernel<", k) for k in names) or (not names and min(M, N) == 1):
+        out.extend(dot_candidates(cap))
     return out
 
 

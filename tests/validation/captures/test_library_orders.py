@@ -230,3 +230,17 @@ def test_the_sm90_segment_k_weight_gradient_is_found_by_its_family():
     s = result.best.schedule
     assert (s.splits, s.k_tile, s.reduction, result.best.variant.tf32_rounding) == (7, 32, "bisection", "")
     assert result.best.family == "cudnn-sm90-wgrad-segment-k"
+
+
+@pytest.mark.parametrize("name, v, blocks", [("s0774_linear_1x709x60_f32", 2, 3), ("s1060_mm_1x1069x4_tf32", 1, 9)])
+def test_cublas_dot_kernel_captures_are_found_by_their_family(name, v, blocks, tmp_path):
+    """cuBLAS ``dot_kernel`` + ``reduce_1Block_kernel`` (fp32 and TF32-allowed, M = 1): answered
+    "not modelled" before the ``cublas-dot`` family; now identical, the fp32 operands whole (CUDA
+    cores), with the block count and registers per thread found from the output."""
+    cap = _sweep_capture(name, tmp_path)
+    result = search(cap)
+    assert result.answer == "identical", result.hints
+    best = result.best
+    assert best.family == "cublas-dot" and best.unit == "fma32"
+    assert best.variant.lanes == ("tiled", blocks * 128 * v, 128 * v)
+    assert best.schedule.reduction == "program"
