@@ -310,7 +310,9 @@ LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
         "contiguous k chunk [t·⌈K/S⌉, …), in sub-blocks of B k each summed from +0 and added in order, the S "
         "thread partials added in order; (S, B) = (2, 256) or (4, 128) on sm_90 — "
         + _BITEQUIV
-        + "kernels.py (_simt_chain_gemm), arch/sm90_lt13_1.py (gemmsn_recipe)",
+        + "kernels.py (_simt_chain_gemm), arch/sm90_lt13_1.py (gemmsn_recipe); gemmSN_TN_kernel<float, 128, W, …> "
+        "(H200 captures, K = 444 and 1,889): W = 16 lanes over k strided, each lane's chain restarted every 16 of "
+        "its k, the totals and then the lanes added in order",
     ),
     LibrarySchedule(
         "cublas-gemv2",

@@ -14,6 +14,8 @@ db4666f22c1f8b206584c3f06e3b4a0ff035989e), a Triton GEMM made to match cuBLAS bi
   :data:`validation.captures.gemms.MERGES`);
 * ``gemmSN`` (small M or N): S contiguous k chunks of ⌈K/S⌉, each in sub-blocks of B k summed from
   +0 and added in order (a promotion interval of B), the S partials added in order;
+  ``gemmSN_TN`` (measured on H200 captures): W lanes over k strided, each lane's chain restarted
+  every 16 of its k, the totals and then the lanes added in order;
 * ``gemv2N``/``gemv2T`` (M or N = 1): the sm_90 recipes (V, W, CC, butterfly) of
   ``arch/sm90_lt13_1.py`` as lane layouts (:func:`validation.captures.gemms.lane_layout`): W lanes,
   V consecutive k per lane and turn (V = min(64, ⌈K/W⌉) for the contiguous-slice options), chunks
@@ -61,6 +63,8 @@ __all__ = [
     "dot_candidates",
     "dot_program",
     "gemmsn_candidates",
+    "gemmsn_tn_candidates",
+    "GEMMSN_TN_TURNS",
     "cutlass_splitk_candidates",
 ]
 
@@ -220,6 +224,36 @@ def gemmsn_candidates(cap: Capture) -> list[Candidate]:
     return out
 
 
+#: gemmSN_TN's sub-block: each lane's chain restarted every this many of its k, the totals added
+#: in order (NVIDIA H200: ``gemmSN_TN_kernel<float, 128, 16, …>`` with K = 444 and 1,889)
+GEMMSN_TN_TURNS = (16, 8, 32)
+
+
+def gemmsn_tn_candidates(cap: Capture) -> list[Candidate]:
+    """cuBLAS ``gemmSN_TN_kernel<float, T, W, …>`` on the fp32 FMA unit: W lanes (the name's third
+    number, 16 where it says none) over k strided (lane k mod W), each lane's chain restarted every
+    :data:`GEMMSN_TN_TURNS` of its k and the totals added in order, the lanes added in order — the
+    shape of the peer's gemv recipe (V, W, CC) = (1, 16, 16) (bitequiv arch/sm90_lt13_1.py), found
+    for this kernel on NVIDIA H200 captures (K = 444, TF32-allowed, and 1,889, fp16: every output
+    identical, and no other lane count, turn count or lane tree)."""
+    _, _, K = gemm_dims(cap, Variant())
+    widths = [int(m.group(1)) for k in cap.kernels if (m := re.search(r"gemmSN_TN_kernel<\w+, \d+, (\d+),", str(k)))]
+    out = []
+    for w in dict.fromkeys(widths or [16]):
+        _, bounds = lane_layout(K, "strided", w, 1)
+        longest = max(b1 - b0 for b0, b1 in zip(bounds[:-1], bounds[1:]))
+        for turns in GEMMSN_TN_TURNS:
+            if longest <= turns:
+                continue  # one sub-block per lane: the plain strided lanes of the generic families
+            for ce in _c_entries(cap):
+                sch = _sched(
+                    cap, ce, k_tile=1, splits=w, split_bounds=bounds, split_rule="ceil", promotion_interval=turns,
+                    reduction="sequential",
+                )  # fmt: skip
+                out.append(Candidate("fma32", Variant(lanes=("strided", w, 1)), sch, "cublas-gemmsn"))
+    return out
+
+
 def gemv_candidates(cap: Capture) -> list[Candidate]:
     """cuBLAS ``gemv2N``/``gemv2T`` (see the module docstring) on the fp32 FMA unit: the recipes
     of :data:`GEMV_RECIPES` and ``CUSTOM_OPTION`` 5, as lane layouts whose lanes each run a chain
@@ -282,6 +316,8 @@ def cublas_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
         out.extend(cutlass_splitk_candidates(cap, unit_name))
     if any(re.search(r"gemmSN_|magma_sgemmEx", k) for k in names) or (not names and min(M, N) <= 16):
         out.extend(gemmsn_candidates(cap))
+    if any(re.search(r"gemmSN_TN", k) for k in names) or (not names and min(M, N) <= 16):
+        out.extend(gemmsn_tn_candidates(cap))
     if any(re.search(r"gemv", k) for k in names) or (not names and min(M, N) == 1):
         out.extend(gemv_candidates(cap))
     if any(re.search(r"\bdot_kernel<", k) for k in names) or (not names and min(M, N) == 1):

@@ -244,3 +244,19 @@ def test_cublas_dot_kernel_captures_are_found_by_their_family(name, v, blocks, t
     assert best.family == "cublas-dot" and best.unit == "fma32"
     assert best.variant.lanes == ("tiled", blocks * 128 * v, 128 * v)
     assert best.schedule.reduction == "program"
+
+
+@pytest.mark.parametrize("name", ["s0244_linear_7x444x854_tf32", "s0704_linear_2x1889x4478_f16"])
+def test_gemmsn_tn_restarts_each_lane_every_16_of_its_k(name, tmp_path):
+    """cuBLAS ``gemmSN_TN_kernel<float, 128, 16, …>`` with a long K (444, TF32-allowed; 1,889, fp16):
+    16 lanes over k strided, each lane's chain restarted every 16 of its k, the totals and then the
+    lanes added in order. Both differed before (5,978 of 5,978 at best in the strided lanes without
+    restarts for the fp32 one; 10 of 8,956 for the fp16 one); the plain strided lanes still differ."""
+    cap = _sweep_capture(name, tmp_path)
+    result = search(cap)
+    assert result.answer == "identical", result.hints
+    best = result.best
+    assert best.family == "cublas-gemmsn" and best.variant.lanes == ("strided", 16, 1)
+    assert best.schedule.promotion_interval == 16 and best.schedule.reduction == "sequential"
+    plain = replace(best, schedule=replace(best.schedule, promotion_interval=0))
+    assert np.count_nonzero(bits(run_candidate(cap, plain)) != bits(cap.out)) > 0
