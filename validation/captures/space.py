@@ -89,6 +89,10 @@ class SpaceBounds:
     lanes: tuple[int, ...] = (32, 64, 128, 256, 16, 8)
     #: the most splits tried per k-tile width (fp16, bf16, tf32 and fp8 alike)
     max_splits: int = 128
+    #: the most splits of a family whose splits are segments reduced as a tree of halves (cuDNN's
+    #: sm90 segment-K wgrad: 7 segments measured for 18 output tiles on a 132-SM H200; a small
+    #: output over a long gemmK may take one per SM)
+    segments: int = 264
     #: residue-first tile widths (CUTLASS 2.x), after a capture's own k tiles
     residue_tiles: tuple[int, ...] = (64, 32, 128, 16)
     #: channel blocks of a convolution's gemmK (0: none)
@@ -248,8 +252,18 @@ def matrix_unit_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     c_entries = ("epilogue", "chain") if has_c else ("chain",)
     if cap.alpha != 1 or cap.beta != 1:
         c_entries = ("epilogue",)
-    # a tree of halves only where a kernel-name family says so (cuDNN's sm90 segment-K wgrad), on its tiles
+    # a tree of halves only where a kernel-name family says so (cuDNN's sm90 segment-K wgrad), on its tiles,
+    # up to BOUNDS.segments (a segment per SM of a 132-SM GPU and more: more than max_splits)
     bisection = {t for f in named if f.reduction == "bisection" for t in f.k_tiles}
+    for t in sorted(bisection):
+        tiles = -(-K // t)
+        for count in range(BOUNDS.max_splits + 1, min(tiles, BOUNDS.segments) + 1):
+            sch = Schedule(k_tile=t, splits=count, split_rule="ceil", output=cap.out_format)
+            try:
+                sch.split_ranges(K)
+            except ValueError:
+                continue  # ⌈tiles/count⌉ tiles each leave a split empty
+            splits.append(sch)
     out: list[Candidate] = []
     seen = set()
     for u in units:
@@ -263,6 +277,8 @@ def matrix_unit_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
                     )  # 3: (p0+p1)+p2 either way
                     if base.k_tile in bisection and base.splits > 2 and base.splits & (base.splits - 1):
                         reductions += ("bisection",)  # a power of two: the pairwise tree
+                    if base.splits > BOUNDS.max_splits:  # the segment counts beyond: the family's tree only
+                        reductions = reductions[-1:]
                     if base.split_rule == "strided":
                         reductions = ("halving", "tree", "sequential")
                     for red, ce, tile, pf in split_shapes(

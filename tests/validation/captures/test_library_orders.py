@@ -230,6 +230,10 @@ def test_the_sm90_segment_k_weight_gradient_is_found_by_its_family():
     s = result.best.schedule
     assert (s.splits, s.k_tile, s.reduction, result.best.variant.tf32_rounding) == (7, 32, "bisection", "")
     assert result.best.family == "cudnn-sm90-wgrad-segment-k"
+    # a segment per k tile (196 of 32: past the generic space's 128 splits) is in the space, as a tree of halves
+    cands, _ = candidates(load_capture(path), "h100")
+    halves = {c.schedule.splits for c in cands if c.unit == "h100" and c.schedule.reduction == "bisection"}
+    assert 7 in halves and 196 in halves and max(halves) == 196
 
 
 @pytest.mark.parametrize("name, v, blocks", [("s0774_linear_1x709x60_f32", 2, 3), ("s1060_mm_1x1069x4_tf32", 1, 9)])
