@@ -10,6 +10,7 @@ with.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -245,13 +246,21 @@ def lane_layout(K: int, layout: str, lanes: int, grain: int = 1) -> tuple[np.nda
     the one entry of a lane that gets no k (its +0 partial keeps its place in the lanes' tree);
     ``bounds`` the lanes' start positions and the end (a schedule's ``split_bounds`` with
     ``k_tile=1``)."""
+    return _lane_layout(int(K), layout, int(lanes), int(grain))
+
+
+@functools.lru_cache(maxsize=256)
+def _lane_layout(K: int, layout: str, lanes: int, grain: int) -> tuple[np.ndarray, tuple[int, ...]]:
     lane = lane_of_k(K, lanes, grain, layout)
-    seq, bounds = [], [0]
-    for j in range(lanes):
-        ks = np.flatnonzero(lane == j)
-        seq.append(ks if ks.size else np.array([-1]))
-        bounds.append(bounds[-1] + max(ks.size, 1))
-    return np.concatenate(seq), tuple(bounds)
+    counts = np.bincount(lane, minlength=lanes)
+    bounds = np.concatenate([[0], np.cumsum(np.maximum(counts, 1))])
+    order = np.argsort(lane, kind="stable")  # k grouped by lane, ascending inside each
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # where each lane's k start in order
+    owner = lane[order]
+    seq = np.full(int(bounds[-1]), -1, np.int64)
+    seq[bounds[owner] + np.arange(K) - first[owner]] = order
+    seq.setflags(write=False)  # cached: shared by every caller
+    return seq, tuple(int(b) for b in bounds)
 
 
 def block_order(K: int, width: int, order) -> np.ndarray:
