@@ -11,13 +11,15 @@ The captures, made deterministically here:
   flipped.
 - ``h_mm-bit0``: ``tests/data/captures/h200_holdout/h_mm_16x256x256_12.npz`` (an H200 cuBLAS
   fp16 mm), out[7, 40]'s lowest bit flipped.
-- ``f16-s0704``, ``tf32-s0244``, ``f32-s1149`` and ``f16-s0562``: the four captures of the
-  session-16 sweep (``tests/data/captures/sweep_h200_s16.tar.gz``) that no schedule of the space
-  reproduces, as captured: an fp16 and an fp32 ``linear`` on cuBLAS's ``gemmSN_TN``, an fp32 mm on
-  ``gemvNSP``, an fp16 weight gradient on cuDNN's ``wgrad2d_shmem_tiling``. (Until session 20
-  three TF32 mm stood here, s0119, s1075 and s0997, reproduced by the TF32 split-K grain of 4;
-  until session 21 the linears s0270, s0096, s0412 and the TF32 dgrad s0236, reproduced by the
-  bias added to the stored sum and by rounding grad_output.)
+- ``f32-s1149``, ``f16-s0562``, ``tf32-s0348`` and ``tf32-s0338``: captures of the session-16
+  sweep (``tests/data/captures/sweep_h200_s16.tar.gz``) that no schedule of the space reproduces,
+  as captured: an fp32 mm on ``gemvNSP``, an fp16 weight gradient on cuDNN's
+  ``wgrad2d_shmem_tiling`` (both answered ``differs``), a TF32 ``linear`` on cuBLAS's sm80 xmma
+  split-K GEMM and an sm80 TF32 convolution with 182 channels (both ``not-modelled``). (Until
+  session 20 three TF32 mm stood here, s0119, s1075 and s0997, reproduced by the TF32 split-K grain
+  of 4; until session 21 the linears s0270, s0096, s0412 and the TF32 dgrad s0236, reproduced by
+  the bias added to the stored sum and by rounding grad_output; until session 22 the ``gemmSN_TN``
+  linears s0704 and s0244, reproduced by each lane's chain restarting every 16 of its k.)
 
 Each is searched once with :func:`validation.captures.search.search` on the unit of its ``gpu``;
 printed: the answer, the outputs the nearest schedule gets, the candidates judged, the CPU
@@ -87,10 +89,10 @@ def sweep(name: str):
 CASES = {
     "baddbmm-sign": baddbmm_sign,
     "h_mm-bit0": h_mm_bit0,
-    "f16-s0704": lambda: sweep("s0704"),
-    "tf32-s0244": lambda: sweep("s0244"),
     "f32-s1149": lambda: sweep("s1149"),
     "f16-s0562": lambda: sweep("s0562"),
+    "tf32-s0348": lambda: sweep("s0348"),
+    "tf32-s0338": lambda: sweep("s0338"),
 }
 
 
