@@ -290,6 +290,9 @@ def test_cublas_dot_kernel(name, v, blocks, sweep_dir):
     (A, B, out), C = cap["triples"][0], cap["C"]
     A, B = (x.view(np.float32) if x.dtype == np.uint32 else x for x in (A, B))
     assert _same_bits(_dot(A, B, C, v, blocks), out) == 0
+    from validation.captures.orders import dot_blocks
+
+    assert dot_blocks(A.shape[1], v) == blocks  # the tiles dealt evenly to at most 32 blocks
     # the one-block reduce matters: a plain halving of the blocks' partials (padded to a power of
     # two) differs somewhere in these captures for the larger block counts
     if blocks > 8:

@@ -62,6 +62,9 @@ __all__ = [
     "gemv_candidates",
     "dot_candidates",
     "dot_program",
+    "dot_blocks",
+    "is_dot_rule",
+    "DOT_BLOCKS",
     "gemmsn_candidates",
     "gemmsn_tn_candidates",
     "GEMMSN_TN_TURNS",
@@ -93,6 +96,22 @@ GEMV_RECIPES = (
 DOT_REDUCE = (("strided", 128), ("fold", 128), ("fold", 64), ("strided", 4), ("chunks-first", 4))
 #: the most blocks of the dot candidates: NB·128·V lanes stay within emu's splits
 DOT_MAX_BLOCKS = 64
+#: the block count cuBLAS chose on every H200 capture at hand: the tiles dealt evenly to at most
+#: this many blocks, NB = ⌈tiles / ⌈tiles / 32⌉⌉ (9 of 9: 3 … 20 tiles → NB = tiles; 61 → 31)
+DOT_BLOCKS = 32
+
+
+def dot_blocks(K: int, v: int) -> int:
+    """The block count of :data:`DOT_BLOCKS`'s rule for gemmK ``K`` in tiles of 128·``v``."""
+    tiles = max(1, -(-K // (128 * v)))
+    return -(-tiles // -(-tiles // DOT_BLOCKS))
+
+
+def is_dot_rule(cand: Candidate, K: int) -> bool:
+    """Whether a ``cublas-dot`` candidate has the block count of :func:`dot_blocks` (the search
+    tries those first and the other counts in a tier of their own)."""
+    _, lanes, tile = cand.variant.lanes
+    return lanes // tile == dot_blocks(K, tile // 128)
 
 
 def dot_program(v: int) -> tuple[tuple[str, int], ...]:

@@ -39,12 +39,14 @@ from .gemms import (
     SearchResult,
     Variant,
     bits,
+    gemm_dims,
     image_tile,
     jobs_of,
     model_unit,
     resolve_unit,
     run_candidate,
 )
+from .orders import is_dot_rule
 from .samples import Sample
 from .scaled import run_scaled, search_scaled
 from .space import BOUNDS, candidates, scaled_candidates, scaled_split_schedules
@@ -146,12 +148,15 @@ def tiers(cap: Capture, unit_name: str, cands: list[Candidate]) -> list[tuple[st
     the one the kernel names say (:func:`models.libraries.tf32_roundings`), their residue-tile,
     narrow-instruction, 16-bit-partial and many-split schedules left out (they made a search that
     finds nothing twice as long: 30,840 of 46,920 candidates of a 147,456-output TF32 weight
-    gradient); the other units (fp32 FMA, an fp16 accumulator). The search stops after the first
-    tier in which some candidate reproduces every output."""
+    gradient); the other units (fp32 FMA, an fp16 accumulator). cuBLAS's ``dot_kernel`` candidates
+    with another block count than :func:`.orders.dot_blocks` come in a tier of their own right after
+    the kernel names' families. The search stops after the first tier in which some candidate
+    reproduces every output."""
     named = matching(cap.kernels, cap.op)
     image = image_tile(cap)
     groups: dict[str, list[Candidate]] = {}
     names = {f.name for f in named}
+    K = gemm_dims(cap, Variant())[2] if cap.conv is None else 0
     preferred = tf32_roundings(cap.kernels)[0] if cap.input == "tf32" else ""
     for c in cands:
         if c.unit == unit_name and c.variant.tf32_rounding != preferred:  # not the one the kernel names say
@@ -164,6 +169,8 @@ def tiers(cap: Capture, unit_name: str, cands: list[Candidate]) -> list[tuple[st
             continue
         if c.family != "generic":  # a named library order (models.libraries) drawn by its own family
             tier = "kernel-name families" if c.family in names else "library schedules"
+            if c.family == "cublas-dot" and tier == "kernel-name families" and not is_dot_rule(c, K):
+                tier = "kernel-name families, other block counts"  # dozens of counts, most alike in 16 bits
             if c.family == "cublas-cutlass-splitk" and c.schedule.splits > MANY_SPLITS:
                 tier = "library schedules, many splits"  # hundreds of counts: after the likely ones
             groups.setdefault(tier, []).append(c)
@@ -179,6 +186,7 @@ def tiers(cap: Capture, unit_name: str, cands: list[Candidate]) -> list[tuple[st
             groups.setdefault(f"unit {unit_name}", []).append(c)
     order = [
         "kernel-name families",
+        "kernel-name families, other block counts",
         "library schedules",
         f"unit {unit_name}",
         f"unit {unit_name}, residue tiles, narrow instructions, fp16 partials",
