@@ -148,7 +148,7 @@ def reach_scheduler(scheduler: str, timeout: float | None = None) -> None:
 def _handshake(sock, scheduler: str) -> None:
     """Read the handshake a Dask scheduler sends first on every connection (``distributed``'s
     ``Listener.on_connection`` writes it before reading: one message, an 8-byte little-endian
-    length, then msgpack frames naming ``compression`` and ``pickle-protocol``), at most
+    length, then msgpack frames naming ``compression``, ``python`` and ``pickle-protocol``), at most
     :data:`HANDSHAKE_TIMEOUT_S` seconds; ValueError naming ``--scheduler`` when the peer says
     nothing (a server that accepts and never answers), closes, or says something else (an HTTP or
     any other server, whose bytes Dask's client would take for a frame length to allocate)."""
@@ -183,7 +183,8 @@ def _handshake(sock, scheduler: str) -> None:
         ) from None
     if not head:
         raise ValueError(f"--scheduler {scheduler}: the server there closed the connection without a Dask handshake")
-    if len(body) != size or b"pickle-protocol" not in body:
+    # a Dask handshake names all three keys (distributed.comm.core.Comm.handshake_info)
+    if len(body) != size or not all(key in body for key in (b"compression", b"python", b"pickle-protocol")):
         raise ValueError(
             f"--scheduler {scheduler}: the server there is not a Dask scheduler (it answered {head[:8]!r}…, not a "
             "Dask handshake); check the address and port (the scheduler's, not its dashboard's)"

@@ -260,6 +260,9 @@ def _server(reply: bytes):
         st.just(b"HTTP/1.1 200 OK\r\n\r\n"),
     )
 )
+# found by this test (session 22): a well-framed body that names pickle-protocol alone was taken for
+# a Dask handshake; one names compression, python and pickle-protocol
+@example(reply=(15).to_bytes(8, "little") + b"pickle-protocol")
 def test_a_server_that_is_not_a_scheduler_is_named(reply):
     with _server(reply) as address:
         t0 = time.perf_counter()
@@ -271,3 +274,18 @@ def test_a_server_that_is_not_a_scheduler_is_named(reply):
 
 def test_configerror_is_a_valueerror():  # the fuzz targets above count on it
     assert issubclass(ConfigError, ValueError)
+
+
+def test_a_dask_scheduler_passes_the_handshake_check():
+    """The check above refuses servers that are not Dask schedulers; a real one (a LocalCluster's
+    scheduler on TCP, no workers) must pass it."""
+    import logging
+
+    pytest.importorskip("dask.distributed")
+    from dask.distributed import LocalCluster
+
+    from validation.engine import reach_scheduler
+
+    with LocalCluster(n_workers=0, processes=True, dashboard_address=":0", silence_logs=logging.ERROR) as cluster:
+        assert cluster.scheduler_address.startswith("tcp://")
+        reach_scheduler(cluster.scheduler_address)  # raises ValueError if it were refused
