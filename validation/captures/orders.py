@@ -305,13 +305,18 @@ def gemv_candidates(cap: Capture) -> list[Candidate]:
 
 def dot_candidates(cap: Capture) -> list[Candidate]:
     """cuBLAS ``dot_kernel`` + ``reduce_1Block_kernel`` (see the module docstring) on the fp32 FMA
-    unit: V = 1 and 2 registers per thread, NB = 1 … min(tiles, :data:`DOT_MAX_BLOCKS`) blocks, C
-    (a bias) in the epilogue."""
+    unit: V = 1 and 2 registers per thread, NB = 1 … min(tiles, :data:`DOT_MAX_BLOCKS`) blocks
+    (only :func:`dot_blocks`'s count where the capture names no ``dot_kernel``), C (a bias) in the
+    epilogue."""
     _, _, K = gemm_dims(cap, Variant())
+    named = any(re.search(r"\bdot_kernel<", str(k)) for k in cap.kernels)
     out = []
     for v in (1, 2):
         tile = 128 * v
-        for blocks in range(1, min(-(-K // tile), DOT_MAX_BLOCKS) + 1):
+        # a capture that names no dot_kernel: the rule's block count only (every count is 128 more
+        # candidates of thousands of lanes, for a kernel the names do not say ran)
+        counts = range(1, min(-(-K // tile), DOT_MAX_BLOCKS) + 1) if named else (dot_blocks(K, v),)
+        for blocks in counts:
             lanes = blocks * tile
             _, bounds = lane_layout(K, "tiled", lanes, tile)
             for ce in _c_entries(cap)[:1]:  # C after the reduce kernel's total: the epilogue

@@ -267,3 +267,16 @@ def test_gemmsn_tn_restarts_each_lane_every_16_of_its_k(name, tmp_path):
     assert best.schedule.promotion_interval == 16 and best.schedule.reduction == "sequential"
     plain = replace(best, schedule=replace(best.schedule, promotion_interval=0))
     assert np.count_nonzero(bits(run_candidate(cap, plain)) != bits(cap.out)) > 0
+
+
+def test_a_capture_that_names_no_dot_kernel_gets_the_block_rule_only(tmp_path):
+    """Without kernel names an M = 1 GEMM may still have run dot_kernel: the search tries the
+    rule's block count for V = 1 and 2 (2 candidates), not every count (dozens of candidates of
+    thousands of lanes each)."""
+    from validation.captures.orders import dot_blocks, dot_candidates
+
+    cap = _sweep_capture("s0774_linear_1x709x60_f32", tmp_path)
+    named = dot_candidates(cap)
+    unnamed = dot_candidates(replace(cap, kernels=()))
+    assert len(named) > len(unnamed) == 2
+    assert {c.variant.lanes for c in unnamed} == {("tiled", dot_blocks(709, v) * 128 * v, 128 * v) for v in (1, 2)}
