@@ -33,11 +33,12 @@ def crop(path: str, k_out: int, c_in: int, out_path: str) -> None:
     cap = load_capture(path)
     if cap.op != "conv2d_bwd_weight" or cap.conv.groups != 1:
         raise SystemExit(f"{path}: a weight gradient without groups is needed, got {cap.op}")
-    fields = {k: v for k, v in np.load(path, allow_pickle=False).items() if k in KEPT}
+    with np.load(path, allow_pickle=False) as members:
+        fields = {k: members[k] for k in members.files if k in KEPT}
+        name = str(members["name"]) + f"_crop{k_out}x{c_in}"
     dy = np.ascontiguousarray(cap.operands["grad_output"][:, :k_out]).view(np.float32)
     x = np.ascontiguousarray(cap.operands["input"][:, :c_in]).view(np.float32)
     out = np.ascontiguousarray(cap.out[:k_out, :c_in])
-    name = str(np.load(path)["name"]) + f"_crop{k_out}x{c_in}"
     np.savez_compressed(
         out_path, **fields, grad_output=dy, input=x, out=out, weight_shape=np.array(out.shape), name=np.str_(name)
     )

@@ -258,18 +258,11 @@ DOT = [
 def _dot(A, B, C, v: int, blocks: int, program=None):
     """emu's dot_kernel order: k in tiles of 128·v dealt to the blocks in turn, a lane (an FMA
     chain from +0) per position in the tile, reduced by the kernels' program."""
-    from emu.lanes import lane_of_k
+    from validation.captures.gemms import lane_layout
     from validation.captures.orders import dot_program
 
-    K = A.shape[1]
     lanes, tile = blocks * 128 * v, 128 * v
-    owner = lane_of_k(K, lanes, tile, "tiled")
-    seq, bounds = [], [0]
-    for j in range(lanes):
-        ks = np.flatnonzero(owner == j)
-        seq.append(ks if ks.size else np.array([-1]))
-        bounds.append(bounds[-1] + max(ks.size, 1))
-    seq = np.concatenate(seq)
+    seq, bounds = lane_layout(A.shape[1], "tiled", lanes, tile)  # k lane by lane, −1 a lane's +0
     A_seq = np.where(seq < 0, 0, A[:, np.maximum(seq, 0)]).astype(np.float32)
     B_seq = np.where((seq < 0)[:, None], 0, B[np.maximum(seq, 0)]).astype(np.float32)
     sch = Schedule(

@@ -65,6 +65,7 @@ __all__ = [
     "dot_blocks",
     "is_dot_rule",
     "DOT_BLOCKS",
+    "DOT_KERNEL",
     "gemmsn_candidates",
     "gemmsn_tn_candidates",
     "GEMMSN_TN_TURNS",
@@ -94,6 +95,8 @@ GEMV_RECIPES = (
 #: q[t+32], u[j] = q[j] + q[j+4] + … + q[j+28], then ((u0 + u1) + u2) + u3 (bitequiv kernels.py
 #: ``_gemv_block_reduce``)
 DOT_REDUCE = (("strided", 128), ("fold", 128), ("fold", 64), ("strided", 4), ("chunks-first", 4))
+#: the kernel name of cuBLAS's dot order (the ``cublas-dot`` family of :mod:`models.libraries`)
+DOT_KERNEL = r"\bdot_kernel<"
 #: the most blocks of the dot candidates: NB·128·V lanes stay within emu's splits
 DOT_MAX_BLOCKS = 64
 #: the block count cuBLAS chose on every H200 capture at hand: the tiles dealt evenly to at most
@@ -309,7 +312,7 @@ def dot_candidates(cap: Capture) -> list[Candidate]:
     (only :func:`dot_blocks`'s count where the capture names no ``dot_kernel``), C (a bias) in the
     epilogue."""
     _, _, K = gemm_dims(cap, Variant())
-    named = any(re.search(r"\bdot_kernel<", str(k)) for k in cap.kernels)
+    named = any(re.search(DOT_KERNEL, str(k)) for k in cap.kernels)
     out = []
     for v in (1, 2):
         tile = 128 * v
@@ -344,7 +347,7 @@ def cublas_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
         out.extend(gemmsn_tn_candidates(cap))
     if any(re.search(r"gemv", k) for k in names) or (not names and min(M, N) == 1):
         out.extend(gemv_candidates(cap))
-    if any(re.search(r"\bdot_kernel<", k) for k in names) or (not names and min(M, N) == 1):
+    if any(re.search(DOT_KERNEL, k) for k in names) or (not names and min(M, N) == 1):
         out.extend(dot_candidates(cap))
     return out
 
