@@ -425,17 +425,20 @@ def _k_block_lost(cap: Capture, result: SearchResult, got, want, differ) -> dict
     if gv is None:
         return None
     cand = result.best
+    if cand.variant.lanes is not None:
+        return None  # k dealt to lanes: a block of the lanes' sequence is no k range of the user's GEMM
     pieces = np.unique(np.argwhere(dv)[:, 0])
     if pieces.size != 1:
         return None
     p = int(pieces[0])
     rows, cols = np.nonzero(dv[p])
-    M, N, K = gemm_dims(cap, cand.variant)
+    M, N, _ = gemm_dims(cap, cand.variant)
     m0, m1 = _span(int(rows.min()), int(rows.max()), M)
     n0, n1 = _span(int(cols.min()), int(cols.max()), N)
     unit = model_unit(cand.unit, cap.input)
     (job,) = jobs_of(cap, cand.variant, np.arange(m0, m1), np.arange(n0, n1), [p] if batched(cap) else None)
     target = _u(gv[p, m0:m1, n0:n1])
+    K = job.A.shape[1]  # the gemmK the schedule walks: with channel padding longer than the GEMM's own
     for name, k0, k1 in _k_ranges(cand, K):
         A = np.array(job.A, copy=True)
         A[:, k0:k1] = 0  # +0 products: the accumulator is left as it was

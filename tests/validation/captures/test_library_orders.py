@@ -280,3 +280,22 @@ def test_a_capture_that_names_no_dot_kernel_gets_the_block_rule_only(tmp_path):
     unnamed = dot_candidates(replace(cap, kernels=()))
     assert len(named) > len(unnamed) == 2
     assert {c.variant.lanes for c in unnamed} == {("tiled", dot_blocks(709, v) * 128 * v, 128 * v) for v in (1, 2)}
+
+
+def test_a_wrong_dot_kernel_output_reads_as_a_bug_suspect(tmp_path):
+    """A product counted twice in three outputs of a dot_kernel capture: the nearest schedule is a
+    lane layout (768 lanes over K = 709, +0 entries included), whose accumulation sequence is
+    longer than K. The cause search crashed on it (split_bounds ending past K); now the reading is
+    bug-suspect, exit code 1, no cause named (a block of the lanes' sequence is no k range)."""
+    from validation.captures.report import reading_of
+
+    cap = _sweep_capture("s0774_linear_1x709x60_f32", tmp_path)
+    x, w = cap.operands["input"].view(np.float32), cap.operands["weight"].view(np.float32)
+    out = cap.out.copy()
+    for n in (3, 17, 41):
+        out[0, n] = np.float32(out[0, n] + x[0, 100] * w[n, 100])
+    wrong = replace(cap, out=out)
+    result = search(wrong)
+    assert result.answer == "differs" and result.n_identical == 57
+    reading = reading_of(wrong, result)
+    assert reading.reading == "bug-suspect" and reading.exit_code == 1 and reading.cause is None
