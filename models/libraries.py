@@ -247,9 +247,25 @@ LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
         "too large for the test data)",
     ),
     LibrarySchedule(
+        "cudnn-wgrad2d-shmem",
+        "cuDNN",
+        r"wgrad2d_shmem_tiling",
+        ("conv2d_bwd_weight",),
+        unit="fma32",
+        k_tiles=(0,),  # a group of the pixel tiles per split (validation.captures.convs.shmem_tiling_layout)
+        reduction="program",
+        k_orders=("npq",),
+        checked=_H200 + " (fp16 and bf16, 7×7 … 15×15 outputs: 1,593 captures including order probes)",
+        source="cuDNN wgrad2d_shmem_tiling (non-tensor-core): the output image in 8×8 pixel tiles, thread "
+        "(ρ, κ) of 8 taking rows ρ, ρ + 2, … and columns 2κ, 2κ + 1 of every tile; per image and tile row an "
+        "fp32 FMA chain over (tile row, tile column, column) added to the thread's sum; the 8 sums by a "
+        "count-down butterfly, ((t00 + t01) + (t12 + t13)) + ((t02 + t03) + (t10 + t11)) (order probes on "
+        "an H200: two products ±2^40 among ones, every pair of positions)",
+    ),
+    LibrarySchedule(
         "cudnn-wgrad2d",
         "cuDNN",
-        r"wgrad2d_",
+        r"wgrad2d_(?!shmem_tiling)",
         ("conv2d_bwd_weight",),
         unit="fma32",
         k_tiles=(32,),

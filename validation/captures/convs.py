@@ -36,6 +36,9 @@ __all__ = [
     "is_winograd_wgrad",
     "quad_load_order",
     "quad_load_width",
+    "SHMEM_TILING",
+    "SHMEM_TILING_TREE",
+    "shmem_tiling_layout",
     "winograd_orders",
     "winograd_wgrad_output",
 ]
@@ -156,6 +159,43 @@ def quad_load_width(kernels) -> int:
         if tile and int(tile.group(1)) >= 32 and (align is None or int(align.group(1)) == 8):
             return 32
     return 0
+
+
+#: the kernel-name pattern of cuDNN's CUDA-core weight gradient with shared-memory tiling
+SHMEM_TILING = r"wgrad2d_shmem_tiling"
+#: its 8 threads' partials, in the order :func:`shmem_tiling_layout` lists them, added by a
+#: count-down butterfly: (t(0,0) + t(0,1)) + (t(1,2) + t(1,3)) and (t(0,2) + t(0,3)) + (t(1,0) + t(1,1)),
+#: then the two (the reduction program's steps after each thread's groups)
+SHMEM_TILING_TREE = (("fold", 2), ("fold", 4), ("fold", 2))
+_SHMEM_THREADS = ((0, 0), (0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (1, 0), (1, 1))
+
+
+def shmem_tiling_layout(N: int, P: int, Q: int, tile: int = 8) -> tuple[np.ndarray, int, int]:
+    """cuDNN ``wgrad2d_shmem_tiling``'s order of a weight gradient's gemmK (n, p, q), flattened
+    as (n·P + p)·Q + q: ``(sequence, groups, width)``. The output image is cut into tiles of
+    ``tile`` × ``tile`` pixels; thread (ρ, κ) of 8 takes, in every tile, the rows ρ, ρ + 2, … and
+    the two columns 2κ, 2κ + 1. For each image n and tile row r ≡ ρ (mod 2) in turn the thread
+    sums one group, an fp32 FMA chain over (tile row, tile column, the two columns) in that
+    order, and adds it to its running sum; the 8 running sums are then added by
+    :data:`SHMEM_TILING_TREE`. ``sequence`` lists the groups thread by thread (the threads in
+    that tree's order), each ``width`` = 2·⌈P/tile⌉·⌈Q/tile⌉ entries padded with −1 (a +0
+    product) where a pixel lies outside the image; each thread has ``groups`` = N·tile/2 of them.
+    Measured on NVIDIA H200 captures (cuDNN 9.19, issue 37): order probes (every pair of
+    positions of 8×8 and 7×7 images) and random fp16 and bf16 weight gradients of 7×7 … 15×15
+    images, 1,593 captures identical."""
+    rows, cols = -(-P // tile), -(-Q // tile)
+    seq = []
+    for rho, kappa in _SHMEM_THREADS:
+        for n in range(N):
+            for r in range(rho, tile, 2):
+                for tr in range(rows):
+                    for tc in range(cols):
+                        for dq in range(2):
+                            p, q = tr * tile + r, tc * tile + 2 * kappa + dq
+                            seq.append((n * P + p) * Q + q if p < P and q < Q else -1)
+    out = np.asarray(seq, np.int64)
+    out.setflags(write=False)
+    return out, N * tile // 2, 2 * rows * cols
 
 
 def quad_load_order(K: int, width: int = 32) -> np.ndarray:

@@ -109,6 +109,9 @@ class Variant:
     #: a Winograd order of :mod:`.convs` in place of GEMMs (``"cudnn-wgrad-4x4"``:
     #: :func:`.convs.winograd_wgrad_output`; ``""``: none)
     winograd: str = ""
+    #: cuDNN ``wgrad2d_shmem_tiling``: the output-pixel tile edge of :func:`.convs.shmem_tiling_layout`
+    #: (gemmK in its threads' groups; 0: not that kernel)
+    pixel_tile: int = 0
 
     def describe(self) -> str:
         text = self._order_text()
@@ -122,6 +125,13 @@ class Variant:
                 "Winograd F(3x3, 4x4) at (0, ±1, ±1/2): data, delta and output transforms in fp32 in cuDNN's "
                 "measured order, per position one fp32 FMA chain over (image, tile row, tile column) "
                 "(cuDNN winogradWgrad*4x4)"
+            )
+        if self.pixel_tile:
+            t = self.pixel_tile
+            return (
+                f"gemmK (n, p, q) in {t}×{t} pixel tiles: thread (ρ, κ) of 8 takes rows ρ, ρ + 2, … and columns "
+                "2κ, 2κ + 1 of every tile, per image and row one fp32 chain over the tiles added to its sum "
+                "(cuDNN wgrad2d_shmem_tiling)"
             )
         if self.quad_loads:
             return (
@@ -142,6 +152,8 @@ class Variant:
             layout, n, grain = self.lanes
             if layout == "tiled":
                 text = f"k in tiles of {grain} dealt to {n // grain} blocks in turn, one lane per position in the tile"
+            elif layout == "warp-strided":
+                text = f"k dealt round-robin to {n} of a warp's {WARP} lanes in groups of {grain} consecutive k"
             else:
                 how = "k dealt round-robin" if layout == "strided" else "k in contiguous chunks"
                 text = f"{how} to {n} lanes" + (f" in groups of {grain} consecutive k" if grain > 1 else "")
@@ -196,6 +208,8 @@ class Candidate:
                 out["position_chunk"] = self.variant.position_chunk
             if self.variant.quad_loads:
                 out["quad_loads"] = self.variant.quad_loads
+            if self.variant.pixel_tile:
+                out["pixel_tile"] = self.variant.pixel_tile
         if self.variant.winograd:
             out["winograd"] = self.variant.winograd
         if self.variant.tf32_rounding:
@@ -238,10 +252,16 @@ class SearchResult:
         )
 
 
+#: the lanes of a warp (the tree of a ``"warp-strided"`` lane layout)
+WARP = 32
+
+
 def lane_layout(K: int, layout: str, lanes: int, grain: int = 1) -> tuple[np.ndarray, tuple[int, ...]]:
     """gemmK dealt to ``lanes`` lanes (:func:`emu.lanes.lane_of_k`: ``"strided"``, lane (k //
     grain) mod lanes; ``"chunked"``, contiguous blocks of ⌈K/lanes⌉ rounded up to ``grain``;
-    ``"tiled"``, tiles of ``grain`` k to the blocks in turn, a lane per position in the tile) as
+    ``"tiled"``, tiles of ``grain`` k to the blocks in turn, a lane per position in the tile;
+    ``"warp-strided"``, strided over the first ``lanes`` of a warp's :data:`WARP` lanes, the
+    others without k) as
     (sequence, bounds): the k indices lane by lane, each lane's ascending, −1 (a +0 product) as
     the one entry of a lane that gets no k (its +0 partial keeps its place in the lanes' tree);
     ``bounds`` the lanes' start positions and the end (a schedule's ``split_bounds`` with
@@ -251,8 +271,12 @@ def lane_layout(K: int, layout: str, lanes: int, grain: int = 1) -> tuple[np.nda
 
 @functools.lru_cache(maxsize=256)
 def _lane_layout(K: int, layout: str, lanes: int, grain: int) -> tuple[np.ndarray, tuple[int, ...]]:
-    lane = lane_of_k(K, lanes, grain, layout)
-    counts = np.bincount(lane, minlength=lanes)
+    if layout == "warp-strided":  # round-robin to the first ``lanes`` lanes of a warp, the rest +0
+        lane = lane_of_k(K, lanes, grain, "strided")
+        counts = np.bincount(lane, minlength=WARP)
+    else:
+        lane = lane_of_k(K, lanes, grain, layout)
+        counts = np.bincount(lane, minlength=lanes)
     bounds = np.concatenate([[0], np.cumsum(np.maximum(counts, 1))])
     order = np.argsort(lane, kind="stable")  # k grouped by lane, ascending inside each
     first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # where each lane's k start in order
@@ -297,7 +321,21 @@ def jobs_of(cap: Capture, variant: Variant, rows=None, columns=None, pieces=None
         jobs = [_in_lanes(j, variant.lanes) for j in jobs]
     if variant.quad_loads:
         jobs = [_in_quads(j, variant.quad_loads) for j in jobs]
+    if variant.pixel_tile:
+        jobs = [_in_pixel_tiles(j, cap, variant.pixel_tile) for j in jobs]
     return jobs
+
+
+def _in_pixel_tiles(job: GemmJob, cap: Capture, tile: int) -> GemmJob:
+    from .convs import shmem_tiling_layout  # convs does not import this module
+
+    s = cap.conv
+    seq, _, _ = shmem_tiling_layout(s.N, s.P, s.Q, tile)
+    idx = np.where(seq < 0, 0, seq)
+    A, B = job.A[:, idx], job.B[idx]
+    A[:, seq < 0] = 0
+    B[seq < 0] = 0
+    return GemmJob(A, B, job.C, job.out_index)
 
 
 def _in_quads(job: GemmJob, width: int) -> GemmJob:

@@ -47,6 +47,7 @@ plain or implicit GEMMs also needs a :class:`Variant` field that :func:`.gemms.j
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
@@ -56,7 +57,7 @@ from emu.schedule import SCALE_ORDERS, Schedule
 from models.libraries import channel_tile_from_name, is_amd, k_tile_from_name, matching, tf32_roundings
 
 from .capture import PASS_OF, Capture
-from .convs import quad_load_width
+from .convs import SHMEM_TILING, SHMEM_TILING_TREE, quad_load_width, shmem_tiling_layout
 from .gemms import Candidate, Variant, gemm_dims, image_tile, lane_layout, search_unit_params
 from .orders import GEMM_OPS, amd_candidates, cublas_candidates
 
@@ -71,6 +72,7 @@ __all__ = [
     "matrix_unit_candidates",
     "scaled_candidates",
     "scaled_split_schedules",
+    "shmem_tiling_candidates",
     "simt_candidates",
     "simt_schedules",
     "split_schedules",
@@ -464,6 +466,12 @@ def _tap_schedules(cap: Capture, tile: int, c_entries) -> list[Schedule]:
     ]
 
 
+#: the lanes that load k in cuBLAS's ``gemvNSP_kernel<…, 1, 16, 4, 1024, …>``: 96 k (24 lanes of 4)
+#: per turn, the warp's 32 lanes then added by the halving tree (order probes on an H200, mm
+#: 1×K×1148 for K of 129 … 163, tests/data/captures/h200_probes)
+GEMVNSP_LANES = 24
+
+
 def lane_candidates(K: int, c_entries, alpha: float, beta: float, base: Variant | None = None) -> list[Candidate]:
     """cuBLAS's CUDA-core GEMV and small-GEMM kernels (H200 captures, see
     :mod:`emu.lanes`): gemmK dealt to lanes, strided (round-robin, ``grain`` consecutive k per
@@ -486,6 +494,8 @@ def lane_candidates(K: int, c_entries, alpha: float, beta: float, base: Variant 
     for n in range(2, BOUNDS.simt_round_robin + 1):
         if 8 * (n - 1) < K:
             shapes.append(("strided", n, 8, "sequential"))
+    if K > 4 * GEMVNSP_LANES:  # below, the same order as a warp's 32 lanes of 4
+        shapes.append(("warp-strided", GEMVNSP_LANES, 4, "halving"))
     out, seen = [], set()
     for layout, n, grain, red in shapes:
         seq, bounds = lane_layout(K, layout, n, grain)
@@ -497,7 +507,7 @@ def lane_candidates(K: int, c_entries, alpha: float, beta: float, base: Variant 
             ab = dict(alpha=alpha, beta=beta) if ce == "epilogue" else {}
             sch = Schedule(
                 k_tile=1,
-                splits=n,
+                splits=len(bounds) - 1,
                 split_rule="strided" if layout == "strided" else "ceil",
                 split_bounds=bounds,
                 reduction=red,
@@ -507,6 +517,28 @@ def lane_candidates(K: int, c_entries, alpha: float, beta: float, base: Variant 
             )
             out.append(Candidate("fma32", replace(base or Variant(), lanes=(layout, n, grain)), sch))
     return out
+
+
+def shmem_tiling_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
+    """cuDNN's ``wgrad2d_shmem_tiling`` (:func:`.convs.shmem_tiling_layout`) for a weight gradient
+    that names it or names no kernel: on the fp32 FMA unit, one split per group (an FMA chain from
+    +0), each thread's groups added in order from its first, the 8 threads by
+    :data:`.convs.SHMEM_TILING_TREE`, one rounding to the output format."""
+    if cap.kernels and not any(re.search(SHMEM_TILING, str(k)) for k in cap.kernels):
+        return []
+    s = cap.conv
+    _, groups, width = shmem_tiling_layout(s.N, s.P, s.Q)
+    if 8 * groups > emu.schedule.MAX_SPLITS:
+        return []
+    sch = Schedule(
+        k_tile=width,
+        splits=8 * groups,
+        split_rule="ceil",
+        reduction="program",
+        reduction_program=(("chunks-first", groups),) + SHMEM_TILING_TREE,
+        output=cap.out_format,
+    )
+    return [Candidate("fma32", Variant("npq", pixel_tile=8), sch, "cudnn-wgrad2d-shmem")]
 
 
 @dataclass(frozen=True)
@@ -522,6 +554,11 @@ class Family:
 #: the families of the space, in the order they are listed (see the module docstring); the named
 #: library orders first, so that a schedule they share with a generic family keeps its name
 FAMILIES: list[Family] = [
+    Family(
+        "cudnn-wgrad2d-shmem",
+        lambda cap: cap.conv is not None and PASS_OF[cap.op] == "bwd_weight" and cap.input in ("fp16", "bf16"),
+        shmem_tiling_candidates,
+    ),
     Family(
         "cublas-orders",
         lambda cap: cap.op in GEMM_OPS and cap.conv is None and not is_amd(cap.gpu),

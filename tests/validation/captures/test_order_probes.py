@@ -1,0 +1,104 @@
+"""Orders read from order probes on an H200 (issue 37), judged by the H200's bits: cuDNN's
+CUDA-core weight gradient ``wgrad2d_shmem_tiling`` and cuBLAS's ``gemvNSP_kernel``.
+
+The order was read from order probes (tests/data/captures/h200_probes, README there): every
+product of a reduction 1 (or 2^-14) except +2^40 at position i and −2^40 at j, so that the
+output counts the ones added after i's and j's partials met. The random captures are session
+16's (h200_s16) and the held-out run's (h200_holdout).
+"""
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from validation.captures.capture import load_capture
+from validation.captures.convs import SHMEM_TILING_TREE, shmem_tiling_layout
+from validation.captures.gemms import lane_layout, run_candidate
+from validation.captures.search import search
+from validation.captures.space import shmem_tiling_candidates
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "captures"
+
+
+def _cap(name):
+    path = DATA / f"{name}.npz"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    return load_capture(path)
+
+
+def _differ(a, b) -> int:
+    kind = np.dtype(f"u{a.dtype.itemsize}")
+    return int(np.count_nonzero(np.ascontiguousarray(a).view(kind) != np.ascontiguousarray(b).view(kind)))
+
+
+def test_layout_of_a_3x3_image_by_hand():
+    # one 8×8 tile; thread (ρ, κ) takes rows ρ, ρ+2, … and columns 2κ, 2κ+1; (n·P + p)·Q + q
+    seq, groups, width = shmem_tiling_layout(1, 3, 3)
+    assert (groups, width) == (4, 2)
+    per_thread = seq.reshape(8, groups * width)
+    assert per_thread[0].tolist() == [0, 1, 6, 7, -1, -1, -1, -1]  # (0,0): rows 0, 2
+    assert per_thread[1].tolist() == [2, -1, 8, -1, -1, -1, -1, -1]  # (0,1): column 2 only
+    assert per_thread[6].tolist() == [3, 4, -1, -1, -1, -1, -1, -1]  # (1,0): row 1
+    assert per_thread[7].tolist() == [5, -1, -1, -1, -1, -1, -1, -1]  # (1,1): row 1, column 2
+    assert (per_thread[[2, 3, 4, 5]] == -1).all()  # (0,2), (0,3), (1,2), (1,3): columns 4 … 7, outside
+    assert sorted(int(k) for k in seq if k >= 0) == list(range(9))
+
+
+def test_two_tiles_each_way_interleave_inside_a_group():
+    seq, groups, width = shmem_tiling_layout(2, 15, 15)
+    assert (groups, width) == (8, 8)
+    first_group = seq[:width].tolist()  # n 0, row 0 of both tile rows, columns 0, 1, 8, 9
+    assert first_group == [0, 1, 8, 9, 120, 121, 128, 129]
+    assert sorted(int(k) for k in seq if k >= 0) == list(range(2 * 15 * 15))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "h200_probes/q_wgrad_n4c4k41h11r7s1p1_conti_f16_b000",  # order probes, 7×7, padding 1
+        "h200_probes/p_wgrad_n2c48k20h15r3s1p1_conti_bf16_b000",  # order probes, 2×2 tiles
+        "h200_s16/t_conv2d_bwd_weight_n2c48k20h15r3s1p1_conti_f16",
+        "h200_s16/t_conv2d_bwd_weight_n2c48k20h15r3s1p1_chann_bf16",
+        "h200_s16/t_conv2d_bwd_weight_n2c24k40h10r3s1p0_conti_f16",
+        "h200_holdout/h_conv2d_bwd_weight_n1c96k8h16r5s2_conti_8",  # the held-out case, stride 2
+    ],
+)
+def test_every_output_bit(name):
+    cap = _cap(name)
+    (cand,) = shmem_tiling_candidates(cap, "h100")
+    assert _differ(run_candidate(cap, cand), cap.out) == 0
+
+
+def test_the_probes_tell_the_thread_tree_apart():
+    cap = _cap("h200_probes/q_wgrad_n4c4k41h11r7s1p1_conti_f16_b000")
+    (cand,) = shmem_tiling_candidates(cap, "h100")
+    groups = cand.schedule.reduction_program[0]
+    assert cand.schedule.reduction_program[1:] == SHMEM_TILING_TREE
+    for tree in ((("fold", 8), ("fold", 4), ("fold", 2)), (("fold", 2), ("fold", 2), ("fold", 2))):
+        other = replace(cand, schedule=replace(cand.schedule, reduction_program=(groups,) + tree))
+        assert _differ(run_candidate(cap, other), cap.out) > 0
+
+
+def test_search_names_the_family():
+    cap = _cap("h200_s16/t_conv2d_bwd_weight_n2c24k40h10r3s1p0_chann_f16")
+    result = search(cap)
+    assert result.answer == "identical"
+    assert result.best.family == "cudnn-wgrad2d-shmem"
+    assert result.searched <= 10
+
+
+def test_gemvnsp_loads_96_k_per_turn():
+    """cuBLAS ``gemvNSP_kernel<…, 1, 16, 4, 1024, …>`` on mm 1×163×1148 (a random draw of the
+    probe session; probes showed k 96 … 99 in lane 0's chain after k 0 … 3): 24 lanes of 4
+    consecutive k, the warp's 32 lanes added by the halving tree; 32 lanes of 4 differ."""
+    cap = _cap("h200_probes/r_mm_1x163x1148_f32_0")
+    result = search(cap)
+    assert result.answer == "identical"
+    assert result.best.variant.lanes == ("warp-strided", 24, 4)
+    full_warp = replace(result.best, variant=replace(result.best.variant, lanes=("strided", 32, 4)))
+    seq, bounds = lane_layout(163, "strided", 32, 4)
+    full_warp = replace(full_warp, schedule=replace(full_warp.schedule, split_bounds=bounds))
+    assert _differ(run_candidate(cap, full_warp), cap.out) > 0
