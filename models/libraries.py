@@ -299,6 +299,19 @@ LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
         source="Triton's matmul tutorial loop (github.com/triton-lang/triton, python/tutorials/03-matrix-multiplication.py)",
     ),
     LibrarySchedule(
+        "cublas-xmma-splitk",
+        "cuBLAS",
+        r"sm80_xmma_gemm_\w*_tilesize\d+x\d+x\d+_",
+        GEMM_OPS,
+        k_tiles=(64,),
+        split_rule="strided",
+        reduction="sequential",
+        checked=_H200 + " (order probes, TF32 linear 262×K×10 for 4, 8 and 12 splits; 6 splits not modelled)",
+        source="cuBLAS's sm80 xmma GEMM with split-K in place (a Memset before it, no reduce kernel): the name's k "
+        "tiles dealt round-robin to the splits, each split a chain of the tensor core over its tiles, the partials "
+        "added in split order (order probes on an H200: two products ±2^40 among ones, every pair of k tiles)",
+    ),
+    LibrarySchedule(
         "cublas-cutlass-splitk",
         "cuBLAS (CUTLASS)",
         r"cutlass_\d+_(wmma_)?tensorop_\w*(s1688|s16816|s161616)gemm",

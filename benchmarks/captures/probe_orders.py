@@ -59,9 +59,12 @@ def _conv_out(h: int, r: int, stride: int, pad: int) -> int:
 def probe_cases(probe_set: int = 1) -> list[dict]:
     """Every probed case of ``probe_set``: a plan entry without operands plus how its probes are
     laid out. Set 1: the first session; set 2: every pair of the small weight gradients, the
-    gemvNSP lane count over K, the TF32 split-K tree over K and M."""
+    gemvNSP lane count over K, the TF32 split-K tree over K and M; set 3: that tree's every
+    pair of k tiles over K."""
     if probe_set == 2:
         return _second_set()
+    if probe_set == 3:
+        return _third_set()
     cases = []
     for n, c, k, h, r, stride, pad in WGRAD_SHAPES:
         p = _conv_out(h, r, stride, pad)
@@ -189,12 +192,55 @@ def _second_set() -> list[dict]:
     return cases
 
 
+def _third_set() -> list[dict]:
+    """The TF32 ``linear`` 262×K×10 over K (cuBLAS's sm80 xmma split-K): every pair of the first
+    32 k tiles of 64, which tells the split count and the whole tree of the splits' partials."""
+    return [
+        {
+            "name": f"s_linear_262x{k}x10_tf32",
+            "op": "linear",
+            "dtype": "float32",
+            "allow_tf32": True,
+            "shapes": {"input": [262, k], "weight": [10, k], "bias": [10]},
+            "probe_length": k,
+            "probes_per_capture": 262,
+            "pairs": "tiles",
+        }
+        for k in (
+            1000,
+            1500,
+            2000,
+            2500,
+            3000,
+            3500,
+            4000,
+            4500,
+            4931,
+            5500,
+            6000,
+            6500,
+            7000,
+            7500,
+            8000,
+            9000,
+            10000,
+            11000,
+            12000,
+            14000,
+            16000,
+        )
+    ]
+
+
 def probe_pairs(length: int, seed: int = 37, kinds: str = "all") -> list[tuple[int, int]]:
     """The (i, j) pairs probed over a reduction of ``length`` products, i < j: (0, j) for every j,
     then (unless ``kinds`` is "first") (j, j + 1) for every j and ``length`` random pairs.
     ``kinds`` "every": every pair i < j; "grid": (0, j) for j < 8 and every j a multiple of 8."""
     if kinds == "every":
         return [(i, j) for i in range(length) for j in range(i + 1, length)]
+    if kinds == "tiles":
+        starts = [64 * t for t in range(min(32, -(-length // 64)))]
+        return [(a, b) for i, a in enumerate(starts) for b in starts[i + 1 :]]
     if kinds == "grid":
         return [(0, j) for j in range(1, length) if j < 8 or j % 8 == 0]
     pairs = [(0, j) for j in range(1, length)]
@@ -356,7 +402,7 @@ def device_main(out: Path, deadline_s: float, device: str = "cuda", probe_set: i
     lines = []
     # GEMM probes and fp16 weight gradients first: the deadline drops what comes last
     cases = sorted(probe_cases(probe_set), key=lambda c: (c["op"] == "conv2d_bwd_weight", c["dtype"] != "float16"))
-    jobs = [(None, 0, spec) for spec in (random_specs() if probe_set == 1 else random_specs_fp32())]
+    jobs = [(None, 0, spec) for spec in {1: random_specs(), 2: random_specs_fp32()}.get(probe_set, [])]
     jobs += [(case, b, pairs) for case in cases for b, pairs in enumerate(batches(case))]
     for case, b, payload in jobs:
         if time.time() - start > deadline_s:
@@ -404,7 +450,7 @@ def device_main(out: Path, deadline_s: float, device: str = "cuda", probe_set: i
 def complete_main(archives: list[Path], dest: Path) -> int:
     """Unpack ``archives`` into ``dest`` with every capture's operands put back (checked by sha256)."""
     kit = load_kit()
-    cases = {c["name"]: c for c in probe_cases(1) + probe_cases(2)}
+    cases = {c["name"]: c for c in probe_cases(1) + probe_cases(2) + probe_cases(3)}
     dest.mkdir(parents=True, exist_ok=True)
     for archive in archives:
         with tarfile.open(archive) as tar:
@@ -436,7 +482,7 @@ def main(argv=None) -> int:
     d.add_argument("--out", required=True)
     d.add_argument("--deadline", type=float, default=240.0)
     d.add_argument("--device", default="cuda")
-    d.add_argument("--set", type=int, default=1, choices=(1, 2), help="which probe set")
+    d.add_argument("--set", type=int, default=1, choices=(1, 2, 3), help="which probe set")
     c = sub.add_parser("complete")
     c.add_argument("archives", nargs="+")
     c.add_argument("dest")

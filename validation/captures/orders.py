@@ -45,6 +45,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+import numpy as np
+
 from emu.schedule import Schedule
 from models.libraries import cutlass_splitk_grain, is_amd, k_tile_from_name, splitk_merges, tf32_roundings
 
@@ -61,6 +63,7 @@ __all__ = [
     "cublas_candidates",
     "gemv_candidates",
     "dot_candidates",
+    "xmma_splitk_candidates",
     "dot_program",
     "dot_blocks",
     "is_dot_rule",
@@ -223,6 +226,44 @@ def cutlass_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     return out
 
 
+#: cuBLAS's sm80 xmma GEMM with the k tile in its name (``…_tilesize32x32x64_…``)
+XMMA_GEMM = r"sm80_xmma_gemm_\w*_tilesize\d+x\d+x(\d+)_"
+#: the most splits of :func:`xmma_splitk_candidates`
+XMMA_MAX_SPLITS = 32
+
+
+def xmma_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
+    """cuBLAS's sm80 xmma GEMM with split-K in place (a ``Memset`` of its semaphores before it):
+    the name's k tiles dealt round-robin to 2 … :data:`XMMA_MAX_SPLITS` splits (tile t to split
+    t mod S), each split a chain of the unit from +0 over its tiles in order, the partials added
+    one after the other in split order (order probes on an H200, TF32 ``linear`` 262×K×10: 4
+    splits for K of 2,500 … 4,500, 8 for 7,000 … 14,000, 12 and more for 16,000; 6 splits,
+    K of 4,931 … 6,500, are added as another tree, not modelled)."""
+    names = [str(k) for k in cap.kernels]
+    m = next((re.search(XMMA_GEMM, k) for k in names if re.search(XMMA_GEMM, k)), None)
+    if m is None or not any(k.startswith("Memset") for k in names):
+        return []
+    tile = int(m.group(1))
+    _, _, K = gemm_dims(cap, Variant())
+    tiles = -(-K // tile)
+    group = search_unit_params(unit_name, cap.input).group_size
+    iks = (8,) if group > 8 and cap.input == "tf32" else (0,)
+    out = []
+    for n in range(2, min(tiles, XMMA_MAX_SPLITS) + 1):
+        order = tuple(t for s in range(n) for t in range(s, tiles, n))  # each split's tiles together
+        widths = [sum(min(tile, K - tile * t) for t in range(s, tiles, n)) for s in range(n)]
+        bounds = tuple(int(b) for b in np.concatenate([[0], np.cumsum(widths)]))
+        for v in _base_variants(cap):
+            for ik in iks:
+                for ce in _c_entries(cap):
+                    sch = _sched(
+                        cap, ce, k_tile=1, splits=n, split_bounds=bounds, split_rule="ceil", reduction="sequential",
+                        instruction_k=ik,
+                    )  # fmt: skip
+                    out.append(Candidate(unit_name, replace(v, k_blocks=(tile, order)), sch, "cublas-xmma-splitk"))
+    return out
+
+
 def gemmsn_candidates(cap: Capture) -> list[Candidate]:
     """cuBLAS ``gemmSN`` (see the module docstring) on the fp32 FMA unit: each (S, B) of
     :data:`GEMMSN_RECIPES` and every S of them with B the whole chunk; the S partials added onto
@@ -341,6 +382,7 @@ def cublas_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     out = []
     if not names or any(re.search(r"tensorop_\w*(s1688|s16816|s161616)gemm", k) for k in names):
         out.extend(cutlass_splitk_candidates(cap, unit_name))
+    out.extend(xmma_splitk_candidates(cap, unit_name))
     if any(re.search(r"gemmSN_|magma_sgemmEx", k) for k in names) or (not names and min(M, N) <= 16):
         out.extend(gemmsn_candidates(cap))
     if any(re.search(r"gemmSN_TN", k) for k in names) or (not names and min(M, N) <= 16):

@@ -7,6 +7,9 @@ output counts the ones added after i's and j's partials met. The random captures
 16's (h200_s16) and the held-out run's (h200_holdout).
 """
 
+import hashlib
+import importlib.util
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +18,9 @@ import pytest
 
 from validation.captures.capture import load_capture
 from validation.captures.convs import SHMEM_TILING_TREE, shmem_tiling_layout
+from validation.captures.format import save
 from validation.captures.gemms import lane_layout, run_candidate
+from validation.captures.orders import xmma_splitk_candidates
 from validation.captures.search import search
 from validation.captures.space import shmem_tiling_candidates
 
@@ -102,3 +107,41 @@ def test_gemvnsp_loads_96_k_per_turn():
     seq, bounds = lane_layout(163, "strided", 32, 4)
     full_warp = replace(full_warp, schedule=replace(full_warp.schedule, split_bounds=bounds))
     assert _differ(run_candidate(cap, full_warp), cap.out) > 0
+
+
+def _probe(name):
+    """A probe capture kept without its operands, with them built again by the probe recipe
+    (``benchmarks/captures/probe_orders.py``; checked against the sha256 the GPU recorded)."""
+    recipe = Path(__file__).resolve().parents[3] / "benchmarks" / "captures" / "probe_orders.py"
+    path = DATA / "h200_probes" / f"{name}.npz"
+    if not path.is_file() or not recipe.is_file():
+        pytest.skip(f"{path} or {recipe} is absent")
+    spec = importlib.util.spec_from_file_location("probe_orders", recipe)
+    po = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(po)
+    with np.load(path, allow_pickle=False) as z:
+        fields = {k: z[k] for k in z.files}
+    where = json.loads(str(fields["probe"]))
+    case = {c["name"]: c for s in (1, 2, 3) for c in po.probe_cases(s)}[where["case"]]
+    for key, array in po.probe_operands(case, po.batches(case)[where["batch"]]).items():
+        assert hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest() == str(fields.pop(f"{key}_sha256"))
+        fields[key] = array
+    return fields
+
+
+@pytest.mark.parametrize("name, splits", [("q_linear_262x3000x10_tf32_b000", 4), ("s_linear_262x8000x10_tf32_b000", 8)])
+def test_xmma_split_k_adds_round_robin_splits_in_order(name, splits, tmp_path):
+    """cuBLAS's sm80 xmma TF32 GEMM with split-K in place: 64-wide k tiles dealt round-robin to
+    the splits, the partials added in split order (probes of every pair of k tiles)."""
+    path = save(tmp_path / f"{name}.npz", _probe(name))
+    result = search(load_capture(path))
+    assert result.answer == "identical"
+    assert result.best.family == "cublas-xmma-splitk" and result.best.schedule.splits == splits
+
+
+def test_xmma_six_splits_are_another_tree_not_modelled(tmp_path):
+    """Six splits (K = 4,931 … 6,500) add their partials as ((((p0 + p3) + p5) + (p1 + p4)) + p2)
+    on the H200 (every pair of k tiles probed): the family's six splits in split order differ."""
+    cap = load_capture(save(tmp_path / "six.npz", _probe("s_linear_262x4931x10_tf32_b000")))
+    (six,) = [c for c in xmma_splitk_candidates(cap, "h100") if c.schedule.splits == 6][:1]
+    assert _differ(run_candidate(cap, six), cap.out) > 0
