@@ -263,6 +263,20 @@ LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
         "an H200: two products ±2^40 among ones, every pair of positions)",
     ),
     LibrarySchedule(
+        "cudnn-wgrad-splitk",
+        "cuDNN",
+        r"sm80_xmma_wgrad_implicit_gemm\w*_tilesize\d+x\d+x\d+_",
+        ("conv2d_bwd_weight",),
+        k_tiles=(64,),
+        split_rule="strided",
+        reduction="halving",
+        k_orders=("npq",),
+        checked=_H200 + " (fp16 channels_last, 2 and 3 splits; order probes)",
+        source="cuDNN's sm80 xmma weight gradient with split-K in place (a Memset before it): gemmK (n, p, q) in "
+        "k tiles of the name's width dealt round-robin to the splits, each a chain of the tensor core, the "
+        "partials added by a halving tree ((p0 + p2) + p1 for three; order probes on an H200)",
+    ),
+    LibrarySchedule(
         "cudnn-wgrad2d",
         "cuDNN",
         r"wgrad2d_(?!shmem_tiling)",

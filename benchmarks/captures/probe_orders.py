@@ -65,6 +65,8 @@ def probe_cases(probe_set: int = 1) -> list[dict]:
         return _second_set()
     if probe_set == 3:
         return _third_set()
+    if probe_set == 4:
+        return []
     cases = []
     for n, c, k, h, r, stride, pad in WGRAD_SHAPES:
         p = _conv_out(h, r, stride, pad)
@@ -379,6 +381,51 @@ def random_specs_fp32() -> list[dict]:
     return specs
 
 
+def random_specs_check() -> list[dict]:
+    """Set 4: random draws (kit seeds) of shapes no probe saw, to check the orders the probes
+    gave: weight gradients of other sizes, batches and channels (fp16 and bf16, NCHW and
+    channels_last), ``mm`` 1×K×1148 and ``bmm`` M = 1 for other K, and TF32 ``linear`` with a
+    bias for 4, 6 and 8 splits."""
+    specs, seed = [], 374000
+    shapes = [(1, 32, 16, 20, 3, 1, 1), (4, 16, 8, 28, 3, 1, 1), (2, 8, 8, 23, 3, 1, 1), (3, 12, 20, 9, 5, 1, 2),
+              (1, 64, 32, 32, 3, 2, 1), (8, 4, 4, 12, 3, 1, 1), (2, 40, 24, 17, 3, 1, 1), (2, 32, 32, 16, 5, 1, 2),
+              (1, 24, 48, 40, 3, 1, 1), (5, 6, 10, 13, 3, 2, 0)]  # fmt: skip
+    for n, c, k, h, r, stride, pad in shapes:
+        p = _conv_out(h, r, stride, pad)
+        for fmt in ("contiguous", "channels_last"):
+            for dtype in ("float16", "bfloat16"):
+                seed += 1
+                specs.append(
+                    {
+                        "name": f"c_wgrad_n{n}c{c}k{k}h{h}r{r}s{stride}p{pad}_{fmt[:5]}_{dtype}",
+                        "op": "conv2d_bwd_weight",
+                        "seed": seed,
+                        "dtype": dtype,
+                        "allow_tf32": False,
+                        "memory_format": fmt,
+                        "stride": [stride, stride],
+                        "padding": [pad, pad],
+                        "dilation": [1, 1],
+                        "groups": 1,
+                        "shapes": {"grad_output": [n, k, p, p], "input": [n, c, h, h]},
+                        "weight_shape": [k, c, r, r],
+                    }
+                )
+    for k in (97, 100, 113, 128, 140, 150, 157):
+        seed += 1
+        specs.append({"name": f"c_mm_1x{k}x1148_f32", "op": "mm", "seed": seed, "dtype": "float32",
+                      "allow_tf32": False, "shapes": {"A": [1, k], "B": [k, 1148]}})  # fmt: skip
+    for b, k, n in ((4, 120, 100), (3, 150, 300), (2, 140, 60), (5, 101, 115)):
+        seed += 1
+        specs.append({"name": f"c_bmm_{b}x1x{k}x{n}_f32", "op": "bmm", "seed": seed, "dtype": "float32",
+                      "allow_tf32": False, "shapes": {"A": [b, 1, k], "B": [b, k, n]}})  # fmt: skip
+    for m, k, n in ((262, 3000, 10), (262, 8000, 10), (262, 4931, 10), (200, 5000, 12), (300, 3500, 10)):
+        seed += 1
+        specs.append({"name": f"c_linear_{m}x{k}x{n}_tf32", "op": "linear", "seed": seed, "dtype": "float32",
+                      "allow_tf32": True, "shapes": {"input": [m, k], "weight": [n, k], "bias": [n]}})  # fmt: skip
+    return specs
+
+
 def load_kit():
     spec = importlib.util.spec_from_file_location("capture_kit", KIT)
     kit = importlib.util.module_from_spec(spec)
@@ -402,7 +449,8 @@ def device_main(out: Path, deadline_s: float, device: str = "cuda", probe_set: i
     lines = []
     # GEMM probes and fp16 weight gradients first: the deadline drops what comes last
     cases = sorted(probe_cases(probe_set), key=lambda c: (c["op"] == "conv2d_bwd_weight", c["dtype"] != "float16"))
-    jobs = [(None, 0, spec) for spec in {1: random_specs(), 2: random_specs_fp32()}.get(probe_set, [])]
+    randoms = {1: random_specs, 2: random_specs_fp32, 4: random_specs_check}.get(probe_set, lambda: [])()
+    jobs = [(None, 0, spec) for spec in randoms]
     jobs += [(case, b, pairs) for case in cases for b, pairs in enumerate(batches(case))]
     for case, b, payload in jobs:
         if time.time() - start > deadline_s:
@@ -482,7 +530,7 @@ def main(argv=None) -> int:
     d.add_argument("--out", required=True)
     d.add_argument("--deadline", type=float, default=240.0)
     d.add_argument("--device", default="cuda")
-    d.add_argument("--set", type=int, default=1, choices=(1, 2, 3), help="which probe set")
+    d.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4), help="which probe set (4: random draws only)")
     c = sub.add_parser("complete")
     c.add_argument("archives", nargs="+")
     c.add_argument("dest")

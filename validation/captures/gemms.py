@@ -147,7 +147,9 @@ class Variant:
             )
         if self.k_blocks is not None:
             width, order = self.k_blocks
-            return f"k in blocks of {width} taken in the order {list(order)}"
+            shown = ", ".join(map(str, order[:16])) + (f", … ({len(order)} blocks)" if len(order) > 16 else "")
+            text = f"k in blocks of {width} taken in the order [{shown}]"
+            return (f"gemmK ({', '.join(self.k_order)}); " if self.k_order else "") + text
         if self.lanes is not None:
             layout, n, grain = self.lanes
             if layout == "tiled":

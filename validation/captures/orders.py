@@ -64,6 +64,7 @@ __all__ = [
     "gemv_candidates",
     "dot_candidates",
     "xmma_splitk_candidates",
+    "round_robin_splits",
     "dot_program",
     "dot_blocks",
     "is_dot_rule",
@@ -232,6 +233,17 @@ XMMA_GEMM = r"sm80_xmma_gemm_\w*_tilesize\d+x\d+x(\d+)_"
 XMMA_MAX_SPLITS = 32
 
 
+def round_robin_splits(K: int, tile: int, splits: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """k tiles of ``tile`` (the last one shorter) dealt round-robin to ``splits`` splits, tile t to
+    split t mod splits: (the tile order that puts each split's tiles together, ascending inside
+    it — a ``Variant.k_blocks`` order; the splits' bounds in k, a schedule's ``split_bounds`` with
+    ``k_tile=1``)."""
+    tiles = -(-K // tile)
+    order = tuple(t for s in range(splits) for t in range(s, tiles, splits))
+    widths = [sum(min(tile, K - tile * t) for t in range(s, tiles, splits)) for s in range(splits)]
+    return order, tuple(int(b) for b in np.concatenate([[0], np.cumsum(widths)]))
+
+
 def xmma_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     """cuBLAS's sm80 xmma GEMM with split-K in place (a ``Memset`` of its semaphores before it):
     the name's k tiles dealt round-robin to 2 … :data:`XMMA_MAX_SPLITS` splits (tile t to split
@@ -250,9 +262,7 @@ def xmma_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     iks = (8,) if group > 8 and cap.input == "tf32" else (0,)
     out = []
     for n in range(2, min(tiles, XMMA_MAX_SPLITS) + 1):
-        order = tuple(t for s in range(n) for t in range(s, tiles, n))  # each split's tiles together
-        widths = [sum(min(tile, K - tile * t) for t in range(s, tiles, n)) for s in range(n)]
-        bounds = tuple(int(b) for b in np.concatenate([[0], np.cumsum(widths)]))
+        order, bounds = round_robin_splits(K, tile, n)
         for v in _base_variants(cap):
             for ik in iks:
                 for ce in _c_entries(cap):

@@ -59,7 +59,7 @@ from models.libraries import channel_tile_from_name, is_amd, k_tile_from_name, m
 from .capture import PASS_OF, Capture
 from .convs import SHMEM_TILING, SHMEM_TILING_TREE, quad_load_width, shmem_tiling_layout
 from .gemms import Candidate, Variant, gemm_dims, image_tile, lane_layout, search_unit_params
-from .orders import GEMM_OPS, amd_candidates, cublas_candidates
+from .orders import GEMM_OPS, XMMA_MAX_SPLITS, amd_candidates, cublas_candidates, round_robin_splits
 
 __all__ = [
     "BOUNDS",
@@ -73,6 +73,7 @@ __all__ = [
     "scaled_candidates",
     "scaled_split_schedules",
     "shmem_tiling_candidates",
+    "wgrad_splitk_candidates",
     "simt_candidates",
     "simt_schedules",
     "split_schedules",
@@ -524,7 +525,9 @@ def shmem_tiling_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     that names it or names no kernel: on the fp32 FMA unit, one split per group (an FMA chain from
     +0), each thread's groups added in order from its first, the 8 threads by
     :data:`.convs.SHMEM_TILING_TREE`, one rounding to the output format."""
-    if cap.kernels and not any(re.search(SHMEM_TILING, str(k)) for k in cap.kernels):
+    if cap.input not in ("fp16", "bf16") or (
+        cap.kernels and not any(re.search(SHMEM_TILING, str(k)) for k in cap.kernels)
+    ):
         return []
     s = cap.conv
     _, groups, width = shmem_tiling_layout(s.N, s.P, s.Q)
@@ -541,6 +544,40 @@ def shmem_tiling_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     return [Candidate("fma32", Variant("npq", pixel_tile=8), sch, "cudnn-wgrad2d-shmem")]
 
 
+#: cuDNN's sm80 xmma weight gradient, the k tile in its name (``…_tilesize32x32x64_…``)
+XMMA_WGRAD = r"sm80_xmma_wgrad_implicit_gemm\w*_tilesize\d+x\d+x(\d+)_"
+
+
+def wgrad_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
+    """cuDNN's sm80 xmma weight gradient with split-K in place (a ``Memset`` before it): gemmK
+    (n, p, q) in k tiles of the name's width dealt round-robin to 2 … 32 splits, each split a
+    chain of the unit from +0, the partials added in split order, by the halving tree or pairwise
+    (order probes on an H200, fp16 channels_last: 2 and 3 splits of 64, the three partials as
+    (p0 + p2) + p1)."""
+    names = [str(k) for k in cap.kernels]
+    m = next((re.search(XMMA_WGRAD, k) for k in names if re.search(XMMA_WGRAD, k)), None)
+    if m is None or not any(k.startswith("Memset") for k in names):
+        return []
+    tile = int(m.group(1))
+    K = cap.conv.N * cap.conv.P * cap.conv.Q
+    roundings = tf32_roundings(cap.kernels)[:1] if cap.input == "tf32" else ("",)
+    out = []
+    for n in range(2, min(-(-K // tile), XMMA_MAX_SPLITS) + 1):
+        order, bounds = round_robin_splits(K, tile, n)
+        for red in ("halving", "sequential", "tree"):
+            sch = Schedule(
+                k_tile=1, splits=n, split_bounds=bounds, split_rule="ceil", reduction=red, output=cap.out_format
+            )
+            for r in roundings:
+                variant = Variant("npq", tf32_rounding=r, k_blocks=(tile, order))
+                out.append(Candidate(unit_name, variant, sch, "cudnn-wgrad-splitk"))
+    return out
+
+
+def _wgrad_orders(cap: Capture, unit_name: str) -> list[Candidate]:
+    return shmem_tiling_candidates(cap, unit_name) + wgrad_splitk_candidates(cap, unit_name)
+
+
 @dataclass(frozen=True)
 class Family:
     """A family of the space: ``candidates(cap, unit_name)`` lists its candidates for a capture
@@ -554,11 +591,7 @@ class Family:
 #: the families of the space, in the order they are listed (see the module docstring); the named
 #: library orders first, so that a schedule they share with a generic family keeps its name
 FAMILIES: list[Family] = [
-    Family(
-        "cudnn-wgrad2d-shmem",
-        lambda cap: cap.conv is not None and PASS_OF[cap.op] == "bwd_weight" and cap.input in ("fp16", "bf16"),
-        shmem_tiling_candidates,
-    ),
+    Family("cudnn-wgrad-orders", lambda cap: cap.conv is not None and PASS_OF[cap.op] == "bwd_weight", _wgrad_orders),
     Family(
         "cublas-orders",
         lambda cap: cap.op in GEMM_OPS and cap.conv is None and not is_amd(cap.gpu),

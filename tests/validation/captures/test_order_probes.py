@@ -145,3 +145,26 @@ def test_xmma_six_splits_are_another_tree_not_modelled(tmp_path):
     cap = load_capture(save(tmp_path / "six.npz", _probe("s_linear_262x4931x10_tf32_b000")))
     (six,) = [c for c in xmma_splitk_candidates(cap, "h100") if c.schedule.splits == 6][:1]
     assert _differ(run_candidate(cap, six), cap.out) > 0
+
+
+@pytest.mark.parametrize(
+    "name, splits",
+    [
+        ("h200_s16/t_conv2d_bwd_weight_n2c16k16h12r5s1p2_chann_f16", 2),  # 3 of 6,400 differed before
+        ("h200_s16/t_conv2d_bwd_weight_n2c48k20h15r3s1p1_chann_f16", 3),  # 13 of 8,640
+    ],
+)
+def test_xmma_weight_gradient_split_k_is_round_robin(name, splits):
+    """cuDNN's sm80 xmma weight gradient after a ``Memset`` (fp16, channels_last): 64-wide k tiles
+    of (n, p, q) dealt round-robin to the splits (probes: tiles 0, 3, 6 in one split of three),
+    the partials by the halving tree, (p0 + p2) + p1 for three."""
+    cap = _cap(name)
+    result = search(cap)
+    assert result.answer == "identical"
+    best = result.best
+    assert best.family == "cudnn-wgrad-splitk" and best.schedule.splits == splits
+    assert best.variant.k_blocks[0] == 64 and best.variant.k_blocks[1][:2] == (0, splits)
+    if splits == 3:
+        assert best.schedule.reduction == "halving"
+        in_order = replace(best, schedule=replace(best.schedule, reduction="sequential"))
+        assert _differ(run_candidate(cap, in_order), cap.out) > 0
