@@ -289,7 +289,11 @@ def run_reduction_program(x: np.ndarray, program) -> np.ndarray:
             n = x.shape[0]
             if name in ("chunks", "chunks-first", "fold") and n % width:
                 raise ValueError(f"reduction_program: {name} {width} on {n} partials (not a multiple)")
-            if name == "strided":
+            if name == "merge":
+                if width + 1 >= n:
+                    raise ValueError(f"reduction_program: merge {width} on {n} partials (needs entry {width + 1})")
+                x = np.concatenate([x[:width], (x[width] + x[width + 1])[None], x[width + 2 :]])
+            elif name == "strided":
                 padded = -(-n // width) * width
                 if padded > n:
                     x = np.concatenate([x, np.zeros((padded - n,) + x.shape[1:], np.float32)])

@@ -94,8 +94,10 @@ REDUCTIONS = ("sequential", "workspace", "random", "tree", "halving", "bisection
 #: ``"chunks-first"`` the same from each group's first entry; ``"fold"`` in each consecutive
 #: group of ``width`` (even), entry i + entry i + width/2 (a count-down butterfly's step: n → n/2);
 #: ``"strided"`` x padded with +0 to a multiple of ``width``, then y[t] = x[t] + x[t+width] + …
-#: in order (n → width). "chunks" and "fold" need n to be a multiple of the width.
-REDUCTION_STEPS = ("chunks", "chunks-first", "fold", "strided")
+#: in order (n → width); ``"merge"`` (its width an index i ≥ 0) entry i + entry i + 1 in place
+#: of the two (n → n − 1: a sequence of merges is any binary tree over the list's order).
+#: "chunks" and "fold" need n to be a multiple of the width.
+REDUCTION_STEPS = ("chunks", "chunks-first", "fold", "strided", "merge")
 C_ENTRIES = ("chain", "workspace", "epilogue", "output")
 OUTPUTS = (None, "fp32", "fp16", "bf16")
 
@@ -229,7 +231,7 @@ class Schedule:
                     f"reduction_program: each step is (name, width) with name one of "
                     f"{', '.join(map(repr, REDUCTION_STEPS))}, got {step!r}"
                 )
-            _whole("reduction_program width", step[1], 2 if step[0] == "fold" else 1)
+            _whole("reduction_program width", step[1], {"fold": 2, "merge": 0}.get(step[0], 1))
         if self.c_entry == "workspace" and self.reduction not in ("workspace", "random"):
             raise ValueError(f"c_entry: 'workspace' needs reduction 'workspace' or 'random', got {self.reduction!r}")
 

@@ -159,6 +159,8 @@ def _program_reference(parts, program):
             x = y
         elif name == "fold":
             x = [_rn32(x[g + i] + x[g + i + w // 2]) for g in range(0, len(x), w) for i in range(w // 2)]
+        elif name == "merge":
+            x = x[:w] + [_rn32(x[w] + x[w + 1])] + x[w + 2 :]
         else:
             y = []
             for g in range(0, len(x), w):
@@ -206,6 +208,18 @@ def test_a_thread_block_reduction_program_matches_exact_reference():
                 parts.append(acc)
             want = _program_reference(parts, program)
             assert got[m, n].view(np.uint32) == want.view(np.uint32), (m, n)
+    # merges build any binary tree: six partials as ((((p0 + p3) + p5) + (p1 + p4)) + p2) from the
+    # order p0, p3, p5, p1, p4, p2 (cuBLAS's six-split xmma split-K on an H200), against rationals
+    six = [Fraction(int(v)) * Fraction(1, 1 << 20) for v in rng.integers(-(1 << 40), 1 << 40, 6)]
+    merges = (("merge", 0), ("merge", 0), ("merge", 1), ("merge", 0), ("merge", 0))
+    as_fp32 = np.array([[float(_rn32(v))] for v in six], np.float32)
+    got_six = run_reduction_program(as_fp32[[0, 3, 5, 1, 4, 2]], merges)
+    p = [_rn32(v) for v in six]
+    want_six = _rn32(_rn32(_rn32(_rn32(p[0] + p[3]) + p[5]) + _rn32(p[1] + p[4])) + p[2])
+    assert got_six[0].view(np.uint32) == np.float32(float(want_six)).view(np.uint32)
+    assert _program_reference([p[i] for i in (0, 3, 5, 1, 4, 2)], merges) == np.float32(float(want_six))
+    with pytest.raises(ValueError, match="merge 5 on 6"):
+        run_reduction_program(np.ones((6, 1), np.float32), (("merge", 5),))
     # the program's own checks: a step that does not fit, a program that leaves more than one
     with pytest.raises(ValueError, match="not a multiple"):
         run_reduction_program(np.ones((6, 1), np.float32), (("fold", 4),))

@@ -65,6 +65,7 @@ __all__ = [
     "dot_candidates",
     "xmma_splitk_candidates",
     "round_robin_splits",
+    "XMMA_SIX_SPLITS",
     "dot_program",
     "dot_blocks",
     "is_dot_rule",
@@ -233,15 +234,22 @@ XMMA_GEMM = r"sm80_xmma_gemm_\w*_tilesize\d+x\d+x(\d+)_"
 XMMA_MAX_SPLITS = 32
 
 
-def round_robin_splits(K: int, tile: int, splits: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def round_robin_splits(K: int, tile: int, splits: int, split_order=None) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """k tiles of ``tile`` (the last one shorter) dealt round-robin to ``splits`` splits, tile t to
     split t mod splits: (the tile order that puts each split's tiles together, ascending inside
-    it — a ``Variant.k_blocks`` order; the splits' bounds in k, a schedule's ``split_bounds`` with
-    ``k_tile=1``)."""
+    it, the splits in ``split_order`` (default ascending) — a ``Variant.k_blocks`` order; the
+    splits' bounds in k, a schedule's ``split_bounds`` with ``k_tile=1``)."""
     tiles = -(-K // tile)
-    order = tuple(t for s in range(splits) for t in range(s, tiles, splits))
-    widths = [sum(min(tile, K - tile * t) for t in range(s, tiles, splits)) for s in range(splits)]
+    split_order = tuple(range(splits)) if split_order is None else tuple(split_order)
+    order = tuple(t for s in split_order for t in range(s, tiles, splits))
+    widths = [sum(min(tile, K - tile * t) for t in range(s, tiles, splits)) for s in split_order]
     return order, tuple(int(b) for b in np.concatenate([[0], np.cumsum(widths)]))
+
+
+#: how cuBLAS's sm80 xmma split-K adds six partials on an H200, ((((p0 + p3) + p5) + (p1 + p4)) + p2)
+#: (order probes: K of 4,931 … 6,500, M 128 and 262, N 10 and 40): the splits' order in the
+#: sequence and the merges (:data:`emu.schedule.REDUCTION_STEPS`) that build that tree from it
+XMMA_SIX_SPLITS = ((0, 3, 5, 1, 4, 2), (("merge", 0), ("merge", 0), ("merge", 1), ("merge", 0), ("merge", 0)))
 
 
 def xmma_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
@@ -249,8 +257,8 @@ def xmma_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     the name's k tiles dealt round-robin to 2 … :data:`XMMA_MAX_SPLITS` splits (tile t to split
     t mod S), each split a chain of the unit from +0 over its tiles in order, the partials added
     one after the other in split order (order probes on an H200, TF32 ``linear`` 262×K×10: 4
-    splits for K of 2,500 … 4,500, 8 for 7,000 … 14,000, 12 and more for 16,000; 6 splits,
-    K of 4,931 … 6,500, are added as another tree, not modelled)."""
+    splits for K of 2,500 … 4,500, 8 for 7,000 … 14,000, 16 for 16,000); six splits (K of
+    4,931 … 6,500) as :data:`XMMA_SIX_SPLITS` measured them, the only six-split order seen."""
     names = [str(k) for k in cap.kernels]
     m = next((re.search(XMMA_GEMM, k) for k in names if re.search(XMMA_GEMM, k)), None)
     if m is None or not any(k.startswith("Memset") for k in names):
@@ -262,13 +270,14 @@ def xmma_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     iks = (8,) if group > 8 and cap.input == "tf32" else (0,)
     out = []
     for n in range(2, min(tiles, XMMA_MAX_SPLITS) + 1):
-        order, bounds = round_robin_splits(K, tile, n)
+        split_order, reduction = (XMMA_SIX_SPLITS[0], dict(reduction="program", reduction_program=XMMA_SIX_SPLITS[1])) if n == 6 else (None, dict(reduction="sequential"))  # fmt: skip
+        order, bounds = round_robin_splits(K, tile, n, split_order)
         for v in _base_variants(cap):
             for ik in iks:
                 for ce in _c_entries(cap):
                     sch = _sched(
-                        cap, ce, k_tile=1, splits=n, split_bounds=bounds, split_rule="ceil", reduction="sequential",
-                        instruction_k=ik,
+                        cap, ce, k_tile=1, splits=n, split_bounds=bounds, split_rule="ceil", instruction_k=ik,
+                        **reduction,
                     )  # fmt: skip
                     out.append(Candidate(unit_name, replace(v, k_blocks=(tile, order)), sch, "cublas-xmma-splitk"))
     return out

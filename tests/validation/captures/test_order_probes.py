@@ -20,7 +20,7 @@ from validation.captures.capture import load_capture
 from validation.captures.convs import SHMEM_TILING_TREE, shmem_tiling_layout
 from validation.captures.format import save
 from validation.captures.gemms import lane_layout, run_candidate
-from validation.captures.orders import xmma_splitk_candidates
+from validation.captures.orders import XMMA_SIX_SPLITS, round_robin_splits, xmma_splitk_candidates
 from validation.captures.search import search
 from validation.captures.space import shmem_tiling_candidates
 
@@ -139,12 +139,21 @@ def test_xmma_split_k_adds_round_robin_splits_in_order(name, splits, tmp_path):
     assert result.best.family == "cublas-xmma-splitk" and result.best.schedule.splits == splits
 
 
-def test_xmma_six_splits_are_another_tree_not_modelled(tmp_path):
+def test_xmma_six_splits_add_their_partials_in_the_measured_tree(tmp_path):
     """Six splits (K = 4,931 … 6,500) add their partials as ((((p0 + p3) + p5) + (p1 + p4)) + p2)
-    on the H200 (every pair of k tiles probed): the family's six splits in split order differ."""
+    on the H200 (every pair of k tiles probed): the family's six-split candidate reproduces the
+    probe; the same splits added in split order differ."""
     cap = load_capture(save(tmp_path / "six.npz", _probe("s_linear_262x4931x10_tf32_b000")))
     (six,) = [c for c in xmma_splitk_candidates(cap, "h100") if c.schedule.splits == 6][:1]
-    assert _differ(run_candidate(cap, six), cap.out) > 0
+    assert six.schedule.reduction_program == XMMA_SIX_SPLITS[1]
+    assert _differ(run_candidate(cap, six), cap.out) == 0
+    order, bounds = round_robin_splits(4931, 64, 6)
+    in_order = replace(
+        six,
+        variant=replace(six.variant, k_blocks=(64, order)),
+        schedule=replace(six.schedule, split_bounds=bounds, reduction="sequential", reduction_program=()),
+    )
+    assert _differ(run_candidate(cap, in_order), cap.out) > 0
 
 
 @pytest.mark.parametrize(
