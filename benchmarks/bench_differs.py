@@ -11,11 +11,16 @@ The captures, made deterministically here:
   flipped.
 - ``h_mm-bit0``: ``tests/data/captures/h200_holdout/h_mm_16x256x256_12.npz`` (an H200 cuBLAS
   fp16 mm), out[7, 40]'s lowest bit flipped.
-- ``f32-s1149``, ``f16-s0562``, ``tf32-s0348`` and ``tf32-s0338``: captures of the session-16
-  sweep (``tests/data/captures/sweep_h200_s16.tar.gz``) that no schedule of the space reproduces,
-  as captured: an fp32 mm on ``gemvNSP``, an fp16 weight gradient on cuDNN's
-  ``wgrad2d_shmem_tiling`` (both answered ``differs``), a TF32 ``linear`` on cuBLAS's sm80 xmma
-  split-K GEMM and an sm80 TF32 convolution with 182 channels (both ``not-modelled``). (Until
+- ``tf32-s0338``: a capture of the session-16 sweep (``tests/data/captures/sweep_h200_s16.tar.gz``)
+  that no schedule of the space reproduces, as captured: an sm80 TF32 convolution with 182
+  channels (``not-modelled``).
+- ``f16-wgrad-c40``, ``f16-wgrad-tf32kernel``: two random captures of session 23's check on
+  unseen shapes (``tests/data/captures/h200_probes/probes_set4.tar.gz``, operands drawn again
+  from their seeds): fp16 weight gradients on cuDNN's sm80 xmma kernel after a ``Memset``, one
+  channels_last with 10 k tiles, one NCHW on the ``…tf32f32_tf32f32…`` kernel (``differs`` and
+  ``not-modelled``). (Until session 23 the sweep's s1149 (``gemvNSP``), s0562
+  (``wgrad2d_shmem_tiling``) and s0348 (six-split xmma TF32 split-K) stood here, reproduced by
+  the orders the order probes read. Until
   session 20 three TF32 mm stood here, s0119, s1075 and s0997, reproduced by the TF32 split-K grain
   of 4; until session 21 the linears s0270, s0096, s0412 and the TF32 dgrad s0236, reproduced by
   the bias added to the stored sum and by rounding grad_output; until session 22 the ``gemmSN_TN``
@@ -86,13 +91,24 @@ def sweep(name: str):
         return load_capture(Path(tmp) / member.name)
 
 
+def probe_check(name: str):
+    """A random capture of session 23's check set (from the probe archive, into a temporary
+    folder; its operands drawn again from its seed)."""
+    from validation.captures import load_capture
+
+    archive = SWEEP.parent / "h200_probes" / "probes_set4.tar.gz"
+    with tarfile.open(archive) as tar, tempfile.TemporaryDirectory() as tmp:
+        (member,) = [m for m in tar.getmembers() if Path(m.name).name == name + ".npz"]
+        tar.extract(member, tmp, filter="data")
+        return load_capture(Path(tmp) / member.name)
+
+
 CASES = {
     "baddbmm-sign": baddbmm_sign,
     "h_mm-bit0": h_mm_bit0,
-    "f32-s1149": lambda: sweep("s1149"),
-    "f16-s0562": lambda: sweep("s0562"),
-    "tf32-s0348": lambda: sweep("s0348"),
     "tf32-s0338": lambda: sweep("s0338"),
+    "f16-wgrad-c40": lambda: probe_check("c_wgrad_n2c40k24h17r3s1p1_chann_float16"),
+    "f16-wgrad-tf32kernel": lambda: probe_check("c_wgrad_n4c16k8h28r3s1p1_conti_float16"),
 }
 
 
