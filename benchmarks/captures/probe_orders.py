@@ -56,6 +56,43 @@ def _conv_out(h: int, r: int, stride: int, pad: int) -> int:
     return (h + 2 * pad - r) // stride + 1
 
 
+def _fprop_entry(name: str, seed: int, dtype: str, tf32: bool, x, w, pad: int) -> dict:
+    """A forward convolution's plan entry (stride 1, NCHW) drawn from ``seed``."""
+    return {
+        "name": name,
+        "op": "conv2d",
+        "seed": seed,
+        "dtype": dtype,
+        "allow_tf32": tf32,
+        "memory_format": "contiguous",
+        "stride": [1, 1],
+        "padding": [pad, pad],
+        "dilation": [1, 1],
+        "groups": 1,
+        "shapes": {"input": x, "weight": w},
+    }
+
+
+def _wgrad_entry(name: str, shape, fmt: str, dtype: str, **extra) -> dict:
+    """A weight-gradient plan entry for (N, C, K, H, R, stride, pad), square images and filters."""
+    n, c, k, h, r, stride, pad = shape
+    p = _conv_out(h, r, stride, pad)
+    return {
+        "name": name,
+        "op": "conv2d_bwd_weight",
+        "dtype": dtype,
+        "allow_tf32": False,
+        "memory_format": fmt,
+        "stride": [stride, stride],
+        "padding": [pad, pad],
+        "dilation": [1, 1],
+        "groups": 1,
+        "shapes": {"grad_output": [n, k, p, p], "input": [n, c, h, h]},
+        "weight_shape": [k, c, r, r],
+        **extra,
+    }
+
+
 def probe_cases(probe_set: int = 1) -> list[dict]:
     """Every probed case of ``probe_set``: a plan entry without operands plus how its probes are
     laid out. Set 1: the first session; set 2: every pair of the small weight gradients, the
@@ -68,28 +105,14 @@ def probe_cases(probe_set: int = 1) -> list[dict]:
     if probe_set == 4:
         return []
     cases = []
-    for n, c, k, h, r, stride, pad in WGRAD_SHAPES:
+    for shape in WGRAD_SHAPES:
+        n, c, k, h, r, stride, pad = shape
         p = _conv_out(h, r, stride, pad)
         for fmt in ("contiguous", "channels_last"):
             for dtype in ("float16", "bfloat16"):
                 tag = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-                cases.append(
-                    {
-                        "name": f"p_wgrad_n{n}c{c}k{k}h{h}r{r}s{stride}p{pad}_{fmt[:5]}_{tag}",
-                        "op": "conv2d_bwd_weight",
-                        "dtype": dtype,
-                        "allow_tf32": False,
-                        "memory_format": fmt,
-                        "stride": [stride, stride],
-                        "padding": [pad, pad],
-                        "dilation": [1, 1],
-                        "groups": 1,
-                        "shapes": {"grad_output": [n, k, p, p], "input": [n, c, h, h]},
-                        "weight_shape": [k, c, r, r],
-                        "probe_length": n * p * p,
-                        "probes_per_capture": k,
-                    }
-                )
+                name = f"p_wgrad_n{n}c{c}k{k}h{h}r{r}s{stride}p{pad}_{fmt[:5]}_{tag}"
+                cases.append(_wgrad_entry(name, shape, fmt, dtype, probe_length=n * p * p, probes_per_capture=k))
     cases.append(
         {
             "name": "p_linear_262x4931x10_tf32",
@@ -136,26 +159,12 @@ def probe_cases(probe_set: int = 1) -> list[dict]:
 
 def _second_set() -> list[dict]:
     cases = []
-    for n, c, k, h, r, stride, pad in [WGRAD_SHAPES[i] for i in (3, 2, 5, 4)]:
+    for shape in [WGRAD_SHAPES[i] for i in (3, 2, 5, 4)]:
+        n, c, k, h, r, stride, pad = shape
         p = _conv_out(h, r, stride, pad)
-        cases.append(
-            {
-                "name": f"q_wgrad_n{n}c{c}k{k}h{h}r{r}s{stride}p{pad}_conti_f16",
-                "op": "conv2d_bwd_weight",
-                "dtype": "float16",
-                "allow_tf32": False,
-                "memory_format": "contiguous",
-                "stride": [stride, stride],
-                "padding": [pad, pad],
-                "dilation": [1, 1],
-                "groups": 1,
-                "shapes": {"grad_output": [n, k, p, p], "input": [n, c, h, h]},
-                "weight_shape": [k, c, r, r],
-                "probe_length": n * p * p,
-                "probes_per_capture": k,
-                "pairs": "every",
-            }
-        )
+        name = f"q_wgrad_n{n}c{c}k{k}h{h}r{r}s{stride}p{pad}_conti_f16"
+        extra = dict(probe_length=n * p * p, probes_per_capture=k, pairs="every")
+        cases.append(_wgrad_entry(name, shape, "contiguous", "float16", **extra))
     for k in (129, 160, 161, 192, 193, 224, 256, 257, 320, 384, 500, 640, 1000, 2000):
         cases.append(
             {
@@ -317,20 +326,8 @@ def random_specs() -> list[dict]:
     for idx, (tag, x, w, dtype, bench, pad) in enumerate(wino):
         for seed in range(3):
             specs.append(
-                {
-                    "name": f"r_wino_{tag}_{dtype}_{seed}",
-                    "op": "conv2d",
-                    "seed": 370000 + 100 * idx + seed,
-                    "dtype": dtype,
-                    "allow_tf32": False,
-                    "memory_format": "contiguous",
-                    "stride": [1, 1],
-                    "padding": [pad, pad],
-                    "dilation": [1, 1],
-                    "groups": 1,
-                    "shapes": {"input": x, "weight": w},
-                    "cudnn_benchmark": bench,
-                }
+                _fprop_entry(f"r_wino_{tag}_{dtype}_{seed}", 370000 + 100 * idx + seed, dtype, False, x, w, pad)
+                | {"cudnn_benchmark": bench}
             )
     for seed in range(3):
         specs.append(
@@ -364,19 +361,15 @@ def random_specs_fp32() -> list[dict]:
         for tf32 in (False, True):
             for seed in range(2):
                 specs.append(
-                    {
-                        "name": f"r_wino{idx}_{'tf32' if tf32 else 'f32'}_{seed}",
-                        "op": "conv2d",
-                        "seed": 373000 + 100 * idx + 10 * tf32 + seed,
-                        "dtype": "float32",
-                        "allow_tf32": tf32,
-                        "memory_format": "contiguous",
-                        "stride": [1, 1],
-                        "padding": [pad, pad],
-                        "dilation": [1, 1],
-                        "groups": 1,
-                        "shapes": {"input": x, "weight": w},
-                    }
+                    _fprop_entry(
+                        f"r_wino{idx}_{'tf32' if tf32 else 'f32'}_{seed}",
+                        373000 + 100 * idx + 10 * tf32 + seed,
+                        "float32",
+                        tf32,
+                        x,
+                        w,
+                        pad,
+                    )
                 )
     return specs
 
@@ -390,27 +383,13 @@ def random_specs_check() -> list[dict]:
     shapes = [(1, 32, 16, 20, 3, 1, 1), (4, 16, 8, 28, 3, 1, 1), (2, 8, 8, 23, 3, 1, 1), (3, 12, 20, 9, 5, 1, 2),
               (1, 64, 32, 32, 3, 2, 1), (8, 4, 4, 12, 3, 1, 1), (2, 40, 24, 17, 3, 1, 1), (2, 32, 32, 16, 5, 1, 2),
               (1, 24, 48, 40, 3, 1, 1), (5, 6, 10, 13, 3, 2, 0)]  # fmt: skip
-    for n, c, k, h, r, stride, pad in shapes:
-        p = _conv_out(h, r, stride, pad)
+    for shape in shapes:
+        n, c, k, h, r, stride, pad = shape
         for fmt in ("contiguous", "channels_last"):
             for dtype in ("float16", "bfloat16"):
                 seed += 1
-                specs.append(
-                    {
-                        "name": f"c_wgrad_n{n}c{c}k{k}h{h}r{r}s{stride}p{pad}_{fmt[:5]}_{dtype}",
-                        "op": "conv2d_bwd_weight",
-                        "seed": seed,
-                        "dtype": dtype,
-                        "allow_tf32": False,
-                        "memory_format": fmt,
-                        "stride": [stride, stride],
-                        "padding": [pad, pad],
-                        "dilation": [1, 1],
-                        "groups": 1,
-                        "shapes": {"grad_output": [n, k, p, p], "input": [n, c, h, h]},
-                        "weight_shape": [k, c, r, r],
-                    }
-                )
+                name = f"c_wgrad_n{n}c{c}k{k}h{h}r{r}s{stride}p{pad}_{fmt[:5]}_{dtype}"
+                specs.append(_wgrad_entry(name, shape, fmt, dtype, seed=seed))
     for k in (97, 100, 113, 128, 140, 150, 157):
         seed += 1
         specs.append({"name": f"c_mm_1x{k}x1148_f32", "op": "mm", "seed": seed, "dtype": "float32",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from capture_data import differing_bits
 
 import emu
 from emu.schedule import Schedule
@@ -40,9 +41,7 @@ def _cap(name, tmp_path_factory=None):
     pytest.skip(f"{path} is absent")
 
 
-def _differ(a, b) -> int:
-    kind = np.dtype(f"u{a.dtype.itemsize}")
-    return int(np.count_nonzero(np.ascontiguousarray(a).view(kind) != np.ascontiguousarray(b).view(kind)))
+_differ = differing_bits
 
 
 def test_the_order_of_one_chunk():

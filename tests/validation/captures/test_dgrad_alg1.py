@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from capture_data import differing_bits
 
 from validation.captures.capture import load_capture
 from validation.captures.convs import dgrad_alg1_chunk, dgrad_alg1_output, is_dgrad_alg1
@@ -27,9 +28,7 @@ def _cap(name):
     return load_capture(path)
 
 
-def _differ(a, b) -> int:
-    kind = np.dtype(f"u{a.dtype.itemsize}")
-    return int(np.count_nonzero(np.ascontiguousarray(a).view(kind) != np.ascontiguousarray(b).view(kind)))
+_differ = differing_bits
 
 
 def test_chunk_from_the_template():

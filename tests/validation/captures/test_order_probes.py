@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from capture_data import capture_or_skip, differing_bits
 
 from validation.captures.capture import load_capture
 from validation.captures.convs import SHMEM_TILING_TREE, shmem_tiling_layout
@@ -28,15 +29,10 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "captures"
 
 
 def _cap(name):
-    path = DATA / f"{name}.npz"
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
-    return load_capture(path)
+    return capture_or_skip(DATA / f"{name}.npz")
 
 
-def _differ(a, b) -> int:
-    kind = np.dtype(f"u{a.dtype.itemsize}")
-    return int(np.count_nonzero(np.ascontiguousarray(a).view(kind) != np.ascontiguousarray(b).view(kind)))
+_differ = differing_bits
 
 
 def test_layout_of_a_3x3_image_by_hand():

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from capture_data import capture_or_skip, differing_bits
 
 from emu.operands import tf32_operands
 from emu.schedule import Schedule
@@ -28,7 +29,6 @@ from models.libraries import (
     not_modelled_family,
     tf32_roundings,
 )
-from validation.captures.capture import load_capture
 from validation.captures.gemms import Candidate, Variant, jobs_of, lane_layout, run_candidate
 from validation.captures.samples import Sample
 from validation.captures.search import search
@@ -37,15 +37,10 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "captures" / "h200_s16"
 
 
 def _cap(name):
-    path = DATA / f"{name}.npz"
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
-    return load_capture(path)
+    return capture_or_skip(DATA / f"{name}.npz")
 
 
-def _differ(a, b) -> int:
-    kind = np.dtype(f"u{a.dtype.itemsize}")
-    return int(np.count_nonzero(np.ascontiguousarray(a).view(kind) != np.ascontiguousarray(b).view(kind)))
+_differ = differing_bits
 
 
 # --- what the loader makes of float32 operands -----------------------------------------------
