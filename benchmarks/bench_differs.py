@@ -14,14 +14,13 @@ The captures, made deterministically here:
 - ``tf32-s0338``: a capture of the session-16 sweep (``tests/data/captures/sweep_h200_s16.tar.gz``)
   that no schedule of the space reproduces, as captured: an sm80 TF32 convolution with 182
   channels (``not-modelled``).
-- ``f16-wgrad-c40``, ``f16-wgrad-tf32kernel``: two random captures of session 23's check on
-  unseen shapes (``tests/data/captures/h200_probes/probes_set4.tar.gz``, operands drawn again
-  from their seeds): fp16 weight gradients on cuDNN's sm80 xmma kernel after a ``Memset``, one
-  channels_last with 10 k tiles, one NCHW on the ``…tf32f32_tf32f32…`` kernel (``differs`` and
-  ``not-modelled``). (Until session 23 the sweep's s1149 (``gemvNSP``), s0562
-  (``wgrad2d_shmem_tiling``) and s0348 (six-split xmma TF32 split-K) stood here, reproduced by
-  the orders the order probes read. Until
-  session 20 three TF32 mm stood here, s0119, s1075 and s0997, reproduced by the TF32 split-K grain
+- ``f16-wgrad-c40-bit0``: a random capture of session 23's check on unseen shapes
+  (``tests/data/captures/h200_probes/probes_set4.tar.gz``, operands drawn again from their
+  seed), an fp16 channels_last weight gradient on cuDNN's sm80 xmma kernel after a ``Memset``
+  (8 splits; identical as captured), with out[3, 5, 1, 1]'s lowest bit flipped. (Until session 23
+  the sweep's s1149 (``gemvNSP``), s0562 (``wgrad2d_shmem_tiling``) and s0348 (six-split xmma TF32
+  split-K) stood here, reproduced by the orders the order probes read. Until session 20 three
+  TF32 mm stood here, s0119, s1075 and s0997, reproduced by the TF32 split-K grain
   of 4; until session 21 the linears s0270, s0096, s0412 and the TF32 dgrad s0236, reproduced by
   the bias added to the stored sum and by rounding grad_output; until session 22 the ``gemmSN_TN``
   linears s0704 and s0244, reproduced by each lane's chain restarting every 16 of its k.)
@@ -91,6 +90,15 @@ def sweep(name: str):
         return load_capture(Path(tmp) / member.name)
 
 
+def bit0(cap, where):
+    """``cap`` with the output at ``where``'s lowest bit flipped."""
+    from dataclasses import replace
+
+    out = cap.out.copy()
+    out.view(f"u{out.dtype.itemsize}")[where] ^= 1
+    return replace(cap, out=out)
+
+
 def probe_check(name: str):
     """A random capture of session 23's check set (from the probe archive, into a temporary
     folder; its operands drawn again from its seed)."""
@@ -107,8 +115,7 @@ CASES = {
     "baddbmm-sign": baddbmm_sign,
     "h_mm-bit0": h_mm_bit0,
     "tf32-s0338": lambda: sweep("s0338"),
-    "f16-wgrad-c40": lambda: probe_check("c_wgrad_n2c40k24h17r3s1p1_chann_float16"),
-    "f16-wgrad-tf32kernel": lambda: probe_check("c_wgrad_n4c16k8h28r3s1p1_conti_float16"),
+    "f16-wgrad-c40-bit0": lambda: bit0(probe_check("c_wgrad_n2c40k24h17r3s1p1_chann_float16"), (3, 5, 1, 1)),
 }
 
 

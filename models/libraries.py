@@ -271,10 +271,11 @@ LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
         split_rule="strided",
         reduction="halving",
         k_orders=("npq",),
-        checked=_H200 + " (fp16 channels_last, 2 and 3 splits; order probes)",
+        checked=_H200 + " (fp16, 2, 3, 6, 8 and 9 splits; order probes)",
         source="cuDNN's sm80 xmma weight gradient with split-K in place (a Memset before it): gemmK (n, p, q) in "
         "k tiles of the name's width dealt round-robin to the splits, each a chain of the tensor core, the "
-        "partials added by a halving tree ((p0 + p2) + p1 for three; order probes on an H200)",
+        "partials added one after the other in the order 0, S − 1, 1, 2, … (order probes on an H200: every pair "
+        "of k tiles for 8 and 9 splits)",
     ),
     LibrarySchedule(
         "cudnn-wgrad2d",
@@ -464,7 +465,8 @@ NOT_MODELLED = (
 UNRESOLVED = (
     (r"dgrad2d_alg1_1<", "dgrad2d_alg1_1"),
     # reproduced with ties away and the k-tile rule (142 of 147 H200 tf32 convolutions), but not
-    # every shape yet (a 182-channel fprop with one output channel); the weight gradients not yet
+    # every shape yet (a 182-channel fprop with one output channel); the weight gradients after a
+    # Memset by cudnn-wgrad-splitk (session 23), other weight gradients not checked
     (r"sm80_xmma_(fprop|dgrad)_implicit_gemm_tf32f32", "sm80 xmma TF32 implicit-GEMM convolution"),
     (r"s1688(fprop|dgrad)_optimized_tf32", "CUTLASS s1688 TF32 convolution"),
     (r"sm80_xmma_wgrad_implicit_gemm\w*tf32f32", "sm80 xmma TF32 implicit-GEMM weight gradient"),

@@ -104,6 +104,8 @@ def probe_cases(probe_set: int = 1) -> list[dict]:
         return _third_set()
     if probe_set == 4:
         return []
+    if probe_set == 5:
+        return _fifth_set()
     cases = []
     for shape in WGRAD_SHAPES:
         n, c, k, h, r, stride, pad = shape
@@ -203,6 +205,20 @@ def _second_set() -> list[dict]:
     return cases
 
 
+def _fifth_set() -> list[dict]:
+    """Set 5: every pair of k-tile starts (64 wide) of the two xmma weight gradients after a
+    ``Memset`` that set 4 left differing, fp16 with subnormal smalls (2^-24 against 2^15: a
+    subtree of up to 2^14 smalls is still lost to a big)."""
+    out = []
+    for shape, fmt in (((2, 40, 24, 17, 3, 1, 1), "channels_last"), ((4, 16, 8, 28, 3, 1, 1), "contiguous")):
+        n, c, k, h, r, stride, pad = shape
+        p = _conv_out(h, r, stride, pad)
+        name = f"t_wgrad_n{n}c{c}k{k}h{h}r{r}s{stride}p{pad}_{fmt[:5]}_f16"
+        extra = dict(probe_length=n * p * p, probes_per_capture=k, pairs="tiles", values=(2.0**15, 2.0**-24))
+        out.append(_wgrad_entry(name, shape, fmt, "float16", **extra))
+    return out
+
+
 def _third_set() -> list[dict]:
     """The TF32 ``linear`` 262×K×10 over K (cuBLAS's sm80 xmma split-K): every pair of the first
     32 k tiles of 64, which tells the split count and the whole tree of the splits' partials."""
@@ -275,8 +291,8 @@ def batches(case: dict) -> list[list[tuple[int, int]]]:
     return out
 
 
-def _probe_rows(pairs, length: int, dtype: str) -> np.ndarray:
-    big, small = VALUES[dtype]
+def _probe_rows(pairs, length: int, dtype: str, values=None) -> np.ndarray:
+    big, small = values or VALUES[dtype]
     rows = np.full((len(pairs), length), small, np.float64)
     for row, (i, j) in enumerate(pairs):
         rows[row, i] = big
@@ -295,7 +311,7 @@ def _as_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
 def probe_operands(case: dict, pairs) -> dict[str, np.ndarray]:
     """One capture's operands (numpy, in the operand dtype) for ``pairs``, one pair per probe."""
     dtype, shapes = case["dtype"], case["shapes"]
-    rows = _probe_rows(pairs, case["probe_length"], dtype)
+    rows = _probe_rows(pairs, case["probe_length"], dtype, case.get("values"))
     if case["op"] == "conv2d_bwd_weight":
         n, k, p, q = shapes["grad_output"]
         grad = rows.reshape(k, n, p, q).transpose(1, 0, 2, 3)  # probe position = (n, p, q) flattened
@@ -413,7 +429,7 @@ def load_kit():
 
 
 def _plan_entry(case: dict, name: str) -> dict:
-    entry = {k: v for k, v in case.items() if k not in ("probe_length", "probes_per_capture", "pairs")}
+    entry = {k: v for k, v in case.items() if k not in ("probe_length", "probes_per_capture", "pairs", "values")}
     entry.update(name=name, seed=0, range=[-1.0, 1.0])  # seed/range: the kit's contract; dropped below
     return entry
 
@@ -477,7 +493,7 @@ def device_main(out: Path, deadline_s: float, device: str = "cuda", probe_set: i
 def complete_main(archives: list[Path], dest: Path) -> int:
     """Unpack ``archives`` into ``dest`` with every capture's operands put back (checked by sha256)."""
     kit = load_kit()
-    cases = {c["name"]: c for c in probe_cases(1) + probe_cases(2) + probe_cases(3)}
+    cases = {c["name"]: c for s in (1, 2, 3, 5) for c in probe_cases(s)}
     dest.mkdir(parents=True, exist_ok=True)
     for archive in archives:
         with tarfile.open(archive) as tar:
@@ -509,7 +525,7 @@ def main(argv=None) -> int:
     d.add_argument("--out", required=True)
     d.add_argument("--deadline", type=float, default=240.0)
     d.add_argument("--device", default="cuda")
-    d.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4), help="which probe set (4: random draws only)")
+    d.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4, 5), help="which probe set (4: random draws only)")
     c = sub.add_parser("complete")
     c.add_argument("archives", nargs="+")
     c.add_argument("dest")

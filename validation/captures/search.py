@@ -241,9 +241,10 @@ def search(
         s2.prepare(survivors)
         pool = [c for c, n in zip(survivors, s2.counts(survivors)) if n == s2.size]
         stages.append((f"{tier}: second sample ({s2.size} outputs)", len(survivors), len(pool)))
-        for i, c in enumerate(pool[:MAX_FULL]):
+        full = max(MAX_FULL, BOUNDS.full_outputs // max(want.size, 1))
+        for i, c in enumerate(pool[:full]):
             if progress:
-                progress(f"{tier}, every output", i + 1, min(len(pool), MAX_FULL))
+                progress(f"{tier}, every output", i + 1, min(len(pool), full))
             if bound.cannot_beat(c, best_same):
                 continue  # wrong where the nearest is: neither reproduces nor comes nearer
             got = run_candidate(cap, c)
@@ -253,9 +254,9 @@ def search(
             if same > best_same:
                 best, best_same, best_out = c, same, got
                 bound.nearest(got)
-        stages.append((f"{tier}: every output ({want.size})", min(len(pool), MAX_FULL), len(reproducing)))
-        if len(pool) > MAX_FULL:
-            hints.append(f"{len(pool) - MAX_FULL} more candidates reproduce the samples; not run on every output")
+        stages.append((f"{tier}: every output ({want.size})", min(len(pool), full), len(reproducing)))
+        if len(pool) > full:
+            hints.append(f"{len(pool) - full} more candidates reproduce the samples; not run on every output")
         if reproducing:
             rest = [name for name, _ in tiers_list[tiers_list.index((tier, group)) + 1 :]]
             if rest:

@@ -110,6 +110,10 @@ class SpaceBounds:
     max_candidates: int = 60000
     #: the most candidates (fp8: accumulations) run on every output after the samples
     max_full: int = 6
+    #: beyond ``max_full``, more candidates that pass both samples run on every output while the
+    #: outputs so run stay under this many (a small capture whose output format cannot tell
+    #: several orders apart in the samples: a 1,152-output fp16 weight gradient with 16)
+    full_outputs: int = 1 << 17
     #: k-tile widths of fp32 SIMT split-K (cuBLAS's simt sgemm splits in tiles of 4 on an H200;
     #: CUTLASS's threadblock k tile of 8 and its multiples)
     simt_k_tiles: tuple[int, ...] = (4, 8, 16, 32, 64, 128, 256)
@@ -551,9 +555,11 @@ XMMA_WGRAD = r"sm80_xmma_wgrad_implicit_gemm\w*_tilesize\d+x\d+x(\d+)_"
 def wgrad_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     """cuDNN's sm80 xmma weight gradient with split-K in place (a ``Memset`` before it): gemmK
     (n, p, q) in k tiles of the name's width dealt round-robin to 2 … 32 splits, each split a
-    chain of the unit from +0, the partials added in split order, by the halving tree or pairwise
-    (order probes on an H200, fp16 channels_last: 2 and 3 splits of 64, the three partials as
-    (p0 + p2) + p1)."""
+    chain of the unit from +0, the partials added one after the other in the order 0, S − 1, 1,
+    2, …, S − 2 (order probes on an H200, fp16: every pair of k tiles for 8 and 9 splits, and
+    (p0 + p2) + p1 for three), or in split order, by the halving tree or pairwise (a random
+    six-split capture); fp16 data on the kernel named ``…tf32f32_tf32f32…`` with the m16n8k8's 8
+    products per mma."""
     names = [str(k) for k in cap.kernels]
     m = next((re.search(XMMA_WGRAD, k) for k in names if re.search(XMMA_WGRAD, k)), None)
     if m is None or not any(k.startswith("Memset") for k in names):
@@ -561,12 +567,22 @@ def wgrad_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     tile = int(m.group(1))
     K = cap.conv.N * cap.conv.P * cap.conv.Q
     roundings = tf32_roundings(cap.kernels)[:1] if cap.input == "tf32" else ("",)
+    # fp16 data on the kernel named tf32 (cuDNN converts it): the m16n8k8's 8 products per mma
+    ik = 8 if cap.input == "fp16" and "tf32f32_tf32f32" in m.group(0) else 0
     out = []
     for n in range(2, min(-(-K // tile), XMMA_MAX_SPLITS) + 1):
-        order, bounds = round_robin_splits(K, tile, n)
-        for red in ("halving", "sequential", "tree"):
+        last_second = (0, n - 1) + tuple(range(1, n - 1))  # the partials in the order 0, S − 1, 1, 2, …
+        shapes = [(None, "sequential"), (last_second, "sequential"), (None, "halving"), (None, "tree")]
+        for split_order, red in shapes:
+            order, bounds = round_robin_splits(K, tile, n, split_order)
             sch = Schedule(
-                k_tile=1, splits=n, split_bounds=bounds, split_rule="ceil", reduction=red, output=cap.out_format
+                k_tile=1,
+                splits=n,
+                split_bounds=bounds,
+                split_rule="ceil",
+                reduction=red,
+                instruction_k=ik,
+                output=cap.out_format,
             )
             for r in roundings:
                 variant = Variant("npq", tf32_rounding=r, k_blocks=(tile, order))
