@@ -241,7 +241,8 @@ def search(
         s2.prepare(survivors)
         pool = [c for c, n in zip(survivors, s2.counts(survivors)) if n == s2.size]
         stages.append((f"{tier}: second sample ({s2.size} outputs)", len(survivors), len(pool)))
-        full = max(MAX_FULL, BOUNDS.full_outputs // max(want.size, 1))
+        # a kernel-name family's candidates the samples cannot tell apart: more on a small capture
+        full = max(MAX_FULL, BOUNDS.full_outputs // max(want.size, 1)) if tier == "kernel-name families" else MAX_FULL
         for i, c in enumerate(pool[:full]):
             if progress:
                 progress(f"{tier}, every output", i + 1, min(len(pool), full))

@@ -110,9 +110,10 @@ class SpaceBounds:
     max_candidates: int = 60000
     #: the most candidates (fp8: accumulations) run on every output after the samples
     max_full: int = 6
-    #: beyond ``max_full``, more candidates that pass both samples run on every output while the
-    #: outputs so run stay under this many (a small capture whose output format cannot tell
-    #: several orders apart in the samples: a 1,152-output fp16 weight gradient with 16)
+    #: beyond ``max_full``, more candidates of the kernel names' families that pass both samples
+    #: run on every output while the outputs so run stay under this many (a small capture whose
+    #: output format cannot tell several orders apart in the samples: a 1,152-output fp16 weight
+    #: gradient with 16)
     full_outputs: int = 1 << 17
     #: k-tile widths of fp32 SIMT split-K (cuBLAS's simt sgemm splits in tiles of 4 on an H200;
     #: CUTLASS's threadblock k tile of 8 and its multiples)
