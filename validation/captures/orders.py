@@ -65,6 +65,7 @@ __all__ = [
     "dot_candidates",
     "xmma_splitk_candidates",
     "round_robin_splits",
+    "split_k_in_place_tile",
     "XMMA_SIX_SPLITS",
     "dot_program",
     "dot_blocks",
@@ -252,6 +253,16 @@ def round_robin_splits(K: int, tile: int, splits: int, split_order=None) -> tupl
 XMMA_SIX_SPLITS = ((0, 3, 5, 1, 4, 2), (("merge", 0), ("merge", 0), ("merge", 1), ("merge", 0), ("merge", 0)))
 
 
+def split_k_in_place_tile(cap: Capture, pattern: str) -> int | None:
+    """The k tile a kernel name matching ``pattern`` spells (its first group) where a ``Memset``
+    ran before it (split-K in place, no reduce kernel); else None."""
+    names = [str(k) for k in cap.kernels]
+    if not any(k.startswith("Memset") for k in names):
+        return None
+    m = next((m for m in (re.search(pattern, k) for k in names) if m), None)
+    return int(m.group(1)) if m else None
+
+
 def xmma_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     """cuBLAS's sm80 xmma GEMM with split-K in place (a ``Memset`` of its semaphores before it):
     the name's k tiles dealt round-robin to 2 … :data:`XMMA_MAX_SPLITS` splits (tile t to split
@@ -259,11 +270,9 @@ def xmma_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     one after the other in split order (order probes on an H200, TF32 ``linear`` 262×K×10: 4
     splits for K of 2,500 … 4,500, 8 for 7,000 … 14,000, 16 for 16,000); six splits (K of
     4,931 … 6,500) as :data:`XMMA_SIX_SPLITS` measured them, the only six-split order seen."""
-    names = [str(k) for k in cap.kernels]
-    m = next((re.search(XMMA_GEMM, k) for k in names if re.search(XMMA_GEMM, k)), None)
-    if m is None or not any(k.startswith("Memset") for k in names):
+    tile = split_k_in_place_tile(cap, XMMA_GEMM)
+    if tile is None:
         return []
-    tile = int(m.group(1))
     _, _, K = gemm_dims(cap, Variant())
     tiles = -(-K // tile)
     group = search_unit_params(unit_name, cap.input).group_size

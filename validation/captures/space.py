@@ -59,7 +59,14 @@ from models.libraries import channel_tile_from_name, is_amd, k_tile_from_name, m
 from .capture import PASS_OF, Capture
 from .convs import SHMEM_TILING, SHMEM_TILING_TREE, quad_load_width, shmem_tiling_layout
 from .gemms import Candidate, Variant, gemm_dims, image_tile, lane_layout, search_unit_params
-from .orders import GEMM_OPS, XMMA_MAX_SPLITS, amd_candidates, cublas_candidates, round_robin_splits
+from .orders import (
+    GEMM_OPS,
+    XMMA_MAX_SPLITS,
+    amd_candidates,
+    cublas_candidates,
+    round_robin_splits,
+    split_k_in_place_tile,
+)
 
 __all__ = [
     "BOUNDS",
@@ -561,15 +568,14 @@ def wgrad_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     (p0 + p2) + p1 for three), or in split order, by the halving tree or pairwise (a random
     six-split capture); fp16 data on the kernel named ``…tf32f32_tf32f32…`` with the m16n8k8's 8
     products per mma."""
-    names = [str(k) for k in cap.kernels]
-    m = next((re.search(XMMA_WGRAD, k) for k in names if re.search(XMMA_WGRAD, k)), None)
-    if m is None or not any(k.startswith("Memset") for k in names):
+    tile = split_k_in_place_tile(cap, XMMA_WGRAD)
+    if tile is None:
         return []
-    tile = int(m.group(1))
     K = cap.conv.N * cap.conv.P * cap.conv.Q
     roundings = tf32_roundings(cap.kernels)[:1] if cap.input == "tf32" else ("",)
     # fp16 data on the kernel named tf32 (cuDNN converts it): the m16n8k8's 8 products per mma
-    ik = 8 if cap.input == "fp16" and "tf32f32_tf32f32" in m.group(0) else 0
+    named_tf32 = any(re.search(XMMA_WGRAD, str(k)) and "tf32f32_tf32f32" in str(k) for k in cap.kernels)
+    ik = 8 if cap.input == "fp16" and named_tf32 else 0
     out = []
     for n in range(2, min(-(-K // tile), XMMA_MAX_SPLITS) + 1):
         last_second = (0, n - 1) + tuple(range(1, n - 1))  # the partials in the order 0, S − 1, 1, 2, …
