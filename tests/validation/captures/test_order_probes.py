@@ -244,3 +244,18 @@ def test_the_tf32_weight_gradient_bench_adds_the_last_split_second():
             schedule=replace(best.schedule, split_bounds=bounds, reduction=red),
         )
         assert differing_bits(run_candidate(cap, other), cap.out) > 0
+
+
+def test_the_modelled_tf32_weight_gradient_is_not_called_an_unmodelled_family():
+    """Now that the sm80 TF32 weight gradient after a ``Memset`` is modelled, a capture of it that
+    nothing reproduces (a flipped output bit: ``fp16emu identify`` then reads "bug-suspect" at that
+    output) is no longer put down to "a family the search does not model"; without the Memset
+    the family is still unresolved (``models.libraries.UNRESOLVED``)."""
+    from models.libraries import not_modelled_family
+
+    cap = _cap("h200_crops/t_bench_conv2d_bwd_weight_n4c64h16_tf32_crop8x8")
+    kernels = [str(k) for k in cap.kernels]
+    assert any(k.startswith("Memset") for k in kernels)
+    assert not_modelled_family(kernels, cap.op) is None
+    without = [k for k in kernels if not k.startswith("Memset")]
+    assert not_modelled_family(without, cap.op) == "sm80 xmma TF32 implicit-GEMM weight gradient"
