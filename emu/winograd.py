@@ -42,11 +42,13 @@ from .schedule import Schedule
 from .simt import fma_gemm, fp32_values
 
 __all__ = [
+    "CUDNN_FPROP_NEAREST",
     "CUDNN_WGRAD_POINTS",
     "TILES",
     "TransformOrder",
     "WinogradTile",
     "cudnn_wgrad_f3x3_4x4",
+    "fractions_in_output",
     "toom_cook_tile",
     "transform",
     "winograd_conv2d",
@@ -150,6 +152,18 @@ def toom_cook_tile(m: int, r: int, points, name: str | None = None) -> WinogradT
                     raise ValueError(f"points {list(points)}: the Toom-Cook matrices do not give F({m}, {r})")
     label = name or f"F({m}x{m},{r}x{r}) at {', '.join(str(p) for p in pts)}, inf"
     return WinogradTile(label, m, r, tuple(map(tuple, BT)), tuple(map(tuple, G)), tuple(map(tuple, AT)))
+
+
+def fractions_in_output(tile: WinogradTile, name: str | None = None) -> WinogradTile:
+    """The same F(m×m, r×r) with each row of G divided by its first nonzero entry s_j (1/f_j for
+    a Toom-Cook tile's finite point, 1 for ∞) and column j of Aᵀ multiplied by it, so that the
+    filter transform is the plain Vandermonde rows and the fractions are taken in the output
+    transform: Aᵀ[(G g) ⊙ (Bᵀ d)] is unchanged in exact arithmetic (only the fp32 roundings
+    move)."""
+    scale = [next(v for v in row if v != 0) for row in tile.G]
+    G = tuple(tuple(v / s for v in row) for row, s in zip(tile.G, scale))
+    AT = tuple(tuple(v * s for v, s in zip(row, scale)) for row in tile.AT)
+    return WinogradTile(name or f"{tile.name}, fractions in A^T", tile.m, tile.r, tile.BT, G, AT)
 
 
 def _prod(xs) -> Fraction:
@@ -278,6 +292,21 @@ def winograd_conv2d(
 #: 4×4), the dual of F(4×4, 3×3) at (0, ±1, ±1/2) — the reciprocals of Lavin & Gray's ±2
 CUDNN_WGRAD_POINTS = (Fraction(0), Fraction(1), Fraction(-1), Fraction(1, 2), Fraction(-1, 2))
 _C = np.float32(2 / 3)  # RN32(2/3): the non-dyadic part of every 1/f_j at these points
+
+
+#: the nearest model known of cuDNN's forward ``winograd_nonfused::winogradForward{Data,Filter,
+#: Output}4x4`` kernels, **not bit-exact**: F(4×4, 3×3) at the weight gradient's points (0, ±1,
+#: ±1/2, ∞) with the fractions in the output transform (:func:`fractions_in_output`), through
+#: :func:`winograd_conv2d` with its defaults (every transform in the natural order, unfused; per
+#: position one fp32 FMA chain over the input channels ascending). On six NVIDIA H200 captures of
+#: one shape (input (1, 52, 26, 26), weight (26, 52, 3, 3); fp16 and bf16, cuDNN 9.19) 96 of
+#: 89,856 outputs differ (1 to 34 per capture), against 113 when the transforms are exact and
+#: 350 for the exact convolution rounded once; the GEMM's order is pinned (descending, k tiles
+#: summed apart, or lanes: about 400), the output transform's rounding is not
+#: (docs/silicon/h200-convolutions.md).
+CUDNN_FPROP_NEAREST = fractions_in_output(
+    toom_cook_tile(4, 3, CUDNN_WGRAD_POINTS), "F(4x4,3x3) at (0, ±1, ±1/2, inf), fractions in the output transform"
+)
 
 
 def _rn(x) -> np.ndarray:

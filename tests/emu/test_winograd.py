@@ -14,7 +14,15 @@ import pytest
 from exact_reference import rn32
 
 from emu.gemm import GemmOrder
-from emu.winograd import TILES, TransformOrder, winograd_conv2d
+from emu.winograd import (
+    CUDNN_FPROP_NEAREST,
+    CUDNN_WGRAD_POINTS,
+    TILES,
+    TransformOrder,
+    fractions_in_output,
+    toom_cook_tile,
+    winograd_conv2d,
+)
 
 
 def _direct(x: np.ndarray, w: np.ndarray, pad: tuple[int, int]) -> np.ndarray:
@@ -130,6 +138,38 @@ def test_matches_the_scalar_reference_of_the_same_order(name, fused):
     how = TransformOrder(fused=fused)
     got = winograd_conv2d(x, w, name, (1, 1), input_order=how, filter_order=how, output_order=how)
     assert np.array_equal(_bits(got), _bits(_reference(x, w, TILES[name], (1, 1), fused)))
+
+
+def _bilinear_identity_holds(t) -> bool:
+    """Aᵀ[(G g) ⊙ (Bᵀ d)] is the correlation of d with g, for every unit d and g (exact)."""
+    a = t.alpha
+    return all(
+        sum(t.AT[i][j] * t.G[j][k] * t.BT[j][lo] for j in range(a)) == (lo == i + k)
+        for i in range(t.m)
+        for k in range(t.r)
+        for lo in range(a)
+    )
+
+
+@pytest.mark.parametrize("tile", [TILES["F(2x2,3x3)"], TILES["F(4x4,3x3)"], toom_cook_tile(4, 3, CUDNN_WGRAD_POINTS)])
+def test_fractions_in_output_keeps_the_identity_and_leaves_g_plain(tile):
+    moved = fractions_in_output(tile)
+    assert _bilinear_identity_holds(moved) and moved.BT == tile.BT
+    assert all(next(v for v in row if v != 0) == 1 for row in moved.G)  # every row of G starts at 1
+    assert moved.G != tile.G and moved.AT != tile.AT  # these tiles all had fractions in G
+
+
+def test_the_cudnn_forward_model_is_the_vandermonde_filter_and_fractions_in_a():
+    t = CUDNN_FPROP_NEAREST
+    points = [Fraction(0), Fraction(1), Fraction(-1), Fraction(1, 2), Fraction(-1, 2)]
+    assert t.G == tuple(tuple(p**k for k in range(3)) for p in points) + ((0, 0, 1),)
+    f = [1 / np.prod([float(p - q) for q in points if q != p]) for p in points] + [1.0]
+    assert np.array_equal(t.fp32("AT")[1], np.float32([0, f[1], -f[2], f[3] / 2, -f[4] / 2, 0]))
+    rng = np.random.default_rng(7)  # the scalar reference of the same order, bit for bit
+    x = rng.standard_normal((1, 3, 9, 8)).astype(np.float16).astype(np.float32)
+    w = rng.standard_normal((2, 3, 3, 3)).astype(np.float16).astype(np.float32)
+    got = winograd_conv2d(x, w, t, (1, 1))
+    assert np.array_equal(_bits(got), _bits(_reference(x, w, t, (1, 1), False)))
 
 
 def test_the_order_parameters_change_bits_and_the_channel_order_is_the_gemms():

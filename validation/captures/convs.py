@@ -23,7 +23,7 @@ import numpy as np
 
 from emu.schedule import Schedule
 from emu.simt import fma_gemm
-from emu.winograd import TransformOrder, cudnn_wgrad_f3x3_4x4, winograd_conv2d
+from emu.winograd import CUDNN_FPROP_NEAREST, TransformOrder, cudnn_wgrad_f3x3_4x4, winograd_conv2d
 from models.libraries import MODELLED_WINOGRAD
 
 from .capture import PASS_OF, Capture
@@ -33,12 +33,14 @@ __all__ = [
     "dgrad_alg1_chunk",
     "dgrad_alg1_output",
     "is_dgrad_alg1",
+    "is_winograd_fprop",
     "is_winograd_wgrad",
     "quad_load_order",
     "quad_load_width",
     "SHMEM_TILING",
     "SHMEM_TILING_TREE",
     "shmem_tiling_layout",
+    "winograd_fprop_nearest_output",
     "winograd_orders",
     "winograd_wgrad_output",
 ]
@@ -256,6 +258,24 @@ def winograd_orders(cap: Capture) -> list[tuple[str, np.ndarray]]:
             text = f"Winograd {tile}, transforms in fp32 {'fused' if fused else 'unfused'}, per position one FMA chain over c"
             out.append((text, _as_out(cap, y)))
     return out
+
+
+def is_winograd_fprop(cap: Capture) -> bool:
+    """Whether the capture is a 3×3, stride-1 forward convolution (no dilation, no groups) that ran
+    cuDNN's ``winograd_nonfused::winogradForward…4x4`` kernels (:func:`winograd_fprop_nearest_output`)."""
+    return _plain_3x3(cap, "fwd") and any(
+        re.search(r"winogradForward(Data|Filter|Output)4x4<", str(k)) for k in cap.kernels
+    )
+
+
+def winograd_fprop_nearest_output(cap: Capture) -> np.ndarray:
+    """The output of the nearest model known of cuDNN's forward Winograd kernels
+    (:data:`emu.winograd.CUDNN_FPROP_NEAREST`, through :func:`emu.winograd.winograd_conv2d`), in
+    the capture's output dtype; not bit-exact (on one shape 1 to 34 of 14,976 outputs differ)."""
+    s = cap.conv
+    x = _values(cap, "input").reshape(s.N, s.C, s.H, s.W)
+    w = _values(cap, "weight").reshape(s.K, s.C, s.R, s.S)
+    return _as_out(cap, winograd_conv2d(x, w, CUDNN_FPROP_NEAREST, tuple(s.padding)))
 
 
 def is_winograd_wgrad(cap: Capture) -> bool:

@@ -32,7 +32,14 @@ from models.kernels import ATOMIC_ORDERS
 from models.libraries import from_source, matching, not_modelled, not_modelled_family, tf32_roundings
 
 from .capture import PASS_OF, Capture
-from .convs import dgrad_alg1_chunk, dgrad_alg1_output, is_dgrad_alg1, is_winograd_wgrad, winograd_orders
+from .convs import (
+    dgrad_alg1_chunk,
+    dgrad_alg1_output,
+    is_dgrad_alg1,
+    is_winograd_fprop,
+    is_winograd_wgrad,
+    winograd_orders,
+)
 from .gemms import (
     TF32_ROUNDINGS,
     Candidate,
@@ -415,7 +422,9 @@ def _dgrad_alg1(cap: Capture, unit_name: str, t0: float):
 def _winograd(cap: Capture, unit_name: str, t0: float) -> SearchResult:
     """A convolution that ran cuDNN's Winograd kernels. A weight gradient of
     ``winogradWgrad…4x4`` is tried first as those kernels compute it (:func:`.convs.winograd_wgrad_output`,
-    measured on H200 captures); then the direct fp32 FMA chains (gemmK in each order of the
+    measured on H200 captures), a forward of ``winogradForward…4x4`` by the nearest model known
+    of those kernels (:func:`.convs.winograd_fprop_nearest_output`, not pinned); then the direct
+    fp32 FMA chains (gemmK in each order of the
     pass, and the warp halving of a weight gradient). The one that gives the most output bits is
     ``best``; every output bit: ``identical``; else ``not-modelled`` (family ``Winograd``) with
     that nearest order and its distance, the forward Winograd orders :func:`.convs.winograd_orders`
@@ -426,6 +435,8 @@ def _winograd(cap: Capture, unit_name: str, t0: float) -> SearchResult:
     tried = []
     if is_winograd_wgrad(cap):
         tried.append(Candidate("fma32", Variant(winograd="cudnn-wgrad-4x4"), plain, "cudnn-winograd"))
+    if is_winograd_fprop(cap):
+        tried.append(Candidate("fma32", Variant(winograd="cudnn-fprop-4x4-nearest"), plain, "cudnn-winograd-nearest"))
     tried += [Candidate("fma32", Variant(o), plain) for o in K_ORDERS[pass_]]
     if pass_ == "bwd_weight":
         halving = emu.Schedule(splits=32, split_rule="strided", reduction="halving", output=cap.out_format)
@@ -438,7 +449,10 @@ def _winograd(cap: Capture, unit_name: str, t0: float) -> SearchResult:
     identical = same == want.size
     distance = _distance(cap.out, got)
     if identical:
-        what = "cuDNN's Winograd order" if best.variant.winograd else "a direct fp32 FMA chain"
+        what = {
+            "": "a direct fp32 FMA chain",
+            "cudnn-fprop-4x4-nearest": "the nearest model of cuDNN's forward Winograd (not pinned: other captures differ)",
+        }.get(best.variant.winograd, "cuDNN's Winograd order")
         hints = [f"the kernels are Winograd; {what} gives every output bit of this capture"]
     else:
         hints = [
