@@ -42,11 +42,12 @@ from .schedule import Schedule
 from .simt import fma_gemm, fp32_values
 
 __all__ = [
-    "CUDNN_FPROP_NEAREST",
+    "CUDNN_FPROP_TILE",
     "CUDNN_WGRAD_POINTS",
     "TILES",
     "TransformOrder",
     "WinogradTile",
+    "cudnn_fprop_f4x4_3x3",
     "cudnn_wgrad_f3x3_4x4",
     "fractions_in_output",
     "toom_cook_tile",
@@ -294,21 +295,6 @@ CUDNN_WGRAD_POINTS = (Fraction(0), Fraction(1), Fraction(-1), Fraction(1, 2), Fr
 _C = np.float32(2 / 3)  # RN32(2/3): the non-dyadic part of every 1/f_j at these points
 
 
-#: the nearest model known of cuDNN's forward ``winograd_nonfused::winogradForward{Data,Filter,
-#: Output}4x4`` kernels, **not bit-exact**: F(4×4, 3×3) at the weight gradient's points (0, ±1,
-#: ±1/2, ∞) with the fractions in the output transform (:func:`fractions_in_output`), through
-#: :func:`winograd_conv2d` with its defaults (every transform in the natural order, unfused; per
-#: position one fp32 FMA chain over the input channels ascending). On six NVIDIA H200 captures of
-#: one shape (input (1, 52, 26, 26), weight (26, 52, 3, 3); fp16 and bf16, cuDNN 9.19) 96 of
-#: 89,856 outputs differ (1 to 34 per capture), against 113 when the transforms are exact and
-#: 350 for the exact convolution rounded once; the GEMM's order is pinned (descending, k tiles
-#: summed apart, or lanes: about 400), the output transform's rounding is not
-#: (docs/silicon/h200-convolutions.md).
-CUDNN_FPROP_NEAREST = fractions_in_output(
-    toom_cook_tile(4, 3, CUDNN_WGRAD_POINTS), "F(4x4,3x3) at (0, ±1, ±1/2, inf), fractions in the output transform"
-)
-
-
 def _rn(x) -> np.ndarray:
     return np.asarray(x, np.float32)
 
@@ -427,3 +413,81 @@ def cudnn_wgrad_f3x3_4x4(x, dy, padding: tuple[int, int] = (0, 0)) -> np.ndarray
             for nu in range(6):
                 M[:, :, xi, nu] = fma_gemm(np.ascontiguousarray(Up[xi, nu]), np.ascontiguousarray(Vp[xi, nu]))
         return _wgrad_output_rows(_wgrad_output_rows(M, 2), 3)
+
+
+def _fprop_output_rows(M: np.ndarray, axis: int, column_pass: bool) -> np.ndarray:
+    """Aᵀ with the 1/f_j of the points (4, 2/3, 2/3, −8/3, −8/3, 1) in its columns along
+    ``axis``, as cuDNN's forward output transform rounds it (measured), c = RN32(2/3), every
+    product by a coefficient rounded unless fused:
+
+    - row 0: RN(a + fma(−4c, m3, RN(−4c·m4))), a = RN(RN(4m0 + RN(c·m1)) + RN(c·m2));
+    - row 1: RN(p + fma(2c, m4, RN(−2c·m3))), p = RN(RN(c·m1) + RN(−c·m2));
+    - row 2: RN(s + fma(−c, m3, RN(−c·m4))), s = RN(RN(c·m1) + RN(c·m2));
+    - row 3: RN(RN(p + fma(c/2, m4, RN(−c/2·m3))) + m5).
+
+    In the column pass (``column_pass``) the m2 terms are fused too: a = fma(c, m2, RN(4m0 +
+    RN(c·m1))), p = fma(−c, m2, RN(c·m1)), s = fma(c, m2, RN(c·m1))."""
+    m = [np.take(M, k, axis=axis) for k in range(6)]
+    c, four, two, half = _C, np.float32(4), np.float32(2), np.float32(0.5)
+    cm1 = _rn(c * m[1])
+    if column_pass:
+        a = fma32(c, m[2], _rn(four * m[0] + cm1))
+        p, s = fma32(-c, m[2], cm1), fma32(c, m[2], cm1)
+    else:
+        a = _rn(_rn(four * m[0] + cm1) + _rn(c * m[2]))
+        p, s = _rn(cm1 + _rn(-c * m[2])), _rn(cm1 + _rn(c * m[2]))
+    r0 = _rn(a + fma32(-four * c, m[3], _rn(-four * c * m[4])))
+    r1 = _rn(p + fma32(two * c, m[4], _rn(-two * c * m[3])))
+    r2 = _rn(s + fma32(-c, m[3], _rn(-c * m[4])))
+    r3 = _rn(_rn(p + fma32(half * c, m[4], _rn(-half * c * m[3]))) + m[5])
+    return np.stack([r0, r1, r2, r3], axis=axis)
+
+
+#: F(4×4, 3×3) at :data:`CUDNN_WGRAD_POINTS` with the filter transform the plain Vandermonde rows
+#: (1, p, p²) and the fractions 1/f_j in the output transform: the basis of cuDNN's forward kernels
+CUDNN_FPROP_TILE = fractions_in_output(
+    toom_cook_tile(4, 3, CUDNN_WGRAD_POINTS), "F(4x4,3x3) at (0, ±1, ±1/2, inf), fractions in the output transform"
+)
+
+
+def cudnn_fprop_f4x4_3x3(x, w, padding: tuple[int, int] = (0, 0)) -> np.ndarray:
+    """The 3×3, stride-1 forward convolution of x (N, C, H, W) by w (K, C, 3, 3) (float32 values
+    or uint32 fp32 patterns; fp16/bf16 values widened exactly) as cuDNN's
+    ``winograd_nonfused::winogradForward{Data,Filter,Output}4x4`` kernels and their fp32 FFMA GEMM
+    compute it (measured on NVIDIA H200 captures, cuDNN 9.19: fp16 and bf16 operands;
+    docs/silicon/h200-convolutions.md). ``padding`` (rows, columns). Returns float32 (N, K, P, Q).
+
+    F(4×4, 3×3) at the points (0, ±1, ±1/2, ∞) of the weight gradient's kernels
+    (:data:`CUDNN_FPROP_TILE`): x cut into 6×6 tiles every 4 from −padding (+0 outside, the
+    output cropped); V = Bᵀ d B with the rounding of the weight gradient's data transform
+    (rows first, then columns; on 16-bit inputs its forms are exact but for rare sums); U = G g Gᵀ
+    with G the plain rows (1, p, p²), natural order (exact on 16-bit weights but for rare sums);
+    per position (ξ, ν) of the 6×6 tile one fp32 FMA chain from +0 over the input channels
+    ascending (the ``…ffma`` GEMM); then Y = Aᵀ M A with the fractions in Aᵀ, rows first, then
+    columns, as :func:`_fprop_output_rows`. On the nine H200 captures at hand (two shapes, fp16
+    and bf16) 1 of 149,504 outputs differs: a value this order puts exactly halfway between two
+    fp16 values, which the GPU rounded down."""
+    x, w = np.asarray(fp32_values(x, "x")), np.asarray(fp32_values(w, "w"))
+    if x.ndim != 4 or w.ndim != 4 or w.shape[1] != x.shape[1] or w.shape[2:] != (3, 3):
+        raise ValueError(f"x, w: need (N, C, H, W) and (K, C, 3, 3), got {x.shape} and {w.shape}")
+    N, C, H, W = x.shape
+    K = w.shape[0]
+    P, Q = H + 2 * padding[0] - 2, W + 2 * padding[1] - 2
+    if P < 1 or Q < 1:
+        raise ValueError(f"the output would be empty ({P}×{Q})")
+    t = CUDNN_FPROP_TILE
+    d = winograd_tiles(x, t, padding, (P, Q))  # (N, C, th, tw, 6, 6)
+    th, tw = d.shape[2], d.shape[3]
+    with np.errstate(over="ignore", invalid="ignore"):
+        V = _wgrad_data_rows(_wgrad_data_rows(d, 4), 5)
+        U = transform(t.fp32("G"), w)  # (K, C, 6, 6)
+        Vp = V.transpose(4, 5, 1, 0, 2, 3).reshape(6, 6, C, N * th * tw)
+        Up = U.transpose(2, 3, 0, 1)
+        M = np.empty((6, 6, K, N * th * tw), np.float32)
+        for xi in range(6):
+            for nu in range(6):
+                M[xi, nu] = fma_gemm(np.ascontiguousarray(Up[xi, nu]), np.ascontiguousarray(Vp[xi, nu]))
+        M = M.reshape(6, 6, K, N, th, tw).transpose(3, 2, 4, 5, 0, 1)  # (N, K, th, tw, 6, 6)
+        Y = _fprop_output_rows(_fprop_output_rows(M, 4, False), 5, True)
+    out = Y.transpose(0, 1, 2, 4, 3, 5).reshape(N, K, th * 4, tw * 4)
+    return np.ascontiguousarray(out[:, :, :P, :Q])

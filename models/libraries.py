@@ -475,8 +475,9 @@ UNRESOLVED = (
 
 
 #: the Winograd kernels fp16emu models: cuDNN's weight gradient ``winogradWgrad{Data,Delta,Output}4x4``
-#: (emu.winograd.cudnn_wgrad_f3x3_4x4, measured on H200 captures); their GEMM is an ``…ffma`` one
-MODELLED_WINOGRAD = r"winograd_nonfused::winogradWgrad(Data|Delta|Output)4x4<"
+#: (emu.winograd.cudnn_wgrad_f3x3_4x4) and forward ``winogradForward{Data,Filter,Output}4x4``
+#: (emu.winograd.cudnn_fprop_f4x4_3x3), both measured on H200 captures; their GEMM is an ``…ffma`` one
+MODELLED_WINOGRAD = r"winograd_nonfused::winograd(Wgrad(Data|Delta|Output)|Forward(Data|Filter|Output))4x4<"
 
 
 def not_modelled(kernels) -> list[str]:

@@ -15,7 +15,7 @@ from exact_reference import rn32
 
 from emu.gemm import GemmOrder
 from emu.winograd import (
-    CUDNN_FPROP_NEAREST,
+    CUDNN_FPROP_TILE,
     CUDNN_WGRAD_POINTS,
     TILES,
     TransformOrder,
@@ -159,8 +159,8 @@ def test_fractions_in_output_keeps_the_identity_and_leaves_g_plain(tile):
     assert moved.G != tile.G and moved.AT != tile.AT  # these tiles all had fractions in G
 
 
-def test_the_cudnn_forward_model_is_the_vandermonde_filter_and_fractions_in_a():
-    t = CUDNN_FPROP_NEAREST
+def test_the_cudnn_forward_tile_is_the_vandermonde_filter_and_fractions_in_a():
+    t = CUDNN_FPROP_TILE
     points = [Fraction(0), Fraction(1), Fraction(-1), Fraction(1, 2), Fraction(-1, 2)]
     assert t.G == tuple(tuple(p**k for k in range(3)) for p in points) + ((0, 0, 1),)
     f = [1 / np.prod([float(p - q) for q in points if q != p]) for p in points] + [1.0]

@@ -13,35 +13,24 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from exact_reference import rn32
+from winograd_scalar import data_rows, fma_scalar, random_values, two_pass
 
 from emu.winograd import CUDNN_WGRAD_POINTS, TILES, cudnn_wgrad_f3x3_4x4, toom_cook_tile
 
 F32 = np.float32
 
 
-def _fma(a, b, c) -> np.float32:
-    return rn32(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))
-
-
 C23 = F32(2 / 3)
-
-
-def _data(d):  # one row of 6 -> 6, the documented steps
-    r0 = F32(F32(F32(0.25) * d[0] + F32(F32(-1.25) * d[2])) + d[4])
-    r5 = F32(F32(F32(0.25) * d[1] + F32(F32(-1.25) * d[3])) + d[5])
-    t0, t1 = F32(d[4] - F32(0.25) * d[2]), F32(d[3] - F32(0.25) * d[1])
-    t2, t3 = F32(d[4] - d[2]), F32(d[3] - d[1])
-    return [r0, F32(t0 + t1), F32(t0 - t1), F32(t2 + F32(0.5) * t3), F32(t2 - F32(0.5) * t3), r5]
 
 
 def _delta(e, fused_12=True):  # one row of 4 -> 6
     c = C23
     if fused_12:
-        ev1, od1 = _fma(c, e[0], F32(c * e[2])), _fma(c, e[1], F32(c * e[3]))
+        ev1, od1 = fma_scalar(c, e[0], F32(c * e[2])), fma_scalar(c, e[1], F32(c * e[3]))
     else:
         ev1, od1 = F32(F32(c * e[0]) + F32(c * e[2])), F32(F32(c * e[1]) + F32(c * e[3]))
-    ev3 = _fma(F32(-4) * c, e[0], F32(-c * e[2]))
-    od3 = _fma(F32(-2) * c, e[1], F32(F32(-0.5) * c * e[3]))
+    ev3 = fma_scalar(F32(-4) * c, e[0], F32(-c * e[2]))
+    od3 = fma_scalar(F32(-2) * c, e[1], F32(F32(-0.5) * c * e[3]))
     return [F32(4) * e[0], F32(ev1 + od1), F32(ev1 - od1), F32(ev3 + od3), F32(ev3 - od3), e[3]]
 
 
@@ -50,12 +39,6 @@ def _out(m):  # one row of 6 -> 3
     a = F32(m[1] - m[2])
     r1 = rn32(Fraction(float(a)) + (Fraction(float(m[3])) - Fraction(float(m[4]))) / 2)
     return [F32(F32(m[0] + t0) + t1), r1, F32(F32(m[5] + t0) + F32(0.25) * t1)]
-
-
-def _two_pass(f, tile, n_out):
-    rows = [f(list(col)) for col in zip(*tile)]  # the first pass runs down each column
-    first = [[rows[j][i] for j in range(len(rows))] for i in range(n_out)]
-    return first, [f(r) for r in first]
 
 
 def _reference(x, dy, pad):
@@ -69,9 +52,9 @@ def _reference(x, dy, pad):
     V, U = {}, {}
     for n, i, j in itertools.product(range(N), range(th), range(tw)):
         for c in range(C):
-            V[n, i, j, c] = _two_pass(_data, xp[n, c, 4 * i : 4 * i + 6, 4 * j : 4 * j + 6].tolist(), 6)[1]
+            V[n, i, j, c] = two_pass(data_rows, xp[n, c, 4 * i : 4 * i + 6, 4 * j : 4 * j + 6].tolist(), 6)[1]
         for k in range(K):
-            first, second = _two_pass(_delta, ep[n, k, 4 * i : 4 * i + 4, 4 * j : 4 * j + 4].tolist(), 6)
+            first, second = two_pass(_delta, ep[n, k, 4 * i : 4 * i + 4, 4 * j : 4 * j + 4].tolist(), 6)
             second[5] = _delta(first[5], fused_12=False)
             U[n, i, j, k] = second
     out = np.zeros((K, C, 3, 3), np.float32)
@@ -80,15 +63,10 @@ def _reference(x, dy, pad):
         for xi, nu in itertools.product(range(6), range(6)):
             acc = F32(0.0)
             for n, i, j in itertools.product(range(N), range(th), range(tw)):  # (image, tile row, tile column)
-                acc = _fma(U[n, i, j, k][xi][nu], V[n, i, j, c][xi][nu], acc)
+                acc = fma_scalar(U[n, i, j, k][xi][nu], V[n, i, j, c][xi][nu], acc)
             M[xi][nu] = acc
-        out[k, c] = np.array(_two_pass(_out, M, 3)[1], np.float32)
+        out[k, c] = np.array(two_pass(_out, M, 3)[1], np.float32)
     return out
-
-
-def _values(rng, shape, spread):
-    v = rng.uniform(-1, 1, shape) * np.exp2(rng.integers(-spread, spread + 1, shape))
-    return v.astype(np.float32)
 
 
 def test_toom_cook_reproduces_lavin_and_gray():
@@ -128,9 +106,9 @@ def test_toom_cook_rejects_repeated_or_missing_points():
 )
 def test_matches_the_scalar_reference_bit_for_bit(N, C, K, H, W, pad, spread):
     rng = np.random.default_rng(N * 100 + H * 10 + spread)
-    x = _values(rng, (N, C, H, W), spread)
+    x = random_values(rng, (N, C, H, W), spread)
     P, Q = H + 2 * pad[0] - 2, W + 2 * pad[1] - 2
-    dy = _values(rng, (N, K, P, Q), spread)
+    dy = random_values(rng, (N, K, P, Q), spread)
     got = cudnn_wgrad_f3x3_4x4(x, dy, pad)
     want = _reference(x, dy, pad)
     assert got.dtype == np.float32 and got.shape == (K, C, 3, 3)
@@ -140,7 +118,7 @@ def test_matches_the_scalar_reference_bit_for_bit(N, C, K, H, W, pad, spread):
 def test_is_a_rounded_weight_gradient():
     """A weight gradient: near the fp64 one on random data, and rounded (not exact)."""
     rng = np.random.default_rng(7)
-    x, dy = _values(rng, (2, 4, 10, 10), 1), _values(rng, (2, 4, 8, 8), 1)
+    x, dy = random_values(rng, (2, 4, 10, 10), 1), random_values(rng, (2, 4, 8, 8), 1)
     got = cudnn_wgrad_f3x3_4x4(x, dy)
     exact = np.zeros((4, 4, 3, 3))
     for r, s in itertools.product(range(3), range(3)):

@@ -23,7 +23,7 @@ import numpy as np
 
 from emu.schedule import Schedule
 from emu.simt import fma_gemm
-from emu.winograd import CUDNN_FPROP_NEAREST, TransformOrder, cudnn_wgrad_f3x3_4x4, winograd_conv2d
+from emu.winograd import TransformOrder, cudnn_fprop_f4x4_3x3, cudnn_wgrad_f3x3_4x4, winograd_conv2d
 from models.libraries import MODELLED_WINOGRAD
 
 from .capture import PASS_OF, Capture
@@ -40,7 +40,7 @@ __all__ = [
     "SHMEM_TILING",
     "SHMEM_TILING_TREE",
     "shmem_tiling_layout",
-    "winograd_fprop_nearest_output",
+    "winograd_fprop_output",
     "winograd_orders",
     "winograd_wgrad_output",
 ]
@@ -243,8 +243,8 @@ def winograd_orders(cap: Capture) -> list[tuple[str, np.ndarray]]:
     and fused, the per-position GEMM one fp32 FMA chain over the input channels (cuDNN's
     ``winograd_nonfused`` kernels run an ``…_ffma`` GEMM between its transform kernels); none
     for other passes or shapes (the weight gradient's F(3×3, 2×2) is not in :mod:`emu.winograd`).
-    None of these reproduces an H200 capture of cuDNN's Winograd kernels (docs/silicon/
-    h200-convolutions.md): they are the nearest orders the search reports for them."""
+    None of these reproduces an H200 capture of cuDNN's Winograd kernels (those are
+    :func:`winograd_fprop_output`'s): they are named in the hints of a capture that model misses."""
     if not _plain_3x3(cap, "fwd"):
         return []
     s = cap.conv
@@ -262,26 +262,29 @@ def winograd_orders(cap: Capture) -> list[tuple[str, np.ndarray]]:
 
 def is_winograd_fprop(cap: Capture) -> bool:
     """Whether the capture is a 3×3, stride-1 forward convolution (no dilation, no groups) that ran
-    cuDNN's ``winograd_nonfused::winogradForward…4x4`` kernels (:func:`winograd_fprop_nearest_output`)."""
+    cuDNN's ``winograd_nonfused::winogradForward…4x4`` kernels (:func:`winograd_fprop_output`)."""
     return _plain_3x3(cap, "fwd") and any(
         re.search(r"winogradForward(Data|Filter|Output)4x4<", str(k)) for k in cap.kernels
     )
 
 
-def winograd_fprop_nearest_output(cap: Capture) -> np.ndarray:
-    """The output of the nearest model known of cuDNN's forward Winograd kernels
-    (:data:`emu.winograd.CUDNN_FPROP_NEAREST`, through :func:`emu.winograd.winograd_conv2d`), in
-    the capture's output dtype; not bit-exact (on one shape 1 to 34 of 14,976 outputs differ)."""
+def winograd_fprop_output(cap: Capture) -> np.ndarray:
+    """The output as cuDNN's ``winogradForward{Data,Filter,Output}4x4`` kernels and their fp32
+    FFMA GEMM compute it (:func:`emu.winograd.cudnn_fprop_f4x4_3x3`: F(4×4, 3×3) at (0, ±1,
+    ±1/2), the fractions in the output transform, measured on H200 captures), in the capture's
+    output dtype. fp16/bf16 operands are widened exactly; fp32 operands are used whole."""
     s = cap.conv
     x = _values(cap, "input").reshape(s.N, s.C, s.H, s.W)
     w = _values(cap, "weight").reshape(s.K, s.C, s.R, s.S)
-    return _as_out(cap, winograd_conv2d(x, w, CUDNN_FPROP_NEAREST, tuple(s.padding)))
+    return _as_out(cap, cudnn_fprop_f4x4_3x3(x, w, tuple(s.padding)))
 
 
 def is_winograd_wgrad(cap: Capture) -> bool:
     """Whether the capture is a 3×3, stride-1 weight gradient (no dilation, no groups) that ran
     cuDNN's ``winograd_nonfused::winogradWgrad…4x4`` kernels (:func:`winograd_wgrad_output`)."""
-    return _plain_3x3(cap, "bwd_weight") and any(re.search(MODELLED_WINOGRAD, str(k)) for k in cap.kernels)
+    return _plain_3x3(cap, "bwd_weight") and any(
+        re.search(MODELLED_WINOGRAD, str(k)) and "winogradWgrad" in str(k) for k in cap.kernels
+    )
 
 
 def winograd_wgrad_output(cap: Capture) -> np.ndarray:

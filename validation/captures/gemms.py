@@ -107,8 +107,8 @@ class Variant:
     #: without shared memory, :func:`.convs.quad_load_order`; 0: none)
     quad_loads: int = 0
     #: a Winograd order of :mod:`.convs` in place of GEMMs (``"cudnn-wgrad-4x4"``:
-    #: :func:`.convs.winograd_wgrad_output`; ``"cudnn-fprop-4x4-nearest"``: the nearest model of
-    #: the forward kernels, not pinned, :func:`.convs.winograd_fprop_nearest_output`; ``""``: none)
+    #: :func:`.convs.winograd_wgrad_output`; ``"cudnn-fprop-4x4"``: the forward kernels,
+    #: :func:`.convs.winograd_fprop_output`; ``""``: none)
     winograd: str = ""
     #: cuDNN ``wgrad2d_shmem_tiling``: the output-pixel tile edge of :func:`.convs.shmem_tiling_layout`
     #: (gemmK in its threads' groups; 0: not that kernel)
@@ -121,11 +121,11 @@ class Variant:
         return text
 
     def _order_text(self) -> str:
-        if self.winograd == "cudnn-fprop-4x4-nearest":
+        if self.winograd == "cudnn-fprop-4x4":
             return (
-                "Winograd F(4x4, 3x3) at (0, ±1, ±1/2), the fractions in the output transform: transforms in "
-                "fp32 in the natural order, unfused, per position one fp32 FMA chain over c ascending "
-                "(the nearest model of cuDNN winogradForward*4x4, not pinned)"
+                "Winograd F(4x4, 3x3) at (0, ±1, ±1/2), the fractions in the output transform: data, filter and "
+                "output transforms in fp32 in cuDNN's measured order, per position one fp32 FMA chain over c "
+                "ascending (cuDNN winogradForward*4x4)"
             )
         if self.winograd:
             return (
@@ -583,10 +583,10 @@ def run_candidate(cap: Capture, cand: Candidate) -> np.ndarray:
 
         return dgrad_alg1_output(cap, cand.variant.position_chunk)
     if cand.variant.winograd:
-        from .convs import winograd_fprop_nearest_output, winograd_wgrad_output
+        from .convs import winograd_fprop_output, winograd_wgrad_output
 
-        if cand.variant.winograd == "cudnn-fprop-4x4-nearest":
-            return winograd_fprop_nearest_output(cap)
+        if cand.variant.winograd == "cudnn-fprop-4x4":
+            return winograd_fprop_output(cap)
         return winograd_wgrad_output(cap)
     unit = model_unit(cand.unit, cap.input)
     whole = full_fp32(cap, cand.unit)

@@ -49,14 +49,22 @@ def test_the_search_finds_each_family_from_the_output(case):
 
 
 def test_a_winograd_kernel_is_named_as_not_modelled(tmp_path):
-    """The forward Winograd kernels are named as not modelled; the weight gradient's
-    (winogradWgrad*4x4, reproduced: emu.winograd.cudnn_wgrad_f3x3_4x4) are not."""
+    """The 9×9 Winograd kernels cuDNN takes for 5×5 weight gradients are named as not modelled;
+    the 4×4 weight gradient's (winogradWgrad*4x4: emu.winograd.cudnn_wgrad_f3x3_4x4) and
+    forward's (winogradForward*4x4: emu.winograd.cudnn_fprop_f4x4_3x3) are not."""
     from models.libraries import not_modelled
 
     wgrad = load_capture(DATA / "h200_dev" / "c3x3_c32_k32_h16_nchw_bwd_weight.npz")
     assert any("winograd" in k for k in wgrad.kernels) and not_modelled(wgrad.kernels) == []
     fwd = load_capture(DATA / "h200_s16" / "t_conv2d_n2c24k40h10r3s1p0_conti_f16.npz")
-    assert not_modelled(fwd.kernels) and "Winograd" in not_modelled(fwd.kernels)[0]
+    assert any("winogradForward" in k for k in fwd.kernels) and not_modelled(fwd.kernels) == []
+    nine = [  # an H200 5×5 weight gradient (tests/data/captures/h200_probes, set 4)
+        "void cudnn::winograd_nonfused::winogradForwardData9x9_5x5<float, __half>(cudnn::winograd_nonfused::"
+        "WinogradDataParams<float, __half>)",
+        "void cudnn::winograd_nonfused::winogradWgradDelta9x9_5x5<float, __half>(cudnn::winograd_nonfused::"
+        "WinogradDeltaParams<float, __half>)",
+    ]
+    assert not_modelled(nine) and "Winograd" in not_modelled(nine)[0]
 
 
 def test_identify_answers_in_json_and_exits_by_the_answer(tmp_path, capsys, monkeypatch):
