@@ -12,7 +12,7 @@ grad_output for the weight gradient, whose input is all ones), so one capture ho
 probes as the op has outputs in that dimension. The pairs: (0, j) for every j, (j, j+1) for
 every j, and random pairs from a fixed seed.
 
-    python3 benchmarks/captures/probe_orders.py device --out DIR [--set 1|2] [--deadline 240]
+    python3 benchmarks/captures/probe_orders.py device --out DIR [--set 1 … 6] [--deadline 240]
     python benchmarks/captures/probe_orders.py complete DIR/*.tar.gz DEST
 
 ``device`` needs numpy and PyTorch only (the capture kit is loaded as a plain file); every
@@ -102,7 +102,7 @@ def probe_cases(probe_set: int = 1) -> list[dict]:
         return _second_set()
     if probe_set == 3:
         return _third_set()
-    if probe_set == 4:
+    if probe_set in (4, 6):
         return []
     if probe_set == 5:
         return _fifth_set()
@@ -421,6 +421,35 @@ def random_specs_check() -> list[dict]:
     return specs
 
 
+def random_specs_winograd() -> list[dict]:
+    """Set 6 (prepared in session 24, not yet run): random draws (kit seeds) that look for cuDNN's
+    Winograd kernels where their outputs carry every bit. The 5×5 weight gradient that ran
+    ``winogradForwardData9x9_5x5`` + ``winogradWgradDelta9x9_5x5`` in fp16 and bf16 (set 4), and 5×5
+    and 3×3 forward passes, in fp32 with and without TF32 and with ``cudnn.benchmark`` off and
+    on, NCHW; the same shapes in fp16 and bf16 with ``cudnn.benchmark`` on. The kernel names say
+    which draws ran a Winograd kernel; the fp32 ones pin its order as the weight gradient's were
+    pinned (docs/silicon/h200-convolutions.md)."""
+    specs, seed = [], 376000
+    wgrads = [(2, 32, 32, 16, 5, 1, 2), (2, 32, 32, 20, 5, 1, 2), (3, 12, 20, 9, 5, 1, 2), (1, 64, 64, 24, 5, 1, 2)]
+    fprops = [([2, 32, 20, 20], [32, 32, 5, 5], 2), ([1, 64, 24, 24], [64, 64, 5, 5], 2),
+              ([1, 52, 26, 26], [26, 52, 3, 3], 0), ([4, 64, 16, 16], [64, 64, 3, 3], 1)]  # fmt: skip
+    kinds = [("float32", False, False), ("float32", False, True), ("float32", True, False), ("float32", True, True),
+             ("float16", False, True), ("bfloat16", False, True)]  # fmt: skip
+    for dtype, tf32, bench in kinds:
+        tag = f"{'tf32' if tf32 else dtype}{'_bench' if bench else ''}"
+        for shape in wgrads:
+            seed += 1
+            n, c, k, h, r, stride, pad = shape
+            name = f"w_wgrad_n{n}c{c}k{k}h{h}r{r}s{stride}p{pad}_{tag}"
+            entry = _wgrad_entry(name, shape, "contiguous", dtype, seed=seed) | {"allow_tf32": tf32}
+            specs.append(entry | {"cudnn_benchmark": bench})
+        for x, w, pad in fprops:
+            seed += 1
+            name = f"w_fprop_n{x[0]}c{x[1]}k{w[0]}h{x[2]}r{w[2]}p{pad}_{tag}"
+            specs.append(_fprop_entry(name, seed, dtype, tf32, x, w, pad) | {"cudnn_benchmark": bench})
+    return specs
+
+
 def load_kit():
     spec = importlib.util.spec_from_file_location("capture_kit", KIT)
     kit = importlib.util.module_from_spec(spec)
@@ -444,7 +473,8 @@ def device_main(out: Path, deadline_s: float, device: str = "cuda", probe_set: i
     lines = []
     # GEMM probes and fp16 weight gradients first: the deadline drops what comes last
     cases = sorted(probe_cases(probe_set), key=lambda c: (c["op"] == "conv2d_bwd_weight", c["dtype"] != "float16"))
-    randoms = {1: random_specs, 2: random_specs_fp32, 4: random_specs_check}.get(probe_set, lambda: [])()
+    randoms = {1: random_specs, 2: random_specs_fp32, 4: random_specs_check, 6: random_specs_winograd}
+    randoms = randoms.get(probe_set, lambda: [])()
     jobs = [(None, 0, spec) for spec in randoms]
     jobs += [(case, b, pairs) for case in cases for b, pairs in enumerate(batches(case))]
     for case, b, payload in jobs:
@@ -525,7 +555,9 @@ def main(argv=None) -> int:
     d.add_argument("--out", required=True)
     d.add_argument("--deadline", type=float, default=240.0)
     d.add_argument("--device", default="cuda")
-    d.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4, 5), help="which probe set (4: random draws only)")
+    d.add_argument(
+        "--set", type=int, default=1, choices=(1, 2, 3, 4, 5, 6), help="which probe set (4, 6: random draws only)"
+    )
     c = sub.add_parser("complete")
     c.add_argument("archives", nargs="+")
     c.add_argument("dest")
