@@ -263,6 +263,22 @@ LIBRARY_SCHEDULES: tuple[LibrarySchedule, ...] = (
         "an H200: two products ±2^40 among ones, every pair of positions)",
     ),
     LibrarySchedule(
+        "cudnn-cutlass-wgrad-splitk",
+        "cuDNN",
+        r"ImplicitGemmConvolution\w*?Conv2dWgrad",
+        ("conv2d_bwd_weight",),
+        k_tiles=(32,),
+        split_rule="strided",
+        reduction="sequential",
+        k_orders=("npq",),
+        checked=_H200 + " (TF32 under cudnn.benchmark, 7 splits; order probes of every pair of k tiles)",
+        source="cuDNN's CUTLASS weight gradient (ImplicitGemmConvolution with Conv2dWgrad iterators, "
+        "GemmShape<64, 64, 32>) with a parallel split-K: gemmK (n, p, q) in k tiles of the threadblock's K dealt "
+        "round-robin to the splits, each a chain of the tensor core from +0, the fp32 workspace slices added in "
+        "order by CUTLASS's ReduceSplitK (github.com/NVIDIA/cutlass, include/cutlass/reduction/kernel/"
+        "reduce_split_k.h; order probes on an H200)",
+    ),
+    LibrarySchedule(
         "cudnn-wgrad-splitk",
         "cuDNN",
         r"sm80_xmma_wgrad_implicit_gemm\w*_tilesize\d+x\d+x\d+_",
@@ -509,8 +525,17 @@ def kernel_family(kernel: str) -> str:
     m = re.search(r"cutlass::Kernel2?<(\w+)>", k)
     if m:
         return m.group(1)
-    if k.startswith("_Z"):  # a mangled name: its longest identifier (the kernel's template)
-        names = [k[m.start(2) : m.start(2) + int(m.group(1))] for m in re.finditer(r"(\d+)([A-Za-z_])", k)]
+    if k.startswith("_Z"):  # a mangled name
+        conv = re.search(
+            r"ImplicitGemmConvolution\w*?GemmShapeILi(\d+)ELi(\d+)ELi(\d+)E\w*?(Conv2d(?:Fprop|Dgrad|Wgrad))", k
+        )
+        if conv:  # CUTLASS's implicit-GEMM convolution: the pass and the threadblock shape
+            return f"cutlass ImplicitGemmConvolution {conv.group(4)} {conv.group(1)}x{conv.group(2)}x{conv.group(3)}"
+        # else its longest source name: <length><identifier>, not a template literal (Li128E)
+        names = [
+            k[m.start(2) : m.start(2) + int(m.group(1))]
+            for m in re.finditer(r"(?<![L\d][a-z])(?<!\d)(\d+)([A-Za-z_])", k)
+        ]
         return max(names or [k[:60]], key=len)
     k = re.sub(r"^(void|std::enable_if<.*?>::type)\s+", "", k)
     parts = re.split(r"[<(]", k, maxsplit=1)[0].split("::")

@@ -597,8 +597,44 @@ def wgrad_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     return out
 
 
+#: cuDNN's CUTLASS weight gradient (a mangled ``ImplicitGemmConvolution`` of
+#: ``Conv2dWgrad…`` iterators): its threadblock shape, the k tile the third number
+CUTLASS_WGRAD = r"ImplicitGemmConvolution\w*?GemmShapeILi\d+ELi\d+ELi(\d+)EEENS\w*Conv2dWgrad"
+
+
+def cutlass_wgrad_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
+    """cuDNN's CUTLASS weight gradient with a parallel split-K (``Memset``, the
+    ``ImplicitGemmConvolution`` kernel, then CUTLASS's ``ReduceSplitK`` adding the fp32 workspace
+    slices in order): gemmK (n, p, q) in k tiles of the threadblock's K (32 for
+    ``GemmShape<64, 64, 32>``) dealt round-robin to 2 … 32 splits, each a chain of the unit from +0
+    (the TF32 ``m16n8k8``: 8 products per mma), the partials added in split order (order probes
+    on an H200 under ``cudnn.benchmark``: every pair of k tiles of a 128-channel 28×28 TF32
+    weight gradient, 7 splits)."""
+    tile = split_k_in_place_tile(cap, CUTLASS_WGRAD)
+    if tile is None or not any("ReduceSplitK" in str(k) for k in cap.kernels):
+        return []
+    K = cap.conv.N * cap.conv.P * cap.conv.Q
+    roundings = tf32_roundings(cap.kernels)[:1] if cap.input == "tf32" else ("",)
+    ik = 8 if cap.input in ("tf32", "fp16") else 0
+    out = []
+    for n in range(2, min(-(-K // tile), XMMA_MAX_SPLITS) + 1):
+        order, bounds = round_robin_splits(K, tile, n)
+        sch = Schedule(
+            k_tile=1, splits=n, split_bounds=bounds, split_rule="ceil", reduction="sequential", instruction_k=ik,
+            output=cap.out_format,
+        )  # fmt: skip
+        for r in roundings:
+            variant = Variant("npq", tf32_rounding=r, k_blocks=(tile, order))
+            out.append(Candidate(unit_name, variant, sch, "cudnn-cutlass-wgrad-splitk"))
+    return out
+
+
 def _wgrad_orders(cap: Capture, unit_name: str) -> list[Candidate]:
-    return shmem_tiling_candidates(cap, unit_name) + wgrad_splitk_candidates(cap, unit_name)
+    return (
+        shmem_tiling_candidates(cap, unit_name)
+        + wgrad_splitk_candidates(cap, unit_name)
+        + cutlass_wgrad_splitk_candidates(cap, unit_name)
+    )
 
 
 @dataclass(frozen=True)

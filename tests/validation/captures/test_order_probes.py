@@ -23,7 +23,7 @@ from validation.captures.format import save
 from validation.captures.gemms import lane_layout, run_candidate
 from validation.captures.orders import XMMA_SIX_SPLITS, round_robin_splits, xmma_splitk_candidates
 from validation.captures.search import search
-from validation.captures.space import shmem_tiling_candidates, wgrad_splitk_candidates
+from validation.captures.space import cutlass_wgrad_splitk_candidates, shmem_tiling_candidates, wgrad_splitk_candidates
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "captures"
 
@@ -105,11 +105,12 @@ def test_gemvnsp_loads_96_k_per_turn():
     assert _differ(run_candidate(cap, full_warp), cap.out) > 0
 
 
-def _probe(name):
-    """A probe capture kept without its operands, with them built again by the probe recipe
-    (``benchmarks/captures/probe_orders.py``; checked against the sha256 the GPU recorded)."""
+def _probe(name, path=None):
+    """A probe capture kept without its operands (``path``, else h200_probes/NAME.npz), with them
+    built again by the probe recipe (``benchmarks/captures/probe_orders.py``; checked against the
+    sha256 the GPU recorded)."""
     recipe = Path(__file__).resolve().parents[3] / "benchmarks" / "captures" / "probe_orders.py"
-    path = DATA / "h200_probes" / f"{name}.npz"
+    path = path or DATA / "h200_probes" / f"{name}.npz"
     if not path.is_file() or not recipe.is_file():
         pytest.skip(f"{path} or {recipe} is absent")
     spec = importlib.util.spec_from_file_location("probe_orders", recipe)
@@ -259,3 +260,28 @@ def test_the_modelled_tf32_weight_gradient_is_not_called_an_unmodelled_family():
     assert not_modelled_family(kernels, cap.op) is None
     without = [k for k in kernels if not k.startswith("Memset")]
     assert not_modelled_family(without, cap.op) == "sm80 xmma TF32 implicit-GEMM weight gradient"
+
+
+def test_the_cutlass_weight_gradient_adds_round_robin_splits_in_order(tmp_path):
+    """cuDNN's CUTLASS TF32 weight gradient under ``cudnn.benchmark`` (``Memset``,
+    ``ImplicitGemmConvolution<… GemmShape<64, 64, 32> … Conv2dWgrad…>``, ``ReduceSplitK``), a
+    probe of every pair of k tiles (probes_set1.tar.gz; 128 channels, 8×28×28, gemmK 6,272):
+    32-wide k tiles dealt round-robin to 7 splits, the fp32 slices added in order; 147,456
+    outputs identical, other split counts far off. Before, the search answered "not modelled"
+    with a piece of the mangled name as the family."""
+    import tarfile
+
+    archive = DATA / "h200_probes" / "probes_set1.tar.gz"
+    if not archive.is_file():
+        pytest.skip(f"{archive} is absent")
+    name = "p_wgrad_bench_n8c128h28_tf32_b000"
+    with tarfile.open(archive) as tar:
+        (member,) = [m for m in tar.getmembers() if Path(m.name).name == f"{name}.npz"]
+        tar.extract(member, tmp_path, filter="data")
+    cap = load_capture(save(tmp_path / f"{name}.npz", _probe(name, tmp_path / member.name)))
+    family = cutlass_wgrad_splitk_candidates(cap, "h100")
+    assert [c.schedule.splits for c in family] == list(range(2, 33))
+    assert {c.family for c in family} == {"cudnn-cutlass-wgrad-splitk"} and family[0].variant.k_blocks[0] == 32
+    seven, eight = family[5], family[6]
+    assert seven.schedule.splits == 7 and differing_bits(run_candidate(cap, seven), cap.out) == 0
+    assert differing_bits(run_candidate(cap, eight), cap.out) > 1000

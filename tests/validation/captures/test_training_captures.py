@@ -71,6 +71,16 @@ def test_kernel_name_helpers():
         "wgrad_alg0_engine"
     )
     assert not_modelled_family([gemv], "mm") is None  # a named schedule (cublas-gemv) covers it
+    # mangled names: CUTLASS's implicit-GEMM convolution by pass and threadblock shape; else the
+    # longest source name, never a run that starts inside a template literal (Li128E…)
+    cutlass = (
+        "_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_11threadblock22Implicit"
+        "GemmMultistageINS_4gemm9GemmShapeILi64ELi64ELi32EEENS4_52Conv2dWgradOutputGradientTileAccessIterator"
+        "OptimizedINS_11MatrixShapeILi64ELi32EEENS_10tfloat32_tELi128ENSF_ILi8ELi4EEELi4EEEEEvNT_6ParamsE"
+    )
+    assert kernel_family(cutlass) == "cutlass ImplicitGemmConvolution Conv2dWgrad 64x64x32"
+    other = "_ZN4mine6kernelINS_9GemmShapeILi128ENS_44AVeryLongTemplateNameThatIsTheKernelsOwnNameEEEEvv"
+    assert kernel_family(other) == "AVeryLongTemplateNameThatIsTheKernelsOwnName"
 
 
 def test_the_tf32_rounding_is_read_from_the_kernel_names():
