@@ -8,13 +8,13 @@ Winograd" with that order as the nearest, never a kernel bug. The captures are s
 (tests/data/captures/h200_s16, README there), the development set's (h200_dev) and session 23's
 random draws of the sweep's Winograd shape (h200_probes/probes_set1.tar.gz)."""
 
-import tarfile
 import time
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from capture_data import archived
 
 import emu
 from emu.winograd import CUDNN_WGRAD_POINTS, cudnn_fprop_f4x4_3x3, toom_cook_tile, winograd_conv2d
@@ -80,16 +80,6 @@ def test_the_forward_is_identical_quickly(name):
     assert "F(4x4, 3x3)" in r.best.describe() and r.best.fields()["winograd"] == "cudnn-fprop-4x4"
 
 
-def _set1(name, tmp_path):
-    archive = DATA / "h200_probes" / "probes_set1.tar.gz"
-    if not archive.is_file():
-        pytest.skip(f"{archive} is absent")
-    with tarfile.open(archive) as tar:
-        (member,) = [m for m in tar.getmembers() if Path(m.name).name == f"{name}.npz"]
-        tar.extract(member, tmp_path, filter="data")
-    return load_capture(tmp_path / member.name)
-
-
 @pytest.mark.parametrize("name", [f"r_wino_s0525_{t}_{i}" for t in ("float16", "bfloat16") for i in range(3)])
 def test_six_random_draws_of_the_sweep_shape(name, tmp_path):
     """Input (1, 52, 26, 26), weight (26, 52, 3, 3), operands from the draw's seed: every output
@@ -97,7 +87,7 @@ def test_six_random_draws_of_the_sweep_shape(name, tmp_path):
     between two fp16 values (1.25341796875) and the GPU rounded down. The same Winograd with
     the fractions in the filter transform (Lavin & Gray's placement), every emu.winograd order the
     search names, and the direct fp32 FMA chain miss 10 or more fp16 outputs (4 or more bf16)."""
-    cap = _set1(name, tmp_path)
+    cap = load_capture(archived("probes_set1.tar.gz", name, tmp_path))
     assert is_winograd_fprop(cap)
     want = np.asarray(cap.out).view(np.uint16)
     got = winograd_fprop_output(cap)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from capture_data import capture_or_skip, differing_bits
+from capture_data import archived, capture_or_skip, differing_bits
 
 from validation.captures.capture import load_capture
 from validation.captures.convs import SHMEM_TILING_TREE, shmem_tiling_layout
@@ -182,15 +182,7 @@ def test_xmma_weight_gradient_split_k_is_round_robin(name, splits):
 
 def _check_set(name, tmp_path):
     """A random capture of the check on unseen shapes (probes_set4.tar.gz; operands from its seed)."""
-    import tarfile
-
-    archive = DATA / "h200_probes" / "probes_set4.tar.gz"
-    if not archive.is_file():
-        pytest.skip(f"{archive} is absent")
-    with tarfile.open(archive) as tar:
-        (member,) = [m for m in tar.getmembers() if Path(m.name).name == f"{name}.npz"]
-        tar.extract(member, tmp_path, filter="data")
-    return load_capture(tmp_path / member.name)
+    return load_capture(archived("probes_set4.tar.gz", name, tmp_path))
 
 
 @pytest.mark.parametrize(
@@ -269,16 +261,9 @@ def test_the_cutlass_weight_gradient_adds_round_robin_splits_in_order(tmp_path):
     32-wide k tiles dealt round-robin to 7 splits, the fp32 slices added in order; 147,456
     outputs identical, other split counts far off. Before, the search answered "not modelled"
     with a piece of the mangled name as the family."""
-    import tarfile
-
-    archive = DATA / "h200_probes" / "probes_set1.tar.gz"
-    if not archive.is_file():
-        pytest.skip(f"{archive} is absent")
     name = "p_wgrad_bench_n8c128h28_tf32_b000"
-    with tarfile.open(archive) as tar:
-        (member,) = [m for m in tar.getmembers() if Path(m.name).name == f"{name}.npz"]
-        tar.extract(member, tmp_path, filter="data")
-    cap = load_capture(save(tmp_path / f"{name}.npz", _probe(name, tmp_path / member.name)))
+    kept = archived("probes_set1.tar.gz", name, tmp_path / "archive")
+    cap = load_capture(save(tmp_path / f"{name}.npz", _probe(name, kept)))
     family = cutlass_wgrad_splitk_candidates(cap, "h100")
     assert [c.schedule.splits for c in family] == list(range(2, 33))
     assert {c.family for c in family} == {"cudnn-cutlass-wgrad-splitk"} and family[0].variant.k_blocks[0] == 32
