@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from emu.gemm import fma32  # noqa: E402
 from emu.simt import fma_gemm  # noqa: E402
-from emu.winograd import CUDNN_FPROP_TILE, transform, winograd_tiles  # noqa: E402
+from emu.winograd import CUDNN_FPROP_TILE, cudnn_data_rows, transform, winograd_tiles  # noqa: E402
 from validation.captures import load_capture  # noqa: E402
 
 ARCHIVE = ROOT / "tests" / "data" / "captures" / "h200_probes" / "probes_set1.tar.gz"
@@ -132,7 +132,7 @@ def draws(folder: Path):
         w = np.asarray(cap.operands["weight"]).view(np.float16).astype(np.float32).reshape(s.K, s.C, 3, 3)
         d = winograd_tiles(x, CUDNN_FPROP_TILE, tuple(s.padding), (s.P, s.Q))
         th, tw = d.shape[2:4]
-        V = transform(CUDNN_FPROP_TILE.fp32("BT"), d)  # natural order: on fp16 data as good as cuDNN's
+        V = cudnn_data_rows(cudnn_data_rows(d, 4), 5)
         U = transform(CUDNN_FPROP_TILE.fp32("G"), w)
         Vp = V.transpose(4, 5, 1, 0, 2, 3).reshape(6, 6, s.C, -1)
         Up = U.transpose(2, 3, 0, 1)

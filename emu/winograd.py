@@ -47,6 +47,7 @@ __all__ = [
     "TILES",
     "TransformOrder",
     "WinogradTile",
+    "cudnn_data_rows",
     "cudnn_fprop_f4x4_3x3",
     "cudnn_wgrad_f3x3_4x4",
     "fractions_in_output",
@@ -315,8 +316,10 @@ def _sum_rn32(terms) -> np.ndarray:
     return fp32_of_odd_sum(s, (hi - (s - bb)) + (lo - bb))
 
 
-def _wgrad_data_rows(X: np.ndarray, axis: int) -> np.ndarray:
-    """Bᵀ at (0, ±1, ±1/2, ∞) along ``axis`` as cuDNN's data transform rounds it (measured):
+def cudnn_data_rows(X: np.ndarray, axis: int) -> np.ndarray:
+    """One pass of the data transform Bᵀ d B (X float32, the 6 rows of a tile along ``axis``):
+    Bᵀ at (0, ±1, ±1/2, ∞) as cuDNN's weight-gradient data transform rounds it (measured; the
+    forward's ``winogradForwardData4x4`` takes the same forms, indistinguishable on 16-bit data):
     row 0 RN(RN(d0/4 + RN(−5/4·d2)) + d4); t0 = RN(d4 − d2/4), t1 = RN(d3 − d1/4), rows 1, 2
     RN(t0 ± t1); t2 = RN(d4 − d2), t3 = RN(d3 − d1), rows 3, 4 RN(t2 ± t3/2); row 5 as row 0 on
     d1, d3, d5. Products by powers of two are exact."""
@@ -373,7 +376,7 @@ def cudnn_wgrad_f3x3_4x4(x, dy, padding: tuple[int, int] = (0, 0)) -> np.ndarray
     F(3×3, 4×4), the dual of F(4×4, 3×3) (:func:`toom_cook_tile` at :data:`CUDNN_WGRAD_POINTS`):
     dy is cut into 4×4 tiles from (0, 0) (+0 past its edge), x into the 6×6 tiles they see (from
     −padding, +0 outside x). Per tile: V = Bᵀ d B from the x tile (rows first, then columns, each
-    pass as :func:`_wgrad_data_rows`), U = A e Aᵀ from the dy tile (rows first, then columns,
+    pass as :func:`cudnn_data_rows`), U = A e Aᵀ from the dy tile (rows first, then columns,
     :func:`_wgrad_delta_rows`; in the column pass of the tile's last row rows 1 and 2 are not
     fused). Per position (ξ, ν) of the 6×6 tile, M = U·V (K × C) is one fp32 FMA chain from +0
     over the tiles (image n, tile row, tile column) ascending (the ``…ffma`` GEMM). Then
@@ -401,7 +404,7 @@ def cudnn_wgrad_f3x3_4x4(x, dy, padding: tuple[int, int] = (0, 0)) -> np.ndarray
             d[:, :, i, j] = xp[:, :, 4 * i : 4 * i + 6, 4 * j : 4 * j + 6]
             et[:, :, i, j] = e[:, :, 4 * i : 4 * i + 4, 4 * j : 4 * j + 4]
     with np.errstate(over="ignore", invalid="ignore"):
-        V = _wgrad_data_rows(_wgrad_data_rows(d, 4), 5)
+        V = cudnn_data_rows(cudnn_data_rows(d, 4), 5)
         T = _wgrad_delta_rows(et, 4)
         U = _wgrad_delta_rows(T, 5)
         U[..., 5, :] = _wgrad_delta_rows(T[..., 5, :], 4, fused_12=False)
@@ -479,7 +482,7 @@ def cudnn_fprop_f4x4_3x3(x, w, padding: tuple[int, int] = (0, 0)) -> np.ndarray:
     d = winograd_tiles(x, t, padding, (P, Q))  # (N, C, th, tw, 6, 6)
     th, tw = d.shape[2], d.shape[3]
     with np.errstate(over="ignore", invalid="ignore"):
-        V = _wgrad_data_rows(_wgrad_data_rows(d, 4), 5)
+        V = cudnn_data_rows(cudnn_data_rows(d, 4), 5)
         U = transform(t.fp32("G"), w)  # (K, C, 6, 6)
         Vp = V.transpose(4, 5, 1, 0, 2, 3).reshape(6, 6, C, N * th * tw)
         Up = U.transpose(2, 3, 0, 1)
