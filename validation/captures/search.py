@@ -420,12 +420,11 @@ def _dgrad_alg1(cap: Capture, unit_name: str, t0: float):
 
 
 def _winograd(cap: Capture, unit_name: str, t0: float) -> SearchResult:
-    """A convolution that ran cuDNN's Winograd kernels. A weight gradient of
-    ``winogradWgrad…4x4`` is tried first as those kernels compute it (:func:`.convs.winograd_wgrad_output`,
-    measured on H200 captures), a forward of ``winogradForward…4x4`` likewise
-    (:func:`.convs.winograd_fprop_output`); then the direct
-    fp32 FMA chains (gemmK in each order of the
-    pass, and the warp halving of a weight gradient). The one that gives the most output bits is
+    """A convolution that ran cuDNN's Winograd kernels. A weight gradient of ``winogradWgrad…4x4``
+    is tried first as those kernels compute it (:func:`.convs.winograd_wgrad_output`, measured on
+    H200 captures), a forward of ``winogradForward…4x4`` likewise (:func:`.convs.winograd_fprop_output`);
+    then the direct fp32 FMA chains (gemmK in each order of the pass, and the warp halving of a
+    weight gradient). The one that gives the most output bits is
     ``best``; every output bit: ``identical``; else ``not-modelled`` (family ``Winograd``) with
     that nearest order and its distance, the forward Winograd orders :func:`.convs.winograd_orders`
     has measured and named in the hints. Seconds, not a search of the whole space."""
