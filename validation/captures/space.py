@@ -607,15 +607,16 @@ def cutlass_wgrad_splitk_candidates(cap: Capture, unit_name: str) -> list[Candid
     ``ImplicitGemmConvolution`` kernel, then CUTLASS's ``ReduceSplitK`` adding the fp32 workspace
     slices in order): gemmK (n, p, q) in k tiles of the threadblock's K (32 for
     ``GemmShape<64, 64, 32>``) dealt round-robin to 2 … 32 splits, each a chain of the unit from +0
-    (the TF32 ``m16n8k8``: 8 products per mma), the partials added in split order (order probes
-    on an H200 under ``cudnn.benchmark``: every pair of k tiles of a 128-channel 28×28 TF32
-    weight gradient, 7 splits)."""
+    (the TF32 ``m16n8k8``, named by ``tfloat32_t``: 8 products per mma), the partials added in
+    split order (order probes on an H200 under ``cudnn.benchmark``: every pair of k tiles of a
+    128-channel 28×28 TF32 weight gradient, 7 splits)."""
     tile = split_k_in_place_tile(cap, CUTLASS_WGRAD)
     if tile is None or not any("ReduceSplitK" in str(k) for k in cap.kernels):
         return []
     K = cap.conv.N * cap.conv.P * cap.conv.Q
     roundings = tf32_roundings(cap.kernels)[:1] if cap.input == "tf32" else ("",)
-    ik = 8 if cap.input in ("tf32", "fp16") else 0
+    # the TF32 m16n8k8 adds 8 products per mma (fp16 data converted for it too); else the unit's own
+    ik = 8 if any(re.search(CUTLASS_WGRAD, str(k)) and "tfloat32_t" in str(k) for k in cap.kernels) else 0
     out = []
     for n in range(2, min(-(-K // tile), XMMA_MAX_SPLITS) + 1):
         order, bounds = round_robin_splits(K, tile, n)
