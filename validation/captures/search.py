@@ -465,7 +465,11 @@ def _winograd(cap: Capture, unit_name: str, t0: float) -> SearchResult:
             d = _distance(cap.out, out)
             hints.append(f"{text}: {d['n_differ']} of {want.size} outputs differ, at most {d['max_ulps']} ulps")
         hints += not_modelled(cap.kernels)
-    stage = "cuDNN Winograd: its measured order, direct fp32 FMA chains and emu.winograd orders (every output)"
+    measured = any(c.variant.winograd for c in tried)
+    stage = (
+        f"cuDNN Winograd: {'its measured order, ' if measured else ''}direct fp32 FMA chains"
+        f"{' and emu.winograd orders' if any(h.startswith('Winograd F(') for h in hints) else ''} (every output)"
+    )
     return SearchResult(
         "identical" if identical else "not-modelled",
         int(want.size),
