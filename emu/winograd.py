@@ -259,6 +259,30 @@ def winograd_conv2d(
     ``tf32_rounding``; :func:`emu.implicit_gemm.piece_gemm`); then Y = Aᵀ M A per output tile
     (``output_order``), cropped to the output. Returns float32 (N, K, P, Q)."""
     t = TILES[tile] if isinstance(tile, str) else tile
+
+    def gemm(u_pos, v_pos):
+        if unit is None:
+            return fma_gemm(u_pos, v_pos, None, order)
+        return piece_gemm(u_pos, v_pos, unit, order, tf32_rounding=tf32_rounding)
+
+    return _positionwise(
+        x,
+        w,
+        t,
+        padding,
+        lambda d: transform(t.fp32("BT"), d, input_order),
+        lambda g: transform(t.fp32("G"), g, filter_order),
+        gemm,
+        lambda M: transform(t.fp32("AT"), M, output_order),
+    )
+
+
+def _positionwise(x, w, t: WinogradTile, padding, data, filt, gemm, output) -> np.ndarray:
+    """The forward convolution by tile ``t`` with its steps given: x (N, C, H, W) cut into α×α
+    tiles every m from −padding (:func:`winograd_tiles`), V = ``data``(tiles) and U =
+    ``filt``(w) (both over the last two axes), per position (ξ, ν) M = ``gemm``(U (K × C),
+    V (C × N·tiles)), Y = ``output``(M (N, K, th, tw, α, α)) of m×m tiles, cropped to the output.
+    x, w: float32 values or uint32 patterns. Returns float32 (N, K, P, Q)."""
     x, w = np.asarray(fp32_values(x, "x")), np.asarray(fp32_values(w, "w"))
     if x.ndim != 4 or w.ndim != 4 or w.shape[1] != x.shape[1] or w.shape[2:] != (t.r, t.r):
         raise ValueError(f"x, w: need (N, C, H, W) and (K, C, {t.r}, {t.r}), got {x.shape} and {w.shape}")
@@ -267,25 +291,20 @@ def winograd_conv2d(
     P, Q = H + 2 * padding[0] - t.r + 1, W + 2 * padding[1] - t.r + 1
     if P < 1 or Q < 1:
         raise ValueError(f"the output would be empty ({P}×{Q})")
-    a = t.alpha
+    a, m = t.alpha, t.m
     d = winograd_tiles(x, t, padding, (P, Q))  # (N, C, th, tw, α, α)
     th, tw = d.shape[2], d.shape[3]
-    V = transform(t.fp32("BT"), d, input_order)  # (N, C, th, tw, α, α)
-    U = transform(t.fp32("G"), w, filter_order)  # (K, C, α, α)
+    V = data(d)  # (N, C, th, tw, α, α)
+    U = filt(w)  # (K, C, α, α)
     # per position: (K × C) · (C × N·th·tw)
     Vp = V.transpose(4, 5, 1, 0, 2, 3).reshape(a, a, C, N * th * tw)
     Up = U.transpose(2, 3, 0, 1)
     M = np.empty((a, a, K, N * th * tw), np.float32)
     for xi in range(a):
         for nu in range(a):
-            u_pos, v_pos = np.ascontiguousarray(Up[xi, nu]), np.ascontiguousarray(Vp[xi, nu])
-            if unit is None:
-                M[xi, nu] = fma_gemm(u_pos, v_pos, None, order)
-            else:
-                M[xi, nu] = piece_gemm(u_pos, v_pos, unit, order, tf32_rounding=tf32_rounding)
+            M[xi, nu] = gemm(np.ascontiguousarray(Up[xi, nu]), np.ascontiguousarray(Vp[xi, nu]))
     M = M.reshape(a, a, K, N, th, tw).transpose(3, 2, 4, 5, 0, 1)  # (N, K, th, tw, α, α)
-    Y = transform(t.fp32("AT"), M, output_order)  # (N, K, th, tw, m, m)
-    m = t.m
+    Y = output(M)  # (N, K, th, tw, m, m)
     out = Y.transpose(0, 1, 2, 4, 3, 5).reshape(N, K, th * m, tw * m)
     return np.ascontiguousarray(out[:, :, :P, :Q])
 
@@ -470,27 +489,15 @@ def cudnn_fprop_f4x4_3x3(x, w, padding: tuple[int, int] = (0, 0)) -> np.ndarray:
     columns, as :func:`_fprop_output_rows`. On the nine H200 captures at hand (two shapes, fp16
     and bf16) 1 of 149,504 outputs differs: a value this order puts exactly halfway between two
     fp16 values, which the GPU rounded down."""
-    x, w = np.asarray(fp32_values(x, "x")), np.asarray(fp32_values(w, "w"))
-    if x.ndim != 4 or w.ndim != 4 or w.shape[1] != x.shape[1] or w.shape[2:] != (3, 3):
-        raise ValueError(f"x, w: need (N, C, H, W) and (K, C, 3, 3), got {x.shape} and {w.shape}")
-    N, C, H, W = x.shape
-    K = w.shape[0]
-    P, Q = H + 2 * padding[0] - 2, W + 2 * padding[1] - 2
-    if P < 1 or Q < 1:
-        raise ValueError(f"the output would be empty ({P}×{Q})")
     t = CUDNN_FPROP_TILE
-    d = winograd_tiles(x, t, padding, (P, Q))  # (N, C, th, tw, 6, 6)
-    th, tw = d.shape[2], d.shape[3]
     with np.errstate(over="ignore", invalid="ignore"):
-        V = cudnn_data_rows(cudnn_data_rows(d, 4), 5)
-        U = transform(t.fp32("G"), w)  # (K, C, 6, 6)
-        Vp = V.transpose(4, 5, 1, 0, 2, 3).reshape(6, 6, C, N * th * tw)
-        Up = U.transpose(2, 3, 0, 1)
-        M = np.empty((6, 6, K, N * th * tw), np.float32)
-        for xi in range(6):
-            for nu in range(6):
-                M[xi, nu] = fma_gemm(np.ascontiguousarray(Up[xi, nu]), np.ascontiguousarray(Vp[xi, nu]))
-        M = M.reshape(6, 6, K, N, th, tw).transpose(3, 2, 4, 5, 0, 1)  # (N, K, th, tw, 6, 6)
-        Y = _fprop_output_rows(_fprop_output_rows(M, 4, False), 5, True)
-    out = Y.transpose(0, 1, 2, 4, 3, 5).reshape(N, K, th * 4, tw * 4)
-    return np.ascontiguousarray(out[:, :, :P, :Q])
+        return _positionwise(
+            x,
+            w,
+            t,
+            padding,
+            lambda d: cudnn_data_rows(cudnn_data_rows(d, 4), 5),
+            lambda g: transform(t.fp32("G"), g),
+            fma_gemm,
+            lambda M: _fprop_output_rows(_fprop_output_rows(M, 4, False), 5, True),
+        )
