@@ -255,7 +255,7 @@ XMMA_SIX_SPLITS = ((0, 3, 5, 1, 4, 2), (("merge", 0), ("merge", 0), ("merge", 1)
 
 def split_k_in_place_tile(cap: Capture, pattern: str) -> int | None:
     """The k tile a kernel name matching ``pattern`` spells (its first group) where a ``Memset``
-    ran before it (split-K in place, no reduce kernel); else None."""
+    ran too (a split-K kernel's zeroed output, semaphores or workspace); else None."""
     names = [str(k) for k in cap.kernels]
     if not any(k.startswith("Memset") for k in names):
         return None

@@ -571,29 +571,35 @@ def wgrad_splitk_candidates(cap: Capture, unit_name: str) -> list[Candidate]:
     tile = split_k_in_place_tile(cap, XMMA_WGRAD)
     if tile is None:
         return []
-    K = cap.conv.N * cap.conv.P * cap.conv.Q
-    roundings = tf32_roundings(cap.kernels)[:1] if cap.input == "tf32" else ("",)
     # fp16 data on the kernel named tf32 (cuDNN converts it): the m16n8k8's 8 products per mma
     named_tf32 = any(re.search(XMMA_WGRAD, str(k)) and "tf32f32_tf32f32" in str(k) for k in cap.kernels)
     ik = 8 if cap.input == "fp16" and named_tf32 else 0
+
+    def reductions(n):
+        last_second = (0, n - 1) + tuple(range(1, n - 1))  # the partials in the order 0, S − 1, 1, 2, …
+        return [(None, "sequential"), (last_second, "sequential"), (None, "halving"), (None, "tree")]
+
+    return _round_robin_wgrad(cap, unit_name, tile, ik, reductions, "cudnn-wgrad-splitk")
+
+
+def _round_robin_wgrad(cap: Capture, unit_name: str, tile: int, ik: int, reductions, family: str) -> list[Candidate]:
+    """A weight gradient's split-K candidates: gemmK (n, p, q) in k tiles of ``tile`` dealt
+    round-robin to 2 … 32 splits, each a chain of the unit from +0 with ``ik`` products per
+    instruction, the partials reduced as each (split order, reduction) of ``reductions(S)`` says;
+    a TF32 capture in the rounding its kernel names say."""
+    K = cap.conv.N * cap.conv.P * cap.conv.Q
+    roundings = tf32_roundings(cap.kernels)[:1] if cap.input == "tf32" else ("",)
     out = []
     for n in range(2, min(-(-K // tile), XMMA_MAX_SPLITS) + 1):
-        last_second = (0, n - 1) + tuple(range(1, n - 1))  # the partials in the order 0, S − 1, 1, 2, …
-        shapes = [(None, "sequential"), (last_second, "sequential"), (None, "halving"), (None, "tree")]
-        for split_order, red in shapes:
+        for split_order, red in reductions(n):
             order, bounds = round_robin_splits(K, tile, n, split_order)
             sch = Schedule(
-                k_tile=1,
-                splits=n,
-                split_bounds=bounds,
-                split_rule="ceil",
-                reduction=red,
-                instruction_k=ik,
+                k_tile=1, splits=n, split_bounds=bounds, split_rule="ceil", reduction=red, instruction_k=ik,
                 output=cap.out_format,
-            )
+            )  # fmt: skip
             for r in roundings:
                 variant = Variant("npq", tf32_rounding=r, k_blocks=(tile, order))
-                out.append(Candidate(unit_name, variant, sch, "cudnn-wgrad-splitk"))
+                out.append(Candidate(unit_name, variant, sch, family))
     return out
 
 
@@ -613,21 +619,10 @@ def cutlass_wgrad_splitk_candidates(cap: Capture, unit_name: str) -> list[Candid
     tile = split_k_in_place_tile(cap, CUTLASS_WGRAD)
     if tile is None or not any("ReduceSplitK" in str(k) for k in cap.kernels):
         return []
-    K = cap.conv.N * cap.conv.P * cap.conv.Q
-    roundings = tf32_roundings(cap.kernels)[:1] if cap.input == "tf32" else ("",)
     # the TF32 m16n8k8 adds 8 products per mma (fp16 data converted for it too); else the unit's own
     ik = 8 if any(re.search(CUTLASS_WGRAD, str(k)) and "tfloat32_t" in str(k) for k in cap.kernels) else 0
-    out = []
-    for n in range(2, min(-(-K // tile), XMMA_MAX_SPLITS) + 1):
-        order, bounds = round_robin_splits(K, tile, n)
-        sch = Schedule(
-            k_tile=1, splits=n, split_bounds=bounds, split_rule="ceil", reduction="sequential", instruction_k=ik,
-            output=cap.out_format,
-        )  # fmt: skip
-        for r in roundings:
-            variant = Variant("npq", tf32_rounding=r, k_blocks=(tile, order))
-            out.append(Candidate(unit_name, variant, sch, "cudnn-cutlass-wgrad-splitk"))
-    return out
+    in_order = lambda n: [(None, "sequential")]  # noqa: E731 - the slices in order
+    return _round_robin_wgrad(cap, unit_name, tile, ik, in_order, "cudnn-cutlass-wgrad-splitk")
 
 
 def _wgrad_orders(cap: Capture, unit_name: str) -> list[Candidate]:
