@@ -68,9 +68,7 @@ def completed_probe(path) -> Capture | None:
     """An order probe kept without its operands (tests/data/captures/h200_probes), with them built
     again by its recipe (benchmarks/captures/probe_orders.py, checked by sha256); None for any
     other file."""
-    import hashlib
     import importlib.util
-    import json
     import tempfile
 
     from validation.captures.format import save
@@ -82,12 +80,10 @@ def completed_probe(path) -> Capture | None:
     spec = importlib.util.spec_from_file_location("probe_orders", ROOT / "benchmarks" / "captures" / "probe_orders.py")
     po = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(po)
-    where = json.loads(str(fields["probe"]))
-    case = {c["name"]: c for s in (1, 2, 3, 5) for c in po.probe_cases(s)}[where["case"]]
-    for key, array in po.probe_operands(case, po.batches(case)[where["batch"]]).items():
-        if hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest() != str(fields.pop(f"{key}_sha256")):
-            return None
-        fields[key] = array
+    try:
+        fields = po.restore_operands(fields)
+    except ValueError:
+        return None
     out = Path(tempfile.mkdtemp(prefix="fp16emu_probe_")) / Path(path).parent.name / os.path.basename(path)
     out.parent.mkdir()
     return load_capture(save(out, fields))

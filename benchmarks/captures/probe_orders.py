@@ -520,10 +520,23 @@ def device_main(out: Path, deadline_s: float, device: str = "cuda", probe_set: i
     return 0
 
 
+def restore_operands(fields: dict) -> dict:
+    """A probe capture's fields (``probe`` naming its case and batch, each operand's
+    ``…_sha256``) with its operands built again by this file's recipe in place of the digests;
+    ValueError where one is not the operand the GPU ran (its sha256 differs)."""
+    fields = dict(fields)
+    where = json.loads(str(fields["probe"]))
+    case = {c["name"]: c for s in (1, 2, 3, 5) for c in probe_cases(s)}[where["case"]]
+    for key, array in probe_operands(case, batches(case)[where["batch"]]).items():
+        if hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest() != str(fields.pop(f"{key}_sha256")):
+            raise ValueError(f"{key} is not the one the GPU ran (sha256 differs)")
+        fields[key] = array
+    return fields
+
+
 def complete_main(archives: list[Path], dest: Path) -> int:
     """Unpack ``archives`` into ``dest`` with every capture's operands put back (checked by sha256)."""
     kit = load_kit()
-    cases = {c["name"]: c for s in (1, 2, 3, 5) for c in probe_cases(s)}
     dest.mkdir(parents=True, exist_ok=True)
     for archive in archives:
         with tarfile.open(archive) as tar:
@@ -532,14 +545,10 @@ def complete_main(archives: list[Path], dest: Path) -> int:
         with np.load(path, allow_pickle=False) as z:
             fields = {k: z[k] for k in z.files}
         if "probe" in fields:
-            where = json.loads(str(fields["probe"]))
-            case = cases[where["case"]]
-            operands = probe_operands(case, batches(case)[where["batch"]])
-            for key, array in operands.items():
-                digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
-                if digest != str(fields.pop(f"{key}_sha256")):
-                    raise SystemExit(f"{path.name}: {key} is not the one the GPU ran (sha256 differs)")
-                fields[key] = array
+            try:
+                fields = restore_operands(fields)
+            except ValueError as exc:
+                raise SystemExit(f"{path.name}: {exc}") from None
         else:
             fields = kit.complete(fields)
         kit.save(dest / path.name, fields)
