@@ -31,6 +31,7 @@ agreement; this module's defaults are the natural order, unfused.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -42,12 +43,14 @@ from .schedule import Schedule
 from .simt import fma_gemm, fp32_values
 
 __all__ = [
+    "CUDNN_13_POINTS",
     "CUDNN_FPROP_TILE",
     "CUDNN_WGRAD_POINTS",
     "TILES",
     "TransformOrder",
     "WinogradTile",
     "cudnn_data_rows",
+    "cudnn_data_rows_13",
     "cudnn_fprop_f4x4_3x3",
     "cudnn_wgrad_f3x3_4x4",
     "fractions_in_output",
@@ -350,6 +353,50 @@ def cudnn_data_rows(X: np.ndarray, axis: int) -> np.ndarray:
     t2, t3 = _rn(d[4] - d[2]), _rn(d[3] - d[1])
     h = np.float32(0.5) * t3
     return np.stack([r0, _rn(t0 + t1), _rn(t0 - t1), _rn(t2 + h), _rn(t2 - h), r5], axis=axis)
+
+
+CUDNN_13_POINTS = tuple(
+    Fraction(p) for p in (0, 1, -1, Fraction(1, 2), Fraction(-1, 2), Fraction(1, 3), Fraction(-1, 3),
+                          Fraction(3, 2), Fraction(-3, 2), -3, 2, -2)
+)  # fmt: skip
+"""The finite points of cuDNN's 13-point Winograd kernels (``winograd_nonfused::…9x9_5x5``:
+F(9×9, 5×5) forward, F(5×5, 9×9) for the weight gradient), in the order of the transformed
+tile's rows; the 13th is ∞. Measured on an NVIDIA H200 (cuDNN 9.19): the data transform that
+cuDNN writes to its workspace is Bᵀ d B of :func:`toom_cook_tile` at these points, bit for bit
+with :func:`cudnn_data_rows_13`. Not symmetric: −3 without +3."""
+
+
+@functools.lru_cache(maxsize=1)
+def _bt13() -> np.ndarray:
+    return toom_cook_tile(9, 5, CUDNN_13_POINTS).fp32("BT")
+
+
+def cudnn_data_rows_13(X: np.ndarray, axis: int) -> np.ndarray:
+    """One pass of the data transform Bᵀ d B of cuDNN's ``winogradForwardData9x9_5x5`` (X
+    float32, the 13 rows of a 13×13 tile along ``axis``; the kernel runs the pass along the
+    tile's last axis first, then along the other): row j is Σ_k RN32(Bᵀ[j, k])·d_k, one fp32
+    FMA chain over k ascending from the rounded first product, zero coefficients skipped, except
+    two rows that share the rounded product P = RN(Bᵀ[0, 3]·d3) (their odd coefficients are the
+    same): the point-0 row adds P with a separate rounding after its k = 2 term, and the −3 row
+    starts from P, then k = 1, 5, 7, 9, 11 (measured bit for bit on the workspace of H200
+    captures, fp32, fp16 and bf16 operands, forward and weight gradient)."""
+    BT = _bt13()
+    d = [np.take(X, k, axis=axis) for k in range(13)]
+    shared = _rn(BT[0, 3] * d[3])
+    rows = []
+    for j in range(13):
+        if j == 9:  # the point −3: odd coefficients only, from the shared product
+            terms, acc = [1, 5, 7, 9, 11], shared
+        else:
+            terms = [k for k in range(13) if BT[j, k] != 0]
+            acc, terms = _rn(BT[j, terms[0]] * d[terms[0]]), terms[1:]
+        for k in terms:
+            if j == 0 and k == 3:
+                acc = _rn(acc + shared)
+            else:
+                acc = fma32(np.broadcast_to(BT[j, k], d[k].shape), d[k], acc)
+        rows.append(acc)
+    return np.stack(rows, axis=axis)
 
 
 def _wgrad_delta_rows(E: np.ndarray, axis: int, fused_12: bool = True) -> np.ndarray:
