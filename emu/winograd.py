@@ -52,8 +52,13 @@ __all__ = [
     "cudnn_data_rows",
     "cudnn_data_rows_13",
     "cudnn_fprop_f4x4_3x3",
+    "cudnn_fprop_f9x9_5x5",
+    "cudnn_wgrad_delta_rows_13",
     "cudnn_wgrad_f3x3_4x4",
+    "cudnn_wgrad_f5x5_9x9",
+    "cudnn_wgrad_output_rows_13",
     "fractions_in_output",
+    "literal8",
     "toom_cook_tile",
     "transform",
     "winograd_conv2d",
@@ -399,6 +404,186 @@ def cudnn_data_rows_13(X: np.ndarray, axis: int) -> np.ndarray:
     return np.stack(rows, axis=axis)
 
 
+def literal8(value) -> np.float32:
+    """A constant as cuDNN's 13-point kernels hold it (measured): the fp32 rounding of the exact
+    value, printed with 8 digits after the decimal point, read back as an fp32 literal (e.g.
+    2⁸/3062.5 → 0.08359183, not RN32 of 0.0835918367…); exact for integers and short dyadics."""
+    return np.float32(float(f"{float(np.float32(float(value))):.8f}"))
+
+
+#: rows of the 13-point delta transform whose FMA chain starts from the k = 1 product (measured:
+#: RN(c1·e1), then c0·e0, c2·e2, … fused); the other rows start from k = 0
+_DELTA13_FROM_K1 = frozenset({1, 2, 5, 6, 10, 11})
+
+
+@functools.lru_cache(maxsize=1)
+def _delta13() -> tuple[tuple[np.float32, ...], ...]:
+    tile = toom_cook_tile(5, 9, CUDNN_13_POINTS)
+    return tuple(tuple(literal8(v) for v in row) for row in tile.G)
+
+
+def cudnn_wgrad_delta_rows_13(E: np.ndarray, axis: int) -> np.ndarray:
+    """One pass of U = G e Gᵀ of ``winogradWgradDelta9x9_5x5`` (E float32, 9 rows along ``axis``;
+    13 out): G[j, k] = p_j^k / f_j (:func:`toom_cook_tile`, the fractions in G) as
+    :func:`literal8` constants; row j one FMA chain over k ascending from the rounded first
+    product (from k = 1, then k = 0, for the rows of :data:`_DELTA13_FROM_K1`), the ∞ row e8."""
+    G = _delta13()
+    e = [np.take(E, k, axis=axis) for k in range(9)]
+    rows = []
+    for j in range(12):
+        order = [1, 0, *range(2, 9)] if j in _DELTA13_FROM_K1 else list(range(9))
+        order = [k for k in order if G[j][k] != 0]
+        acc = _rn(G[j][order[0]] * e[order[0]])
+        for k in order[1:]:
+            acc = fma32(np.broadcast_to(G[j][k], e[k].shape), e[k], acc)
+        rows.append(acc)
+    rows.append(e[8])
+    return np.stack(rows, axis=axis)
+
+
+@functools.lru_cache(maxsize=1)
+def _output13() -> np.ndarray:
+    tile = toom_cook_tile(5, 9, CUDNN_13_POINTS)
+    return np.array([[literal8(v) for v in row] for row in tile.AT], np.float32)
+
+
+def cudnn_wgrad_output_rows_13(M: np.ndarray, axis: int) -> np.ndarray:
+    """One pass of Aᵀ M A of ``winogradWgradOutput9x9_5x5`` (13 rows along ``axis``; 5 out):
+    Aᵀ[i, j] = p_j^i (∞: the last row) as :func:`literal8` constants, each row one FMA chain over
+    j ascending, zero coefficients skipped, ±1 ones added (measured)."""
+    AT = _output13()
+    m = [np.take(M, j, axis=axis) for j in range(13)]
+    rows = []
+    for i in range(5):
+        acc = None
+        for j in range(13):
+            c = AT[i, j]
+            if c == 0:
+                continue
+            if acc is None:
+                acc = m[j] if c == 1 else _rn(c * m[j])
+            elif c in (1, -1):
+                acc = _rn(acc + c * m[j])
+            else:
+                acc = fma32(np.broadcast_to(c, m[j].shape), m[j], acc)
+        rows.append(acc)
+    return np.stack(rows, axis=axis)
+
+
+def cudnn_wgrad_f5x5_9x9(x, dy, padding: tuple[int, int] = (2, 2)) -> np.ndarray:
+    """The weight gradient dW (K, C, 5, 5) of a 5×5, stride-1 convolution as cuDNN's
+    ``winograd_nonfused::winogradForwardData9x9_5x5``, ``winogradWgradDelta9x9_5x5`` and
+    ``winogradWgradOutput9x9_5x5`` kernels and the fp32 GEMM between them compute it (measured
+    bit for bit on NVIDIA H200 captures, cuDNN 9.19, fp32, fp16 and bf16 operands, the
+    transforms and the GEMM also on cuDNN's workspace; docs/silicon/h200-convolutions.md).
+    x (N, C, H, W), dy (N, K, P, Q): float32 values or uint32 fp32 patterns (fp16/bf16 values
+    widened exactly); ``padding`` (rows, columns) of the forward convolution. Returns float32.
+
+    F(5×5, 9×9) at :data:`CUDNN_13_POINTS` and ∞ (13×13 tiles): dy is cut into 9×9 tiles from
+    (0, 0) (+0 past its edge), x into the 13×13 tiles they see (from −padding, +0 outside x).
+    Per tile: V = Bᵀ d B (:func:`cudnn_data_rows_13`) and U = G e Gᵀ
+    (:func:`cudnn_wgrad_delta_rows_13`), each the pass along the tile's last axis first; per position
+    of the 13×13 tile, M = U·V (K × C) one fp32 FMA chain from +0 over the tiles (image, tile
+    row, tile column) ascending; then dW = Aᵀ M A (:func:`cudnn_wgrad_output_rows_13`), the pass along
+    the first axis first."""
+    x, dy = np.asarray(fp32_values(x, "x")), np.asarray(fp32_values(dy, "dy"))
+    if x.ndim != 4 or dy.ndim != 4 or x.shape[0] != dy.shape[0]:
+        raise ValueError(f"x, dy: need (N, C, H, W) and (N, K, P, Q), got {x.shape} and {dy.shape}")
+    N, C, H, W = x.shape
+    K, P, Q = dy.shape[1:]
+    ph, pw = padding
+    if (P, Q) != (H + 2 * ph - 4, W + 2 * pw - 4):
+        raise ValueError(
+            f"dy: a 5x5 stride-1 convolution of {H}x{W} with padding {padding} gives {H + 2 * ph - 4}x{W + 2 * pw - 4}, got {P}x{Q}"
+        )
+    th, tw = -(-P // 9), -(-Q // 9)
+    e = np.zeros((N, K, th * 9, tw * 9), np.float32)
+    e[:, :, :P, :Q] = dy
+    xp = np.zeros((N, C, th * 9 + 4, tw * 9 + 4), np.float32)
+    hh, ww = min(H, xp.shape[2] - ph), min(W, xp.shape[3] - pw)
+    xp[:, :, ph : ph + hh, pw : pw + ww] = x[:, :, :hh, :ww]
+    d = np.empty((N, C, th, tw, 13, 13), np.float32)
+    et = np.empty((N, K, th, tw, 9, 9), np.float32)
+    for i in range(th):
+        for j in range(tw):
+            d[:, :, i, j] = xp[:, :, 9 * i : 9 * i + 13, 9 * j : 9 * j + 13]
+            et[:, :, i, j] = e[:, :, 9 * i : 9 * i + 9, 9 * j : 9 * j + 9]
+    with np.errstate(over="ignore", invalid="ignore"):
+        V = cudnn_data_rows_13(cudnn_data_rows_13(d, 5), 4)
+        U = cudnn_wgrad_delta_rows_13(cudnn_wgrad_delta_rows_13(et, 5), 4)
+        L = N * th * tw
+        Vp = V.transpose(4, 5, 0, 2, 3, 1).reshape(13, 13, L, C)
+        Up = U.transpose(4, 5, 1, 0, 2, 3).reshape(13, 13, K, L)
+        M = np.empty((K, C, 13, 13), np.float32)
+        for xi in range(13):
+            for nu in range(13):
+                M[:, :, xi, nu] = fma_gemm(np.ascontiguousarray(Up[xi, nu]), np.ascontiguousarray(Vp[xi, nu]))
+        return cudnn_wgrad_output_rows_13(cudnn_wgrad_output_rows_13(M, 2), 3)
+
+
+@functools.lru_cache(maxsize=1)
+def _fprop13() -> tuple[WinogradTile, np.ndarray, np.ndarray]:
+    """The tile, G and Aᵀ of cuDNN's 13-point forward, G and Aᵀ as :func:`literal8` constants: G
+    the plain Vandermonde rows (1, p, …, p⁴), the fractions 1/f_j in Aᵀ (:func:`fractions_in_output`)."""
+    tile = fractions_in_output(toom_cook_tile(9, 5, CUDNN_13_POINTS))
+    G = np.array([[literal8(v) for v in row] for row in tile.G], np.float32)
+    AT = np.array([[literal8(v) for v in row] for row in tile.AT], np.float32)
+    return tile, G, AT
+
+
+def _chain_rows(C: np.ndarray, X: np.ndarray, axis: int, from_k1=frozenset()) -> np.ndarray:
+    """C·X along ``axis`` (C fp32 constants): row i one FMA chain over k ascending, zero
+    coefficients skipped, the first term ``x`` itself where its coefficient is 1 (else the
+    rounded product), ±1 terms added; rows in ``from_k1`` start from their second nonzero term,
+    then the first (nvcc's contraction of ``c0·x0 + c1·x1 + …``)."""
+    x = [np.take(X, k, axis=axis) for k in range(C.shape[1])]
+    rows = []
+    for i in range(C.shape[0]):
+        order = [k for k in range(C.shape[1]) if C[i, k] != 0]
+        if i in from_k1 and len(order) > 1:
+            order[0], order[1] = order[1], order[0]
+        acc = None
+        for k in order:
+            c = C[i, k]
+            if acc is None:
+                acc = x[k] if c == 1 else _rn(c * x[k])
+            elif c in (1, -1):
+                acc = _rn(acc + c * x[k])
+            else:
+                acc = fma32(np.broadcast_to(c, x[k].shape), x[k], acc)
+        rows.append(acc)
+    return np.stack(rows, axis=axis)
+
+
+def cudnn_fprop_f9x9_5x5(x, w, padding: tuple[int, int] = (2, 2)) -> np.ndarray:
+    """The 5×5, stride-1 forward convolution of x (N, C, H, W) by w (K, C, 5, 5) (float32 values or
+    uint32 fp32 patterns; fp16/bf16 values widened exactly) as cuDNN's
+    ``winograd_nonfused::winogradForward{Data,Filter,Output}9x9_5x5`` kernels and their fp32 FFMA
+    GEMM compute it (measured bit for bit on NVIDIA H200 captures, cuDNN 9.19: fp32, fp16 and
+    bf16 operands, each stage also on cuDNN's workspace; docs/silicon/h200-convolutions.md).
+    ``padding`` (rows, columns). Returns float32 (N, K, P, Q).
+
+    F(9×9, 5×5) at :data:`CUDNN_13_POINTS` and ∞: x cut into 13×13 tiles every 9 from −padding
+    (+0 outside, the output cropped); V = Bᵀ d B (:func:`cudnn_data_rows_13`, the pass along the
+    tile's last axis first); U = G g Gᵀ with G the plain Vandermonde rows as :func:`literal8`
+    constants, each row one FMA chain (the pass along the filter's first axis first); per position
+    of the 13×13 tile one fp32 FMA chain from +0 over the input channels ascending (the ``…ffma``
+    GEMM); then Y = Aᵀ M A with the fractions 1/f_j in Aᵀ (:func:`literal8`), each row one FMA
+    chain, row 0 (Σ_j m_j/f_j) from its j = 1 term, the pass along the tile's last axis first."""
+    tile, G, AT = _fprop13()
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _positionwise(
+            x,
+            w,
+            tile,
+            padding,
+            lambda d: cudnn_data_rows_13(cudnn_data_rows_13(d, 5), 4),
+            lambda g: _chain_rows(G, _chain_rows(G, g, 2), 3),
+            fma_gemm,
+            lambda M: _chain_rows(AT, _chain_rows(AT, M, 5, {0}), 4, {0}),
+        )
+
+
 def _wgrad_delta_rows(E: np.ndarray, axis: int, fused_12: bool = True) -> np.ndarray:
     """A = (Aᵀ)ᵀ with the 1/f_j of the points (4, 2/3, 2/3, −8/3, −8/3, 1) along ``axis`` as
     cuDNN's delta transform rounds it (measured), c = RN32(2/3): the even and odd halves of rows
@@ -519,21 +704,37 @@ CUDNN_FPROP_TILE = fractions_in_output(
 )
 
 
-def cudnn_fprop_f4x4_3x3(x, w, padding: tuple[int, int] = (0, 0)) -> np.ndarray:
+def _fprop_filter_rows(g: np.ndarray, axis: int) -> np.ndarray:
+    """One pass of U = G g Gᵀ of ``winogradForwardFilter4x4`` (g float32, 3 rows along ``axis``;
+    6 out): G the plain rows (1, p, p²) at (0, ±1, ±1/2, ∞), row p RN(RN(g0 + p²·g2) + p·g1), the
+    even terms first (measured on fp32 weights; the products are exact)."""
+    g0, g1, g2 = (np.take(g, k, axis=axis) for k in range(3))
+    rows = [g0]
+    for p in (1.0, -1.0, 0.5, -0.5):
+        rows.append(_rn(_rn(g0 + np.float32(p * p) * g2) + np.float32(p) * g1))
+    rows.append(g2)
+    return np.stack(rows, axis=axis)
+
+
+def cudnn_fprop_f4x4_3x3(x, w, padding: tuple[int, int] = (0, 0), fp32_tensors: bool = False) -> np.ndarray:
     """The 3×3, stride-1 forward convolution of x (N, C, H, W) by w (K, C, 3, 3) (float32 values
     or uint32 fp32 patterns; fp16/bf16 values widened exactly) as cuDNN's
     ``winograd_nonfused::winogradForward{Data,Filter,Output}4x4`` kernels and their fp32 FFMA GEMM
-    compute it (measured on NVIDIA H200 captures, cuDNN 9.19: fp16 and bf16 operands;
+    compute it (measured on NVIDIA H200 captures, cuDNN 9.19: fp32, fp16 and bf16 operands;
     docs/silicon/h200-convolutions.md). ``padding`` (rows, columns). Returns float32 (N, K, P, Q).
 
     F(4×4, 3×3) at the points (0, ±1, ±1/2, ∞) of the weight gradient's kernels
     (:data:`CUDNN_FPROP_TILE`): x cut into 6×6 tiles every 4 from −padding (+0 outside, the
     output cropped); V = Bᵀ d B with the rounding of the weight gradient's data transform
     (rows first, then columns; on 16-bit inputs its forms are exact but for rare sums); U = G g Gᵀ
-    with G the plain rows (1, p, p²), natural order (exact on 16-bit weights but for rare sums);
+    with G the plain rows (1, p, p²), the even terms first (:func:`_fprop_filter_rows`, rows first;
+    measured on fp32 weights, exact on 16-bit ones);
     per position (ξ, ν) of the 6×6 tile one fp32 FMA chain from +0 over the input channels
     ascending (the ``…ffma`` GEMM); then Y = Aᵀ M A with the fractions in Aᵀ, rows first, then
-    columns, as :func:`_fprop_output_rows`. On the nine H200 captures at hand (two shapes, fp16
+    columns, as :func:`_fprop_output_rows`: the kernels of 16-bit tensors (``<float, __half>``,
+    ``<float, __nv_bfloat16>``) fuse the m2 terms in the column pass only, those of fp32 tensors
+    (``<float, float>``, ``fp32_tensors``) in both passes (measured on fp32 outputs, which pin
+    every form: 32,768 of 32,768 outputs, two shapes, forward and backward data). On the nine H200 captures at hand (two shapes, fp16
     and bf16) 1 of 149,504 outputs differs: a value this order puts exactly halfway between two
     fp16 values, which the GPU rounded down."""
     t = CUDNN_FPROP_TILE
@@ -544,7 +745,7 @@ def cudnn_fprop_f4x4_3x3(x, w, padding: tuple[int, int] = (0, 0)) -> np.ndarray:
             t,
             padding,
             lambda d: cudnn_data_rows(cudnn_data_rows(d, 4), 5),
-            lambda g: transform(t.fp32("G"), g),
+            lambda g: _fprop_filter_rows(_fprop_filter_rows(g, 2), 3),
             fma_gemm,
-            lambda M: _fprop_output_rows(_fprop_output_rows(M, 4, False), 5, True),
+            lambda M: _fprop_output_rows(_fprop_output_rows(M, 4, fp32_tensors), 5, True),
         )

@@ -490,10 +490,18 @@ UNRESOLVED = (
 )
 
 
-#: the Winograd kernels fp16emu models: cuDNN's weight gradient ``winogradWgrad{Data,Delta,Output}4x4``
-#: (emu.winograd.cudnn_wgrad_f3x3_4x4) and forward ``winogradForward{Data,Filter,Output}4x4``
-#: (emu.winograd.cudnn_fprop_f4x4_3x3), both measured on H200 captures; their GEMM is an ``…ffma`` one
-MODELLED_WINOGRAD = r"winograd_nonfused::winograd(Wgrad(Data|Delta|Output)|Forward(Data|Filter|Output))4x4<"
+#: the Winograd kernels fp16emu models, all cuDNN ``winograd_nonfused`` kernels that compute in
+#: fp32 (``<float, …>``; the ``<__half, __half>`` ones of cuDNN's TRUE_HALF configuration are not),
+#: measured on H200 captures: the weight gradient ``winogradWgrad{Data,Delta,Output}4x4``
+#: (emu.winograd.cudnn_wgrad_f3x3_4x4), the forward ``winogradForward{Data,Filter,Output}4x4``
+#: (emu.winograd.cudnn_fprop_f4x4_3x3; backward data runs them too), and the 13-point kernels
+#: ``winogradForward{Data,Filter,Output}9x9_5x5`` (emu.winograd.cudnn_fprop_f9x9_5x5) and
+#: ``winogradWgrad{Delta,Output}9x9_5x5`` (emu.winograd.cudnn_wgrad_f5x5_9x9); their GEMM is an
+#: ``…ffma`` one (or cuBLAS ``gemmSN``: the same chain)
+MODELLED_WINOGRAD = (
+    r"winograd_nonfused::winograd((Wgrad(Data|Delta|Output)|Forward(Data|Filter|Output))4x4"
+    r"|Forward(Data|Filter|Output)9x9_5x5|Wgrad(Delta|Output)9x9_5x5)<float,"
+)
 
 
 def not_modelled(kernels) -> list[str]:

@@ -5,7 +5,7 @@ operands (whose 16-bit outputs hide most of the order), also run on fp32 operand
 that the workspace, which holds the transformed data, filter and products between the kernels,
 comes back too.
 
-    python3 benchmarks/captures/cudnn_algos.py device --out DIR [--deadline 240]
+    python3 benchmarks/captures/cudnn_algos.py device --out DIR [--plan 1, 2 or 3] [--deadline 240]
 
 Each case: one convolution (NCHW, cross-correlation, stride 1) with operands drawn uniform in
 [-1, 1) from a fixed numpy seed and rounded to the operand type, run twice (the second run under
@@ -53,9 +53,13 @@ WORKSPACE_KEEP = 4 << 20  # bytes of workspace kept per case
 WORKSPACE_BUDGET = 11 << 20  # compressed bytes per archive after which workspaces are dropped
 
 
-def cases() -> list[dict]:
-    """The plan: 5×5 filters (pad 2) through every Winograd algorithm and 3×3 (pad 1) through the
-    forward and backward-data ones, in each configuration, from seeds 377001 on."""
+def cases(plan_number: int = 1) -> list[dict]:
+    """Plan 1: 5×5 filters (pad 2) and 3×3 (pad 1) through every Winograd algorithm, in each
+    configuration, from seeds 377001 on. Plan 2 (:func:`random_cases`): random shapes."""
+    if plan_number == 2:
+        return random_cases()
+    if plan_number == 3:
+        return fft_cases()
     plan, seed = [], 377000
     shapes5 = [(2, 32, 32, 16), (1, 16, 8, 9), (3, 12, 20, 11)]  # (N, C, K, H)
     shapes3 = [(2, 32, 32, 16), (1, 8, 16, 10)]
@@ -80,6 +84,46 @@ def cases() -> list[dict]:
                             seed=seed,
                         )
                     )
+    return plan
+
+
+def random_cases(count: int = 72) -> list[dict]:
+    """Plan 2, to check the Winograd orders on shapes their fit never saw: ``count`` draws from
+    ``numpy.random.default_rng(3772)`` of a pass, a 3×3 or 5×5 filter, padding 0 … r // 2, N 1 … 3,
+    C and K 1 … 48, H and W 5 … 40 (rectangular), and a configuration (fp32, fp16 or bf16 tensors
+    computed in fp32), all through WINOGRAD_NONFUSED; seeds 378001 on; no workspace kept."""
+    rng = np.random.default_rng(3772)
+    algo = {"fprop": 7, "dgrad": 5, "wgrad": 5}
+    plan = []
+    for i in range(count):
+        pass_ = ("fprop", "dgrad", "wgrad")[i % 3]
+        r = int(rng.choice([3, 5]))
+        pad = int(rng.integers(0, r // 2 + 1))
+        n, c, k = int(rng.integers(1, 4)), int(rng.integers(1, 49)), int(rng.integers(1, 49))
+        h, width = int(rng.integers(5, 41)), int(rng.integers(5, 41))
+        config = ("float32", "float16", "bfloat16")[int(rng.integers(0, 3))]
+        name = f"b_{pass_}_n{n}c{c}k{k}h{h}w{width}r{r}p{pad}_{config}"
+        plan.append(dict(name=name, pass_=pass_, algo=algo[pass_], config=config, n=n, c=c, k=k, h=h,
+                         width=width, r=r, pad=pad, seed=378001 + i, keep_workspace=False))  # fmt: skip
+    return plan
+
+
+def fft_cases() -> list[dict]:
+    """Plan 3, for a later look at cuDNN's FFT convolutions (PyTorch takes them for fp32 5×5 weight
+    gradients, ``flip_filter`` + ``fft2d_r2c_32x32`` + a complex GEMM + ``fft2d_c2r_32x32``): the
+    FFT and FFT_TILING algorithms of every pass on small shapes, fp32 and fp16 tensors, the
+    workspace kept (it holds the transformed tiles); seeds 379001 on."""
+    shapes = [(1, 4, 8, 16, 5, 2), (2, 3, 5, 12, 3, 1), (1, 8, 4, 24, 5, 0)]  # (N, C, K, H, r, pad)
+    algos = [("fprop", 4, "fft"), ("fprop", 5, "fft_tiling"), ("dgrad", 2, "fft"), ("dgrad", 3, "fft_tiling"),
+             ("wgrad", 2, "fft"), ("wgrad", 6, "fft_tiling")]  # fmt: skip
+    plan, seed = [], 379000
+    for config in ("float32", "float16"):
+        for n, c, k, h, r, pad in shapes:
+            for pass_, algo, algo_name in algos:
+                seed += 1
+                name = f"f_{pass_}_{algo_name}_n{n}c{c}k{k}h{h}r{r}p{pad}_{config}"
+                plan.append(dict(name=name, pass_=pass_, algo=algo, config=config, n=n, c=c, k=k, h=h, r=r,
+                                 pad=pad, seed=seed))  # fmt: skip
     return plan
 
 
@@ -161,11 +205,12 @@ def run_case(torch, cudnn: Cudnn, case: dict) -> dict:
     """One convolution by algorithm number; the npz fields (operands as bits)."""
     data_type, compute = CONFIGS[case["config"]]
     n, c, k, h, r, pad = (case[key] for key in ("n", "c", "k", "h", "r", "pad"))
-    p = h + 2 * pad - r + 1
+    width = case.get("width", h)
+    p, q = h + 2 * pad - r + 1, width + 2 * pad - r + 1
     rng = np.random.default_rng(case["seed"])
-    x = _operand(torch, rng, (n, c, h, h), case["config"])
+    x = _operand(torch, rng, (n, c, h, width), case["config"])
     w = _operand(torch, rng, (k, c, r, r), case["config"])
-    dy = _operand(torch, rng, (n, k, p, p), case["config"])
+    dy = _operand(torch, rng, (n, k, p, q), case["config"])
     x_desc, y_desc = cudnn.tensor(data_type, x.shape), cudnn.tensor(data_type, dy.shape)
     w_desc, conv = cudnn.filter(data_type, w.shape), cudnn.convolution(pad, compute)
     lib, algo, size = cudnn.lib, case["algo"], ctypes.c_size_t(0)
@@ -211,7 +256,8 @@ def run_case(torch, cudnn: Cudnn, case: dict) -> dict:
         if attempt == 0:
             cudnn.check(call(), f"{pass_} algorithm {algo}")
             torch.cuda.synchronize()
-            fields["workspace"] = workspace[:WORKSPACE_KEEP].cpu().numpy()
+            keep = WORKSPACE_KEEP if case.get("keep_workspace", True) else 0
+            fields["workspace"] = workspace[:keep].cpu().numpy()
         else:
             activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
             with torch.profiler.profile(activities=activities) as prof:
@@ -246,7 +292,7 @@ def _add(tar, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def device_main(out: Path, deadline_s: float) -> int:
+def device_main(out: Path, deadline_s: float, plan_number: int = 1) -> int:
     import torch
 
     start = time.time()
@@ -256,7 +302,7 @@ def device_main(out: Path, deadline_s: float) -> int:
     for config in CONFIGS:  # one archive per configuration: each file that comes back is 16 MB at most
         archive = io.BytesIO()
         with tarfile.open(fileobj=archive, mode="w:gz") as tar:
-            for case in (case for case in cases() if case["config"] == config):
+            for case in (case for case in cases(plan_number) if case["config"] == config):
                 if time.time() - start > deadline_s:
                     lines.append(f"DEADLINE {case['name']}")
                     continue
@@ -277,7 +323,7 @@ def device_main(out: Path, deadline_s: float) -> int:
                     f"OK {case['name']} ws={fields['workspace_size']} kept={fields['workspace'].size} "
                     f"err={fields['max_abs_error']:.3g} differs={fields['repeat_differs']} {kernels}"
                 )
-        (out / f"cudnn_algos_{config}.tar.gz").write_bytes(archive.getvalue())
+        (out / f"cudnn_algos{'' if plan_number == 1 else plan_number}_{config}.tar.gz").write_bytes(archive.getvalue())
     session = {
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
@@ -302,11 +348,12 @@ def operand_bits(case: dict) -> dict[str, np.ndarray]:
     import ml_dtypes
 
     n, c, k, h, r, pad = (case[key] for key in ("n", "c", "k", "h", "r", "pad"))
-    p = h + 2 * pad - r + 1
+    width = case.get("width", h)
+    p, q = h + 2 * pad - r + 1, width + 2 * pad - r + 1
     rng = np.random.default_rng(case["seed"])
     dtype = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16}.get(case["config"], np.float16)
     out = {}
-    for key, shape in (("x", (n, c, h, h)), ("w", (k, c, r, r)), ("dy", (n, k, p, p))):
+    for key, shape in (("x", (n, c, h, width)), ("w", (k, c, r, r)), ("dy", (n, k, p, q))):
         values = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32).astype(dtype)
         out[key] = values.view(np.int32 if dtype is np.float32 else np.int16)
     return out
@@ -347,6 +394,9 @@ def main(argv=None) -> int:
     device = sub.add_parser("device", help="run the plan on the GPU (numpy, PyTorch, cuDNN)")
     device.add_argument("--out", type=Path, required=True)
     device.add_argument("--deadline", type=float, default=240.0, help="seconds after which cases are skipped")
+    device.add_argument(
+        "--plan", type=int, default=1, choices=(1, 2, 3), help="1: the fixed shapes; 2: random shapes; 3: FFT"
+    )
     trim = sub.add_parser("trim", help="the test-data archive: operands as sha256, few workspaces")
     trim.add_argument("source", type=Path, help="a folder of this script's npz files")
     trim.add_argument("dest", type=Path)
@@ -354,7 +404,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.command == "trim":
         return trim_main(args.source, args.dest, args.keep_workspace)
-    return device_main(args.out, args.deadline)
+    return device_main(args.out, args.deadline, args.plan)
 
 
 if __name__ == "__main__":

@@ -1,25 +1,45 @@
-"""cuDNN's 13-point Winograd kernels (``winograd_nonfused::…9x9_5x5``) against what an H200
-wrote to cuDNN's workspace (``benchmarks/captures/cudnn_algos.py``: the algorithm called by
-number through cuDNN's legacy API, the workspace read back after the call). Bits compared, no
-tolerance: the data transform Bᵀ d B (:func:`emu.winograd.cudnn_data_rows_13`) and the GEMM
-that follows it (one fp32 FMA chain over the tiles, ascending)."""
+"""cuDNN's Winograd kernels (``winograd_nonfused::…``) against H200 captures made by calling
+the algorithm by number through cuDNN's legacy API, with cuDNN's workspace read back after the
+call (``benchmarks/captures/cudnn_algos.py``). Bits compared, no tolerance: every convolution
+there of cuDNN's fp32 kernels (``<float, …>``: 4×4 and 13-point; forward, backward data and
+weight gradient; fp32, fp16 and bf16 operands; one weight gradient through cuBLAS ``gemmSN``
+instead of the xmma GEMM), and, on the workspace, the 13-point data transform Bᵀ d B
+(:func:`emu.winograd.cudnn_data_rows_13`), the delta transform G e Gᵀ
+(:func:`emu.winograd.cudnn_wgrad_delta_rows_13`) and the GEMM between them (one fp32 FMA chain
+over the tiles, ascending)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
 import tarfile
+from fractions import Fraction
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 from emu.simt import fma_gemm
-from emu.winograd import CUDNN_13_POINTS, TransformOrder, cudnn_data_rows_13, toom_cook_tile, transform
+from emu.winograd import (
+    CUDNN_13_POINTS,
+    TransformOrder,
+    cudnn_data_rows_13,
+    cudnn_fprop_f4x4_3x3,
+    cudnn_fprop_f9x9_5x5,
+    cudnn_wgrad_delta_rows_13,
+    cudnn_wgrad_f3x3_4x4,
+    cudnn_wgrad_f5x5_9x9,
+    literal8,
+    toom_cook_tile,
+    transform,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ARCHIVE = ROOT / "tests" / "data" / "captures" / "h200_probes" / "cudnn_algos.tar.gz"
+RANDOM_SHAPES = ARCHIVE.with_name("cudnn_algos2.tar.gz")  # plan 2: 72 random shapes, made after the fit
 RECIPE = ROOT / "benchmarks" / "captures" / "cudnn_algos.py"
 # (case, tiles padded to): the workspace holds V as [13·13 positions][C][tiles padded]
 WITH_WORKSPACE = [
@@ -41,8 +61,9 @@ def captures(tmp_path_factory):
     with tarfile.open(ARCHIVE) as tar:
         tar.extractall(folder, filter="data")
     out = {}
-    for name, _ in WITH_WORKSPACE:
-        with np.load(folder / "cudnn_algos" / f"{name}.npz") as z:
+    for path in sorted((folder / "cudnn_algos").glob("a_*.npz")):
+        name = path.stem
+        with np.load(path) as z:
             fields = {key: z[key] for key in z.files}
         case = json.loads(str(fields["case"]))
         operands = recipe.operand_bits(case)
@@ -56,9 +77,11 @@ def differing_bits(a: np.ndarray, b: np.ndarray) -> int:
     return int(np.count_nonzero(np.ascontiguousarray(a).view(np.uint32) != np.ascontiguousarray(b).view(np.uint32)))
 
 
-def _widened(bits: np.ndarray) -> np.ndarray:
-    """fp32 values of int32 fp32 bits or int16 fp16 bits (the fp16 cases' operand type)."""
-    return bits.view(np.float32) if bits.dtype == np.int32 else bits.view(np.float16).astype(np.float32)
+def _widened(bits: np.ndarray, config: str = "float16") -> np.ndarray:
+    """fp32 values of int32 fp32 bits, or of int16 fp16 or bf16 bits (``config``)."""
+    if bits.dtype == np.int32:
+        return bits.view(np.float32)
+    return bits.view(ml_dtypes.bfloat16 if config == "bfloat16" else np.float16).astype(np.float32)
 
 
 def _tiles(x: np.ndarray, pad: int = 2) -> np.ndarray:
@@ -106,3 +129,104 @@ def test_the_gemm_is_one_fma_chain_over_the_tiles_ascending(captures):
         assert differing_bits(got, m[position]) == 0, position
         backwards = fma_gemm(np.ascontiguousarray(v[position][:, ::-1]), np.ascontiguousarray(u[position][::-1]))
         assert differing_bits(backwards, m[position]) > 0, position
+
+
+def _dy_tiles(dy: np.ndarray) -> np.ndarray:
+    """The 9×9 tiles (tiles in (n, row, column) order, K, 9, 9) of dy from (0, 0), +0 past its edge."""
+    n, k, p, q = dy.shape
+    per_side = -(-p // 9)
+    padded = np.zeros((n, k, 9 * per_side, 9 * per_side), np.float32)
+    padded[:, :, :p, :q] = dy
+    tiles = [padded[:, :, 9 * i : 9 * i + 9, 9 * j : 9 * j + 9] for i in range(per_side) for j in range(per_side)]
+    return np.stack(tiles, axis=1).reshape(-1, k, 9, 9)
+
+
+@pytest.mark.parametrize("name,pitch", [w for w in WITH_WORKSPACE if "wgrad" in w[0]])
+def test_delta_transform_is_cudnn_wgrad_delta_rows_13_bit_for_bit(captures, name, pitch):
+    case, fields, operands = captures[name]
+    e = _dy_tiles(_widened(operands["dy"]))
+    c, k, tiles = case["c"], case["k"], e.shape[0]
+    start = 169 * c * pitch
+    ws = fields["workspace"].view(np.float32)
+    want = ws[start : start + 169 * pitch * k].reshape(13, 13, pitch, k)[:, :, :tiles].transpose(2, 3, 0, 1)
+    got = cudnn_wgrad_delta_rows_13(cudnn_wgrad_delta_rows_13(e, -1), -2)
+    assert differing_bits(got, want) == 0
+    # G rounded to nearest fp32 instead of cuDNN's 8-decimal literals: the constants are what is tested
+    g = toom_cook_tile(5, 9, CUDNN_13_POINTS).fp32("G")
+    natural = transform(g, np.swapaxes(e, -1, -2), TransformOrder(fused=True))
+    assert differing_bits(np.swapaxes(natural, -1, -2), want) > 0
+
+
+def test_the_literals_are_eight_decimals_of_the_fp32_value():
+    # 1/3062.5 (the point 2's fraction): RN32 is 0.000326530612…, cuDNN's constant 0.00032653 (21 ulps off)
+    assert literal8(Fraction(2, 6125)) == np.float32(0.00032653) != np.float32(2 / 6125)
+    assert literal8(Fraction(1, 27)) == np.float32(0.03703704)
+    assert literal8(3) == np.float32(3) and literal8(Fraction(27, 8)) == np.float32(3.375)
+
+
+def _model(case: dict, x, w, dy) -> np.ndarray:
+    """The output of a capture's case by the emu.winograd order of its pass and filter."""
+    pad, r, f32 = case["pad"], case["r"], case["config"] == "float32"
+    if case["pass_"] == "wgrad":
+        return (cudnn_wgrad_f5x5_9x9 if r == 5 else cudnn_wgrad_f3x3_4x4)(x, dy, (pad, pad))
+    fprop = cudnn_fprop_f9x9_5x5 if r == 5 else functools.partial(cudnn_fprop_f4x4_3x3, fp32_tensors=f32)
+    if case["pass_"] == "fprop":
+        return fprop(x, w, (pad, pad))
+    turned = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))  # backward data: K and C swapped
+    return fprop(dy, turned, (r - 1 - pad, r - 1 - pad))
+
+
+def test_every_capture_of_the_fp32_kernels_is_identical(captures):
+    """The 45 captures cuDNN ran with its fp32 Winograd kernels (``<float, …>``): forward, backward
+    data and weight gradient, 3×3 (the 4×4 kernels) and 5×5 (the 13-point ones), fp32, fp16 and
+    bf16 operands, two or three shapes each. The 6 of the TRUE_HALF configuration
+    (``<__half, __half>``, an fp16 wmma GEMM) are not modelled."""
+    done = 0
+    for name, (case, fields, operands) in captures.items():
+        if case["config"] == "truehalf":
+            assert any("<__half, __half>" in str(k) for k in fields["kernels"])
+            continue
+        x, w, dy = (_widened(operands[k], case["config"]) for k in ("x", "w", "dy"))
+        got = _model(case, x, w, dy)
+        want = fields["out"]
+        if want.dtype == np.int16:
+            dtype = ml_dtypes.bfloat16 if case["config"] == "bfloat16" else np.float16
+            assert int(np.count_nonzero(got.astype(dtype).view(np.int16) != want)) == 0, name
+        else:
+            assert differing_bits(got, want.view(np.float32)) == 0, name
+        done += 1
+    assert done == 45
+
+
+def test_the_weight_gradient_checks_its_shapes():
+    x = np.zeros((1, 2, 9, 9), np.float32)
+    with pytest.raises(ValueError, match="dy: a 5x5 stride-1 convolution of 9x9 with padding"):
+        cudnn_wgrad_f5x5_9x9(x, np.zeros((1, 3, 8, 8), np.float32), (2, 2))
+    with pytest.raises(ValueError, match="x, dy: need"):
+        cudnn_wgrad_f5x5_9x9(x[0], np.zeros((1, 3, 9, 9), np.float32))
+
+
+def test_72_random_shapes_made_after_the_fit_are_identical(tmp_path):
+    """Plan 2 of cudnn_algos.py, run after every order here was written: 72 random draws (a pass,
+    a 3×3 or 5×5 filter, padding 0 … r // 2, N 1 … 3, C and K 1 … 48, rectangular H × W in 5 … 40,
+    fp32, fp16 or bf16 tensors), all through WINOGRAD_NONFUSED: every output of every one."""
+    if not RANDOM_SHAPES.is_file() or not RECIPE.is_file():
+        pytest.skip(f"{RANDOM_SHAPES} or {RECIPE} is absent")
+    spec = importlib.util.spec_from_file_location("cudnn_algos", RECIPE)
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    with tarfile.open(RANDOM_SHAPES) as tar:
+        tar.extractall(tmp_path, filter="data")
+    paths = sorted((tmp_path / "cudnn_algos").glob("b_*.npz"))
+    assert len(paths) == 72
+    for path in paths:
+        with np.load(path) as z:
+            case, want = json.loads(str(z["case"])), z["out"]
+        operands = recipe.operand_bits(case)
+        x, w, dy = (_widened(operands[k], case["config"]) for k in ("x", "w", "dy"))
+        got = _model(case, x, w, dy)
+        if want.dtype == np.int16:
+            dtype = ml_dtypes.bfloat16 if case["config"] == "bfloat16" else np.float16
+            assert int(np.count_nonzero(got.astype(dtype).view(np.int16) != want)) == 0, path.name
+        else:
+            assert differing_bits(got, want.view(np.float32)) == 0, path.name

@@ -19,14 +19,14 @@ F32 = np.float32
 C23 = F32(2 / 3)
 
 
-def _filter(g):  # one row of 3 -> 6: the plain rows (1, p, p²) at 0, 1, −1, 1/2, −1/2 and ∞
+def _filter(g):  # one row of 3 -> 6: the plain rows (1, p, p²) at 0, 1, −1, 1/2, −1/2 and ∞, even terms first
     h, q = F32(0.5), F32(0.25)
     return [
         g[0],
-        F32(F32(g[0] + g[1]) + g[2]),
-        F32(F32(g[0] - g[1]) + g[2]),
-        F32(F32(g[0] + h * g[1]) + q * g[2]),
-        F32(F32(g[0] - h * g[1]) + q * g[2]),
+        F32(F32(g[0] + g[2]) + g[1]),
+        F32(F32(g[0] + g[2]) - g[1]),
+        F32(F32(g[0] + q * g[2]) + h * g[1]),
+        F32(F32(g[0] + q * g[2]) - h * g[1]),
         g[2],
     ]
 
@@ -50,7 +50,7 @@ def _output(column_pass):  # one row of 6 -> 4, the documented steps
     return rows
 
 
-def _reference(x, w, pad):
+def _reference(x, w, pad, fp32_tensors=False):
     N, C, H, W = x.shape
     K = w.shape[0]
     P, Q = H + 2 * pad[0] - 2, W + 2 * pad[1] - 2
@@ -68,7 +68,7 @@ def _reference(x, w, pad):
                 for c in range(C):  # the input channels ascending
                     acc = fma_scalar(U[k, c][xi][nu], V[c][xi][nu], acc)
                 M[xi][nu] = acc
-            first = [_output(False)([M[xi][nu] for xi in range(6)]) for nu in range(6)]  # down each column
+            first = [_output(fp32_tensors)([M[xi][nu] for xi in range(6)]) for nu in range(6)]  # down each column
             rows = [[first[nu][i] for nu in range(6)] for i in range(4)]
             out[n, k, 4 * i : 4 * i + 4, 4 * j : 4 * j + 4] = [_output(True)(r) for r in rows]
     return out[:, :, :P, :Q]
@@ -92,13 +92,16 @@ def _direct(x, w, pad):
         (1, 3, 2, 6, 8, (1, 0), 12),  # wide exponent spread (cancellation, absorbed terms)
     ],
 )
-def test_matches_the_scalar_reference_bit_for_bit(N, C, K, H, W, pad, spread):
+@pytest.mark.parametrize("fp32_tensors", [False, True])
+def test_matches_the_scalar_reference_bit_for_bit(N, C, K, H, W, pad, spread, fp32_tensors):
     rng = np.random.default_rng(N * 100 + H * 10 + spread)
     x, w = random_values(rng, (N, C, H, W), spread), random_values(rng, (K, C, 3, 3), spread)
-    got = cudnn_fprop_f4x4_3x3(x, w, pad)
-    want = _reference(x, w, pad)
+    got = cudnn_fprop_f4x4_3x3(x, w, pad, fp32_tensors)
+    want = _reference(x, w, pad, fp32_tensors)
     assert got.dtype == np.float32 and got.shape == want.shape
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    if fp32_tensors:  # the two kernels' output transforms differ on such data
+        assert np.count_nonzero(got != cudnn_fprop_f4x4_3x3(x, w, pad)) > 0
 
 
 @pytest.mark.parametrize("pad", [(0, 0), (1, 1)])

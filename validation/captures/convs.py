@@ -16,6 +16,7 @@ rounding of the tap-by-tap sum; across a chunk bound fp16 outputs carry an extra
 
 from __future__ import annotations
 
+import functools
 import re
 
 import ml_dtypes
@@ -23,13 +24,21 @@ import numpy as np
 
 from emu.schedule import Schedule
 from emu.simt import fma_gemm
-from emu.winograd import TransformOrder, cudnn_fprop_f4x4_3x3, cudnn_wgrad_f3x3_4x4, winograd_conv2d
-from models.libraries import MODELLED_WINOGRAD
+from emu.winograd import (
+    TransformOrder,
+    cudnn_fprop_f4x4_3x3,
+    cudnn_fprop_f9x9_5x5,
+    cudnn_wgrad_f3x3_4x4,
+    cudnn_wgrad_f5x5_9x9,
+    winograd_conv2d,
+)
 
 from .capture import PASS_OF, Capture
 
 __all__ = [
+    "CUDNN_WINOGRAD",
     "DGRAD_ALG1",
+    "cudnn_winograd",
     "dgrad_alg1_chunk",
     "dgrad_alg1_output",
     "is_dgrad_alg1",
@@ -42,6 +51,7 @@ __all__ = [
     "shmem_tiling_layout",
     "winograd_fprop_output",
     "winograd_orders",
+    "winograd_output",
     "winograd_wgrad_output",
 ]
 
@@ -222,18 +232,22 @@ def quad_load_order(K: int, width: int = 32) -> np.ndarray:
     return seq.reshape(-1, width)[:, inst].reshape(-1)
 
 
-def _plain_3x3(cap: Capture, pass_: str) -> bool:
-    """Whether the capture is a convolution of the pass ``pass_`` with a 3×3 filter, stride 1, no
-    dilation and no groups: the convolutions Winograd F(·, 3×3) kernels compute."""
+def _plain(cap: Capture, pass_: str, r: int) -> bool:
+    """Whether the capture is a convolution of the pass ``pass_`` with an r×r filter, stride 1, no
+    dilation and no groups: the convolutions Winograd F(·, r×r) kernels compute."""
     s = cap.conv
     return (
         s is not None
         and PASS_OF[cap.op] == pass_
-        and (s.R, s.S) == (3, 3)
+        and (s.R, s.S) == (r, r)
         and tuple(s.stride) == (1, 1)
         and tuple(s.dilation) == (1, 1)
         and s.groups == 1
     )
+
+
+def _plain_3x3(cap: Capture, pass_: str) -> bool:
+    return _plain(cap, pass_, 3)
 
 
 def winograd_orders(cap: Capture) -> list[tuple[str, np.ndarray]]:
@@ -260,40 +274,83 @@ def winograd_orders(cap: Capture) -> list[tuple[str, np.ndarray]]:
     return out
 
 
+#: cuDNN's Winograd orders fp16emu models, by name: (pass, filter edge, a kernel-name pattern the
+#: capture must show, what the order is); the kernels compute in fp32 (``<float, …>``)
+CUDNN_WINOGRAD = {
+    "cudnn-fprop-4x4": ("fwd", 3, r"winogradForward(Data|Filter|Output)4x4<float,", "F(4x4, 3x3)"),
+    "cudnn-fprop-9x9": ("fwd", 5, r"winogradForward(Filter|Output)9x9_5x5<float,", "F(9x9, 5x5)"),
+    "cudnn-dgrad-4x4": ("bwd_data", 3, r"winogradForward(Data|Filter|Output)4x4<float,", "F(4x4, 3x3)"),
+    "cudnn-dgrad-9x9": ("bwd_data", 5, r"winogradForward(Filter|Output)9x9_5x5<float,", "F(9x9, 5x5)"),
+    "cudnn-wgrad-4x4": ("bwd_weight", 3, r"winogradWgrad(Data|Delta|Output)4x4<float,", "F(3x3, 4x4)"),
+    "cudnn-wgrad-9x9": ("bwd_weight", 5, r"winogradWgrad(Delta|Output)9x9_5x5<float,", "F(5x5, 9x9)"),
+}
+
+
+def cudnn_winograd(cap: Capture) -> str:
+    """The name (a key of :data:`CUDNN_WINOGRAD`) of cuDNN's Winograd order that computes the
+    capture: a stride-1 convolution without dilation or groups of the order's pass and filter
+    whose kernels include that order's; "" for any other capture."""
+    for name, (pass_, r, pattern, _) in CUDNN_WINOGRAD.items():
+        if _plain(cap, pass_, r) and any(re.search(pattern, str(k)) for k in cap.kernels):
+            return name
+    return ""
+
+
 def is_winograd_fprop(cap: Capture) -> bool:
-    """Whether the capture is a 3×3, stride-1 forward convolution (no dilation, no groups) that ran
-    cuDNN's ``winograd_nonfused::winogradForward…4x4`` kernels (:func:`winograd_fprop_output`)."""
-    return _plain_3x3(cap, "fwd") and any(
-        re.search(r"winogradForward(Data|Filter|Output)4x4<", str(k)) for k in cap.kernels
-    )
+    """Whether the capture is a forward convolution that ran cuDNN's ``winogradForward…4x4``
+    kernels (3×3 filter) or ``winogradForward…9x9_5x5`` (5×5), stride 1, no dilation, no groups
+    (:func:`winograd_fprop_output`)."""
+    return cudnn_winograd(cap).startswith("cudnn-fprop-")
 
 
 def winograd_fprop_output(cap: Capture) -> np.ndarray:
-    """The output as cuDNN's ``winogradForward{Data,Filter,Output}4x4`` kernels and their fp32
-    FFMA GEMM compute it (:func:`emu.winograd.cudnn_fprop_f4x4_3x3`: F(4×4, 3×3) at (0, ±1,
-    ±1/2), the fractions in the output transform, measured on H200 captures), in the capture's
-    output dtype. fp16/bf16 operands are widened exactly; fp32 operands are used whole."""
-    s = cap.conv
-    x = _values(cap, "input").reshape(s.N, s.C, s.H, s.W)
-    w = _values(cap, "weight").reshape(s.K, s.C, s.R, s.S)
-    return _as_out(cap, cudnn_fprop_f4x4_3x3(x, w, tuple(s.padding)))
+    """The output as cuDNN's forward Winograd kernels and their fp32 FFMA GEMM compute it, in the
+    capture's output dtype: ``winogradForward{Data,Filter,Output}4x4`` for a 3×3 filter
+    (:func:`emu.winograd.cudnn_fprop_f4x4_3x3`: F(4×4, 3×3) at (0, ±1, ±1/2), the fractions in the
+    output transform), ``…9x9_5x5`` for a 5×5 one (:func:`emu.winograd.cudnn_fprop_f9x9_5x5`:
+    F(9×9, 5×5) at 13 points); measured on H200 captures. fp16/bf16 operands are widened exactly;
+    fp32 operands are used whole."""
+    return winograd_output(cap, "cudnn-fprop-9x9" if cap.conv.R == 5 else "cudnn-fprop-4x4")
 
 
 def is_winograd_wgrad(cap: Capture) -> bool:
-    """Whether the capture is a 3×3, stride-1 weight gradient (no dilation, no groups) that ran
-    cuDNN's ``winograd_nonfused::winogradWgrad…4x4`` kernels (:func:`winograd_wgrad_output`)."""
-    return _plain_3x3(cap, "bwd_weight") and any(
-        re.search(MODELLED_WINOGRAD, str(k)) and "winogradWgrad" in str(k) for k in cap.kernels
-    )
+    """Whether the capture is a weight gradient that ran cuDNN's ``winogradWgrad…4x4`` kernels
+    (3×3 filter) or ``winogradWgrad…9x9_5x5`` (5×5), stride 1, no dilation, no groups
+    (:func:`winograd_wgrad_output`)."""
+    return cudnn_winograd(cap).startswith("cudnn-wgrad-")
 
 
 def winograd_wgrad_output(cap: Capture) -> np.ndarray:
-    """grad_weight as cuDNN's ``winogradWgrad{Data,Delta,Output}4x4`` kernels and their fp32 FFMA
-    GEMM compute it (:func:`emu.winograd.cudnn_wgrad_f3x3_4x4`: F(3×3, 4×4) at (0, ±1, ±1/2), the
-    transforms and the GEMM in fp32, the result rounded once to the output format), in the
-    capture's output dtype. fp16/bf16 operands are widened exactly; fp32 (and TF32-allowed)
-    operands are used whole (the kernels run on the CUDA cores)."""
+    """grad_weight as cuDNN's ``winograd_nonfused`` weight-gradient kernels and their fp32 GEMM
+    compute it, in the capture's output dtype: for a 3×3 filter ``winogradWgrad{Data,Delta,
+    Output}4x4`` (:func:`emu.winograd.cudnn_wgrad_f3x3_4x4`: F(3×3, 4×4) at (0, ±1, ±1/2)), for a
+    5×5 one ``winogradForwardData9x9_5x5`` + ``winogradWgrad{Delta,Output}9x9_5x5``
+    (:func:`emu.winograd.cudnn_wgrad_f5x5_9x9`: F(5×5, 9×9) at 13 points); the transforms and the
+    GEMM in fp32, the result rounded once to the output format. fp16/bf16 operands are widened
+    exactly; fp32 (and TF32-allowed) operands are used whole (the kernels run on the CUDA cores)."""
+    return winograd_output(cap, "cudnn-wgrad-9x9" if cap.conv.R == 5 else "cudnn-wgrad-4x4")
+
+
+def winograd_output(cap: Capture, order: str) -> np.ndarray:
+    """The capture's output as cuDNN's Winograd ``order`` (a key of :data:`CUDNN_WINOGRAD`)
+    computes it, in the capture's output dtype. Backward data is the forward kernels' convolution
+    of grad_output by the filter turned by 180° with K and C swapped, padded R − 1 − padding
+    (measured: the same bits as cuDNN's WINOGRAD_NONFUSED backward data, fp32, fp16 and bf16)."""
     s = cap.conv
-    x = _values(cap, "input").reshape(s.N, s.C, s.H, s.W)
+    pass_, r = CUDNN_WINOGRAD[order][:2]
+    if pass_ == "bwd_weight":
+        x = _values(cap, "input").reshape(s.N, s.C, s.H, s.W)
+        dy = _values(cap, "grad_output").reshape(s.N, s.K, s.P, s.Q)
+        wgrad = cudnn_wgrad_f5x5_9x9 if r == 5 else cudnn_wgrad_f3x3_4x4
+        return _as_out(cap, wgrad(x, dy, tuple(s.padding)))
+    if r == 5:
+        fprop = cudnn_fprop_f9x9_5x5
+    else:  # the kernels of fp32 tensors (<float, float>) round their output transform otherwise
+        fp32_tensors = np.asarray(cap.out).dtype == np.float32
+        fprop = functools.partial(cudnn_fprop_f4x4_3x3, fp32_tensors=fp32_tensors)
+    w = _values(cap, "weight").reshape(s.K, s.C, r, r)
+    if pass_ == "fwd":
+        return _as_out(cap, fprop(_values(cap, "input").reshape(s.N, s.C, s.H, s.W), w, tuple(s.padding)))
+    turned = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
     dy = _values(cap, "grad_output").reshape(s.N, s.K, s.P, s.Q)
-    return _as_out(cap, cudnn_wgrad_f3x3_4x4(x, dy, tuple(s.padding)))
+    return _as_out(cap, fprop(dy, turned, tuple(r - 1 - p for p in s.padding)))

@@ -80,6 +80,32 @@ TF32_ROUNDING_TEXT = {
 MULTIPLIED = ("A", "B", "input", "weight", "grad_output")
 
 
+_FPROP_4X4 = (
+    "Winograd F(4x4, 3x3) at (0, ±1, ±1/2), the fractions in the output transform: data, filter and output "
+    "transforms in fp32 in cuDNN's measured order, per position one fp32 FMA chain over c ascending"
+)
+_FPROP_9X9 = (
+    "Winograd F(9x9, 5x5) on 13x13 tiles at (0, ±1, ±1/2, ±1/3, ±3/2, -3, ±2), the fractions in the output "
+    "transform: data, filter and output transforms in fp32 in cuDNN's measured order, per position one fp32 FMA "
+    "chain over c ascending"
+)
+#: what each cuDNN Winograd order (:data:`.convs.CUDNN_WINOGRAD`) computes, as a candidate describes it
+WINOGRAD_TEXT = {
+    "cudnn-fprop-4x4": f"{_FPROP_4X4} (cuDNN winogradForward*4x4)",
+    "cudnn-fprop-9x9": f"{_FPROP_9X9} (cuDNN winogradForward*9x9_5x5)",
+    "cudnn-dgrad-4x4": f"{_FPROP_4X4.replace('over c', 'over k')} of grad_output by the turned filter "
+    "(cuDNN winogradForward*4x4)",
+    "cudnn-dgrad-9x9": f"{_FPROP_9X9.replace('over c', 'over k')} of grad_output by the turned filter "
+    "(cuDNN winogradForward*9x9_5x5)",
+    "cudnn-wgrad-4x4": "Winograd F(3x3, 4x4) at (0, ±1, ±1/2): data, delta and output transforms in fp32 in "
+    "cuDNN's measured order, per position one fp32 FMA chain over (image, tile row, tile column) "
+    "(cuDNN winogradWgrad*4x4)",
+    "cudnn-wgrad-9x9": "Winograd F(5x5, 9x9) on 13x13 tiles at (0, ±1, ±1/2, ±1/3, ±3/2, -3, ±2): data, delta "
+    "and output transforms in fp32 in cuDNN's measured order, per position one fp32 FMA chain over (image, "
+    "tile row, tile column) (cuDNN winogradWgrad*9x9_5x5)",
+}
+
+
 @dataclass(frozen=True)
 class Variant:
     """How a convolution becomes GEMMs (see :func:`emu.implicit_gemm.conv_pieces`); the default
@@ -106,9 +132,8 @@ class Variant:
     #: gemmK elements a quad of threads loads straight into its fragments (cuDNN's fprop kernel
     #: without shared memory, :func:`.convs.quad_load_order`; 0: none)
     quad_loads: int = 0
-    #: a Winograd order of :mod:`.convs` in place of GEMMs (``"cudnn-wgrad-4x4"``:
-    #: :func:`.convs.winograd_wgrad_output`; ``"cudnn-fprop-4x4"``: the forward kernels,
-    #: :func:`.convs.winograd_fprop_output`; ``""``: none)
+    #: a cuDNN Winograd order in place of GEMMs (a key of :data:`WINOGRAD_TEXT`, e.g.
+    #: ``"cudnn-wgrad-9x9"``: :func:`.convs.winograd_output`; ``""``: none)
     winograd: str = ""
     #: cuDNN ``wgrad2d_shmem_tiling``: the output-pixel tile edge of :func:`.convs.shmem_tiling_layout`
     #: (gemmK in its threads' groups; 0: not that kernel)
@@ -121,18 +146,8 @@ class Variant:
         return text
 
     def _order_text(self) -> str:
-        if self.winograd == "cudnn-fprop-4x4":
-            return (
-                "Winograd F(4x4, 3x3) at (0, ±1, ±1/2), the fractions in the output transform: data, filter and "
-                "output transforms in fp32 in cuDNN's measured order, per position one fp32 FMA chain over c "
-                "ascending (cuDNN winogradForward*4x4)"
-            )
         if self.winograd:
-            return (
-                "Winograd F(3x3, 4x4) at (0, ±1, ±1/2): data, delta and output transforms in fp32 in cuDNN's "
-                "measured order, per position one fp32 FMA chain over (image, tile row, tile column) "
-                "(cuDNN winogradWgrad*4x4)"
-            )
+            return WINOGRAD_TEXT[self.winograd]
         if self.pixel_tile:
             t = self.pixel_tile
             return (
@@ -583,11 +598,9 @@ def run_candidate(cap: Capture, cand: Candidate) -> np.ndarray:
 
         return dgrad_alg1_output(cap, cand.variant.position_chunk)
     if cand.variant.winograd:
-        from .convs import winograd_fprop_output, winograd_wgrad_output
+        from .convs import winograd_output
 
-        if cand.variant.winograd == "cudnn-fprop-4x4":
-            return winograd_fprop_output(cap)
-        return winograd_wgrad_output(cap)
+        return winograd_output(cap, cand.variant.winograd)
     unit = model_unit(cand.unit, cap.input)
     whole = full_fp32(cap, cand.unit)
     out = np.zeros(cap.out.size, cap.out.dtype)

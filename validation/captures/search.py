@@ -33,11 +33,10 @@ from models.libraries import from_source, matching, not_modelled, not_modelled_f
 
 from .capture import PASS_OF, Capture
 from .convs import (
+    cudnn_winograd,
     dgrad_alg1_chunk,
     dgrad_alg1_output,
     is_dgrad_alg1,
-    is_winograd_fprop,
-    is_winograd_wgrad,
     winograd_orders,
 )
 from .gemms import (
@@ -420,9 +419,9 @@ def _dgrad_alg1(cap: Capture, unit_name: str, t0: float):
 
 
 def _winograd(cap: Capture, unit_name: str, t0: float) -> SearchResult:
-    """A convolution that ran cuDNN's Winograd kernels. A weight gradient of ``winogradWgrad…4x4``
-    is tried first as those kernels compute it (:func:`.convs.winograd_wgrad_output`, measured on
-    H200 captures), a forward of ``winogradForward…4x4`` likewise (:func:`.convs.winograd_fprop_output`);
+    """A convolution that ran cuDNN's Winograd kernels. Where they are ones fp16emu models
+    (:func:`.convs.cudnn_winograd`: the forward, backward-data and weight-gradient 4×4 and 13-point
+    kernels, measured on H200 captures) that order is tried first (:func:`.convs.winograd_output`);
     then the direct fp32 FMA chains (gemmK in each order of the pass, and the warp halving of a
     weight gradient). The one that gives the most output bits is
     ``best``; every output bit: ``identical``; else ``not-modelled`` (family ``Winograd``) with
@@ -432,10 +431,8 @@ def _winograd(cap: Capture, unit_name: str, t0: float) -> SearchResult:
     pass_ = PASS_OF[cap.op]
     plain = emu.Schedule(output=cap.out_format)
     tried = []
-    if is_winograd_wgrad(cap):
-        tried.append(Candidate("fma32", Variant(winograd="cudnn-wgrad-4x4"), plain, "cudnn-winograd"))
-    if is_winograd_fprop(cap):
-        tried.append(Candidate("fma32", Variant(winograd="cudnn-fprop-4x4"), plain, "cudnn-winograd"))
+    if cudnn_winograd(cap):
+        tried.append(Candidate("fma32", Variant(winograd=cudnn_winograd(cap)), plain, "cudnn-winograd"))
     tried += [Candidate("fma32", Variant(o), plain) for o in K_ORDERS[pass_]]
     if pass_ == "bwd_weight":
         halving = emu.Schedule(splits=32, split_rule="strided", reduction="halving", output=cap.out_format)

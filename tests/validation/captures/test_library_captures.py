@@ -49,22 +49,29 @@ def test_the_search_finds_each_family_from_the_output(case):
 
 
 def test_a_winograd_kernel_is_named_as_not_modelled(tmp_path):
-    """The 9×9 Winograd kernels cuDNN takes for 5×5 weight gradients are named as not modelled;
-    the 4×4 weight gradient's (winogradWgrad*4x4: emu.winograd.cudnn_wgrad_f3x3_4x4) and
-    forward's (winogradForward*4x4: emu.winograd.cudnn_fprop_f4x4_3x3) are not."""
+    """cuDNN's TRUE_HALF Winograd kernels (``<__half, __half>``: fp16 arithmetic) are named as not
+    modelled; the fp32 ones are not: the 4×4 weight gradient's (winogradWgrad*4x4:
+    emu.winograd.cudnn_wgrad_f3x3_4x4), the 4×4 forward's (winogradForward*4x4:
+    emu.winograd.cudnn_fprop_f4x4_3x3) and the 13-point ones (emu.winograd.cudnn_wgrad_f5x5_9x9,
+    cudnn_fprop_f9x9_5x5)."""
     from models.libraries import not_modelled
 
     wgrad = load_capture(DATA / "h200_dev" / "c3x3_c32_k32_h16_nchw_bwd_weight.npz")
     assert any("winograd" in k for k in wgrad.kernels) and not_modelled(wgrad.kernels) == []
     fwd = load_capture(DATA / "h200_s16" / "t_conv2d_n2c24k40h10r3s1p0_conti_f16.npz")
     assert any("winogradForward" in k for k in fwd.kernels) and not_modelled(fwd.kernels) == []
+    ns = "void cudnn::winograd_nonfused::"
     nine = [  # an H200 5×5 weight gradient (tests/data/captures/h200_probes, set 4)
-        "void cudnn::winograd_nonfused::winogradForwardData9x9_5x5<float, __half>(cudnn::winograd_nonfused::"
-        "WinogradDataParams<float, __half>)",
-        "void cudnn::winograd_nonfused::winogradWgradDelta9x9_5x5<float, __half>(cudnn::winograd_nonfused::"
-        "WinogradDeltaParams<float, __half>)",
+        f"{ns}winogradForwardData9x9_5x5<float, __half>(cudnn::winograd_nonfused::WinogradDataParams<float, __half>)",
+        f"{ns}winogradWgradDelta9x9_5x5<float, __half>(cudnn::winograd_nonfused::WinogradDeltaParams<float, __half>)",
+        "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel",
+        f"{ns}winogradWgradOutput9x9_5x5<float, __half>(cudnn::winograd_nonfused::WinogradOutputParams<float, __half>)",
     ]
-    assert not_modelled(nine) and "Winograd" in not_modelled(nine)[0]
+    assert not_modelled(nine) == []
+    forward = [nine[0], nine[0].replace("ForwardData", "ForwardFilter").replace("DataParams", "FilterParams")]
+    assert not_modelled(forward) == []  # the 13-point forward (emu.winograd.cudnn_fprop_f9x9_5x5)
+    true_half = [k.replace("<float, __half>", "<__half, __half>") for k in wgrad.kernels]  # fp16 arithmetic
+    assert not_modelled(true_half) and "Winograd" in not_modelled(true_half)[0]
 
 
 def test_identify_answers_in_json_and_exits_by_the_answer(tmp_path, capsys, monkeypatch):
