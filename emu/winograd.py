@@ -470,6 +470,49 @@ def cudnn_wgrad_output_rows_13(M: np.ndarray, axis: int) -> np.ndarray:
     return np.stack(rows, axis=axis)
 
 
+def _wgrad_positionwise(x, dy, r: int, m: int, padding, data, delta, output) -> np.ndarray:
+    """The weight gradient dW (K, C, r, r) of an r×r, stride-1 convolution by a Winograd F(r×r,
+    m×m) with its steps given: dy (N, K, P, Q) cut into m×m tiles from (0, 0) (+0 past its edge),
+    x (N, C, H, W) into the α×α tiles (α = m + r − 1) they see, from −padding (+0 outside x);
+    V = ``data``(x tiles), U = ``delta``(dy tiles) (both over the last two axes); per position of
+    the α×α tile M = U·V (K × C), one fp32 FMA chain from +0 over the tiles (image, tile row,
+    tile column) ascending (cuDNN's ``…ffma`` GEMM); dW = ``output``(M (K, C, α, α)). x, dy:
+    float32 values or uint32 patterns. Returns float32."""
+    x, dy = np.asarray(fp32_values(x, "x")), np.asarray(fp32_values(dy, "dy"))
+    if x.ndim != 4 or dy.ndim != 4 or x.shape[0] != dy.shape[0]:
+        raise ValueError(f"x, dy: need (N, C, H, W) and (N, K, P, Q), got {x.shape} and {dy.shape}")
+    N, C, H, W = x.shape
+    K, P, Q = dy.shape[1:]
+    ph, pw = padding
+    if (P, Q) != (H + 2 * ph - r + 1, W + 2 * pw - r + 1):
+        want = f"{H + 2 * ph - r + 1}x{W + 2 * pw - r + 1}"
+        raise ValueError(
+            f"dy: a {r}x{r} stride-1 convolution of {H}x{W} with padding {padding} gives {want}, got {P}x{Q}"
+        )
+    a = m + r - 1
+    th, tw = -(-P // m), -(-Q // m)
+    e = np.zeros((N, K, th * m, tw * m), np.float32)
+    e[:, :, :P, :Q] = dy
+    xp = np.zeros((N, C, th * m + r - 1, tw * m + r - 1), np.float32)
+    hh, ww = min(H, xp.shape[2] - ph), min(W, xp.shape[3] - pw)
+    xp[:, :, ph : ph + hh, pw : pw + ww] = x[:, :, :hh, :ww]
+    d = np.empty((N, C, th, tw, a, a), np.float32)
+    et = np.empty((N, K, th, tw, m, m), np.float32)
+    for i in range(th):
+        for j in range(tw):
+            d[:, :, i, j] = xp[:, :, m * i : m * i + a, m * j : m * j + a]
+            et[:, :, i, j] = e[:, :, m * i : m * i + m, m * j : m * j + m]
+    V, U = data(d), delta(et)
+    L = N * th * tw
+    Vp = V.transpose(4, 5, 0, 2, 3, 1).reshape(a, a, L, C)
+    Up = U.transpose(4, 5, 1, 0, 2, 3).reshape(a, a, K, L)
+    M = np.empty((K, C, a, a), np.float32)
+    for xi in range(a):
+        for nu in range(a):
+            M[:, :, xi, nu] = fma_gemm(np.ascontiguousarray(Up[xi, nu]), np.ascontiguousarray(Vp[xi, nu]))
+    return output(M)
+
+
 def cudnn_wgrad_f5x5_9x9(x, dy, padding: tuple[int, int] = (2, 2)) -> np.ndarray:
     """The weight gradient dW (K, C, 5, 5) of a 5×5, stride-1 convolution as cuDNN's
     ``winograd_nonfused::winogradForwardData9x9_5x5``, ``winogradWgradDelta9x9_5x5`` and
@@ -486,39 +529,17 @@ def cudnn_wgrad_f5x5_9x9(x, dy, padding: tuple[int, int] = (2, 2)) -> np.ndarray
     of the 13×13 tile, M = U·V (K × C) one fp32 FMA chain from +0 over the tiles (image, tile
     row, tile column) ascending; then dW = Aᵀ M A (:func:`cudnn_wgrad_output_rows_13`), the pass along
     the first axis first."""
-    x, dy = np.asarray(fp32_values(x, "x")), np.asarray(fp32_values(dy, "dy"))
-    if x.ndim != 4 or dy.ndim != 4 or x.shape[0] != dy.shape[0]:
-        raise ValueError(f"x, dy: need (N, C, H, W) and (N, K, P, Q), got {x.shape} and {dy.shape}")
-    N, C, H, W = x.shape
-    K, P, Q = dy.shape[1:]
-    ph, pw = padding
-    if (P, Q) != (H + 2 * ph - 4, W + 2 * pw - 4):
-        raise ValueError(
-            f"dy: a 5x5 stride-1 convolution of {H}x{W} with padding {padding} gives {H + 2 * ph - 4}x{W + 2 * pw - 4}, got {P}x{Q}"
-        )
-    th, tw = -(-P // 9), -(-Q // 9)
-    e = np.zeros((N, K, th * 9, tw * 9), np.float32)
-    e[:, :, :P, :Q] = dy
-    xp = np.zeros((N, C, th * 9 + 4, tw * 9 + 4), np.float32)
-    hh, ww = min(H, xp.shape[2] - ph), min(W, xp.shape[3] - pw)
-    xp[:, :, ph : ph + hh, pw : pw + ww] = x[:, :, :hh, :ww]
-    d = np.empty((N, C, th, tw, 13, 13), np.float32)
-    et = np.empty((N, K, th, tw, 9, 9), np.float32)
-    for i in range(th):
-        for j in range(tw):
-            d[:, :, i, j] = xp[:, :, 9 * i : 9 * i + 13, 9 * j : 9 * j + 13]
-            et[:, :, i, j] = e[:, :, 9 * i : 9 * i + 9, 9 * j : 9 * j + 9]
     with np.errstate(over="ignore", invalid="ignore"):
-        V = cudnn_data_rows_13(cudnn_data_rows_13(d, 5), 4)
-        U = cudnn_wgrad_delta_rows_13(cudnn_wgrad_delta_rows_13(et, 5), 4)
-        L = N * th * tw
-        Vp = V.transpose(4, 5, 0, 2, 3, 1).reshape(13, 13, L, C)
-        Up = U.transpose(4, 5, 1, 0, 2, 3).reshape(13, 13, K, L)
-        M = np.empty((K, C, 13, 13), np.float32)
-        for xi in range(13):
-            for nu in range(13):
-                M[:, :, xi, nu] = fma_gemm(np.ascontiguousarray(Up[xi, nu]), np.ascontiguousarray(Vp[xi, nu]))
-        return cudnn_wgrad_output_rows_13(cudnn_wgrad_output_rows_13(M, 2), 3)
+        return _wgrad_positionwise(
+            x,
+            dy,
+            5,
+            9,
+            padding,
+            lambda d: cudnn_data_rows_13(cudnn_data_rows_13(d, 5), 4),
+            lambda e: cudnn_wgrad_delta_rows_13(cudnn_wgrad_delta_rows_13(e, 5), 4),
+            lambda M: cudnn_wgrad_output_rows_13(cudnn_wgrad_output_rows_13(M, 2), 3),
+        )
 
 
 @functools.lru_cache(maxsize=1)
@@ -632,41 +653,24 @@ def cudnn_wgrad_f3x3_4x4(x, dy, padding: tuple[int, int] = (0, 0)) -> np.ndarray
     fused). Per position (ξ, ν) of the 6×6 tile, M = U·V (K × C) is one fp32 FMA chain from +0
     over the tiles (image n, tile row, tile column) ascending (the ``…ffma`` GEMM). Then
     dW = Gᵀ M G (rows first, then columns, :func:`_wgrad_output_rows`). Returns float32."""
-    x, dy = np.asarray(fp32_values(x, "x")), np.asarray(fp32_values(dy, "dy"))
-    if x.ndim != 4 or dy.ndim != 4 or x.shape[0] != dy.shape[0]:
-        raise ValueError(f"x, dy: need (N, C, H, W) and (N, K, P, Q), got {x.shape} and {dy.shape}")
-    N, C, H, W = x.shape
-    K, P, Q = dy.shape[1:]
-    ph, pw = padding
-    if (P, Q) != (H + 2 * ph - 2, W + 2 * pw - 2):
-        raise ValueError(
-            f"dy: a 3x3 stride-1 convolution of {H}x{W} with padding {padding} gives {H + 2 * ph - 2}x{W + 2 * pw - 2}, got {P}x{Q}"
-        )
-    th, tw = -(-P // 4), -(-Q // 4)
-    e = np.zeros((N, K, th * 4, tw * 4), np.float32)
-    e[:, :, :P, :Q] = dy
-    xp = np.zeros((N, C, th * 4 + 2, tw * 4 + 2), np.float32)
-    hh, ww = min(H, xp.shape[2] - ph), min(W, xp.shape[3] - pw)
-    xp[:, :, ph : ph + hh, pw : pw + ww] = x[:, :, :hh, :ww]
-    d = np.empty((N, C, th, tw, 6, 6), np.float32)
-    et = np.empty((N, K, th, tw, 4, 4), np.float32)
-    for i in range(th):
-        for j in range(tw):
-            d[:, :, i, j] = xp[:, :, 4 * i : 4 * i + 6, 4 * j : 4 * j + 6]
-            et[:, :, i, j] = e[:, :, 4 * i : 4 * i + 4, 4 * j : 4 * j + 4]
-    with np.errstate(over="ignore", invalid="ignore"):
-        V = cudnn_data_rows(cudnn_data_rows(d, 4), 5)
-        T = _wgrad_delta_rows(et, 4)
+
+    def delta(e):
+        T = _wgrad_delta_rows(e, 4)
         U = _wgrad_delta_rows(T, 5)
         U[..., 5, :] = _wgrad_delta_rows(T[..., 5, :], 4, fused_12=False)
-        L = N * th * tw
-        Vp = V.transpose(4, 5, 0, 2, 3, 1).reshape(6, 6, L, C)
-        Up = U.transpose(4, 5, 1, 0, 2, 3).reshape(6, 6, K, L)
-        M = np.empty((K, C, 6, 6), np.float32)
-        for xi in range(6):
-            for nu in range(6):
-                M[:, :, xi, nu] = fma_gemm(np.ascontiguousarray(Up[xi, nu]), np.ascontiguousarray(Vp[xi, nu]))
-        return _wgrad_output_rows(_wgrad_output_rows(M, 2), 3)
+        return U
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _wgrad_positionwise(
+            x,
+            dy,
+            3,
+            4,
+            padding,
+            lambda d: cudnn_data_rows(cudnn_data_rows(d, 4), 5),
+            delta,
+            lambda M: _wgrad_output_rows(_wgrad_output_rows(M, 2), 3),
+        )
 
 
 def _fprop_output_rows(M: np.ndarray, axis: int, column_pass: bool) -> np.ndarray:

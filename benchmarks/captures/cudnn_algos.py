@@ -5,7 +5,7 @@ operands (whose 16-bit outputs hide most of the order), also run on fp32 operand
 that the workspace, which holds the transformed data, filter and products between the kernels,
 comes back too.
 
-    python3 benchmarks/captures/cudnn_algos.py device --out DIR [--plan 1, 2 or 3] [--deadline 240]
+    python3 benchmarks/captures/cudnn_algos.py device --out DIR [--plan 1 … 4] [--deadline 240]
 
 Each case: one convolution (NCHW, cross-correlation, stride 1) with operands drawn uniform in
 [-1, 1) from a fixed numpy seed and rounded to the operand type, run twice (the second run under
@@ -27,12 +27,16 @@ import glob
 import io
 import json
 import os
+import sys
 import tarfile
 import time
 import traceback
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a plain file on the GPU machine
+from probe_orders import session_summary  # noqa: E402
 
 FLOAT, HALF, BFLOAT16 = 0, 2, 9
 NCHW, CROSS_CORRELATION = 0, 1
@@ -60,6 +64,8 @@ def cases(plan_number: int = 1) -> list[dict]:
         return random_cases()
     if plan_number == 3:
         return fft_cases()
+    if plan_number == 4:
+        return fft_cases(impulse=True)
     plan, seed = [], 377000
     shapes5 = [(2, 32, 32, 16), (1, 16, 8, 9), (3, 12, 20, 11)]  # (N, C, K, H)
     shapes3 = [(2, 32, 32, 16), (1, 8, 16, 10)]
@@ -108,22 +114,24 @@ def random_cases(count: int = 72) -> list[dict]:
     return plan
 
 
-def fft_cases() -> list[dict]:
+def fft_cases(impulse: bool = False) -> list[dict]:
     """Plan 3, for a later look at cuDNN's FFT convolutions (PyTorch takes them for fp32 5×5 weight
     gradients, ``flip_filter`` + ``fft2d_r2c_32x32`` + a complex GEMM + ``fft2d_c2r_32x32``): the
     FFT and FFT_TILING algorithms of every pass on small shapes, fp32 and fp16 tensors, the
     workspace kept (it holds the transformed tiles); seeds 379001 on."""
     shapes = [(1, 4, 8, 16, 5, 2), (2, 3, 5, 12, 3, 1), (1, 8, 4, 24, 5, 0)]  # (N, C, K, H, r, pad)
+    if impulse:  # plan 4: every position of a 16×16 and a 12×12 image once, and of a 5×5 and 3×3 filter
+        shapes = [(1, 256, 4, 16, 5, 2), (1, 144, 4, 12, 3, 1)]
     algos = [("fprop", 4, "fft"), ("fprop", 5, "fft_tiling"), ("dgrad", 2, "fft"), ("dgrad", 3, "fft_tiling"),
              ("wgrad", 2, "fft"), ("wgrad", 6, "fft_tiling")]  # fmt: skip
-    plan, seed = [], 379000
-    for config in ("float32", "float16"):
+    plan, seed = [], 379000 + 100 * impulse
+    for config in ("float32",) if impulse else ("float32", "float16"):
         for n, c, k, h, r, pad in shapes:
             for pass_, algo, algo_name in algos:
                 seed += 1
-                name = f"f_{pass_}_{algo_name}_n{n}c{c}k{k}h{h}r{r}p{pad}_{config}"
+                name = f"{'g' if impulse else 'f'}_{pass_}_{algo_name}_n{n}c{c}k{k}h{h}r{r}p{pad}_{config}"
                 plan.append(dict(name=name, pass_=pass_, algo=algo, config=config, n=n, c=c, k=k, h=h, r=r,
-                                 pad=pad, seed=seed))  # fmt: skip
+                                 pad=pad, seed=seed, **({"operands": "impulses"} if impulse else {})))  # fmt: skip
     return plan
 
 
@@ -188,8 +196,25 @@ class Cudnn:
         return desc
 
 
-def _operand(torch, rng, shape, config: str):
-    values = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+def impulses(shape) -> np.ndarray:
+    """Plan 4's operands: +1 at one position per (image, channel) pair t = n·C + c, position
+    t mod (H·W) in row-major order, +0 elsewhere, so that a transform of the data reads out the
+    transform's own constants (the twiddles and their products) bit for bit."""
+    n, c, h, w = shape
+    out = np.zeros(shape, np.float32)
+    for t in range(n * c):
+        out[t // c, t % c, (t % (h * w)) // w, t % w] = 1.0
+    return out
+
+
+def _draw(rng, shape, case: dict) -> np.ndarray:
+    if case.get("operands") == "impulses":
+        return impulses(shape)
+    return rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+
+
+def _operand(torch, rng, shape, config: str, case: dict | None = None):
+    values = _draw(rng, shape, case or {})
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}.get(config, torch.float16)
     return torch.from_numpy(values).to(dtype).cuda()
 
@@ -208,9 +233,9 @@ def run_case(torch, cudnn: Cudnn, case: dict) -> dict:
     width = case.get("width", h)
     p, q = h + 2 * pad - r + 1, width + 2 * pad - r + 1
     rng = np.random.default_rng(case["seed"])
-    x = _operand(torch, rng, (n, c, h, width), case["config"])
-    w = _operand(torch, rng, (k, c, r, r), case["config"])
-    dy = _operand(torch, rng, (n, k, p, q), case["config"])
+    x = _operand(torch, rng, (n, c, h, width), case["config"], case)
+    w = _operand(torch, rng, (k, c, r, r), case["config"], case)
+    dy = _operand(torch, rng, (n, k, p, q), case["config"], case)
     x_desc, y_desc = cudnn.tensor(data_type, x.shape), cudnn.tensor(data_type, dy.shape)
     w_desc, conv = cudnn.filter(data_type, w.shape), cudnn.convolution(pad, compute)
     lib, algo, size = cudnn.lib, case["algo"], ctypes.c_size_t(0)
@@ -324,16 +349,7 @@ def device_main(out: Path, deadline_s: float, plan_number: int = 1) -> int:
                     f"err={fields['max_abs_error']:.3g} differs={fields['repeat_differs']} {kernels}"
                 )
         (out / f"cudnn_algos{'' if plan_number == 1 else plan_number}_{config}.tar.gz").write_bytes(archive.getvalue())
-    session = {
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "cuda": str(torch.version.cuda),
-        "cudnn": torch.backends.cudnn.version(),
-        "seconds": round(time.time() - start, 1),
-        "ok": sum(line.startswith("OK ") for line in lines),
-        "failed": sum(line.startswith("FAIL ") for line in lines),
-        "date": time.strftime("%Y-%m-%d"),
-    }
+    session = session_summary(torch, lines, start)
     (out / "log.txt").write_text("\n".join(lines) + "\n")
     (out / "session.json").write_text(json.dumps(session, indent=1) + "\n")
     print(json.dumps(session, indent=1))
@@ -354,7 +370,7 @@ def operand_bits(case: dict) -> dict[str, np.ndarray]:
     dtype = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16}.get(case["config"], np.float16)
     out = {}
     for key, shape in (("x", (n, c, h, width)), ("w", (k, c, r, r)), ("dy", (n, k, p, q))):
-        values = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32).astype(dtype)
+        values = _draw(rng, shape, case).astype(dtype)
         out[key] = values.view(np.int32 if dtype is np.float32 else np.int16)
     return out
 

@@ -463,6 +463,21 @@ def _plan_entry(case: dict, name: str) -> dict:
     return entry
 
 
+def session_summary(torch, lines: list[str], start: float) -> dict:
+    """What a device run records beside its captures: the GPU, the library versions, the seconds
+    since ``start``, the cases taken and failed (``lines`` starting "OK " and "FAIL "), the date."""
+    return {
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        "torch": torch.__version__,
+        "cuda": str(torch.version.cuda),
+        "cudnn": torch.backends.cudnn.version(),
+        "seconds": round(time.time() - start, 1),
+        "ok": sum(line.startswith("OK ") for line in lines),
+        "failed": sum(line.startswith("FAIL ") for line in lines),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
 def device_main(out: Path, deadline_s: float, device: str = "cuda", probe_set: int = 1) -> int:
     import torch
 
@@ -502,16 +517,7 @@ def device_main(out: Path, deadline_s: float, device: str = "cuda", probe_set: i
             lines.append(traceback.format_exc()[-600:])
     out.mkdir(parents=True, exist_ok=True)
     (work / "log.txt").write_text("\n".join(lines) + "\n")
-    session = {
-        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-        "torch": torch.__version__,
-        "cuda": str(torch.version.cuda),
-        "cudnn": torch.backends.cudnn.version(),
-        "seconds": round(time.time() - start, 1),
-        "ok": sum(line.startswith("OK ") for line in lines),
-        "failed": sum(line.startswith("FAIL ") for line in lines),
-        "date": time.strftime("%Y-%m-%d"),
-    }
+    session = session_summary(torch, lines, start)
     (work / "session.json").write_text(json.dumps(session, indent=1) + "\n")
     with tarfile.open(out / f"probes_set{probe_set}.tar.gz", "w:gz") as tar:  # one file: few come back
         tar.add(work, arcname="probes")
