@@ -28,6 +28,7 @@ __all__ = [
     "from_source",
     "is_amd",
     "splitk_merges",
+    "CUDNN_WINOGRAD",
     "MODELLED_WINOGRAD",
     "NOT_MODELLED",
     "UNRESOLVED",
@@ -502,6 +503,19 @@ MODELLED_WINOGRAD = (
     r"winograd_nonfused::winograd((Wgrad(Data|Delta|Output)|Forward(Data|Filter|Output))4x4"
     r"|Forward(Data|Filter|Output)9x9_5x5|Wgrad(Delta|Output)9x9_5x5)<float,"
 )
+
+
+#: cuDNN's Winograd orders fp16emu models, by name: (pass, filter edge, a kernel-name pattern the
+#: capture must show, the tile); the kernels compute in fp32 (``<float, …>``). Backward data runs the
+#: forward kernels. The orders: emu.winograd.cudnn_{fprop_f4x4_3x3,fprop_f9x9_5x5,wgrad_f3x3_4x4,wgrad_f5x5_9x9}
+CUDNN_WINOGRAD = {
+    "cudnn-fprop-4x4": ("fwd", 3, r"winogradForward(Data|Filter|Output)4x4<float,", "F(4x4, 3x3)"),
+    "cudnn-fprop-9x9": ("fwd", 5, r"winogradForward(Filter|Output)9x9_5x5<float,", "F(9x9, 5x5)"),
+    "cudnn-dgrad-4x4": ("bwd_data", 3, r"winogradForward(Data|Filter|Output)4x4<float,", "F(4x4, 3x3)"),
+    "cudnn-dgrad-9x9": ("bwd_data", 5, r"winogradForward(Filter|Output)9x9_5x5<float,", "F(9x9, 5x5)"),
+    "cudnn-wgrad-4x4": ("bwd_weight", 3, r"winogradWgrad(Data|Delta|Output)4x4<float,", "F(3x3, 4x4)"),
+    "cudnn-wgrad-9x9": ("bwd_weight", 5, r"winogradWgrad(Delta|Output)9x9_5x5<float,", "F(5x5, 9x9)"),
+}
 
 
 def not_modelled(kernels) -> list[str]:

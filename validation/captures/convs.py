@@ -32,6 +32,7 @@ from emu.winograd import (
     cudnn_wgrad_f5x5_9x9,
     winograd_conv2d,
 )
+from models.libraries import CUDNN_WINOGRAD
 
 from .capture import PASS_OF, Capture
 
@@ -272,18 +273,6 @@ def winograd_orders(cap: Capture) -> list[tuple[str, np.ndarray]]:
             text = f"Winograd {tile}, transforms in fp32 {'fused' if fused else 'unfused'}, per position one FMA chain over c"
             out.append((text, _as_out(cap, y)))
     return out
-
-
-#: cuDNN's Winograd orders fp16emu models, by name: (pass, filter edge, a kernel-name pattern the
-#: capture must show, what the order is); the kernels compute in fp32 (``<float, …>``)
-CUDNN_WINOGRAD = {
-    "cudnn-fprop-4x4": ("fwd", 3, r"winogradForward(Data|Filter|Output)4x4<float,", "F(4x4, 3x3)"),
-    "cudnn-fprop-9x9": ("fwd", 5, r"winogradForward(Filter|Output)9x9_5x5<float,", "F(9x9, 5x5)"),
-    "cudnn-dgrad-4x4": ("bwd_data", 3, r"winogradForward(Data|Filter|Output)4x4<float,", "F(4x4, 3x3)"),
-    "cudnn-dgrad-9x9": ("bwd_data", 5, r"winogradForward(Filter|Output)9x9_5x5<float,", "F(9x9, 5x5)"),
-    "cudnn-wgrad-4x4": ("bwd_weight", 3, r"winogradWgrad(Data|Delta|Output)4x4<float,", "F(3x3, 4x4)"),
-    "cudnn-wgrad-9x9": ("bwd_weight", 5, r"winogradWgrad(Delta|Output)9x9_5x5<float,", "F(5x5, 9x9)"),
-}
 
 
 def cudnn_winograd(cap: Capture) -> str:

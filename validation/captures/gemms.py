@@ -89,7 +89,7 @@ _FPROP_9X9 = (
     "transform: data, filter and output transforms in fp32 in cuDNN's measured order, per position one fp32 FMA "
     "chain over c ascending"
 )
-#: what each cuDNN Winograd order (:data:`.convs.CUDNN_WINOGRAD`) computes, as a candidate describes it
+#: what each cuDNN Winograd order (:data:`models.libraries.CUDNN_WINOGRAD`) computes, as a candidate describes it
 WINOGRAD_TEXT = {
     "cudnn-fprop-4x4": f"{_FPROP_4X4} (cuDNN winogradForward*4x4)",
     "cudnn-fprop-9x9": f"{_FPROP_9X9} (cuDNN winogradForward*9x9_5x5)",
