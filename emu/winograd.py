@@ -407,8 +407,33 @@ def cudnn_data_rows_13(X: np.ndarray, axis: int) -> np.ndarray:
 def literal8(value) -> np.float32:
     """A constant as cuDNN's 13-point kernels hold it (measured): the fp32 rounding of the exact
     value, printed with 8 digits after the decimal point, read back as an fp32 literal (e.g.
-    2⁸/3062.5 → 0.08359183, not RN32 of 0.0835918367…); exact for integers and short dyadics."""
+    1/3062.5 → 0.00032653, 21 ulps below RN32(0.000326530612…)); exact for integers and short
+    dyadics."""
     return np.float32(float(f"{float(np.float32(float(value))):.8f}"))
+
+
+def _chain_rows(C: np.ndarray, X: np.ndarray, axis: int, from_k1=frozenset()) -> np.ndarray:
+    """C·X along ``axis`` (C fp32 constants): row i one FMA chain over k ascending, zero
+    coefficients skipped, the first term ``x`` itself where its coefficient is 1 (else the
+    rounded product), ±1 terms added; rows in ``from_k1`` start from their second nonzero term,
+    then the first (nvcc's contraction of ``c0·x0 + c1·x1 + …``)."""
+    x = [np.take(X, k, axis=axis) for k in range(C.shape[1])]
+    rows = []
+    for i in range(C.shape[0]):
+        order = [k for k in range(C.shape[1]) if C[i, k] != 0]
+        if i in from_k1 and len(order) > 1:
+            order[0], order[1] = order[1], order[0]
+        acc = None
+        for k in order:
+            c = C[i, k]
+            if acc is None:
+                acc = x[k] if c == 1 else _rn(c * x[k])
+            elif c in (1, -1):
+                acc = _rn(acc + c * x[k])
+            else:
+                acc = fma32(np.broadcast_to(c, x[k].shape), x[k], acc)
+        rows.append(acc)
+    return np.stack(rows, axis=axis)
 
 
 #: rows of the 13-point delta transform whose FMA chain starts from the k = 1 product (measured:
@@ -417,9 +442,9 @@ _DELTA13_FROM_K1 = frozenset({1, 2, 5, 6, 10, 11})
 
 
 @functools.lru_cache(maxsize=1)
-def _delta13() -> tuple[tuple[np.float32, ...], ...]:
+def _delta13() -> np.ndarray:
     tile = toom_cook_tile(5, 9, CUDNN_13_POINTS)
-    return tuple(tuple(literal8(v) for v in row) for row in tile.G)
+    return np.array([[literal8(v) for v in row] for row in tile.G], np.float32)
 
 
 def cudnn_wgrad_delta_rows_13(E: np.ndarray, axis: int) -> np.ndarray:
@@ -427,18 +452,7 @@ def cudnn_wgrad_delta_rows_13(E: np.ndarray, axis: int) -> np.ndarray:
     13 out): G[j, k] = p_j^k / f_j (:func:`toom_cook_tile`, the fractions in G) as
     :func:`literal8` constants; row j one FMA chain over k ascending from the rounded first
     product (from k = 1, then k = 0, for the rows of :data:`_DELTA13_FROM_K1`), the ∞ row e8."""
-    G = _delta13()
-    e = [np.take(E, k, axis=axis) for k in range(9)]
-    rows = []
-    for j in range(12):
-        order = [1, 0, *range(2, 9)] if j in _DELTA13_FROM_K1 else list(range(9))
-        order = [k for k in order if G[j][k] != 0]
-        acc = _rn(G[j][order[0]] * e[order[0]])
-        for k in order[1:]:
-            acc = fma32(np.broadcast_to(G[j][k], e[k].shape), e[k], acc)
-        rows.append(acc)
-    rows.append(e[8])
-    return np.stack(rows, axis=axis)
+    return _chain_rows(_delta13(), E, axis, _DELTA13_FROM_K1)
 
 
 @functools.lru_cache(maxsize=1)
@@ -451,23 +465,7 @@ def cudnn_wgrad_output_rows_13(M: np.ndarray, axis: int) -> np.ndarray:
     """One pass of Aᵀ M A of ``winogradWgradOutput9x9_5x5`` (13 rows along ``axis``; 5 out):
     Aᵀ[i, j] = p_j^i (∞: the last row) as :func:`literal8` constants, each row one FMA chain over
     j ascending, zero coefficients skipped, ±1 ones added (measured)."""
-    AT = _output13()
-    m = [np.take(M, j, axis=axis) for j in range(13)]
-    rows = []
-    for i in range(5):
-        acc = None
-        for j in range(13):
-            c = AT[i, j]
-            if c == 0:
-                continue
-            if acc is None:
-                acc = m[j] if c == 1 else _rn(c * m[j])
-            elif c in (1, -1):
-                acc = _rn(acc + c * m[j])
-            else:
-                acc = fma32(np.broadcast_to(c, m[j].shape), m[j], acc)
-        rows.append(acc)
-    return np.stack(rows, axis=axis)
+    return _chain_rows(_output13(), M, axis)
 
 
 def _wgrad_positionwise(x, dy, r: int, m: int, padding, data, delta, output) -> np.ndarray:
@@ -550,30 +548,6 @@ def _fprop13() -> tuple[WinogradTile, np.ndarray, np.ndarray]:
     G = np.array([[literal8(v) for v in row] for row in tile.G], np.float32)
     AT = np.array([[literal8(v) for v in row] for row in tile.AT], np.float32)
     return tile, G, AT
-
-
-def _chain_rows(C: np.ndarray, X: np.ndarray, axis: int, from_k1=frozenset()) -> np.ndarray:
-    """C·X along ``axis`` (C fp32 constants): row i one FMA chain over k ascending, zero
-    coefficients skipped, the first term ``x`` itself where its coefficient is 1 (else the
-    rounded product), ±1 terms added; rows in ``from_k1`` start from their second nonzero term,
-    then the first (nvcc's contraction of ``c0·x0 + c1·x1 + …``)."""
-    x = [np.take(X, k, axis=axis) for k in range(C.shape[1])]
-    rows = []
-    for i in range(C.shape[0]):
-        order = [k for k in range(C.shape[1]) if C[i, k] != 0]
-        if i in from_k1 and len(order) > 1:
-            order[0], order[1] = order[1], order[0]
-        acc = None
-        for k in order:
-            c = C[i, k]
-            if acc is None:
-                acc = x[k] if c == 1 else _rn(c * x[k])
-            elif c in (1, -1):
-                acc = _rn(acc + c * x[k])
-            else:
-                acc = fma32(np.broadcast_to(c, x[k].shape), x[k], acc)
-        rows.append(acc)
-    return np.stack(rows, axis=axis)
 
 
 def cudnn_fprop_f9x9_5x5(x, w, padding: tuple[int, int] = (2, 2)) -> np.ndarray:
