@@ -230,3 +230,57 @@ def test_72_random_shapes_made_after_the_fit_are_identical(tmp_path):
             assert int(np.count_nonzero(got.astype(dtype).view(np.int16) != want)) == 0, path.name
         else:
             assert differing_bits(got, want.view(np.float32)) == 0, path.name
+
+
+def _direct(x, w, pad):
+    """The exact (float64) stride-1 correlation of x (N, C, H, W) with w (K, C, r, r)."""
+    r = w.shape[-1]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    P, Q = xp.shape[2] - r + 1, xp.shape[3] - r + 1
+    out = np.zeros((x.shape[0], w.shape[0], P, Q))
+    for i in range(r):
+        for j in range(r):
+            out += np.einsum("ncpq,kc->nkpq", xp[:, :, i : i + P, j : j + Q], w[:, :, i, j].astype(np.float64))
+    return out
+
+
+def test_the_13_point_orders_are_the_convolution_rounded():
+    """On random data both 13-point orders are the convolution up to their (large) rounding: a
+    wrong tile origin, crop or coefficient moves outputs by whole units. The forward on a 20×17
+    image (partial tiles, rectangular), the weight gradient of the same convolution."""
+    rng = np.random.default_rng(13)
+    x = rng.uniform(-1, 1, (2, 3, 20, 17)).astype(np.float32)
+    w = rng.uniform(-1, 1, (4, 3, 5, 5)).astype(np.float32)
+    dy = rng.uniform(-1, 1, (2, 4, 20, 17)).astype(np.float32)
+    y, exact = cudnn_fprop_f9x9_5x5(x, w, (2, 2)), _direct(x, w, 2)
+    assert y.shape == exact.shape and np.abs(y - exact).max() < 2e-3 * np.abs(exact).max()
+    assert np.count_nonzero(y != exact.astype(np.float32)) > 0
+    dw = cudnn_wgrad_f5x5_9x9(x, dy, (2, 2))
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (2, 2), (2, 2)))
+    exact_dw = np.stack(
+        [
+            np.einsum("ncpq,nkpq->kc", xp[:, :, i : i + 20, j : j + 17], dy.astype(np.float64))
+            for i in range(5)
+            for j in range(5)
+        ],
+        axis=-1,
+    ).reshape(4, 3, 5, 5)
+    assert dw.shape == exact_dw.shape and np.abs(dw - exact_dw).max() < 2e-3 * np.abs(exact_dw).max()
+
+
+def test_a_nan_reaches_only_the_outputs_of_its_tiles():
+    """Adversarial: a NaN in one input pixel of the forward spreads through the transforms to the
+    outputs of the tiles whose 13×13 window holds it (every output channel), nowhere else; in the
+    weight gradient to every tap of its input channel, for every output channel."""
+    rng = np.random.default_rng(14)
+    x = rng.uniform(-1, 1, (1, 2, 20, 20)).astype(np.float32)
+    w = rng.uniform(-1, 1, (3, 2, 5, 5)).astype(np.float32)
+    x[0, 1, 3, 12] = np.nan  # padded row 5, column 14: tile row 0 (rows 0–12), tile column 1 (9–21)
+    y = cudnn_fprop_f9x9_5x5(x, w, (2, 2))
+    nan = np.zeros(y.shape, bool)
+    nan[0, :, 0:9, 9:18] = True
+    np.testing.assert_array_equal(np.isnan(y), nan)
+    dy = rng.uniform(-1, 1, (1, 3, 20, 20)).astype(np.float32)
+    dw = cudnn_wgrad_f5x5_9x9(x, dy, (2, 2))
+    np.testing.assert_array_equal(np.isnan(dw).any(axis=(2, 3)), np.array([[False, True]] * 3))
+    assert np.isnan(dw[:, 1]).all() and not np.isnan(dw[:, 0]).any()
