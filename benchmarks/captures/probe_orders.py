@@ -422,13 +422,12 @@ def random_specs_check() -> list[dict]:
 
 
 def random_specs_winograd() -> list[dict]:
-    """Set 6 (prepared in session 24, not yet run): random draws (kit seeds) that look for cuDNN's
-    Winograd kernels where their outputs carry every bit. The 5×5 weight gradient that ran
+    """Set 6 (prepared in session 24, run in session 25): random draws (kit seeds) that looked for
+    cuDNN's Winograd kernels where their outputs carry every bit. The 5×5 weight gradient that ran
     ``winogradForwardData9x9_5x5`` + ``winogradWgradDelta9x9_5x5`` in fp16 and bf16 (set 4), and 5×5
     and 3×3 forward passes, in fp32 with and without TF32 and with ``cudnn.benchmark`` off and
-    on, NCHW; the same shapes in fp16 and bf16 with ``cudnn.benchmark`` on. The kernel names say
-    which draws ran a Winograd kernel; the fp32 ones pin its order as the weight gradient's were
-    pinned (docs/silicon/h200-convolutions.md)."""
+    on, NCHW; the same shapes in fp16 and bf16 with ``cudnn.benchmark`` on. PyTorch got no Winograd
+    kernel for fp32 (FFT, implicit GEMMs) and one for fp16 (tests/data/captures/README.md)."""
     specs, seed = [], 376000
     wgrads = [(2, 32, 32, 16, 5, 1, 2), (2, 32, 32, 20, 5, 1, 2), (3, 12, 20, 9, 5, 1, 2), (1, 64, 64, 24, 5, 1, 2)]
     fprops = [([2, 32, 20, 20], [32, 32, 5, 5], 2), ([1, 64, 24, 24], [64, 64, 5, 5], 2),
