@@ -371,9 +371,10 @@ cuDNN writes to its workspace is Bᵀ d B of :func:`toom_cook_tile` at these poi
 with :func:`cudnn_data_rows_13`. Not symmetric: −3 without +3."""
 
 
-@functools.lru_cache(maxsize=1)
-def _bt13() -> np.ndarray:
-    return toom_cook_tile(9, 5, CUDNN_13_POINTS).fp32("BT")
+@functools.lru_cache(maxsize=2)
+def _tile13(m: int, r: int) -> WinogradTile:
+    """F(m×m, r×r) at :data:`CUDNN_13_POINTS` (built and checked once)."""
+    return toom_cook_tile(m, r, CUDNN_13_POINTS)
 
 
 def cudnn_data_rows_13(X: np.ndarray, axis: int) -> np.ndarray:
@@ -385,7 +386,7 @@ def cudnn_data_rows_13(X: np.ndarray, axis: int) -> np.ndarray:
     same): the point-0 row adds P with a separate rounding after its k = 2 term, and the −3 row
     starts from P, then k = 1, 5, 7, 9, 11 (measured bit for bit on the workspace of H200
     captures, fp32, fp16 and bf16 operands, forward and weight gradient)."""
-    BT = _bt13()
+    BT = _tile13(9, 5).fp32("BT")
     d = [np.take(X, k, axis=axis) for k in range(13)]
     shared = _rn(BT[0, 3] * d[3])
     rows = []
@@ -443,7 +444,7 @@ _DELTA13_FROM_K1 = frozenset({1, 2, 5, 6, 10, 11})
 
 @functools.lru_cache(maxsize=1)
 def _delta13() -> np.ndarray:
-    tile = toom_cook_tile(5, 9, CUDNN_13_POINTS)
+    tile = _tile13(5, 9)
     return np.array([[literal8(v) for v in row] for row in tile.G], np.float32)
 
 
@@ -457,7 +458,7 @@ def cudnn_wgrad_delta_rows_13(E: np.ndarray, axis: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=1)
 def _output13() -> np.ndarray:
-    tile = toom_cook_tile(5, 9, CUDNN_13_POINTS)
+    tile = _tile13(5, 9)
     return np.array([[literal8(v) for v in row] for row in tile.AT], np.float32)
 
 
@@ -544,7 +545,7 @@ def cudnn_wgrad_f5x5_9x9(x, dy, padding: tuple[int, int] = (2, 2)) -> np.ndarray
 def _fprop13() -> tuple[WinogradTile, np.ndarray, np.ndarray]:
     """The tile, G and Aᵀ of cuDNN's 13-point forward, G and Aᵀ as :func:`literal8` constants: G
     the plain Vandermonde rows (1, p, …, p⁴), the fractions 1/f_j in Aᵀ (:func:`fractions_in_output`)."""
-    tile = fractions_in_output(toom_cook_tile(9, 5, CUDNN_13_POINTS))
+    tile = fractions_in_output(_tile13(9, 5))
     G = np.array([[literal8(v) for v in row] for row in tile.G], np.float32)
     AT = np.array([[literal8(v) for v in row] for row in tile.AT], np.float32)
     return tile, G, AT
@@ -647,7 +648,7 @@ def cudnn_wgrad_f3x3_4x4(x, dy, padding: tuple[int, int] = (0, 0)) -> np.ndarray
         )
 
 
-def _fprop_output_rows(M: np.ndarray, axis: int, column_pass: bool) -> np.ndarray:
+def _fprop_output_rows(M: np.ndarray, axis: int, fuse_m2: bool) -> np.ndarray:
     """Aᵀ with the 1/f_j of the points (4, 2/3, 2/3, −8/3, −8/3, 1) in its columns along
     ``axis``, as cuDNN's forward output transform rounds it (measured), c = RN32(2/3), every
     product by a coefficient rounded unless fused:
@@ -657,12 +658,12 @@ def _fprop_output_rows(M: np.ndarray, axis: int, column_pass: bool) -> np.ndarra
     - row 2: RN(s + fma(−c, m3, RN(−c·m4))), s = RN(RN(c·m1) + RN(c·m2));
     - row 3: RN(RN(p + fma(c/2, m4, RN(−c/2·m3))) + m5).
 
-    In the column pass (``column_pass``) the m2 terms are fused too: a = fma(c, m2, RN(4m0 +
-    RN(c·m1))), p = fma(−c, m2, RN(c·m1)), s = fma(c, m2, RN(c·m1))."""
+    With ``fuse_m2`` (the column pass; both passes of the fp32 kernels) the m2 terms are fused
+    too: a = fma(c, m2, RN(4m0 + RN(c·m1))), p = fma(−c, m2, RN(c·m1)), s = fma(c, m2, RN(c·m1))."""
     m = [np.take(M, k, axis=axis) for k in range(6)]
     c, four, two, half = _C, np.float32(4), np.float32(2), np.float32(0.5)
     cm1 = _rn(c * m[1])
-    if column_pass:
+    if fuse_m2:
         a = fma32(c, m[2], _rn(four * m[0] + cm1))
         p, s = fma32(-c, m[2], cm1), fma32(c, m[2], cm1)
     else:

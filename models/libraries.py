@@ -491,31 +491,26 @@ UNRESOLVED = (
 )
 
 
-#: the Winograd kernels fp16emu models, all cuDNN ``winograd_nonfused`` kernels that compute in
-#: fp32 (``<float, …>``; the ``<__half, __half>`` ones of cuDNN's TRUE_HALF configuration are not),
-#: measured on H200 captures: the weight gradient ``winogradWgrad{Data,Delta,Output}4x4``
-#: (emu.winograd.cudnn_wgrad_f3x3_4x4), the forward ``winogradForward{Data,Filter,Output}4x4``
-#: (emu.winograd.cudnn_fprop_f4x4_3x3; backward data runs them too), and the 13-point kernels
-#: ``winogradForward{Data,Filter,Output}9x9_5x5`` (emu.winograd.cudnn_fprop_f9x9_5x5) and
-#: ``winogradWgrad{Delta,Output}9x9_5x5`` (emu.winograd.cudnn_wgrad_f5x5_9x9); their GEMM is an
-#: ``…ffma`` one (or cuBLAS ``gemmSN``: the same chain)
-MODELLED_WINOGRAD = (
-    r"winograd_nonfused::winograd((Wgrad(Data|Delta|Output)|Forward(Data|Filter|Output))4x4"
-    r"|Forward(Data|Filter|Output)9x9_5x5|Wgrad(Delta|Output)9x9_5x5)<float,"
-)
-
-
-#: cuDNN's Winograd orders fp16emu models, by name: (pass, filter edge, a kernel-name pattern the
-#: capture must show, the tile); the kernels compute in fp32 (``<float, …>``). Backward data runs the
-#: forward kernels. The orders: emu.winograd.cudnn_{fprop_f4x4_3x3,fprop_f9x9_5x5,wgrad_f3x3_4x4,wgrad_f5x5_9x9}
+#: cuDNN's Winograd orders fp16emu models, by name: (pass, filter edge, the pattern of the kernels
+#: that compute it), all ``winograd_nonfused`` kernels that compute in fp32 (``<float, …>``; the
+#: ``<__half, __half>`` ones of cuDNN's TRUE_HALF configuration are not), measured on H200 captures:
+#: the forward ``winogradForward{Data,Filter,Output}4x4`` (emu.winograd.cudnn_fprop_f4x4_3x3) and
+#: ``…9x9_5x5`` (emu.winograd.cudnn_fprop_f9x9_5x5), which backward data runs too; the weight
+#: gradient ``winogradWgrad{Data,Delta,Output}4x4`` (emu.winograd.cudnn_wgrad_f3x3_4x4) and
+#: ``winogradForwardData9x9_5x5`` + ``winogradWgrad{Delta,Output}9x9_5x5``
+#: (emu.winograd.cudnn_wgrad_f5x5_9x9). Their GEMM is an ``…ffma`` one (or cuBLAS ``gemmSN``: the
+#: same chain). The pass and filter tell the orders that share a kernel apart
 CUDNN_WINOGRAD = {
-    "cudnn-fprop-4x4": ("fwd", 3, r"winogradForward(Data|Filter|Output)4x4<float,", "F(4x4, 3x3)"),
-    "cudnn-fprop-9x9": ("fwd", 5, r"winogradForward(Filter|Output)9x9_5x5<float,", "F(9x9, 5x5)"),
-    "cudnn-dgrad-4x4": ("bwd_data", 3, r"winogradForward(Data|Filter|Output)4x4<float,", "F(4x4, 3x3)"),
-    "cudnn-dgrad-9x9": ("bwd_data", 5, r"winogradForward(Filter|Output)9x9_5x5<float,", "F(9x9, 5x5)"),
-    "cudnn-wgrad-4x4": ("bwd_weight", 3, r"winogradWgrad(Data|Delta|Output)4x4<float,", "F(3x3, 4x4)"),
-    "cudnn-wgrad-9x9": ("bwd_weight", 5, r"winogradWgrad(Delta|Output)9x9_5x5<float,", "F(5x5, 9x9)"),
+    "cudnn-fprop-4x4": ("fwd", 3, r"winogradForward(Data|Filter|Output)4x4<float,"),
+    "cudnn-fprop-9x9": ("fwd", 5, r"winogradForward(Data|Filter|Output)9x9_5x5<float,"),
+    "cudnn-dgrad-4x4": ("bwd_data", 3, r"winogradForward(Data|Filter|Output)4x4<float,"),
+    "cudnn-dgrad-9x9": ("bwd_data", 5, r"winogradForward(Data|Filter|Output)9x9_5x5<float,"),
+    "cudnn-wgrad-4x4": ("bwd_weight", 3, r"winogradWgrad(Data|Delta|Output)4x4<float,"),
+    "cudnn-wgrad-9x9": ("bwd_weight", 5, r"winograd(ForwardData|Wgrad(Delta|Output))9x9_5x5<float,"),
 }
+
+#: every Winograd kernel of :data:`CUDNN_WINOGRAD` (a capture whose Winograd kernels all match is modelled)
+MODELLED_WINOGRAD = "winograd_nonfused::(" + "|".join(dict.fromkeys(p for *_, p in CUDNN_WINOGRAD.values())) + ")"
 
 
 def not_modelled(kernels) -> list[str]:

@@ -31,11 +31,11 @@ def _filter(g):  # one row of 3 -> 6: the plain rows (1, p, p²) at 0, 1, −1, 
     ]
 
 
-def _output(column_pass):  # one row of 6 -> 4, the documented steps
+def _output(fuse_m2):  # one row of 6 -> 4, the documented steps
     def rows(m):
         c = C23
         cm1 = F32(c * m[1])
-        if column_pass:
+        if fuse_m2:
             a = fma_scalar(c, m[2], F32(F32(4) * m[0] + cm1))
             p, s = fma_scalar(-c, m[2], cm1), fma_scalar(c, m[2], cm1)
         else:

@@ -247,10 +247,6 @@ def _plain(cap: Capture, pass_: str, r: int) -> bool:
     )
 
 
-def _plain_3x3(cap: Capture, pass_: str) -> bool:
-    return _plain(cap, pass_, 3)
-
-
 def winograd_orders(cap: Capture) -> list[tuple[str, np.ndarray]]:
     """The Winograd orders :mod:`emu.winograd` has for the capture, as (description, output in
     the capture's dtype): a forward 3×3 stride-1 convolution without groups or dilation by
@@ -260,7 +256,7 @@ def winograd_orders(cap: Capture) -> list[tuple[str, np.ndarray]]:
     for other passes or shapes (the weight gradient's F(3×3, 2×2) is not in :mod:`emu.winograd`).
     None of these reproduces an H200 capture of cuDNN's Winograd kernels (those are
     :func:`winograd_fprop_output`'s): they are named in the hints of a capture that model misses."""
-    if not _plain_3x3(cap, "fwd"):
+    if not _plain(cap, "fwd", 3):
         return []
     s = cap.conv
     x = _values(cap, "input").reshape(s.N, s.C, s.H, s.W)
@@ -279,7 +275,7 @@ def cudnn_winograd(cap: Capture) -> str:
     """The name (a key of :data:`CUDNN_WINOGRAD`) of cuDNN's Winograd order that computes the
     capture: a stride-1 convolution without dilation or groups of the order's pass and filter
     whose kernels include that order's; "" for any other capture."""
-    for name, (pass_, r, pattern, _) in CUDNN_WINOGRAD.items():
+    for name, (pass_, r, pattern) in CUDNN_WINOGRAD.items():
         if _plain(cap, pass_, r) and any(re.search(pattern, str(k)) for k in cap.kernels):
             return name
     return ""
