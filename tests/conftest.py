@@ -1,6 +1,6 @@
 """Make the repository root importable (``emu``, ``models``, ``validation``) under any pytest
 invocation, whatever the working directory, and register the shared test helpers of ``tests/``
-(``reference_data``, ``exact_reference``, ``adversarial``) as importable modules.
+(``reference_data``, ``exact_reference``, ``adversarial``, ``recipes``) as importable modules.
 
 ``tests/`` itself is not put on ``sys.path``: its folders ``emu/`` and ``models/`` would shadow
 the real packages. The helpers are loaded by file path instead, once, under their own names.
@@ -15,7 +15,7 @@ _ROOT = str(_TESTS.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-HELPERS = ("reference_data", "exact_reference", "adversarial")
+HELPERS = ("reference_data", "exact_reference", "adversarial", "recipes")
 
 
 def _load_helper(name: str) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 import tarfile
 from fractions import Fraction
@@ -21,6 +20,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from recipes import capture_recipe
 
 from emu.simt import fma_gemm
 from emu.winograd import (
@@ -40,7 +40,6 @@ from emu.winograd import (
 ROOT = Path(__file__).resolve().parents[2]
 ARCHIVE = ROOT / "tests" / "data" / "captures" / "h200_probes" / "cudnn_algos.tar.gz"
 RANDOM_SHAPES = ARCHIVE.with_name("cudnn_algos2.tar.gz")  # plan 2: 72 random shapes, made after the fit
-RECIPE = ROOT / "benchmarks" / "captures" / "cudnn_algos.py"
 # (case, tiles padded to): the workspace holds V as [13·13 positions][C][tiles padded]
 WITH_WORKSPACE = [
     ("a_wgrad_winograd_nonfused_n1c16k8h9r5p2_float32", 16),
@@ -52,11 +51,9 @@ WITH_WORKSPACE = [
 
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory):
-    if not ARCHIVE.is_file() or not RECIPE.is_file():
-        pytest.skip(f"{ARCHIVE} or {RECIPE} is absent")
-    spec = importlib.util.spec_from_file_location("cudnn_algos", RECIPE)
-    recipe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(recipe)
+    if not ARCHIVE.is_file():
+        pytest.skip(f"{ARCHIVE} is absent")
+    recipe = capture_recipe("cudnn_algos")
     folder = tmp_path_factory.mktemp("cudnn_algos")
     with tarfile.open(ARCHIVE) as tar:
         tar.extractall(folder, filter="data")
@@ -210,11 +207,9 @@ def test_72_random_shapes_made_after_the_fit_are_identical(tmp_path):
     """Plan 2 of cudnn_algos.py, run after every order here was written: 72 random draws (a pass,
     a 3×3 or 5×5 filter, padding 0 … r // 2, N 1 … 3, C and K 1 … 48, rectangular H × W in 5 … 40,
     fp32, fp16 or bf16 tensors), all through WINOGRAD_NONFUSED: every output of every one."""
-    if not RANDOM_SHAPES.is_file() or not RECIPE.is_file():
-        pytest.skip(f"{RANDOM_SHAPES} or {RECIPE} is absent")
-    spec = importlib.util.spec_from_file_location("cudnn_algos", RECIPE)
-    recipe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(recipe)
+    if not RANDOM_SHAPES.is_file():
+        pytest.skip(f"{RANDOM_SHAPES} is absent")
+    recipe = capture_recipe("cudnn_algos")
     with tarfile.open(RANDOM_SHAPES) as tar:
         tar.extractall(tmp_path, filter="data")
     paths = sorted((tmp_path / "cudnn_algos").glob("b_*.npz"))

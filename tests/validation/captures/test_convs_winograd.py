@@ -15,6 +15,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from capture_data import archived
+from recipes import capture_recipe
 
 import emu
 from emu.winograd import CUDNN_WGRAD_POINTS, toom_cook_tile, winograd_conv2d
@@ -189,7 +190,6 @@ def test_backward_data_and_fp32_tensors_read_identical(case, order, tmp_path):
     turned filter) and the 4×4 forward on fp32 tensors, which rounds its output transform otherwise:
     H200 captures made by calling the algorithm by number (h200_probes/cudnn_algos.tar.gz), written
     as library captures and read back: identical, each as its own order."""
-    import importlib.util
     import json
     import tarfile
 
@@ -197,12 +197,9 @@ def test_backward_data_and_fp32_tensors_read_identical(case, order, tmp_path):
     from validation.captures.report import read_capture
 
     archive = DATA / "h200_probes" / "cudnn_algos.tar.gz"
-    recipe_path = Path(__file__).resolve().parents[3] / "benchmarks" / "captures" / "cudnn_algos.py"
-    if not archive.is_file() or not recipe_path.is_file():
-        pytest.skip(f"{archive} or {recipe_path} is absent")
-    spec = importlib.util.spec_from_file_location("cudnn_algos", recipe_path)
-    recipe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(recipe)
+    if not archive.is_file():
+        pytest.skip(f"{archive} is absent")
+    recipe = capture_recipe("cudnn_algos")
     with tarfile.open(archive) as tar:
         member = tar.getmember(f"cudnn_algos/{case}.npz")
         tar.extract(member, tmp_path, filter="data")

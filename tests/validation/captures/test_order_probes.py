@@ -7,13 +7,13 @@ output counts the ones added after i's and j's partials met. The random captures
 16's (h200_s16) and the held-out run's (h200_holdout).
 """
 
-import importlib.util
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from capture_data import archived, capture_or_skip, differing_bits
+from recipes import capture_recipe
 
 from validation.captures.capture import load_capture
 from validation.captures.convs import SHMEM_TILING_TREE, shmem_tiling_layout
@@ -107,13 +107,10 @@ def _probe(name, path=None):
     """A probe capture kept without its operands (``path``, else h200_probes/NAME.npz), with them
     built again by the probe recipe (``benchmarks/captures/probe_orders.py``; checked against the
     sha256 the GPU recorded)."""
-    recipe = Path(__file__).resolve().parents[3] / "benchmarks" / "captures" / "probe_orders.py"
     path = path or DATA / "h200_probes" / f"{name}.npz"
-    if not path.is_file() or not recipe.is_file():
-        pytest.skip(f"{path} or {recipe} is absent")
-    spec = importlib.util.spec_from_file_location("probe_orders", recipe)
-    po = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(po)
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    po = capture_recipe("probe_orders")
     with np.load(path, allow_pickle=False) as z:
         return po.restore_operands({k: z[k] for k in z.files})  # ValueError where a sha256 differs
 
