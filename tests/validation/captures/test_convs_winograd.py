@@ -40,6 +40,17 @@ def _cap(name):
     return load_capture(path)
 
 
+def _identical_quickly(cap, order: str, outputs: int):
+    """The search of ``cap``: under a minute, identical on all ``outputs``, as cuDNN's Winograd
+    ``order`` of the family ``cudnn-winograd``; the result."""
+    t0 = time.perf_counter()
+    r = search(cap)
+    assert time.perf_counter() - t0 < 60
+    assert r.answer == "identical" and r.n_identical == r.n == outputs
+    assert r.best.variant.winograd == order and r.best.family == "cudnn-winograd"
+    return r
+
+
 @pytest.mark.parametrize(
     "name",
     [
@@ -50,11 +61,7 @@ def _cap(name):
 )
 def test_the_weight_gradient_is_identical_quickly(name):
     cap = _cap(name)
-    t0 = time.perf_counter()
-    r = search(cap)
-    assert time.perf_counter() - t0 < 60
-    assert r.answer == "identical" and r.n_identical == r.n == np.asarray(cap.out).size
-    assert r.best.variant.winograd == "cudnn-wgrad-4x4" and r.best.family == "cudnn-winograd"
+    r = _identical_quickly(cap, "cudnn-wgrad-4x4", np.asarray(cap.out).size)
     assert r.reproducing == [r.best]
     assert r.hints[0] == "the kernels are Winograd; cuDNN's Winograd order gives every output bit of this capture"
     assert "F(3x3, 4x4)" in r.best.describe() and r.best.fields()["winograd"] == "cudnn-wgrad-4x4"
@@ -72,11 +79,7 @@ def test_the_weight_gradient_is_identical_quickly(name):
 def test_the_forward_is_identical_quickly(name):
     cap = _cap(name)
     assert is_winograd_fprop(cap) and not is_winograd_wgrad(cap)
-    t0 = time.perf_counter()
-    r = search(cap)
-    assert time.perf_counter() - t0 < 60
-    assert r.answer == "identical" and r.n_identical == r.n == 5120
-    assert r.best.variant.winograd == "cudnn-fprop-4x4" and r.best.family == "cudnn-winograd"
+    r = _identical_quickly(cap, "cudnn-fprop-4x4", 5120)
     assert r.hints[0] == "the kernels are Winograd; cuDNN's Winograd order gives every output bit of this capture"
     assert "F(4x4, 3x3)" in r.best.describe() and r.best.fields()["winograd"] == "cudnn-fprop-4x4"
 
@@ -242,11 +245,7 @@ def test_the_13_point_weight_gradient_is_identical(dtype, tmp_path):
     from the exact gradient rounded once), in seconds, as cuDNN's measured order F(5×5, 9×9)."""
     cap = load_capture(archived("probes_set4.tar.gz", f"c_wgrad_n2c32k32h16r5s1p2_conti_{dtype}", tmp_path))
     assert is_winograd_wgrad(cap) and not is_winograd_fprop(cap)
-    t0 = time.perf_counter()
-    r = search(cap)
-    assert time.perf_counter() - t0 < 60
-    assert r.answer == "identical" and r.n_identical == r.n == 25600
-    assert r.best.variant.winograd == "cudnn-wgrad-9x9" and r.best.family == "cudnn-winograd"
+    r = _identical_quickly(cap, "cudnn-wgrad-9x9", 25600)
     assert "F(5x5, 9x9) on 13x13 tiles" in r.best.describe()
     direct = run_candidate(cap, Candidate("fma32", Variant("npq"), emu.Schedule(output=cap.out_format)))
     assert np.count_nonzero(direct.view(np.uint16) != np.asarray(cap.out).view(np.uint16)) > 1000
