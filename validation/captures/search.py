@@ -431,8 +431,9 @@ def _winograd(cap: Capture, unit_name: str, t0: float) -> SearchResult:
     pass_ = PASS_OF[cap.op]
     plain = emu.Schedule(output=cap.out_format)
     tried = []
-    if cudnn_winograd(cap):
-        tried.append(Candidate("fma32", Variant(winograd=cudnn_winograd(cap)), plain, "cudnn-winograd"))
+    order = cudnn_winograd(cap)
+    if order:
+        tried.append(Candidate("fma32", Variant(winograd=order), plain, "cudnn-winograd"))
     tried += [Candidate("fma32", Variant(o), plain) for o in K_ORDERS[pass_]]
     if pass_ == "bwd_weight":
         halving = emu.Schedule(splits=32, split_rule="strided", reduction="halving", output=cap.out_format)
