@@ -212,7 +212,10 @@ class Candidate:
         parts = [f"unit {self.unit}"]
         if self.variant.describe():
             parts.append(self.variant.describe())
-        parts.append(self.schedule.describe())
+        if self.variant.winograd:  # the transforms and GEMMs are the variant's: of the schedule only the output
+            parts.append(f"one rounding to {self.schedule.output}")
+        else:
+            parts.append(self.schedule.describe())
         if self.merge == "serial":
             parts.append(
                 "partials merged serially: split 0's result rounded to the output format, then each split's "
